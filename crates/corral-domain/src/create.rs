@@ -1,0 +1,218 @@
+use serde::{Deserialize, Serialize};
+
+use crate::capabilities::{ImageMode, ProviderCapabilities, TimeoutMode};
+use crate::input::InputError;
+use crate::provider::Provider;
+
+/// The longest accepted `image`.
+const MAX_IMAGE_LEN: usize = 512;
+
+/// Create fields shared by most providers: what the spec shows for every variant.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StandardCreate {
+    /// Runtime image or template; meaning depends on the provider's `imageMode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Lifetime in seconds, where the provider's `timeoutMode` is `seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// Create fields for Fly Machines, which needs an app to place the machine in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FlyCreate {
+    /// Container image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Not accepted (Fly lifetimes are provider-managed); present so the refusal names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    /// The Fly app; falls back to the profile's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// The Fly region, e.g. `iad`; the provider picks one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+}
+
+/// `POST /v1/sandboxes` body: a union discriminated by `provider`, one variant per provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "lowercase")]
+#[allow(missing_docs)] // One variant per provider; see `Provider` for each.
+pub enum CreateSandboxRequest {
+    E2b(StandardCreate),
+    Daytona(StandardCreate),
+    Vercel(StandardCreate),
+    Runloop(StandardCreate),
+    Together(StandardCreate),
+    Morph(StandardCreate),
+    Blaxel(StandardCreate),
+    Sprites(StandardCreate),
+    Fly(FlyCreate),
+    Cloudflare(StandardCreate),
+    Modal(StandardCreate),
+    Deno(StandardCreate),
+    Local(StandardCreate),
+}
+
+impl CreateSandboxRequest {
+    /// A request with only image and timeout, for any provider.
+    pub fn standard(provider: Provider, image: Option<String>, timeout: Option<u64>) -> Self {
+        let s = StandardCreate { image, timeout };
+        match provider {
+            Provider::E2b => Self::E2b(s),
+            Provider::Daytona => Self::Daytona(s),
+            Provider::Vercel => Self::Vercel(s),
+            Provider::Runloop => Self::Runloop(s),
+            Provider::Together => Self::Together(s),
+            Provider::Morph => Self::Morph(s),
+            Provider::Blaxel => Self::Blaxel(s),
+            Provider::Sprites => Self::Sprites(s),
+            Provider::Fly => Self::Fly(FlyCreate {
+                image: s.image,
+                timeout: s.timeout,
+                ..FlyCreate::default()
+            }),
+            Provider::Cloudflare => Self::Cloudflare(s),
+            Provider::Modal => Self::Modal(s),
+            Provider::Deno => Self::Deno(s),
+            Provider::Local => Self::Local(s),
+        }
+    }
+
+    /// The selected provider.
+    pub fn provider(&self) -> Provider {
+        match self {
+            Self::E2b(_) => Provider::E2b,
+            Self::Daytona(_) => Provider::Daytona,
+            Self::Vercel(_) => Provider::Vercel,
+            Self::Runloop(_) => Provider::Runloop,
+            Self::Together(_) => Provider::Together,
+            Self::Morph(_) => Provider::Morph,
+            Self::Blaxel(_) => Provider::Blaxel,
+            Self::Sprites(_) => Provider::Sprites,
+            Self::Fly(_) => Provider::Fly,
+            Self::Cloudflare(_) => Provider::Cloudflare,
+            Self::Modal(_) => Provider::Modal,
+            Self::Deno(_) => Provider::Deno,
+            Self::Local(_) => Provider::Local,
+        }
+    }
+
+    fn common(&self) -> (Option<&str>, Option<u64>) {
+        match self {
+            Self::Fly(f) => (f.image.as_deref(), f.timeout),
+            Self::E2b(s)
+            | Self::Daytona(s)
+            | Self::Vercel(s)
+            | Self::Runloop(s)
+            | Self::Together(s)
+            | Self::Morph(s)
+            | Self::Blaxel(s)
+            | Self::Sprites(s)
+            | Self::Cloudflare(s)
+            | Self::Modal(s)
+            | Self::Deno(s)
+            | Self::Local(s) => (s.image.as_deref(), s.timeout),
+        }
+    }
+
+    /// The requested image, if any.
+    pub fn image(&self) -> Option<&str> {
+        self.common().0
+    }
+
+    /// The requested lifetime in seconds, if any.
+    pub fn timeout(&self) -> Option<u64> {
+        self.common().1
+    }
+
+    /// The lifetime the provider should be asked for: the request's, else the advertised
+    /// default (providers such as E2B apply a short server-side default when none is sent).
+    pub fn effective_timeout(&self, caps: &ProviderCapabilities) -> Option<u64> {
+        self.timeout().or(caps.timeout_default_seconds)
+    }
+
+    /// Checks the request against the provider's advertised capabilities, before the provider
+    /// is called. Errors name the field and the provider.
+    pub fn validate(&self, caps: &ProviderCapabilities) -> Result<(), InputError> {
+        let provider = self.provider();
+        if caps.provider != provider {
+            return Err(InputError::invalid(
+                "provider",
+                format!("provider `{provider}` is not configured"),
+            ));
+        }
+        if let Some(image) = self.image() {
+            if provider.is_bridge() {
+                return Err(InputError::invalid(
+                    "image",
+                    format!(
+                        "`image` is configured in the bridge for provider `{provider}`, not in the request"
+                    ),
+                ));
+            }
+            if caps.image_mode == ImageMode::Fixed {
+                return Err(InputError::invalid(
+                    "image",
+                    format!(
+                        "`image` is not selectable for provider `{provider}` (imageMode fixed)"
+                    ),
+                ));
+            }
+            if image.trim().is_empty()
+                || image.len() > MAX_IMAGE_LEN
+                || image.contains(char::is_control)
+            {
+                return Err(InputError::invalid(
+                    "image",
+                    format!("`image` must be 1 to {MAX_IMAGE_LEN} printable characters"),
+                ));
+            }
+        }
+        if let Some(timeout) = self.timeout() {
+            check_timeout(provider, caps, timeout)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_timeout(
+    provider: Provider,
+    caps: &ProviderCapabilities,
+    t: u64,
+) -> Result<(), InputError> {
+    let invalid = |msg: String| Err(InputError::invalid("timeout", msg));
+    if provider.is_bridge() {
+        return invalid(format!(
+            "`timeout` is configured in the bridge for provider `{provider}`, not in the request"
+        ));
+    }
+    if caps.timeout_mode == TimeoutMode::ProviderManaged {
+        return invalid(format!(
+            "`timeout` is not accepted for provider `{provider}` (timeoutMode provider_managed)"
+        ));
+    }
+    if t == 0 {
+        return invalid(format!(
+            "`timeout` must be at least 1 second for provider `{provider}`"
+        ));
+    }
+    if let Some(max) = caps.timeout_maximum_seconds
+        && t > max
+    {
+        return invalid(format!(
+            "`timeout` {t} exceeds the maximum of {max} seconds for provider `{provider}`"
+        ));
+    }
+    if let Some(g) = caps.timeout_granularity_seconds
+        && !t.is_multiple_of(g)
+    {
+        return invalid(format!(
+            "`timeout` {t} is not a multiple of {g} seconds for provider `{provider}`"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! Corral's domain: every type that crosses the public API, and the rules that need no I/O.
+//!
+//! This crate is pure (serde, chrono and ulid only; no async runtime, no HTTP, no database), so
+//! any Rust service can depend on it to speak Corral's wire format. Field names are camelCase
+//! exactly as `spec/sandbox-orchestration-api.md` writes them; requests reject unknown fields
+//! with a message naming the field.
+//!
+//! ```
+//! use corral_domain::{Provider, SandboxId};
+//!
+//! let id = SandboxId::new(Provider::Local);
+//! let parsed: SandboxId = id.to_string().parse().unwrap();
+//! assert_eq!(parsed, id);
+//! assert_eq!(parsed.provider(), Provider::Local);
+//! ```
+
+mod capabilities;
+mod context;
+mod create;
+mod exec;
+mod files;
+mod id;
+mod input;
+pub mod limits;
+mod provider;
+mod sandbox;
+mod status;
+
+pub use capabilities::{
+    ImageMode, OutputStreams, PricingEvidence, ProviderCapabilities, ProviderCatalog, TimeoutMode,
+};
+pub use context::{CredentialSource, ProviderContext};
+pub use create::{CreateSandboxRequest, FlyCreate, StandardCreate};
+pub use exec::{CommandResult, RunCommandInput};
+pub use files::{FileEncoding, ReadFileInput, ReadFileResult, WriteFileInput, WriteFileResult};
+pub use id::{OperationId, ParseIdError, SandboxId};
+pub use input::InputError;
+pub use provider::{ParseProviderError, Provider};
+pub use sandbox::{Sandbox, SandboxListItem, SandboxMetadata, SandboxPage};
+pub use status::SandboxStatus;
+
+/// Timestamps on the wire: ISO 8601 in UTC.
+pub type Timestamp = chrono::DateTime<chrono::Utc>;

@@ -1,0 +1,20 @@
+//! The limits of DESIGN.md §3, in one place.
+
+/// Largest decoded file content accepted by `files/write` (exactly 1 MiB is accepted).
+pub const MAX_WRITE_BYTES: usize = 1024 * 1024;
+/// Largest file returned by `files/read`.
+pub const MAX_READ_BYTES: usize = 8 * 1024 * 1024;
+/// Largest `command` accepted by `exec`, in bytes.
+pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// Captured output kept per stream; beyond it the result is truncated and flagged.
+pub const MAX_OUTPUT_BYTES_PER_STREAM: usize = 1024 * 1024;
+/// Default exec deadline, in seconds.
+pub const DEFAULT_EXEC_DEADLINE_SECONDS: u64 = 300;
+/// Default page size of the sandbox list.
+pub const DEFAULT_PAGE_LIMIT: u32 = 50;
+/// Largest page size of the sandbox list.
+pub const MAX_PAGE_LIMIT: u32 = 200;
+/// Longest accepted `Idempotency-Key`.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+/// Longest accepted file path, in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;

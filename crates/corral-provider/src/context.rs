@@ -1,0 +1,118 @@
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use corral_domain::ProviderContext;
+use secrecy::SecretString;
+
+/// Everything a provider call needs beyond its arguments.
+///
+/// `Debug` never shows the credential (it is a [`SecretString`]).
+#[derive(Clone)]
+pub struct CallContext {
+    credential: Option<SecretString>,
+    context: ProviderContext,
+    deadline: Option<Instant>,
+}
+
+impl CallContext {
+    /// A context with a credential, routing context and no deadline.
+    pub fn new(credential: Option<SecretString>, context: ProviderContext) -> Self {
+        Self {
+            credential,
+            context,
+            deadline: None,
+        }
+    }
+
+    /// A context for providers that need no credential (`local`).
+    pub fn anonymous() -> Self {
+        Self::new(None, ProviderContext::default())
+    }
+
+    /// The same context with a deadline `within` from now.
+    pub fn with_timeout(mut self, within: Duration) -> Self {
+        self.deadline = Some(Instant::now() + within);
+        self
+    }
+
+    /// The same context with an absolute deadline.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The provider credential, if any. Expose it only to build the provider request.
+    pub fn credential(&self) -> Option<&SecretString> {
+        self.credential.as_ref()
+    }
+
+    /// The credential, or `MissingCredential` for `provider`.
+    pub fn require_credential(
+        &self,
+        provider: corral_domain::Provider,
+    ) -> crate::Result<&SecretString> {
+        self.credential
+            .as_ref()
+            .ok_or(crate::ProviderError::MissingCredential { provider })
+    }
+
+    /// The non-secret routing context.
+    pub fn context(&self) -> &ProviderContext {
+        &self.context
+    }
+
+    /// The deadline, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Time left before the deadline (`None`: no deadline; zero: already passed).
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// `limit`, shortened to the time left before the deadline.
+    pub fn bounded(&self, limit: Duration) -> Duration {
+        self.remaining().map_or(limit, |left| left.min(limit))
+    }
+}
+
+impl fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallContext")
+            .field(
+                "credential",
+                &self.credential.as_ref().map(|_| "[redacted]"),
+            )
+            .field("context", &self.context)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_credential() {
+        let ctx = CallContext::new(
+            Some(SecretString::from("canary-secret-4242")),
+            ProviderContext::default(),
+        );
+        let shown = format!("{ctx:?}");
+        assert!(!shown.contains("canary-secret-4242"), "{shown}");
+        assert!(shown.contains("[redacted]"));
+    }
+
+    #[test]
+    fn bounded_never_exceeds_the_deadline() {
+        let ctx = CallContext::anonymous().with_timeout(Duration::from_millis(50));
+        assert!(ctx.bounded(Duration::from_secs(10)) <= Duration::from_millis(50));
+        assert_eq!(
+            CallContext::anonymous().bounded(Duration::from_secs(3)),
+            Duration::from_secs(3)
+        );
+    }
+}

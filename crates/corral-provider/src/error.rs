@@ -1,0 +1,283 @@
+use std::time::Duration;
+
+use corral_domain::Provider;
+use snafu::Snafu;
+
+/// Result of a provider call.
+pub type Result<T, E = ProviderError> = std::result::Result<T, E>;
+
+/// What went wrong in a provider call, by meaning.
+///
+/// The service maps each variant to exactly one public error code. Messages may quote the
+/// provider (trimmed by the adapter) but never carry a credential.
+#[derive(Debug, Snafu)]
+#[snafu(visibility(pub))]
+pub enum ProviderError {
+    /// No credential was supplied for a provider that needs one.
+    #[snafu(display("no credential was supplied for provider `{provider}`"))]
+    MissingCredential {
+        /// The provider.
+        provider: Provider,
+    },
+
+    /// A required piece of non-secret context (team id, workspace, bridge URL…) is missing.
+    #[snafu(display(
+        "provider `{provider}` needs `{field}` (X-Provider-* header or profile setting)"
+    ))]
+    MissingContext {
+        /// The provider.
+        provider: Provider,
+        /// The missing context field, as named in the API (`teamId`, `workspace`, …).
+        field: &'static str,
+    },
+
+    /// The provider rejected the credential (401/403).
+    #[snafu(display("provider `{provider}` rejected the credential: {message}"))]
+    Unauthorized {
+        /// The provider.
+        provider: Provider,
+        /// The provider's explanation, trimmed.
+        message: String,
+    },
+
+    /// The provider rejected the request itself (400/409/422: image, timeout, command…).
+    #[snafu(display("provider `{provider}` rejected the request: {message}"))]
+    InvalidRequest {
+        /// The provider.
+        provider: Provider,
+        /// The provider's explanation, trimmed.
+        message: String,
+    },
+
+    /// The provider does not know the sandbox.
+    #[snafu(display("provider `{provider}` has no sandbox `{native_id}`"))]
+    NotFound {
+        /// The provider.
+        provider: Provider,
+        /// The native id asked for.
+        native_id: String,
+    },
+
+    /// The provider rate-limited the call (429); it was not applied.
+    #[snafu(display("provider `{provider}` rate-limited the request"))]
+    RateLimited {
+        /// The provider.
+        provider: Provider,
+        /// The provider's `Retry-After`, if it sent one.
+        retry_after: Option<Duration>,
+    },
+
+    /// The provider could not be reached or refused service before accepting the request
+    /// (connection refused, DNS failure, connect timeout, 503): it was not applied.
+    #[snafu(display("provider `{provider}` is unavailable: {message}"))]
+    Unavailable {
+        /// The provider.
+        provider: Provider,
+        /// What happened.
+        message: String,
+        /// The provider's `Retry-After`, if it sent one.
+        retry_after: Option<Duration>,
+    },
+
+    /// The request was sent but no complete answer came back in time: it may have been applied.
+    #[snafu(display("provider `{provider}` did not answer in time after the request was sent"))]
+    TimedOutAfterSend {
+        /// The provider.
+        provider: Provider,
+    },
+
+    /// The provider answered with a server error (500, 502, 504): it may have been applied.
+    #[snafu(display("provider `{provider}` failed with HTTP {status}: {message}"))]
+    ServerError {
+        /// The provider.
+        provider: Provider,
+        /// The HTTP status.
+        status: u16,
+        /// The provider's explanation, trimmed.
+        message: String,
+    },
+
+    /// The provider's answer could not be understood (malformed, truncated or oversized body, or
+    /// a broken stream): the request may have been applied.
+    #[snafu(display("provider `{provider}` sent an answer Corral cannot use: {message}"))]
+    Protocol {
+        /// The provider.
+        provider: Provider,
+        /// What was wrong with it.
+        message: String,
+    },
+
+    /// The provider failed in a way no other variant describes (an unexpected 4xx).
+    #[snafu(display("provider `{provider}` failed with HTTP {status}: {message}"))]
+    Unexpected {
+        /// The provider.
+        provider: Provider,
+        /// The HTTP status.
+        status: u16,
+        /// The provider's explanation, trimmed.
+        message: String,
+    },
+
+    /// The command ran past its deadline and was killed.
+    #[snafu(display("the command did not finish within {}s", after.as_secs()))]
+    CommandTimedOut {
+        /// The deadline it ran past.
+        after: Duration,
+    },
+
+    /// The file does not exist.
+    #[snafu(display("file `{path}` does not exist"))]
+    FileNotFound {
+        /// The path.
+        path: String,
+    },
+
+    /// The parent directory of a file to write does not exist.
+    #[snafu(display("the parent directory of `{path}` does not exist"))]
+    ParentMissing {
+        /// The path.
+        path: String,
+    },
+
+    /// The file is larger than the read limit.
+    #[snafu(display("file `{path}` is larger than {limit} bytes"))]
+    FileTooLarge {
+        /// The path.
+        path: String,
+        /// The limit.
+        limit: usize,
+    },
+
+    /// The path is refused: it escapes the sandbox, crosses a symlink that does, or is not a
+    /// regular file.
+    #[snafu(display("file `{path}` cannot be used: {reason}"))]
+    FileRefused {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// Another file failure reported by the provider.
+    #[snafu(display("file operation on `{path}` failed: {message}"))]
+    FileOperation {
+        /// The path.
+        path: String,
+        /// What the provider said, trimmed.
+        message: String,
+    },
+
+    /// The provider cannot perform this operation at all.
+    #[snafu(display("provider `{provider}` cannot {operation}: {reason}"))]
+    Unsupported {
+        /// The provider.
+        provider: Provider,
+        /// The operation, e.g. `"find_by_operation_id"`.
+        operation: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ProviderError {
+    /// Whether the provider may have applied the request although the call failed.
+    ///
+    /// For a create this is the difference between a clean failure (the idempotency claim can
+    /// be released) and `sandbox_create_outcome_unknown` (reconcile by operation id).
+    pub fn may_have_been_applied(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::TimedOutAfterSend { .. }
+                | ProviderError::ServerError { .. }
+                | ProviderError::Protocol { .. }
+        )
+    }
+
+    /// Whether retrying the same call later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::Unavailable { .. }
+                | ProviderError::TimedOutAfterSend { .. }
+                | ProviderError::ServerError { .. }
+        )
+    }
+
+    /// The provider's `Retry-After`, where it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after, .. }
+            | ProviderError::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Trims a provider message for inclusion in an error: at most `max` characters, control
+/// characters replaced, so a huge or binary body cannot flood logs or error responses.
+pub fn excerpt(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out.trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_sent_requests_may_have_been_applied() {
+        let p = Provider::E2b;
+        assert!(ProviderError::TimedOutAfterSend { provider: p }.may_have_been_applied());
+        assert!(
+            ProviderError::Protocol {
+                provider: p,
+                message: String::new()
+            }
+            .may_have_been_applied()
+        );
+        assert!(
+            ProviderError::ServerError {
+                provider: p,
+                status: 500,
+                message: String::new()
+            }
+            .may_have_been_applied()
+        );
+        assert!(
+            !ProviderError::Unavailable {
+                provider: p,
+                message: String::new(),
+                retry_after: None
+            }
+            .may_have_been_applied()
+        );
+        assert!(
+            !ProviderError::RateLimited {
+                provider: p,
+                retry_after: None
+            }
+            .may_have_been_applied()
+        );
+        assert!(
+            !ProviderError::Unauthorized {
+                provider: p,
+                message: String::new()
+            }
+            .may_have_been_applied()
+        );
+    }
+
+    #[test]
+    fn excerpt_caps_length_and_strips_control_characters() {
+        assert_eq!(excerpt("a\nb", 10), "a b");
+        assert_eq!(excerpt(&"x".repeat(50), 5), "xxxxx…");
+    }
+}

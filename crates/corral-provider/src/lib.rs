@@ -1,0 +1,149 @@
+//! The provider port: what Corral needs from a sandbox provider, and nothing more.
+//!
+//! Every adapter crate (`corral-provider-<id>`) implements [`SandboxProvider`] over its
+//! provider's real API; the service holds them as `Arc<dyn SandboxProvider>`. The trait is
+//! object-safe, `Send + Sync + 'static`, and speaks Corral's vocabulary: a provider's own words
+//! stay inside its adapter.
+//!
+//! A call carries a [`CallContext`]: the provider credential (a `secrecy` type, never logged or
+//! displayed), the non-secret routing context, and a deadline. Failures are [`ProviderError`]s,
+//! a taxonomy of *meanings* from which the service picks exactly one public error code — in
+//! particular whether a request may have reached the provider (see
+//! [`ProviderError::may_have_been_applied`]), which decides whether a failed create is a clean
+//! failure or an outcome to reconcile.
+//!
+//! Providers with no file API implement `read_file`/`write_file` with [`files_via_exec`].
+
+mod context;
+mod error;
+pub mod files_via_exec;
+mod output;
+
+use async_trait::async_trait;
+use corral_domain::{
+    CreateSandboxRequest, OperationId, Provider, ProviderCapabilities, SandboxStatus,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub use context::CallContext;
+pub use error::{ProviderError, Result, excerpt};
+pub use output::CappedOutput;
+pub use secrecy::{ExposeSecret, SecretString};
+
+/// What to create: the validated request and the logical operation id to tag the provider
+/// resource with, so that a create whose answer was lost can be found again.
+#[derive(Debug, Clone)]
+pub struct CreateSpec {
+    /// The logical operation; adapters tag it onto the resource (name, label, metadata).
+    pub operation_id: OperationId,
+    /// The validated request (its variant matches the adapter's provider).
+    pub request: CreateSandboxRequest,
+    /// The lifetime to ask for, in seconds: the request's or the advertised default.
+    pub timeout_seconds: Option<u64>,
+}
+
+/// A sandbox as the provider reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedSandbox {
+    /// The provider-native id.
+    pub native_id: String,
+    /// The normalized status.
+    pub status: SandboxStatus,
+    /// The operation id found on the resource, if the provider returned it.
+    pub operation_id: Option<OperationId>,
+}
+
+/// A command to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSpec {
+    /// The command, with `sh -c` semantics.
+    pub command: String,
+    /// Working directory, if the provider supports it.
+    pub cwd: Option<String>,
+    /// Extra environment, if the provider supports it.
+    pub env: BTreeMap<String, String>,
+    /// How long the command may run before it is killed and `CommandTimedOut` is returned.
+    pub timeout: Duration,
+    /// Bytes of output kept per stream.
+    pub max_output_bytes: usize,
+}
+
+impl ExecSpec {
+    /// A command with no cwd or env, the default deadline and output cap.
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            cwd: None,
+            env: BTreeMap::new(),
+            timeout: Duration::from_secs(corral_domain::limits::DEFAULT_EXEC_DEADLINE_SECONDS),
+            max_output_bytes: corral_domain::limits::MAX_OUTPUT_BYTES_PER_STREAM,
+        }
+    }
+}
+
+/// What a command produced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecOutput {
+    /// Standard output (all output when the provider combines streams).
+    pub stdout: Vec<u8>,
+    /// Standard error (empty when combined).
+    pub stderr: Vec<u8>,
+    /// Exit code; `128 + n` for death by signal `n`.
+    pub exit_code: i32,
+    /// Whether either stream was cut at `max_output_bytes`.
+    pub truncated: bool,
+}
+
+/// The port every provider adapter implements.
+///
+/// `native_id` arguments are the provider-native ids that `create` returned. Implementations
+/// must honour `ctx.deadline()`, never log `ctx.credential()`, and return `NotFound` for a
+/// sandbox the provider does not know (the service decides whether that means `expired`).
+#[async_trait]
+pub trait SandboxProvider: Send + Sync + 'static {
+    /// Which provider this is.
+    fn provider(&self) -> Provider;
+
+    /// The honest capabilities, with display name and pricing evidence.
+    fn capabilities(&self) -> &ProviderCapabilities;
+
+    /// Creates a sandbox tagged with `spec.operation_id`.
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox>;
+
+    /// Observes one sandbox.
+    async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox>;
+
+    /// Permanently deletes one sandbox. Deleting one the provider no longer has is `Ok`.
+    async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()>;
+
+    /// Runs a command; a non-zero exit is `Ok` with that exit code.
+    async fn exec(&self, ctx: &CallContext, native_id: &str, spec: &ExecSpec)
+    -> Result<ExecOutput>;
+
+    /// Reads a whole file of at most `max_bytes` (`FileTooLarge` beyond).
+    async fn read_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>>;
+
+    /// Writes a whole file; its parent directory must exist (`ParentMissing` otherwise).
+    async fn write_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()>;
+
+    /// Finds the sandboxes tagged with `operation_id` (reconciliation of lost creates).
+    /// An empty list is not proof of absence: provider listings can lag.
+    async fn find_by_operation_id(
+        &self,
+        ctx: &CallContext,
+        operation_id: &OperationId,
+    ) -> Result<Vec<ObservedSandbox>>;
+}

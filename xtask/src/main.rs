@@ -1,0 +1,302 @@
+//! Project automation, in Rust so it runs wherever cargo does.
+//!
+//! - `cargo xtask ci`: the dependency rules, `cargo fmt --check`, clippy with `-D warnings`, the
+//!   whole test suite (nextest) and the pure crates' doc examples. This is the README's test
+//!   command; `.ci/run` calls it after setting up PostgreSQL.
+//! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2.
+#![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, ExitCode};
+
+use serde_json::Value;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("deps") => deps(),
+        _ => {
+            eprintln!("usage: cargo xtask <ci|deps>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    println!("$ {program} {}", args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{program} {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+fn ci() -> Result<(), String> {
+    let cargo = cargo();
+    deps()?;
+    run(&cargo, &["fmt", "--all", "--", "--check"])?;
+    run(
+        &cargo,
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    run(
+        &cargo,
+        &["nextest", "run", "--workspace", "--profile", "ci"],
+    )?;
+    run(
+        &cargo,
+        &[
+            "test",
+            "--doc",
+            "-p",
+            "corral-domain",
+            "-p",
+            "corral-errors",
+        ],
+    )?;
+    Ok(())
+}
+
+/// Crates that must stay pure: no async runtime, HTTP, database or web framework, even
+/// transitively.
+const PURE: &[&str] = &["corral-domain", "corral-errors"];
+const IMPURE_DEPS: &[&str] = &[
+    "tokio",
+    "reqwest",
+    "hyper",
+    "diesel",
+    "diesel-async",
+    "actix-web",
+];
+
+/// Infrastructure no provider crate may reach, even transitively.
+const STORAGE_AND_WEB: &[&str] = &["diesel", "diesel-async", "actix-web", "actix-http"];
+
+/// Direct dependencies that only the named crates may have.
+const ONLY: &[(&str, &[&str])] = &[
+    ("diesel", &["corral-registry", "corral-idempotency"]),
+    ("diesel-async", &["corral-registry", "corral-idempotency"]),
+    (
+        "diesel_migrations",
+        &["corral-registry", "corral-idempotency"],
+    ),
+    ("actix-web", &["corral"]),
+    ("actix-http", &["corral"]),
+];
+
+fn deps() -> Result<(), String> {
+    let out = Command::new(cargo())
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .output()
+        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let meta: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    let violations = check_rules(&meta)?;
+    if violations.is_empty() {
+        println!("dependency rules hold");
+        Ok(())
+    } else {
+        for v in &violations {
+            eprintln!("dependency rule broken: {v}");
+        }
+        Err(format!("{} dependency rule(s) broken", violations.len()))
+    }
+}
+
+/// Package name by id, and each package's normal (non-dev, non-build) dependencies by id.
+struct Graph {
+    names: BTreeMap<String, String>,
+    normal: BTreeMap<String, Vec<String>>,
+}
+
+fn graph(meta: &Value) -> Result<Graph, String> {
+    let names = meta["packages"]
+        .as_array()
+        .ok_or("metadata has no packages")?
+        .iter()
+        .filter_map(|p| Some((p["id"].as_str()?.to_owned(), p["name"].as_str()?.to_owned())))
+        .collect();
+    let mut normal = BTreeMap::new();
+    for node in meta["resolve"]["nodes"]
+        .as_array()
+        .ok_or("metadata has no resolve graph")?
+    {
+        let id = node["id"].as_str().ok_or("node without id")?.to_owned();
+        let deps = node["deps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| {
+                d["dep_kinds"]
+                    .as_array()
+                    .is_some_and(|kinds| kinds.iter().any(|k| k["kind"].is_null()))
+            })
+            .filter_map(|d| d["pkg"].as_str().map(str::to_owned))
+            .collect();
+        normal.insert(id, deps);
+    }
+    Ok(Graph { names, normal })
+}
+
+impl Graph {
+    fn name<'a>(&'a self, id: &'a str) -> &'a str {
+        self.names.get(id).map_or(id, String::as_str)
+    }
+
+    fn transitive(&self, root: &str) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![root.to_owned()];
+        while let Some(id) = stack.pop() {
+            for dep in self.normal.get(&id).into_iter().flatten() {
+                if seen.insert(dep.clone()) {
+                    stack.push(dep.clone());
+                }
+            }
+        }
+        seen
+    }
+}
+
+fn check_rules(meta: &Value) -> Result<Vec<String>, String> {
+    let g = graph(meta)?;
+    let members: Vec<String> = meta["workspace_members"]
+        .as_array()
+        .ok_or("metadata has no workspace members")?
+        .iter()
+        .filter_map(|m| m.as_str().map(str::to_owned))
+        .collect();
+    let mut violations = Vec::new();
+    for member in &members {
+        let name = g.name(member).to_owned();
+        let reach: BTreeSet<String> = g
+            .transitive(member)
+            .iter()
+            .map(|id| g.name(id).to_owned())
+            .collect();
+        if PURE.contains(&name.as_str()) {
+            for bad in IMPURE_DEPS.iter().filter(|b| reach.contains(**b)) {
+                violations.push(format!("{name} is pure but depends on {bad}"));
+            }
+        }
+        if name.starts_with("corral-provider") {
+            for bad in STORAGE_AND_WEB.iter().filter(|b| reach.contains(**b)) {
+                violations.push(format!("{name} is a provider crate but depends on {bad}"));
+            }
+        }
+        for dep in g.normal.get(member).into_iter().flatten() {
+            let dep_name = g.name(dep);
+            if let Some((_, allowed)) = ONLY.iter().find(|(d, _)| *d == dep_name)
+                && !allowed.contains(&name.as_str())
+            {
+                violations.push(format!(
+                    "{name} depends directly on {dep_name}, which only {allowed:?} may"
+                ));
+            }
+        }
+    }
+    Ok(violations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(edges: &[(&str, &str)], members: &[&str]) -> Value {
+        let mut names: BTreeSet<&str> = members.iter().copied().collect();
+        for (a, b) in edges {
+            names.insert(a);
+            names.insert(b);
+        }
+        let packages: Vec<Value> = names.iter().map(|n| json!({"id": n, "name": n})).collect();
+        let nodes: Vec<Value> = names
+            .iter()
+            .map(|n| {
+                let deps: Vec<Value> = edges
+                    .iter()
+                    .filter(|(a, _)| a == n)
+                    .map(|(_, b)| json!({"pkg": b, "dep_kinds": [{"kind": null}]}))
+                    .collect();
+                json!({"id": n, "deps": deps})
+            })
+            .collect();
+        json!({"packages": packages, "workspace_members": members, "resolve": {"nodes": nodes}})
+    }
+
+    #[test]
+    fn a_pure_crate_reaching_tokio_transitively_is_reported() {
+        let m = meta(
+            &[("corral-domain", "helper"), ("helper", "tokio")],
+            &["corral-domain"],
+        );
+        let v = check_rules(&m).unwrap();
+        assert_eq!(v, ["corral-domain is pure but depends on tokio"]);
+    }
+
+    #[test]
+    fn diesel_outside_the_registry_and_actix_outside_the_bin_are_reported() {
+        let m = meta(
+            &[
+                ("corral-service", "diesel"),
+                ("corral-registry", "diesel"),
+                ("corral", "actix-web"),
+                ("corral-provider-e2b", "actix-web"),
+            ],
+            &[
+                "corral-service",
+                "corral-registry",
+                "corral",
+                "corral-provider-e2b",
+            ],
+        );
+        let v = check_rules(&m).unwrap();
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert!(
+            v.iter()
+                .any(|s| s.starts_with("corral-service depends directly on diesel"))
+        );
+        assert!(
+            v.iter()
+                .any(|s| s.starts_with("corral-provider-e2b is a provider crate"))
+        );
+        assert!(
+            v.iter()
+                .any(|s| s.starts_with("corral-provider-e2b depends directly on actix-web"))
+        );
+    }
+
+    #[test]
+    fn dev_dependencies_do_not_count() {
+        let mut m = meta(&[("corral-domain", "tokio")], &["corral-domain"]);
+        m["resolve"]["nodes"][0]["deps"][0]["dep_kinds"] = json!([{"kind": "dev"}]);
+        assert!(check_rules(&m).unwrap().is_empty());
+    }
+}
