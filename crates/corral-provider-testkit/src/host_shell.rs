@@ -148,7 +148,7 @@ impl HostShellProvider {
             .map(|s| s.dir.path().to_owned())
             .ok_or_else(|| ProviderError::NotFound {
                 provider: Provider::Local,
-                native_id: native_id.to_owned(),
+                resource: format!("sandbox {native_id}"),
             })
     }
 }
@@ -190,7 +190,7 @@ impl SandboxProvider for HostShellProvider {
             .get(native_id)
             .ok_or_else(|| ProviderError::NotFound {
                 provider: Provider::Local,
-                native_id: native_id.to_owned(),
+                resource: format!("sandbox {native_id}"),
             })?;
         Ok(ObservedSandbox {
             native_id: native_id.to_owned(),

@@ -49,13 +49,13 @@ pub enum ProviderError {
         message: String,
     },
 
-    /// The provider does not know the sandbox.
-    #[snafu(display("provider `{provider}` has no sandbox `{native_id}`"))]
+    /// The provider does not know the sandbox (or another resource the call needed).
+    #[snafu(display("provider `{provider}` has no {resource}"))]
     NotFound {
         /// The provider.
         provider: Provider,
-        /// The native id asked for.
-        native_id: String,
+        /// What was not found, e.g. `sandbox abc123`.
+        resource: String,
     },
 
     /// The provider rate-limited the call (429); it was not applied.

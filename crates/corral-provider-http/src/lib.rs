@@ -1,0 +1,432 @@
+//! Shared reqwest plumbing for the provider adapters, so each adapter is only its provider's
+//! endpoints and shapes.
+//!
+//! [`ProviderHttp`] owns one `reqwest::Client` built the same way for every provider: explicit
+//! connect and request timeouts, no redirects (a provider that redirects is answering
+//! something Corral did not ask), no environment proxies, and a cap on response bodies. Its
+//! `send_*` methods apply the call's deadline and turn every failure into the port's
+//! [`ProviderError`] taxonomy in one place ([`map_status`], [`map_send_error`]), keeping the
+//! distinction that matters for creates: was the request sent (it may have been applied) or not.
+//!
+//! [`sse::SseParser`] decodes `text/event-stream` bodies incrementally.
+
+pub mod sse;
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use corral_domain::Provider;
+use corral_provider::{CallContext, ProviderError, Result, excerpt};
+use reqwest::header::HeaderMap;
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+
+pub use reqwest;
+pub use url::Url;
+
+/// How long to wait for a TCP/TLS connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a whole control-plane request may take.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest response body read into memory (file reads are 8 MiB, plus encoding overhead).
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+/// Characters of a provider's error body kept in an error message.
+const ERROR_EXCERPT_CHARS: usize = 300;
+
+/// Timeouts and caps of one provider's HTTP client.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// TCP/TLS connect timeout.
+    pub connect_timeout: Duration,
+    /// Whole-request timeout (shortened further by the call's deadline).
+    pub request_timeout: Duration,
+    /// Largest response body accepted.
+    pub max_response_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
+}
+
+/// One provider's HTTP client and base URL.
+#[derive(Debug, Clone)]
+pub struct ProviderHttp {
+    provider: Provider,
+    client: reqwest::Client,
+    base: Url,
+    config: HttpConfig,
+}
+
+impl ProviderHttp {
+    /// A client for `provider` rooted at `base_url` (e.g. `https://api.e2b.app`).
+    pub fn new(provider: Provider, base_url: &str, config: HttpConfig) -> Result<Self> {
+        let base = parse_base(provider, base_url)?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::Unavailable {
+                provider,
+                message: format!("cannot build the HTTP client: {}", e.without_url()),
+                retry_after: None,
+            })?;
+        Ok(Self {
+            provider,
+            client,
+            base,
+            config,
+        })
+    }
+
+    /// The provider this client talks to.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// The base URL.
+    pub fn base(&self) -> &Url {
+        &self.base
+    }
+
+    /// The underlying client, for requests to other hosts of the same provider (e.g. E2B's
+    /// in-sandbox envd).
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// `base` + `path` (`path` starts with `/`; the base's own path is kept as a prefix).
+    pub fn url(&self, path: &str) -> Url {
+        join(&self.base, path)
+    }
+
+    /// A request to `base` + `path`.
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client.request(method, self.url(path))
+    }
+
+    /// Sends `req` within the call's deadline; a non-2xx answer becomes a [`ProviderError`].
+    pub async fn send(&self, ctx: &CallContext, req: RequestBuilder) -> Result<Response> {
+        let left = ctx.bounded(self.config.request_timeout);
+        if left.is_zero() {
+            return Err(ProviderError::Unavailable {
+                provider: self.provider,
+                message: "the call's deadline passed before the request was sent".into(),
+                retry_after: None,
+            });
+        }
+        let resp = req
+            .timeout(left)
+            .send()
+            .await
+            .map_err(|e| map_send_error(self.provider, &e))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let headers = resp.headers().clone();
+        let path = resp.url().path().to_owned();
+        // Error bodies are read only up to a small cap: they are for the message.
+        let body = read_capped(self.provider, resp, 64 * 1024)
+            .await
+            .unwrap_or_default();
+        Err(map_status(self.provider, status, &headers, &body, &path))
+    }
+
+    /// Sends `req` and reads the whole body (capped).
+    pub async fn send_bytes(&self, ctx: &CallContext, req: RequestBuilder) -> Result<Bytes> {
+        let resp = self.send(ctx, req).await?;
+        read_capped(self.provider, resp, self.config.max_response_bytes).await
+    }
+
+    /// Sends `req` and parses the body as JSON; a malformed body is a `Protocol` error.
+    pub async fn send_json<T: DeserializeOwned>(
+        &self,
+        ctx: &CallContext,
+        req: RequestBuilder,
+    ) -> Result<T> {
+        let body = self.send_bytes(ctx, req).await?;
+        parse_json(self.provider, &body)
+    }
+
+    /// Sends `req` and ignores the body.
+    pub async fn send_empty(&self, ctx: &CallContext, req: RequestBuilder) -> Result<()> {
+        self.send_bytes(ctx, req).await.map(drop)
+    }
+}
+
+/// Parses a provider's JSON body; failure is a `Protocol` error quoting the parser.
+pub fn parse_json<T: DeserializeOwned>(provider: Provider, body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| ProviderError::Protocol {
+        provider,
+        message: format!("malformed JSON body: {e}"),
+    })
+}
+
+fn parse_base(provider: Provider, base_url: &str) -> Result<Url> {
+    let url = Url::parse(base_url).map_err(|e| ProviderError::InvalidRequest {
+        provider,
+        message: format!("base URL is invalid: {e}"),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(ProviderError::InvalidRequest {
+            provider,
+            message: "base URL must be an http(s) URL with a host".into(),
+        });
+    }
+    Ok(url)
+}
+
+/// `base` + `path`, keeping any path prefix of `base`.
+pub fn join(base: &Url, path: &str) -> Url {
+    let mut url = base.clone();
+    let prefix = base.path().trim_end_matches('/');
+    url.set_path(&format!("{prefix}/{}", path.trim_start_matches('/')));
+    url
+}
+
+/// Reads a response body of at most `cap` bytes; more is a `Protocol` error, a broken or
+/// timed-out body a failure after send.
+pub async fn read_capped(provider: Provider, mut resp: Response, cap: usize) -> Result<Bytes> {
+    if resp.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(ProviderError::Protocol {
+            provider,
+            message: format!("response body exceeds {cap} bytes"),
+        });
+    }
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| map_body_error(provider, &e))?
+    {
+        if buf.len() + chunk.len() > cap {
+            return Err(ProviderError::Protocol {
+                provider,
+                message: format!("response body exceeds {cap} bytes"),
+            });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+/// Maps a failure to get a response.
+pub fn map_send_error(provider: Provider, e: &reqwest::Error) -> ProviderError {
+    if e.is_connect() {
+        // Nothing was sent: no connection was made.
+        return ProviderError::Unavailable {
+            provider,
+            message: "cannot connect to the provider".into(),
+            retry_after: None,
+        };
+    }
+    if e.is_redirect() {
+        return ProviderError::Protocol {
+            provider,
+            message: "the provider answered with a redirect, which is not followed".into(),
+        };
+    }
+    if e.is_builder() {
+        return ProviderError::InvalidRequest {
+            provider,
+            message: "the request could not be built".into(),
+        };
+    }
+    // Timeouts and resets after the connection was made: the request may have been received.
+    if e.is_timeout() {
+        return ProviderError::TimedOutAfterSend { provider };
+    }
+    ProviderError::Protocol {
+        provider,
+        message: format!(
+            "the connection failed after the request was sent: {}",
+            source_chain(e)
+        ),
+    }
+}
+
+fn map_body_error(provider: Provider, e: &reqwest::Error) -> ProviderError {
+    if e.is_timeout() {
+        ProviderError::TimedOutAfterSend { provider }
+    } else {
+        ProviderError::Protocol {
+            provider,
+            message: format!("the response body broke off: {}", source_chain(e)),
+        }
+    }
+}
+
+/// The error's causes, without the URL (which could carry identifiers worth keeping out of logs).
+fn source_chain(e: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut parts = Vec::new();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        parts.push(c.to_string());
+        cur = c.source();
+    }
+    if parts.is_empty() {
+        "unknown cause".into()
+    } else {
+        excerpt(&parts.join(": "), ERROR_EXCERPT_CHARS)
+    }
+}
+
+/// Maps a non-2xx answer. `path` names the resource for `NotFound`.
+pub fn map_status(
+    provider: Provider,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    path: &str,
+) -> ProviderError {
+    let message = error_message(body);
+    match status.as_u16() {
+        401 | 403 => ProviderError::Unauthorized { provider, message },
+        404 | 410 => ProviderError::NotFound {
+            provider,
+            resource: path.to_owned(),
+        },
+        400 | 409 | 413 | 422 => ProviderError::InvalidRequest { provider, message },
+        429 => ProviderError::RateLimited {
+            provider,
+            retry_after: retry_after(headers),
+        },
+        503 => ProviderError::Unavailable {
+            provider,
+            message,
+            retry_after: retry_after(headers),
+        },
+        s @ 500..=599 => ProviderError::ServerError {
+            provider,
+            status: s,
+            message,
+        },
+        s => ProviderError::Unexpected {
+            provider,
+            status: s,
+            message,
+        },
+    }
+}
+
+/// The message of a provider error body: a JSON `message`/`error`/`detail` field if there is
+/// one, else the text; trimmed.
+pub fn error_message(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+        for key in ["message", "error", "detail", "msg"] {
+            match &v[key] {
+                serde_json::Value::String(s) => return excerpt(s, ERROR_EXCERPT_CHARS),
+                serde_json::Value::Object(o) => {
+                    if let Some(serde_json::Value::String(s)) = o.get("message") {
+                        return excerpt(s, ERROR_EXCERPT_CHARS);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let msg = excerpt(&text, ERROR_EXCERPT_CHARS);
+    if msg.is_empty() {
+        "no details".into()
+    } else {
+        msg
+    }
+}
+
+/// `Retry-After` in seconds (HTTP-date forms are treated as absent: providers send seconds).
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_keeps_the_base_path_prefix() {
+        let base = Url::parse("http://127.0.0.1:9/api/").unwrap();
+        assert_eq!(
+            join(&base, "/sandboxes/x").as_str(),
+            "http://127.0.0.1:9/api/sandboxes/x"
+        );
+        let bare = Url::parse("https://api.example.com").unwrap();
+        assert_eq!(
+            join(&bare, "/v1/a").as_str(),
+            "https://api.example.com/v1/a"
+        );
+    }
+
+    #[test]
+    fn statuses_map_to_meanings() {
+        let p = Provider::E2b;
+        let h = HeaderMap::new();
+        let m = |s: u16| {
+            map_status(
+                p,
+                StatusCode::from_u16(s).unwrap(),
+                &h,
+                b"{\"message\":\"nope\"}",
+                "/x",
+            )
+        };
+        assert!(
+            matches!(m(401), ProviderError::Unauthorized { ref message, .. } if message == "nope")
+        );
+        assert!(matches!(m(403), ProviderError::Unauthorized { .. }));
+        assert!(matches!(m(404), ProviderError::NotFound { ref resource, .. } if resource == "/x"));
+        assert!(matches!(m(422), ProviderError::InvalidRequest { .. }));
+        assert!(matches!(m(409), ProviderError::InvalidRequest { .. }));
+        assert!(matches!(
+            m(429),
+            ProviderError::RateLimited {
+                retry_after: None,
+                ..
+            }
+        ));
+        assert!(matches!(m(503), ProviderError::Unavailable { .. }));
+        assert!(matches!(
+            m(500),
+            ProviderError::ServerError { status: 500, .. }
+        ));
+        assert!(matches!(
+            m(418),
+            ProviderError::Unexpected { status: 418, .. }
+        ));
+    }
+
+    #[test]
+    fn error_messages_prefer_json_fields_and_are_trimmed() {
+        assert_eq!(error_message(br#"{"error":{"message":"deep"}}"#), "deep");
+        assert_eq!(error_message(br#"{"detail":"why"}"#), "why");
+        assert_eq!(error_message(b"plain\ntext"), "plain text");
+        assert_eq!(error_message(b""), "no details");
+        assert!(error_message("x".repeat(5000).as_bytes()).chars().count() <= 301);
+    }
+
+    #[test]
+    fn base_url_must_be_http_with_a_host() {
+        assert!(ProviderHttp::new(Provider::E2b, "ftp://x", HttpConfig::default()).is_err());
+        assert!(ProviderHttp::new(Provider::E2b, "not a url", HttpConfig::default()).is_err());
+        assert!(
+            ProviderHttp::new(Provider::E2b, "http://127.0.0.1:1", HttpConfig::default()).is_ok()
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! Helpers for provider fakes: an axum server on a loopback port, a log of the requests it
+//! received, and fault injection.
+//!
+//! An adapter's `tests/fake.rs` builds an axum `Router` that speaks its provider's API
+//! (rejecting what the provider's published description rejects), then wraps it:
+//!
+//! ```no_run
+//! # async fn demo(router: axum::Router) {
+//! use corral_provider_testkit::fake::{Fault, FakeServer};
+//! let server = FakeServer::start(router).await;
+//! server.faults().arm(Fault::status(429).retry_after(7));
+//! // point the adapter at server.base_url() …
+//! # }
+//! ```
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::oneshot;
+
+/// One recorded request.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The method.
+    pub method: Method,
+    /// The path (no query).
+    pub path: String,
+    /// The query string, if any.
+    pub query: Option<String>,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// What a fault does to the next matching request.
+#[derive(Debug, Clone)]
+pub enum FaultKind {
+    /// Answer with this status (and `Retry-After`, body) without calling the handler.
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// `Retry-After` seconds, if any.
+        retry_after: Option<u64>,
+        /// Body.
+        body: String,
+    },
+    /// Call the handler (the request is applied), then wait this long before answering: a
+    /// client with a shorter timeout sees a timeout *after* the request was sent.
+    DelayAfterHandler(Duration),
+    /// Answer 200 with this many bytes of body, without calling the handler.
+    Oversized(usize),
+    /// Call the handler, then answer 200 with a body that is not valid JSON.
+    Malformed,
+    /// Call the handler, then send its answer's status and headers at once but the body one
+    /// byte per `Duration`.
+    SlowBody(Duration),
+}
+
+/// A fault, optionally limited to requests whose path contains a substring.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    kind: FaultKind,
+    path_contains: Option<String>,
+    method: Option<Method>,
+}
+
+impl Fault {
+    /// Answer with `status` (a JSON error body) without calling the handler.
+    pub fn status(status: u16) -> Self {
+        Self::new(FaultKind::Status {
+            status,
+            retry_after: None,
+            body: format!("{{\"message\":\"injected fault {status}\"}}"),
+        })
+    }
+
+    /// Any fault kind.
+    pub fn new(kind: FaultKind) -> Self {
+        Self {
+            kind,
+            path_contains: None,
+            method: None,
+        }
+    }
+
+    /// Adds `Retry-After` (only meaningful for [`Fault::status`]).
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        if let FaultKind::Status { retry_after, .. } = &mut self.kind {
+            *retry_after = Some(seconds);
+        }
+        self
+    }
+
+    /// Applies only to requests whose path contains `s`.
+    pub fn on_path(mut self, s: &str) -> Self {
+        self.path_contains = Some(s.to_owned());
+        self
+    }
+
+    /// Applies only to requests with this method.
+    pub fn on_method(mut self, m: Method) -> Self {
+        self.method = Some(m);
+        self
+    }
+
+    fn matches(&self, method: &Method, path: &str) -> bool {
+        self.method.as_ref().is_none_or(|m| m == method)
+            && self
+                .path_contains
+                .as_deref()
+                .is_none_or(|s| path.contains(s))
+    }
+}
+
+/// Faults armed for the next matching requests, each used once, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Faults(Arc<Mutex<VecDeque<Fault>>>);
+
+impl Faults {
+    /// Arms `fault` for the next matching request.
+    pub fn arm(&self, fault: Fault) {
+        self.0.lock().expect("faults lock").push_back(fault);
+    }
+
+    fn take(&self, method: &Method, path: &str) -> Option<FaultKind> {
+        let mut q = self.0.lock().expect("faults lock");
+        let pos = q.iter().position(|f| f.matches(method, path))?;
+        q.remove(pos).map(|f| f.kind)
+    }
+}
+
+/// Every request the fake received, in order.
+#[derive(Debug, Clone, Default)]
+pub struct RequestLog(Arc<Mutex<Vec<Recorded>>>);
+
+impl RequestLog {
+    /// A copy of the log.
+    pub fn all(&self) -> Vec<Recorded> {
+        self.0.lock().expect("log lock").clone()
+    }
+
+    /// Requests with this method whose path contains `s`.
+    pub fn matching(&self, method: &Method, s: &str) -> Vec<Recorded> {
+        self.all()
+            .into_iter()
+            .filter(|r| r.method == *method && r.path.contains(s))
+            .collect()
+    }
+
+    /// Forgets everything recorded so far.
+    pub fn clear(&self) {
+        self.0.lock().expect("log lock").clear();
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    faults: Faults,
+    log: RequestLog,
+}
+
+const MAX_RECORDED_BODY: usize = 16 * 1024 * 1024;
+
+async fn intercept(State(shared): State<Shared>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_RECORDED_BODY).await else {
+        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    };
+    shared.log.0.lock().expect("log lock").push(Recorded {
+        method: parts.method.clone(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts.headers.clone(),
+        body: bytes.clone(),
+    });
+    let fault = shared.faults.take(&parts.method, parts.uri.path());
+    let req = Request::from_parts(parts, Body::from(bytes));
+    match fault {
+        None => next.run(req).await,
+        Some(FaultKind::Status {
+            status,
+            retry_after,
+            body,
+        }) => {
+            let mut resp = (
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                [("content-type", "application/json")],
+                body,
+            )
+                .into_response();
+            if let Some(s) = retry_after {
+                resp.headers_mut()
+                    .insert("retry-after", HeaderValue::from(s));
+            }
+            resp
+        }
+        Some(FaultKind::DelayAfterHandler(d)) => {
+            let resp = next.run(req).await;
+            tokio::time::sleep(d).await;
+            resp
+        }
+        Some(FaultKind::Oversized(n)) => (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            vec![b' '; n],
+        )
+            .into_response(),
+        Some(FaultKind::Malformed) => {
+            let _ = next.run(req).await;
+            (
+                StatusCode::OK,
+                [("content-type", "application/json")],
+                "{\"id\": \"trunc",
+            )
+                .into_response()
+        }
+        Some(FaultKind::SlowBody(per_byte)) => {
+            let resp = next.run(req).await;
+            let (parts, body) = resp.into_parts();
+            let bytes = axum::body::to_bytes(body, MAX_RECORDED_BODY)
+                .await
+                .unwrap_or_default();
+            let stream = futures::stream::unfold(0usize, move |i| {
+                let bytes = bytes.clone();
+                async move {
+                    if i >= bytes.len() {
+                        return None;
+                    }
+                    tokio::time::sleep(per_byte).await;
+                    Some((Ok::<_, std::io::Error>(bytes.slice(i..=i)), i + 1))
+                }
+            });
+            let mut resp = Response::from_parts(parts, Body::from_stream(stream));
+            resp.headers_mut().remove("content-length");
+            resp
+        }
+    }
+}
+
+/// A provider fake on `127.0.0.1:<free port>`; shut down when dropped.
+pub struct FakeServer {
+    addr: SocketAddr,
+    faults: Faults,
+    log: RequestLog,
+    _shutdown: oneshot::Sender<()>,
+}
+
+impl FakeServer {
+    /// Serves `router` (wrapped with the request log and fault injection).
+    pub async fn start(router: Router) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let addr = listener.local_addr().expect("local addr");
+        let shared = Shared {
+            faults: Faults::default(),
+            log: RequestLog::default(),
+        };
+        let app = router.layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            intercept,
+        ));
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Self {
+            addr,
+            faults: shared.faults,
+            log: shared.log,
+            _shutdown: tx,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Fault injection for this server.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The requests received so far.
+    pub fn log(&self) -> &RequestLog {
+        &self.log
+    }
+}
+
+/// A loopback address on which nothing listens (for connection-refused tests).
+pub async fn refused_base_url() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local addr");
+    drop(listener);
+    format!("http://{addr}")
+}
