@@ -115,7 +115,20 @@ impl ProviderHttp {
 
     /// Sends `req` within the call's deadline; a non-2xx answer becomes a [`ProviderError`].
     pub async fn send(&self, ctx: &CallContext, req: RequestBuilder) -> Result<Response> {
-        let left = ctx.bounded(self.config.request_timeout);
+        self.send_with_timeout(ctx, req, self.config.request_timeout)
+            .await
+    }
+
+    /// As [`ProviderHttp::send`], but the whole request (body included) may take `limit`
+    /// instead of the configured request timeout, still bounded by the call's deadline: for
+    /// long-running calls such as a streamed command whose own deadline exceeds it.
+    pub async fn send_with_timeout(
+        &self,
+        ctx: &CallContext,
+        req: RequestBuilder,
+        limit: Duration,
+    ) -> Result<Response> {
+        let left = ctx.bounded(limit);
         if left.is_zero() {
             return Err(ProviderError::Unavailable {
                 provider: self.provider,
