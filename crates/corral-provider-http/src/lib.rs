@@ -97,6 +97,11 @@ impl ProviderHttp {
         &self.base
     }
 
+    /// The timeouts and caps this client was built with.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
     /// The underlying client, for requests to other hosts of the same provider (e.g. E2B's
     /// in-sandbox envd).
     pub fn client(&self) -> &reqwest::Client {
@@ -267,7 +272,33 @@ pub fn map_send_error(provider: Provider, e: &reqwest::Error) -> ProviderError {
     }
 }
 
-fn map_body_error(provider: Provider, e: &reqwest::Error) -> ProviderError {
+/// Reads a response body of at most `cap` bytes: `Ok(None)` when it is longer (the rest is
+/// not read), for callers to whom "too large" means something (a file read over its limit).
+pub async fn read_at_most(
+    provider: Provider,
+    mut resp: Response,
+    cap: usize,
+) -> Result<Option<Bytes>> {
+    if resp.content_length().is_some_and(|n| n > cap as u64) {
+        return Ok(None);
+    }
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| map_body_error(provider, &e))?
+    {
+        if buf.len() + chunk.len() > cap {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(Some(buf.freeze()))
+}
+
+/// Maps a failure while reading a response body (the request was sent): a timeout is
+/// `TimedOutAfterSend`, anything else a `Protocol` error.
+pub fn map_body_error(provider: Provider, e: &reqwest::Error) -> ProviderError {
     if e.is_timeout() {
         ProviderError::TimedOutAfterSend { provider }
     } else {
