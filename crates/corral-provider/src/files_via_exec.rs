@@ -148,6 +148,68 @@ pub async fn write_file(
     Ok(())
 }
 
+/// Checks, through `provider.exec`, that `path` can be written by a file API that would
+/// otherwise create missing parents or fail obscurely: `ParentMissing` when its parent
+/// directory does not exist, `FileRefused` when a directory is in the way. For providers whose
+/// file-write endpoint does not report these cases itself (Vercel, Runloop).
+pub async fn check_write_target(
+    provider: &dyn SandboxProvider,
+    ctx: &CallContext,
+    native_id: &str,
+    path: &str,
+) -> Result<()> {
+    let f = shell_quote(path);
+    let script = format!(
+        "f={f}; d=$(dirname -- \"$f\") || exit {EXIT_IO}; [ -d \"$d\" ] || exit {EXIT_MISSING}; \
+         [ -d \"$f\" ] && exit {EXIT_NOT_FILE}; exit 0"
+    );
+    let out = provider
+        .exec(ctx, native_id, &ExecSpec::new(script))
+        .await?;
+    match out.exit_code {
+        0 => Ok(()),
+        EXIT_MISSING => Err(ProviderError::ParentMissing {
+            path: path.to_owned(),
+        }),
+        EXIT_NOT_FILE => Err(ProviderError::FileRefused {
+            path: path.to_owned(),
+            reason: "a directory is in the way".into(),
+        }),
+        _ => Err(ProviderError::FileOperation {
+            path: path.to_owned(),
+            message: output_excerpt(&out),
+        }),
+    }
+}
+
+/// Explains a failed file read through `provider.exec`: `FileNotFound` when `path` does not
+/// exist, `FileRefused` when it is not a regular file, else `original` (the provider's own
+/// error). For providers whose file-read endpoint does not say which case it hit.
+pub async fn explain_read_failure(
+    provider: &dyn SandboxProvider,
+    ctx: &CallContext,
+    native_id: &str,
+    path: &str,
+    original: ProviderError,
+) -> ProviderError {
+    let f = shell_quote(path);
+    let script = format!(
+        "f={f}; [ -e \"$f\" ] || exit {EXIT_MISSING}; [ -f \"$f\" ] || exit {EXIT_NOT_FILE}; exit 0"
+    );
+    match provider.exec(ctx, native_id, &ExecSpec::new(script)).await {
+        Ok(out) if out.exit_code == EXIT_MISSING => ProviderError::FileNotFound {
+            path: path.to_owned(),
+        },
+        Ok(out) if out.exit_code == EXIT_NOT_FILE => ProviderError::FileRefused {
+            path: path.to_owned(),
+            reason: "not a regular file".into(),
+        },
+        // The sandbox itself is gone: say so rather than blame the file.
+        Err(e @ ProviderError::NotFound { .. }) => e,
+        _ => original,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
