@@ -181,6 +181,27 @@ impl ProviderHttp {
     }
 }
 
+/// A `multipart/form-data` body holding one file field, as file-upload endpoints (E2B envd,
+/// Daytona toolbox) take it: returns the `Content-Type` header value and the body.
+pub fn multipart_file(field: &str, filename: &str, content: &[u8]) -> (String, Vec<u8>) {
+    // A fresh ULID makes a collision with the content practically impossible.
+    let boundary = format!("corral-boundary-{}", corral_domain::OperationId::new());
+    let quote = |s: &str| s.replace(['"', '\r', '\n'], "_");
+    let mut body = Vec::with_capacity(content.len() + 256);
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"{}\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n",
+            quote(field),
+            quote(filename)
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(content);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
 /// Parses a provider's JSON body; failure is a `Protocol` error quoting the parser.
 pub fn parse_json<T: DeserializeOwned>(provider: Provider, body: &[u8]) -> Result<T> {
     serde_json::from_slice(body).map_err(|e| ProviderError::Protocol {

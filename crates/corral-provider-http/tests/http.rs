@@ -104,3 +104,16 @@ async fn an_expired_deadline_sends_nothing() {
     assert!(matches!(e, ProviderError::Unavailable { .. }));
     assert!(s.log().all().is_empty());
 }
+
+#[test]
+fn multipart_bodies_round_trip_through_the_fake_parser() {
+    let content: Vec<u8> = (0..=255u8).chain(*b"\r\n--x\r\n").collect();
+    let (content_type, body) =
+        corral_provider_http::multipart_file("file", "a \"b\".bin", &content);
+    let parts = corral_provider_testkit::fake::parse_multipart(&content_type, &body).unwrap();
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0].name, "file");
+    assert_eq!(parts[0].filename.as_deref(), Some("a _b_.bin"));
+    assert_eq!(parts[0].data.as_ref(), content.as_slice());
+    assert!(corral_provider_testkit::fake::parse_multipart("multipart/form-data", &body).is_none());
+}

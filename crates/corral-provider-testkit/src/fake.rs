@@ -315,3 +315,73 @@ pub async fn refused_base_url() -> String {
     drop(listener);
     format!("http://{addr}")
 }
+
+/// One part of a `multipart/form-data` body.
+#[derive(Debug, Clone)]
+pub struct FormPart {
+    /// The field name.
+    pub name: String,
+    /// The file name, if the part is a file.
+    pub filename: Option<String>,
+    /// The content.
+    pub data: Bytes,
+}
+
+/// Parses a `multipart/form-data` body (for fakes of file-upload endpoints); `None` when the
+/// content type has no boundary or the body does not follow it.
+pub fn parse_multipart(content_type: &str, body: &[u8]) -> Option<Vec<FormPart>> {
+    let (mime, params) = content_type.split_once(';')?;
+    if !mime.trim().eq_ignore_ascii_case("multipart/form-data") {
+        return None;
+    }
+    let boundary = params
+        .split(';')
+        .filter_map(|p| p.trim().strip_prefix("boundary="))
+        .next()?
+        .trim_matches('"');
+    let delimiter = format!("--{boundary}").into_bytes();
+    let find = |hay: &[u8], needle: &[u8], from: usize| {
+        hay.get(from..)?
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|i| i + from)
+    };
+    let mut parts = Vec::new();
+    let mut pos = find(body, &delimiter, 0)? + delimiter.len();
+    loop {
+        if body.get(pos..pos + 2)? == b"--" {
+            return Some(parts);
+        }
+        pos += 2; // CRLF after the delimiter
+        let headers_end = find(body, b"\r\n\r\n", pos)?;
+        let headers = std::str::from_utf8(&body[pos..headers_end]).ok()?;
+        let data_start = headers_end + 4;
+        let mut closing = b"\r\n".to_vec();
+        closing.extend_from_slice(&delimiter);
+        let data_end = find(body, &closing, data_start)?;
+        let mut name = None;
+        let mut filename = None;
+        for line in headers.split("\r\n") {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            if !key.trim().eq_ignore_ascii_case("content-disposition") {
+                continue;
+            }
+            for attr in value.split(';') {
+                let attr = attr.trim();
+                if let Some(v) = attr.strip_prefix("name=") {
+                    name = Some(v.trim_matches('"').to_owned());
+                } else if let Some(v) = attr.strip_prefix("filename=") {
+                    filename = Some(v.trim_matches('"').to_owned());
+                }
+            }
+        }
+        parts.push(FormPart {
+            name: name?,
+            filename,
+            data: Bytes::copy_from_slice(&body[data_start..data_end]),
+        });
+        pos = data_end + closing.len();
+    }
+}
