@@ -184,10 +184,30 @@ impl ProviderHttp {
 /// A `multipart/form-data` body holding one file field, as file-upload endpoints (E2B envd,
 /// Daytona toolbox) take it: returns the `Content-Type` header value and the body.
 pub fn multipart_file(field: &str, filename: &str, content: &[u8]) -> (String, Vec<u8>) {
+    multipart_form(&[], field, filename, content)
+}
+
+/// A `multipart/form-data` body holding text fields, then one file field (Runloop's
+/// `upload_file` takes `path` and `file`): returns the `Content-Type` header value and the body.
+pub fn multipart_form(
+    texts: &[(&str, &str)],
+    field: &str,
+    filename: &str,
+    content: &[u8],
+) -> (String, Vec<u8>) {
     // A fresh ULID makes a collision with the content practically impossible.
     let boundary = format!("corral-boundary-{}", corral_domain::OperationId::new());
     let quote = |s: &str| s.replace(['"', '\r', '\n'], "_");
     let mut body = Vec::with_capacity(content.len() + 256);
+    for (name, value) in texts {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"\r\n\r\n{value}\r\n",
+                quote(name)
+            )
+            .as_bytes(),
+        );
+    }
     body.extend_from_slice(
         format!(
             "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"{}\"\r\n\
@@ -200,6 +220,21 @@ pub fn multipart_file(field: &str, filename: &str, content: &[u8]) -> (String, V
     body.extend_from_slice(content);
     body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
     (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// Percent-encodes `s` for use as one URL path segment (as JavaScript's
+/// `encodeURIComponent`), so an id can never add path segments or a query. URL parsing still
+/// treats a whole segment `.` or `..` as a dot segment: callers refuse those ids.
+pub fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Parses a provider's JSON body; failure is a `Protocol` error quoting the parser.
@@ -424,6 +459,12 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_segments_cannot_add_segments_or_queries() {
+        assert_eq!(path_segment("dbx_1-a.b~"), "dbx_1-a.b~");
+        assert_eq!(path_segment("../x?y=1#z /"), "..%2Fx%3Fy%3D1%23z%20%2F");
+    }
 
     #[test]
     fn join_keeps_the_base_path_prefix() {
