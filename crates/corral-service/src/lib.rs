@@ -1,0 +1,3 @@
+//! Corral's use cases, framework-free.
+pub mod bridge;
+pub mod error;
