@@ -118,6 +118,21 @@ impl ProviderHttp {
         self.client.request(method, self.url(path))
     }
 
+    /// A request to `base` + `path` with `query` pairs appended, form-encoded (reqwest's own
+    /// `query` needs a feature the workspace does not enable).
+    pub fn request_with_query(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> RequestBuilder {
+        let mut url = self.url(path);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        self.client.request(method, url)
+    }
+
     /// Sends `req` within the call's deadline; a non-2xx answer becomes a [`ProviderError`].
     pub async fn send(&self, ctx: &CallContext, req: RequestBuilder) -> Result<Response> {
         self.send_with_timeout(ctx, req, self.config.request_timeout)
