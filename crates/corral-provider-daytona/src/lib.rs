@@ -1,0 +1,1 @@
+//! Daytona adapter (in progress).

@@ -1,0 +1,50 @@
+//! E2B's honest capabilities (research part 1 §1).
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// Lifetime sent when the request has none: the SDKs' default (E2B's own server-side default
+/// of 15 s is never relied on).
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+/// Longest lifetime: 24 h on Pro (Hobby teams are limited to 1 h and get a 400 above it).
+pub const MAXIMUM_TIMEOUT_SECONDS: u64 = 24 * 3600;
+
+/// The capabilities.
+pub fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::E2b,
+        display_name: "E2B".into(),
+        pricing: PricingEvidence {
+            summary: "Per second of running sandbox on allocated resources: vCPU $0.000014/s \
+                      (~$0.05/h), RAM $0.0000045/GiB/s (~$0.018/h), storage free. Plans: Hobby \
+                      $0 with a one-time $100 credit, Pro $150/month."
+                .into(),
+            source_url: "https://github.com/e2b-dev/docs/blob/d940a4e/docs/legacy/pricing.mdx"
+                .into(),
+            read_on: "2025-12-17".into(),
+        },
+        image_mode: ImageMode::Template,
+        timeout_mode: TimeoutMode::Seconds,
+        timeout_default_seconds: Some(DEFAULT_TIMEOUT_SECONDS),
+        timeout_maximum_seconds: Some(MAXIMUM_TIMEOUT_SECONDS),
+        timeout_granularity_seconds: Some(1),
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // Pause keeps memory and filesystem; connect resumes.
+        supports_persistent_resume: true,
+        supports_explicit_stop: true,
+        supports_snapshots: true,
+        supports_restore: true,
+        supports_delete: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capabilities_pass_the_spec_invariants() {
+        super::capabilities().check().unwrap();
+    }
+}

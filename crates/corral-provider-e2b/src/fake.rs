@@ -1,0 +1,570 @@
+//! A fake of E2B on loopback, for tests: the control API on one server and envd on another
+//! (a separate host, as in production). It checks requests as E2B would — `X-API-Key` on the
+//! control API, the per-sandbox `X-Access-Token` on envd (which identifies the sandbox),
+//! required fields and types — applies E2B's 15 s default lifetime when no `timeout` is sent
+//! and removes sandboxes whose lifetime ran out, and speaks Connect streaming for
+//! `/process.Process/Start`. Commands run on the host (no isolation) in a per-sandbox
+//! temporary directory.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test double: a poisoned lock is a failed test.
+#![allow(clippy::result_large_err)] // Handlers return ready-made responses as errors.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use corral_provider_testkit::fake::{FakeServer, parse_multipart};
+use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use serde_json::{Value, json};
+
+use crate::E2bConfig;
+use crate::connect::{self, END_STREAM};
+
+/// The API key the fake accepts.
+pub const API_KEY: &str = "e2b_fake0123456789abcdef";
+/// E2B's server-side lifetime when a create sends no `timeout`.
+pub const SERVER_DEFAULT_TIMEOUT_SECONDS: u64 = 15;
+
+struct Sandbox {
+    template_id: String,
+    metadata: BTreeMap<String, String>,
+    token: String,
+    dir: tempfile::TempDir,
+    expires: Instant,
+    timeout_seconds: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    sandboxes: Mutex<HashMap<String, Sandbox>>,
+    next: AtomicUsize,
+    chunk: AtomicUsize,
+}
+
+type Shared = Arc<Inner>;
+
+/// The fake: control API and envd servers.
+pub struct E2bFake {
+    /// The control API (`api.e2b.app`).
+    pub control: FakeServer,
+    /// envd (`49983-<id>.e2b.app`): one server for every sandbox, told apart by token.
+    pub envd: FakeServer,
+    inner: Shared,
+}
+
+impl E2bFake {
+    /// Starts both servers.
+    pub async fn start() -> Self {
+        let inner: Shared = Arc::new(Inner::default());
+        inner.chunk.store(64 * 1024, Ordering::SeqCst);
+        let control = FakeServer::start(control_router(inner.clone())).await;
+        let envd = FakeServer::start(envd_router(inner.clone())).await;
+        Self {
+            control,
+            envd,
+            inner,
+        }
+    }
+
+    /// A configuration pointing the adapter at this fake.
+    pub fn config(&self) -> E2bConfig {
+        E2bConfig {
+            base_url: self.control.base_url(),
+            envd_url_template: self.envd.base_url(),
+            ..E2bConfig::default()
+        }
+    }
+
+    /// Sends exec streams in pieces of `n` bytes (envelopes then straddle pieces).
+    pub fn set_stream_chunk_size(&self, n: usize) {
+        self.inner.chunk.store(n.max(1), Ordering::SeqCst);
+    }
+
+    /// The envd access token of a sandbox, if it exists.
+    pub fn token_of(&self, id: &str) -> Option<String> {
+        self.inner
+            .sandboxes
+            .lock()
+            .unwrap()
+            .get(id)
+            .map(|s| s.token.clone())
+    }
+
+    /// The lifetime (seconds) the fake applied to a sandbox, if it exists.
+    pub fn lifetime_of(&self, id: &str) -> Option<u64> {
+        self.inner
+            .sandboxes
+            .lock()
+            .unwrap()
+            .get(id)
+            .map(|s| s.timeout_seconds)
+    }
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (
+        status,
+        axum::Json(json!({"code": status.as_u16(), "message": message.into()})),
+    )
+        .into_response()
+}
+
+fn authorized(headers: &HeaderMap) -> Result<(), Response> {
+    match headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        Some(API_KEY) => Ok(()),
+        Some(_) => Err(error(StatusCode::UNAUTHORIZED, "Invalid API key")),
+        None => Err(error(
+            StatusCode::UNAUTHORIZED,
+            "authorization header is missing",
+        )),
+    }
+}
+
+/// Removes expired sandboxes, as E2B kills them at the end of their lifetime.
+fn reap(inner: &Inner) {
+    let now = Instant::now();
+    inner
+        .sandboxes
+        .lock()
+        .unwrap()
+        .retain(|_, s| s.expires > now);
+}
+
+fn detail(id: &str, s: &Sandbox, with_token: bool) -> Value {
+    let mut v = json!({
+        "templateID": s.template_id,
+        "sandboxID": id,
+        "clientID": "6532622b",
+        "startedAt": "2026-01-01T00:00:00Z",
+        "endAt": "2026-01-01T00:15:00Z",
+        "cpuCount": 2,
+        "memoryMB": 512,
+        "diskSizeMB": 2048,
+        "envdVersion": "0.5.7",
+        "metadata": s.metadata,
+        "state": "running",
+        "domain": null,
+    });
+    if with_token {
+        v["envdAccessToken"] = json!(s.token);
+    }
+    v
+}
+
+fn control_router(inner: Shared) -> Router {
+    Router::new()
+        .route("/sandboxes", post(create))
+        .route("/sandboxes/{id}", get(get_one).delete(kill))
+        .route("/v2/sandboxes", get(list))
+        .with_state(inner)
+}
+
+async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "request body has an error: invalid JSON",
+        );
+    };
+    let Some(template_id) = v.get("templateID").and_then(Value::as_str) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "request body has an error: property \"templateID\" is missing",
+        );
+    };
+    let timeout = match v.get("timeout") {
+        None => SERVER_DEFAULT_TIMEOUT_SECONDS,
+        Some(t) => match t.as_u64().filter(|t| *t <= i32::MAX as u64) {
+            Some(t) => t,
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "request body has an error: \"timeout\" must be an int32 >= 0",
+                );
+            }
+        },
+    };
+    if timeout > 24 * 3600 {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Timeout cannot be greater than 24 hours",
+        );
+    }
+    if v.get("secure").is_some_and(|s| !s.is_boolean()) {
+        return error(StatusCode::BAD_REQUEST, "\"secure\" must be a boolean");
+    }
+    let metadata: BTreeMap<String, String> = match v.get("metadata") {
+        None => BTreeMap::new(),
+        Some(m) => match serde_json::from_value(m.clone()) {
+            Ok(m) => m,
+            Err(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "\"metadata\" must map strings to strings",
+                );
+            }
+        },
+    };
+    let n = inner.next.fetch_add(1, Ordering::SeqCst);
+    let id = format!("i{n:04}fake{}", std::process::id());
+    let token = format!("envd-token-{n}-{}", corral_domain::OperationId::new());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let secure = v.get("secure").and_then(Value::as_bool).unwrap_or(false);
+    let sandbox = Sandbox {
+        template_id: template_id.to_owned(),
+        metadata,
+        token: token.clone(),
+        dir,
+        expires: Instant::now() + Duration::from_secs(timeout),
+        timeout_seconds: timeout,
+    };
+    inner.sandboxes.lock().unwrap().insert(id.clone(), sandbox);
+    let mut out = json!({
+        "templateID": template_id,
+        "sandboxID": id,
+        "clientID": "6532622b",
+        "envdVersion": "0.5.7",
+        "domain": null,
+    });
+    if secure {
+        out["envdAccessToken"] = json!(token);
+    }
+    (StatusCode::CREATED, axum::Json(out)).into_response()
+}
+
+async fn get_one(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    reap(&inner);
+    let sandboxes = inner.sandboxes.lock().unwrap();
+    match sandboxes.get(&id) {
+        Some(s) => axum::Json(detail(&id, s, true)).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("sandbox \"{id}\" doesn't exist or you don't have access to it"),
+        ),
+    }
+}
+
+async fn kill(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    reap(&inner);
+    match inner.sandboxes.lock().unwrap().remove(&id) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("sandbox \"{id}\" not found")),
+    }
+}
+
+async fn list(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    reap(&inner);
+    if let Some(limit) = q.get("limit") {
+        match limit.parse::<u32>() {
+            Ok(1..=100) => {}
+            _ => return error(StatusCode::BAD_REQUEST, "limit must be between 1 and 100"),
+        }
+    }
+    if let Some(states) = q.get("state")
+        && states
+            .split(',')
+            .any(|s| !matches!(s, "running" | "paused"))
+    {
+        return error(StatusCode::BAD_REQUEST, "invalid state filter");
+    }
+    // `metadata` is `k=v&k2=v2`, each key and value URL-encoded.
+    let mut filter = Vec::new();
+    if let Some(m) = q.get("metadata") {
+        for pair in m.split('&') {
+            let Some((k, v)) = pair.split_once('=') else {
+                return error(StatusCode::BAD_REQUEST, "invalid metadata filter");
+            };
+            filter.push((k.to_owned(), v.to_owned()));
+        }
+    }
+    let sandboxes = inner.sandboxes.lock().unwrap();
+    let items: Vec<Value> = sandboxes
+        .iter()
+        .filter(|(_, s)| {
+            filter
+                .iter()
+                .all(|(k, v)| s.metadata.get(k).is_some_and(|x| x == v))
+        })
+        .map(|(id, s)| detail(id, s, false))
+        .collect();
+    axum::Json(items).into_response()
+}
+
+fn envd_router(inner: Shared) -> Router {
+    Router::new()
+        .route("/process.Process/Start", post(start))
+        .route("/filesystem.Filesystem/Stat", post(stat))
+        .route("/files", get(download).post(upload))
+        .with_state(inner)
+}
+
+/// The sandbox directory the access token belongs to.
+fn sandbox_dir(inner: &Inner, headers: &HeaderMap) -> Result<PathBuf, Response> {
+    reap(inner);
+    let token = headers
+        .get("x-access-token")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "missing access token"))?;
+    inner
+        .sandboxes
+        .lock()
+        .unwrap()
+        .values()
+        .find(|s| s.token == token)
+        .map(|s| s.dir.path().to_owned())
+        .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "invalid access token"))
+}
+
+fn resolve(home: &Path, path: &str) -> PathBuf {
+    if path.starts_with('/') {
+        PathBuf::from(path)
+    } else {
+        home.join(path)
+    }
+}
+
+fn connect_error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"code": code, "message": message})),
+    )
+        .into_response()
+}
+
+fn event(v: Value) -> Vec<u8> {
+    connect::encode(0, &serde_json::to_vec(&json!({ "event": v })).unwrap())
+}
+
+async fn start(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let home = match sandbox_dir(&inner, &headers) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    if headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/connect+json")
+    {
+        return StatusCode::UNSUPPORTED_MEDIA_TYPE.into_response();
+    }
+    let mut decoder = connect::Decoder::new(1 << 20);
+    decoder.push(&body);
+    let request = match decoder.next_envelope() {
+        Ok(Some(e)) if decoder.pending() == 0 => e,
+        _ => {
+            return connect_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_argument",
+                "malformed envelope",
+            );
+        }
+    };
+    let Ok(req) = serde_json::from_slice::<crate::api::StartRequest>(&request.data) else {
+        return connect_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            "malformed StartRequest",
+        );
+    };
+    let p = req.process;
+    // `bash -l -c X` / `sh -c X` run X; anything else runs the argv as given.
+    let command = match p.args.as_slice() {
+        [.., c, script] if c == "-c" => script.clone(),
+        args => std::iter::once(&p.cmd)
+            .chain(args)
+            .map(|a| corral_provider::files_via_exec::shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    let deadline = headers
+        .get("connect-timeout-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(Duration::from_secs(600), Duration::from_millis);
+    let cwd = p.cwd.map_or(home.clone(), |c| resolve(&home, &c));
+    let mut stream = event(json!({"start": {"pid": 4242}}));
+    let outcome = run_command(&command, &cwd, &p.envs, deadline, 16 << 20).await;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let trailer = match outcome {
+        Ok(RunOutcome::Finished(out)) => {
+            for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+                for piece in bytes.chunks(32 * 1024) {
+                    stream.extend(event(json!({"data": { name: b64.encode(piece) }})));
+                }
+            }
+            stream.extend(event(json!({"keepalive": {}})));
+            // protojson leaves out zero values.
+            let mut end =
+                json!({"exited": true, "status": format!("exit status {}", out.exit_code)});
+            if out.exit_code != 0 {
+                end["exitCode"] = json!(out.exit_code);
+            }
+            stream.extend(event(json!({ "end": end })));
+            json!({})
+        }
+        Ok(RunOutcome::TimedOut) => {
+            json!({"error": {"code": "deadline_exceeded", "message": "context deadline exceeded"}})
+        }
+        Err(e) => {
+            json!({"error": {"code": "invalid_argument", "message": format!("cannot start process: {e}")}})
+        }
+    };
+    stream.extend(connect::encode(
+        END_STREAM,
+        &serde_json::to_vec(&trailer).unwrap(),
+    ));
+    let chunk = inner.chunk.load(Ordering::SeqCst);
+    let pieces: Vec<Result<Bytes, std::io::Error>> = stream
+        .chunks(chunk)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/connect+json")
+        .body(Body::from_stream(futures::stream::iter(pieces)))
+        .unwrap()
+}
+
+async fn stat(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let home = match sandbox_dir(&inner, &headers) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let Ok(req) = serde_json::from_slice::<crate::api::StatRequest>(&body) else {
+        return connect_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            "malformed StatRequest",
+        );
+    };
+    let path = resolve(&home, &req.path);
+    match std::fs::metadata(&path) {
+        Ok(m) => axum::Json(json!({"entry": {
+            "name": path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            "type": if m.is_dir() { "FILE_TYPE_DIRECTORY" } else { "FILE_TYPE_FILE" },
+            "path": path.to_string_lossy(),
+        }}))
+        .into_response(),
+        Err(_) => connect_error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!("no such file or directory: {}", req.path),
+        ),
+    }
+}
+
+async fn download(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let home = match sandbox_dir(&inner, &headers) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let Some(path) = q.get("path") else {
+        return error(StatusCode::BAD_REQUEST, "path is required");
+    };
+    let full = resolve(&home, path);
+    if full.is_dir() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("path '{path}' is a directory"),
+        );
+    }
+    match std::fs::read(&full) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [("content-type", "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => error(
+            StatusCode::NOT_FOUND,
+            format!("path '{path}' does not exist"),
+        ),
+    }
+}
+
+async fn upload(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let home = match sandbox_dir(&inner, &headers) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let content = if content_type.starts_with("multipart/form-data") {
+        match parse_multipart(content_type, &body)
+            .and_then(|parts| parts.into_iter().find(|p| p.name == "file"))
+        {
+            Some(part) => part.data,
+            None => return error(StatusCode::BAD_REQUEST, "multipart field `file` is missing"),
+        }
+    } else if content_type == "application/octet-stream" {
+        body
+    } else {
+        return error(StatusCode::BAD_REQUEST, "unsupported content type");
+    };
+    let Some(path) = q.get("path") else {
+        return error(StatusCode::BAD_REQUEST, "path is required");
+    };
+    let full = resolve(&home, path);
+    if full.is_dir() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("path '{path}' is a directory"),
+        );
+    }
+    // envd creates missing parents and overwrites.
+    if let Some(parent) = full.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    if let Err(e) = std::fs::write(&full, &content) {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("error writing file '{path}': {e}"),
+        );
+    }
+    let name = full
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    axum::Json(json!([{"path": full.to_string_lossy(), "name": name, "type": "file"}]))
+        .into_response()
+}

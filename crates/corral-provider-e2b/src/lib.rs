@@ -1,0 +1,409 @@
+//! E2B adapter: Firecracker sandboxes created from templates.
+//!
+//! Two planes, two credentials:
+//! - the **control API** (`https://api.e2b.app`, header `X-API-Key`: the Corral provider
+//!   credential) creates (`POST /sandboxes`), observes (`GET /sandboxes/{id}`), lists by
+//!   metadata (`GET /v2/sandboxes?metadata=`) and kills (`DELETE /sandboxes/{id}`);
+//! - **envd**, the agent inside each sandbox, on its own host
+//!   (`https://49983-<sandboxID>.<domain>`, see [`E2bConfig::envd_url_template`]) with the
+//!   per-sandbox `envdAccessToken` from the create answer (header `X-Access-Token`). The
+//!   control key is never sent there. Commands run through the Connect-RPC server stream
+//!   `/process.Process/Start` (`application/connect+json` envelopes, decoded incrementally with
+//!   a per-message cap), files through `GET`/`POST /files`, and the parent check of a write
+//!   through the unary `/filesystem.Filesystem/Stat` (envd's upload would create parents).
+//!
+//! Mapping: `image` is the `templateID` (default [`E2bConfig::default_template`]); the
+//! lifetime is `timeout` in seconds and is **always sent** (the request's, else the advertised
+//! default of 300 s), because E2B kills a sandbox created without one after 15 s. The operation
+//! id is stored in `metadata.corral_operation_id`. States: `running` → running, `paused` →
+//! paused; a killed or expired sandbox answers 404. Commands run as `/bin/bash -l -c
+//! <command>` with `cwd` and `envs`, stdout and stderr separate; the command deadline is sent
+//! as `Connect-Timeout-Ms` and enforced locally as well.
+//!
+//! Unsupported through Corral: pause/resume, snapshots and auto-pause (the capabilities say
+//! what E2B itself can do). No context beyond the API key is needed.
+
+pub mod api;
+pub mod capabilities;
+mod client;
+pub mod connect;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod map;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_provider::{
+    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
+    Result, SandboxProvider, SecretString,
+};
+use corral_provider_http::{HttpConfig, ProviderHttp, map_body_error, read_at_most};
+
+use crate::client::{Client, Envd, OPERATION_KEY};
+
+const P: Provider = Provider::E2b;
+/// Largest single Connect message accepted from envd (its data events are far smaller).
+const MAX_STREAM_MESSAGE: usize = 4 * 1024 * 1024;
+/// Extra time the exec stream may take beyond the command's deadline, for envd to report it.
+const EXEC_GRACE: Duration = Duration::from_secs(5);
+
+/// Configuration of the E2B adapter.
+#[derive(Debug, Clone)]
+pub struct E2bConfig {
+    /// Control API base URL.
+    pub base_url: String,
+    /// envd URL of a sandbox: `{port}` (49983), `{sandboxID}` and `{domain}` (from the create
+    /// answer, else [`E2bConfig::default_domain`]) are substituted.
+    pub envd_url_template: String,
+    /// Domain used when the provider does not name one.
+    pub default_domain: String,
+    /// Template used when the request has no `image`.
+    pub default_template: String,
+    /// Timeouts and caps.
+    pub http: HttpConfig,
+}
+
+impl Default for E2bConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.e2b.app".into(),
+            envd_url_template: "https://{port}-{sandboxID}.{domain}".into(),
+            default_domain: "e2b.app".into(),
+            default_template: "base".into(),
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+/// The E2B adapter.
+#[derive(Debug)]
+pub struct E2bProvider {
+    client: Client,
+    caps: ProviderCapabilities,
+    default_template: String,
+    /// envd address and token per sandbox, learnt from create/get (the token is a secret).
+    envds: Mutex<HashMap<String, Envd>>,
+}
+
+impl E2bProvider {
+    /// An adapter for `config`.
+    pub fn new(config: E2bConfig) -> Result<Self> {
+        let http = ProviderHttp::new(P, &config.base_url, config.http)?;
+        let client = Client::new(http, config.envd_url_template, config.default_domain);
+        // Validate the template once, so a bad configuration fails at start-up.
+        client.envd_base("probe", None)?;
+        Ok(Self {
+            client,
+            caps: capabilities::capabilities(),
+            default_template: config.default_template,
+            envds: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn remember(&self, id: &str, domain: Option<&str>, token: Option<String>) -> Result<Envd> {
+        let envd = Envd {
+            base: self.client.envd_base(id, domain)?,
+            token: token.map(SecretString::from),
+        };
+        self.envds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.to_owned(), envd.clone());
+        Ok(envd)
+    }
+
+    fn forget(&self, id: &str) {
+        self.envds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(id);
+    }
+
+    /// The sandbox's envd, from the cache or (after a restart) from `GET /sandboxes/{id}`.
+    async fn envd(&self, ctx: &CallContext, id: &str) -> Result<Envd> {
+        let cached = self
+            .envds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned();
+        if let Some(e) = cached {
+            return Ok(e);
+        }
+        let detail = self.client.get_sandbox(ctx, id).await?;
+        self.remember(id, detail.domain.as_deref(), detail.envd_access_token)
+    }
+
+    fn observed(detail: &api::SandboxDetail) -> ObservedSandbox {
+        ObservedSandbox {
+            native_id: detail.sandbox_id.clone(),
+            status: map::status(&detail.state),
+            operation_id: detail
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get(OPERATION_KEY))
+                .and_then(|v| v.parse().ok()),
+        }
+    }
+
+    async fn run_stream(
+        &self,
+        ctx: &CallContext,
+        envd: &Envd,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput> {
+        let request = api::StartRequest {
+            process: api::ProcessConfig {
+                cmd: "/bin/bash".into(),
+                args: vec!["-l".into(), "-c".into(), spec.command.clone()],
+                envs: spec.env.clone(),
+                cwd: spec.cwd.clone(),
+            },
+            stdin: Some(false),
+        };
+        let message = serde_json::to_vec(&request).map_err(|e| ProviderError::InvalidRequest {
+            provider: P,
+            message: format!("cannot encode the command: {e}"),
+        })?;
+        let started = Instant::now();
+        let mut resp = self
+            .client
+            .process_start(
+                ctx,
+                envd,
+                connect::encode(0, &message),
+                spec.timeout,
+                EXEC_GRACE,
+            )
+            .await?;
+        let protocol = |message: String| ProviderError::Protocol {
+            provider: P,
+            message,
+        };
+        let mut decoder = connect::Decoder::new(MAX_STREAM_MESSAGE);
+        let mut stdout = CappedOutput::new(spec.max_output_bytes);
+        let mut stderr = CappedOutput::new(spec.max_output_bytes);
+        let mut end: Option<api::EndEvent> = None;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        loop {
+            let chunk = match resp.chunk().await {
+                Ok(Some(c)) => c,
+                Ok(None) => {
+                    return Err(protocol(
+                        "the command stream ended without an end-of-stream message".into(),
+                    ));
+                }
+                Err(e) if e.is_timeout() && started.elapsed() >= spec.timeout => {
+                    return Err(ProviderError::CommandTimedOut {
+                        after: spec.timeout,
+                    });
+                }
+                Err(e) => return Err(map_body_error(P, &e)),
+            };
+            decoder.push(&chunk);
+            while let Some(envelope) = decoder
+                .next_envelope()
+                .map_err(|e| protocol(e.to_string()))?
+            {
+                if envelope.is_end_stream() {
+                    let eos: api::EndOfStream =
+                        corral_provider_http::parse_json(P, &envelope.data)?;
+                    if let Some(err) = eos.error {
+                        return Err(map::connect_error(&err, spec.timeout));
+                    }
+                    let end = end.ok_or_else(|| {
+                        protocol("the command stream closed without an end event".into())
+                    })?;
+                    let (stdout, so_cut) = stdout.finish();
+                    let (stderr, se_cut) = stderr.finish();
+                    return Ok(ExecOutput {
+                        stdout,
+                        stderr,
+                        exit_code: map::exit_code(&end),
+                        truncated: so_cut || se_cut,
+                    });
+                }
+                let msg: api::StartResponse = corral_provider_http::parse_json(P, &envelope.data)?;
+                if let Some(data) = msg.event.data {
+                    let decode = |s: &str| {
+                        b64.decode(s)
+                            .map_err(|e| protocol(format!("malformed output bytes: {e}")))
+                    };
+                    if let Some(s) = data.stdout.as_deref() {
+                        stdout.push(&decode(s)?);
+                    }
+                    if let Some(s) = data.stderr.as_deref() {
+                        stderr.push(&decode(s)?);
+                    }
+                } else if let Some(e) = msg.event.end {
+                    end = Some(e);
+                }
+            }
+        }
+    }
+}
+
+fn file_error(path: &str, e: ProviderError) -> ProviderError {
+    match e {
+        ProviderError::NotFound { .. } => ProviderError::FileNotFound {
+            path: path.to_owned(),
+        },
+        ProviderError::InvalidRequest { message, .. } => ProviderError::FileRefused {
+            path: path.to_owned(),
+            reason: message,
+        },
+        ProviderError::ServerError { message, .. } => ProviderError::FileOperation {
+            path: path.to_owned(),
+            message,
+        },
+        other => other,
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for E2bProvider {
+    fn provider(&self) -> Provider {
+        P
+    }
+
+    fn capabilities(&self) -> &ProviderCapabilities {
+        &self.caps
+    }
+
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+        let timeout = spec
+            .timeout_seconds
+            .or(spec.request.timeout())
+            .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
+        let timeout = u32::try_from(timeout).map_err(|_| ProviderError::InvalidRequest {
+            provider: P,
+            message: format!("timeout {timeout} is out of range"),
+        })?;
+        let body = api::NewSandbox {
+            template_id: spec
+                .request
+                .image()
+                .map_or_else(|| self.default_template.clone(), str::to_owned),
+            timeout,
+            secure: Some(true),
+            metadata: BTreeMap::from([(OPERATION_KEY.to_owned(), spec.operation_id.to_string())]),
+        };
+        let created = self.client.create_sandbox(ctx, &body).await?;
+        // The sandbox exists now: failing to remember its envd must not hide that.
+        let _ = self.remember(
+            &created.sandbox_id,
+            created.domain.as_deref(),
+            created.envd_access_token,
+        );
+        Ok(ObservedSandbox {
+            native_id: created.sandbox_id,
+            status: corral_domain::SandboxStatus::Running,
+            operation_id: Some(spec.operation_id),
+        })
+    }
+
+    async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let detail = self.client.get_sandbox(ctx, native_id).await?;
+        let _ = self.remember(
+            native_id,
+            detail.domain.as_deref(),
+            detail.envd_access_token.clone(),
+        );
+        Ok(Self::observed(&detail))
+    }
+
+    async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
+        let outcome = match self.client.kill_sandbox(ctx, native_id).await {
+            Ok(()) | Err(ProviderError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if outcome.is_ok() {
+            self.forget(native_id);
+        }
+        outcome
+    }
+
+    async fn exec(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput> {
+        let envd = self.envd(ctx, native_id).await?;
+        self.run_stream(ctx, &envd, spec).await
+    }
+
+    async fn read_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        let envd = self.envd(ctx, native_id).await?;
+        let resp = self
+            .client
+            .download(ctx, &envd, path)
+            .await
+            .map_err(|e| file_error(path, e))?;
+        match read_at_most(P, resp, max_bytes).await? {
+            Some(bytes) => Ok(bytes.to_vec()),
+            None => Err(ProviderError::FileTooLarge {
+                path: path.to_owned(),
+                limit: max_bytes,
+            }),
+        }
+    }
+
+    async fn write_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        let envd = self.envd(ctx, native_id).await?;
+        // envd's upload creates missing parents; Corral's contract says it must not.
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            let parent = if parent.is_empty() { "/" } else { parent };
+            let is_dir = self
+                .client
+                .stat(ctx, &envd, parent)
+                .await?
+                .is_some_and(|s| s.entry.file_type == "FILE_TYPE_DIRECTORY");
+            if !is_dir {
+                return Err(ProviderError::ParentMissing {
+                    path: path.to_owned(),
+                });
+            }
+        }
+        self.client
+            .upload(ctx, &envd, path, content)
+            .await
+            .map_err(|e| file_error(path, e))?;
+        Ok(())
+    }
+
+    async fn find_by_operation_id(
+        &self,
+        ctx: &CallContext,
+        operation_id: &OperationId,
+    ) -> Result<Vec<ObservedSandbox>> {
+        let value = operation_id.to_string();
+        let listed = self
+            .client
+            .list_sandboxes_by_metadata(ctx, OPERATION_KEY, &value)
+            .await?;
+        Ok(listed
+            .iter()
+            .map(Self::observed)
+            // Trust but verify: only sandboxes that carry the tag.
+            .filter(|s| s.operation_id.as_ref() == Some(operation_id))
+            .collect())
+    }
+}

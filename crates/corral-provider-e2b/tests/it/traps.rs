@@ -1,0 +1,264 @@
+//! E2B's known traps, each checked on the requests the fake received.
+
+use std::time::Duration;
+
+use corral_domain::{CreateSandboxRequest, OperationId, Provider};
+use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider};
+use corral_provider_e2b::E2bProvider;
+use corral_provider_e2b::connect::Decoder;
+use corral_provider_e2b::fake::{API_KEY, SERVER_DEFAULT_TIMEOUT_SECONDS};
+use corral_provider_http::reqwest::Method;
+use serde_json::Value;
+
+use crate::{ctx, spec};
+
+fn body_json(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap()
+}
+
+#[tokio::test]
+async fn create_always_sends_a_lifetime_in_seconds_never_relying_on_the_15s_default() {
+    let (fake, p) = crate::world().await;
+    // No timeout in the request and none resolved: the advertised default is sent.
+    let s = spec(None);
+    let created = p.create(&ctx(), &s).await.unwrap();
+    let posts = fake.control.log().matching(&Method::POST, "/sandboxes");
+    assert_eq!(posts.len(), 1);
+    let req = &posts[0];
+    assert_eq!(req.path, "/sandboxes");
+    assert_eq!(req.headers["x-api-key"], API_KEY);
+    let body = body_json(&req.body);
+    assert_eq!(body["timeout"], 300, "{body}");
+    assert_eq!(body["templateID"], "base");
+    assert_eq!(body["secure"], true);
+    assert_eq!(
+        body["metadata"]["corral_operation_id"],
+        s.operation_id.to_string()
+    );
+    assert_eq!(fake.lifetime_of(&created.native_id), Some(300));
+
+    // A requested lifetime and image are sent as given (seconds, templateID).
+    let s = CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::standard(Provider::E2b, Some("my-tpl".into()), Some(120)),
+        timeout_seconds: Some(120),
+    };
+    let created = p.create(&ctx(), &s).await.unwrap();
+    let body = body_json(&fake.control.log().matching(&Method::POST, "/sandboxes")[1].body);
+    assert_eq!(body["timeout"], 120);
+    assert_eq!(body["templateID"], "my-tpl");
+    assert_eq!(fake.lifetime_of(&created.native_id), Some(120));
+}
+
+#[tokio::test]
+async fn the_fake_applies_e2bs_15s_default_when_no_timeout_is_sent() {
+    let (fake, _p) = crate::world().await;
+    let client = corral_provider_http::reqwest::Client::new();
+    let resp: Value = client
+        .post(format!("{}/sandboxes", fake.control.base_url()))
+        .header("X-API-Key", API_KEY)
+        .header("content-type", "application/json")
+        .body(r#"{"templateID":"base"}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = resp["sandboxID"].as_str().unwrap();
+    assert_eq!(fake.lifetime_of(id), Some(SERVER_DEFAULT_TIMEOUT_SECONDS));
+}
+
+#[tokio::test]
+async fn a_sandbox_past_its_lifetime_is_gone() {
+    let (_fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(Some(1))).await.unwrap();
+    assert!(p.get(&ctx(), &created.native_id).await.is_ok());
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let err = p.get(&ctx(), &created.native_id).await.unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn exec_goes_to_envd_on_its_own_host_with_the_access_token_not_the_api_key() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    let mut exec = ExecSpec::new("echo hi");
+    exec.cwd = Some("/".into());
+    exec.env.insert("A".into(), "b".into());
+    exec.timeout = Duration::from_secs(42);
+    p.exec(&ctx(), &created.native_id, &exec).await.unwrap();
+
+    let token = fake.token_of(&created.native_id).unwrap();
+    let starts = fake
+        .envd
+        .log()
+        .matching(&Method::POST, "/process.Process/Start");
+    assert_eq!(starts.len(), 1);
+    let req = &starts[0];
+    assert_eq!(req.path, "/process.Process/Start");
+    assert_eq!(req.headers["x-access-token"], token.as_str());
+    assert!(
+        req.headers.get("x-api-key").is_none(),
+        "the API key leaked to envd"
+    );
+    assert_eq!(req.headers["content-type"], "application/connect+json");
+    assert_eq!(req.headers["connect-timeout-ms"], "42000");
+    // One envelope: flag 0, big-endian length, StartRequest JSON.
+    let mut d = Decoder::new(1 << 20);
+    d.push(&req.body);
+    let env = d.next_envelope().unwrap().unwrap();
+    assert_eq!(env.flags, 0);
+    assert_eq!(d.pending(), 0);
+    let msg = body_json(&env.data);
+    assert_eq!(msg["process"]["cmd"], "/bin/bash");
+    assert_eq!(
+        msg["process"]["args"],
+        serde_json::json!(["-l", "-c", "echo hi"])
+    );
+    assert_eq!(msg["process"]["cwd"], "/");
+    assert_eq!(msg["process"]["envs"]["A"], "b");
+    // The control plane never saw an envd call.
+    assert!(
+        fake.control
+            .log()
+            .all()
+            .iter()
+            .all(|r| !r.path.contains("process"))
+    );
+}
+
+#[tokio::test]
+async fn connect_envelopes_split_across_chunks_decode_with_separate_streams_and_exit_code() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    fake.set_stream_chunk_size(3);
+    let out = p
+        .exec(
+            &ctx(),
+            &created.native_id,
+            &ExecSpec::new("printf 'out put'; printf 'err' >&2; exit 7"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"out put");
+    assert_eq!(out.stderr, b"err");
+    assert_eq!(out.exit_code, 7);
+    // Exit code 0 is left out of the end event by protojson: still 0.
+    let ok = p
+        .exec(&ctx(), &created.native_id, &ExecSpec::new("true"))
+        .await
+        .unwrap();
+    assert_eq!(ok.exit_code, 0);
+}
+
+#[tokio::test]
+async fn an_adapter_without_the_token_cached_fetches_it_from_the_control_api() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    // A new adapter (a restarted server) knows nothing about the sandbox.
+    let fresh = E2bProvider::new(fake.config()).unwrap();
+    let out = fresh
+        .exec(&ctx(), &created.native_id, &ExecSpec::new("echo again"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"again\n");
+    let gets = fake
+        .control
+        .log()
+        .matching(&Method::GET, &format!("/sandboxes/{}", created.native_id));
+    assert_eq!(gets.len(), 1);
+}
+
+#[tokio::test]
+async fn find_by_operation_id_filters_the_v2_list_by_metadata() {
+    let (fake, p) = crate::world().await;
+    let s = spec(None);
+    let created = p.create(&ctx(), &s).await.unwrap();
+    let found = p
+        .find_by_operation_id(&ctx(), &s.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].native_id, created.native_id);
+    assert_eq!(found[0].operation_id, Some(s.operation_id));
+    let list = &fake.control.log().matching(&Method::GET, "/v2/sandboxes")[0];
+    assert_eq!(list.path, "/v2/sandboxes");
+    let query = list.query.as_deref().unwrap();
+    assert!(
+        query.contains(&format!(
+            "metadata=corral_operation_id%3D{}",
+            s.operation_id
+        )),
+        "{query}"
+    );
+    assert!(query.contains("state=running%2Cpaused"), "{query}");
+}
+
+#[tokio::test]
+async fn write_checks_the_parent_because_envd_would_create_it() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    let err = p
+        .write_file(
+            &ctx(),
+            &created.native_id,
+            "/nonexistent-corral-dir/x/y.txt",
+            b"x",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::ParentMissing { .. }),
+        "{err:?}"
+    );
+    assert!(fake.envd.log().all().iter().all(|r| r.path != "/files"));
+    let stat = &fake
+        .envd
+        .log()
+        .matching(&Method::POST, "/filesystem.Filesystem/Stat")[0];
+    assert_eq!(body_json(&stat.body)["path"], "/nonexistent-corral-dir/x");
+}
+
+#[tokio::test]
+async fn files_use_envd_routes_with_the_path_query_and_multipart_upload() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("{}/f.bin", dir.path().display());
+    p.write_file(&ctx(), &created.native_id, &path, b"\x00\xffdata")
+        .await
+        .unwrap();
+    let ups: Vec<_> = fake
+        .envd
+        .log()
+        .matching(&Method::POST, "/files")
+        .into_iter()
+        .filter(|r| r.path == "/files")
+        .collect();
+    assert_eq!(ups.len(), 1);
+    let up = &ups[0];
+    assert!(
+        up.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("multipart/form-data; boundary=")
+    );
+    assert!(up.query.as_deref().unwrap().starts_with("path="));
+    assert_eq!(
+        p.read_file(&ctx(), &created.native_id, &path, 1024)
+            .await
+            .unwrap(),
+        b"\x00\xffdata"
+    );
+    let err = p
+        .read_file(
+            &ctx(),
+            &created.native_id,
+            dir.path().to_str().unwrap(),
+            1024,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::FileRefused { .. }), "{err:?}");
+}
