@@ -1,0 +1,168 @@
+//! Runloop's wire types, named as its API names them (`DevboxView`, `launch_parameters`, …).
+//!
+//! Responses are read leniently (unknown fields ignored, unknown enum values kept as
+//! `Unknown`): Runloop's status enum has grown before (`queued`, `scheduled`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/devboxes` body (`DevboxCreateParameters`), the fields Corral sets.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevboxCreateParameters {
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Blueprint by id (`bpt_…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blueprint_id: Option<String>,
+    /// Blueprint by name (the latest successful build of that name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blueprint_name: Option<String>,
+    /// Disk snapshot to boot from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    /// User metadata: Corral tags the operation id here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, String>>,
+    /// Resources and lifetime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_parameters: Option<LaunchParameters>,
+}
+
+/// `LaunchParameters`, the fields Corral sets.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LaunchParameters {
+    /// Seconds after which the devbox shuts down (deleted). Default 3600, maximum 172800.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_alive_time_seconds: Option<u64>,
+}
+
+/// `DevboxViewStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // The provider's documented values, one each.
+pub enum DevboxStatus {
+    Scheduled,
+    Queued,
+    Provisioning,
+    Initializing,
+    Running,
+    Suspending,
+    Suspended,
+    Resuming,
+    Failure,
+    Shutdown,
+    /// A value this adapter does not know yet.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `DevboxView`, the fields Corral reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DevboxView {
+    /// Devbox id (`dbx_…`).
+    pub id: String,
+    /// Lifecycle status.
+    pub status: DevboxStatus,
+    /// User metadata.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// Why it shut down (`api_shutdown`, `keep_alive_timeout`, `idle`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_reason: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+}
+
+/// `DevboxListView`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DevboxListView {
+    /// One page of devboxes.
+    pub devboxes: Vec<DevboxView>,
+    /// Whether more pages follow (`starting_after` the last id).
+    pub has_more: bool,
+}
+
+/// `POST /v1/devboxes/{id}/execute` body (`DevboxStartExecutionParameters`). There is no cwd
+/// or env field: the adapter wraps the command in `sh -c`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevboxStartExecutionParameters {
+    /// UUIDv7 chosen by the client, "for idempotency".
+    pub command_id: String,
+    /// The shell command.
+    pub command: String,
+    /// Seconds to wait for completion before answering with a running execution (≤ 25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimistic_timeout: Option<u32>,
+}
+
+/// `DevboxExecutionStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // The provider's documented values, one each.
+pub enum ExecutionStatus {
+    Queued,
+    Running,
+    Completed,
+    /// A value this adapter does not know yet.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `DevboxAsyncExecutionDetailView`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DevboxAsyncExecutionDetailView {
+    /// The devbox.
+    pub devbox_id: String,
+    /// The execution, for polling and kill.
+    pub execution_id: String,
+    /// Whether it finished.
+    pub status: ExecutionStatus,
+    /// The last `last_n` lines of stdout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    /// The last `last_n` lines of stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    /// Exit status, once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    /// Whether stdout was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_truncated: Option<bool>,
+    /// Whether stderr was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_truncated: Option<bool>,
+}
+
+/// `POST …/executions/{eid}/wait_for_status` body (`DevboxWaitForCommandRequest`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevboxWaitForCommandRequest {
+    /// Statuses to wait for.
+    pub statuses: Vec<ExecutionStatus>,
+    /// Seconds to wait (≤ 25); `408` when they pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+}
+
+/// `POST …/executions/{eid}/kill` body (`DevboxKillExecutionRequest`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevboxKillExecutionRequest {
+    /// Kill the whole process group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_process_group: Option<bool>,
+}
+
+/// `POST /v1/devboxes/{id}/download_file` body (`DevboxDownloadFileParameters`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevboxDownloadFileParameters {
+    /// File path (relative paths are under the user's home).
+    pub path: String,
+}

@@ -1,0 +1,50 @@
+//! Runloop's honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// `keep_alive_time_seconds` when none is sent: one hour.
+pub(crate) const DEFAULT_KEEP_ALIVE_SECONDS: u64 = 3600;
+/// Largest `keep_alive_time_seconds`: 48 hours.
+pub(crate) const MAX_KEEP_ALIVE_SECONDS: u64 = 172_800;
+
+/// The capabilities Corral advertises for Runloop.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Runloop,
+        display_name: "Runloop".into(),
+        pricing: PricingEvidence {
+            summary: "$0.108 per CPU-hour, $0.0252 per GB-hour of memory, disk $0.00034236 per \
+                      GB-hour (billed while suspended too), blueprint builds $0.252 per \
+                      build-hour; Pro tier $250/month (figures as quoted from the pricing page \
+                      by third-party notes)"
+                .into(),
+            source_url: "https://www.runloop.ai/pricing".into(),
+            read_on: "2026-08-22".into(),
+        },
+        image_mode: ImageMode::Blueprint,
+        timeout_mode: TimeoutMode::Seconds,
+        timeout_default_seconds: Some(DEFAULT_KEEP_ALIVE_SECONDS),
+        timeout_maximum_seconds: Some(MAX_KEEP_ALIVE_SECONDS),
+        timeout_granularity_seconds: Some(1),
+        // Through the adapter's `sh -c` wrapper: the API has no cwd or env fields.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // Suspend keeps the disk (not memory) and the same id.
+        supports_persistent_resume: true,
+        supports_explicit_stop: true,
+        supports_snapshots: true,
+        supports_restore: true,
+        supports_delete: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capabilities_pass_the_spec_invariants() {
+        super::capabilities().check().unwrap();
+    }
+}

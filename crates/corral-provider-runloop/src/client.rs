@@ -1,0 +1,218 @@
+//! One method per Runloop endpoint: URL, `Authorization: Bearer <key>`, body; returns api types.
+
+use std::time::Duration;
+
+use corral_provider::{CallContext, ExposeSecret, ProviderError, Result, SecretString};
+use corral_provider_http::reqwest::{Method, RequestBuilder};
+use corral_provider_http::{ProviderHttp, multipart_form, path_segment, read_at_most};
+
+use crate::api::{
+    DevboxAsyncExecutionDetailView, DevboxCreateParameters, DevboxDownloadFileParameters,
+    DevboxKillExecutionRequest, DevboxListView, DevboxStartExecutionParameters, DevboxView,
+    DevboxWaitForCommandRequest,
+};
+
+/// The Runloop REST API at one base URL.
+#[derive(Debug, Clone)]
+pub(crate) struct Client {
+    http: ProviderHttp,
+}
+
+/// `/v1/devboxes/{id}`, with the id as one encoded segment.
+fn devbox(id: &str) -> String {
+    format!("/v1/devboxes/{}", path_segment(id))
+}
+
+impl Client {
+    pub(crate) fn new(http: ProviderHttp) -> Self {
+        Self { http }
+    }
+
+    fn req(&self, method: Method, path: &str, key: &SecretString) -> RequestBuilder {
+        self.req_q(method, path, &[], key)
+    }
+
+    fn req_q(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        key: &SecretString,
+    ) -> RequestBuilder {
+        self.http
+            .request_with_query(method, path, query)
+            .bearer_auth(key.expose_secret())
+    }
+
+    /// `POST /v1/devboxes`.
+    pub(crate) async fn create_devbox(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        body: &DevboxCreateParameters,
+    ) -> Result<DevboxView> {
+        let req = self.req(Method::POST, "/v1/devboxes", key).json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `GET /v1/devboxes/{id}`.
+    pub(crate) async fn get_devbox(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        id: &str,
+    ) -> Result<DevboxView> {
+        let req = self.req(Method::GET, &devbox(id), key);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `GET /v1/devboxes?limit=&starting_after=&include_total_count=false`.
+    pub(crate) async fn list_devboxes(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        limit: u32,
+        starting_after: Option<&str>,
+    ) -> Result<DevboxListView> {
+        let limit = limit.to_string();
+        let mut query = vec![("limit", limit.as_str()), ("include_total_count", "false")];
+        if let Some(after) = starting_after {
+            query.push(("starting_after", after));
+        }
+        let req = self.req_q(Method::GET, "/v1/devboxes", &query, key);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /v1/devboxes/{id}/shutdown`: permanent, the disk is deleted.
+    pub(crate) async fn shutdown_devbox(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        id: &str,
+    ) -> Result<DevboxView> {
+        // `force`: a delete must not be refused because a snapshot is in progress.
+        let path = format!("{}/shutdown", devbox(id));
+        let req = self.req_q(Method::POST, &path, &[("force", "true")], key);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /v1/devboxes/{id}/execute?last_n=`.
+    pub(crate) async fn execute(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        id: &str,
+        last_n: usize,
+        body: &DevboxStartExecutionParameters,
+        limit: Duration,
+    ) -> Result<DevboxAsyncExecutionDetailView> {
+        let path = format!("{}/execute", devbox(id));
+        let last_n = last_n.to_string();
+        let req = self
+            .req_q(Method::POST, &path, &[("last_n", &last_n)], key)
+            .json(body);
+        let resp = self.http.send_with_timeout(ctx, req, limit).await?;
+        let body = corral_provider_http::read_capped(
+            self.http.provider(),
+            resp,
+            self.http.config().max_response_bytes,
+        )
+        .await?;
+        corral_provider_http::parse_json(self.http.provider(), &body)
+    }
+
+    /// `POST /v1/devboxes/{id}/executions/{eid}/wait_for_status?last_n=`; `None` on its `408`
+    /// (still running when `timeout_seconds` passed).
+    #[allow(clippy::too_many_arguments)] // One per part of the documented request.
+    pub(crate) async fn wait_for_execution(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        id: &str,
+        execution_id: &str,
+        last_n: usize,
+        body: &DevboxWaitForCommandRequest,
+        limit: Duration,
+    ) -> Result<Option<DevboxAsyncExecutionDetailView>> {
+        let path = format!(
+            "{}/executions/{}/wait_for_status",
+            devbox(id),
+            path_segment(execution_id)
+        );
+        let last_n = last_n.to_string();
+        let req = self
+            .req_q(Method::POST, &path, &[("last_n", &last_n)], key)
+            .json(body);
+        match self.http.send_with_timeout(ctx, req, limit).await {
+            Ok(resp) => {
+                let body = corral_provider_http::read_capped(
+                    self.http.provider(),
+                    resp,
+                    self.http.config().max_response_bytes,
+                )
+                .await?;
+                corral_provider_http::parse_json(self.http.provider(), &body).map(Some)
+            }
+            Err(ProviderError::Unexpected { status: 408, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /v1/devboxes/{id}/executions/{eid}/kill` (the whole process group).
+    pub(crate) async fn kill_execution(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        id: &str,
+        execution_id: &str,
+    ) -> Result<()> {
+        let path = format!(
+            "{}/executions/{}/kill",
+            devbox(id),
+            path_segment(execution_id)
+        );
+        let req = self
+            .req(Method::POST, &path, key)
+            .json(&DevboxKillExecutionRequest {
+                kill_process_group: Some(true),
+            });
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /v1/devboxes/{id}/download_file` (binary-safe): `None` when longer than `max`.
+    pub(crate) async fn download_file(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        id: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>> {
+        let req = self
+            .req(Method::POST, &format!("{}/download_file", devbox(id)), key)
+            .json(&DevboxDownloadFileParameters {
+                path: path.to_owned(),
+            });
+        let resp = self.http.send(ctx, req).await?;
+        Ok(read_at_most(self.http.provider(), resp, max)
+            .await?
+            .map(|b| b.to_vec()))
+    }
+
+    /// `POST /v1/devboxes/{id}/upload_file`, multipart `path` + `file` (binary-safe).
+    pub(crate) async fn upload_file(
+        &self,
+        ctx: &CallContext,
+        key: &SecretString,
+        id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        let (content_type, body) = multipart_form(&[("path", path)], "file", "file", content);
+        let req = self
+            .req(Method::POST, &format!("{}/upload_file", devbox(id)), key)
+            .header("content-type", content_type)
+            .body(body);
+        self.http.send_empty(ctx, req).await
+    }
+}

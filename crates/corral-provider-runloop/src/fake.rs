@@ -1,0 +1,637 @@
+//! Runloop's API on loopback, for tests (feature `fake`).
+//!
+//! Checks requests as Runloop's published description does: `Authorization: Bearer <key>`
+//! (401 otherwise), known paths and methods only, `additionalProperties: false` bodies with
+//! their required fields and types, `keep_alive_time_seconds` within 1..=172800,
+//! `optimistic_timeout`/`timeout_seconds` ≤ 25, a UUIDv7 `command_id`, and an integer
+//! `last_n` (default 100 lines, as Runloop). Commands really run, with the host's `sh`, in a
+//! temporary directory per devbox (its "home"); files are host paths.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)] // Test double: a poisoned lock is a bug; error responses are returned early by value.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use corral_provider_testkit::fake::{FakeServer, parse_multipart};
+use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// The API key the fake accepts unless told otherwise.
+pub const FAKE_API_KEY: &str = "ak_fake_runloop_key";
+
+const CREATE_FIELDS: &[&str] = &[
+    "name",
+    "environment_variables",
+    "secrets",
+    "file_mounts",
+    "entrypoint",
+    "blueprint_id",
+    "blueprint_name",
+    "repo_connection_id",
+    "launch_parameters",
+    "snapshot_id",
+    "metadata",
+    "code_mounts",
+    "mounts",
+    "tunnel",
+    "gateways",
+    "mcp",
+];
+const LAUNCH_FIELDS: &[&str] = &[
+    "launch_commands",
+    "resource_size_request",
+    "available_ports",
+    "keep_alive_time_seconds",
+    "after_idle",
+    "custom_cpu_cores",
+    "custom_gb_memory",
+    "custom_disk_size",
+    "architecture",
+    "user_parameters",
+    "lifecycle",
+    "network_policy_id",
+];
+
+#[derive(Clone, Default)]
+struct Finished {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    exit: i32,
+}
+
+struct Execution {
+    done: watch::Receiver<Option<Finished>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct Devbox {
+    view: Value,
+    dir: Option<tempfile::TempDir>,
+    executions: HashMap<String, Arc<Execution>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    devboxes: HashMap<String, Devbox>,
+    order: Vec<String>,
+    next: u64,
+}
+
+#[derive(Clone)]
+struct Fake {
+    key: Arc<str>,
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(json!({ "message": message }))).into_response()
+}
+
+fn bad(message: impl AsRef<str>) -> Response {
+    error(StatusCode::BAD_REQUEST, message.as_ref())
+}
+
+fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "Devbox not found.")
+}
+
+async fn auth(State(fake): State<Fake>, req: Request, next: Next) -> Response {
+    let want = format!("Bearer {}", fake.key);
+    match req.headers().get("authorization").map(|v| v.to_str()) {
+        Some(Ok(got)) if got == want => next.run(req).await,
+        _ => error(StatusCode::UNAUTHORIZED, "Unauthorized: invalid API key"),
+    }
+}
+
+/// The Runloop API as an axum router accepting `api_key`.
+pub fn router(api_key: &str) -> Router {
+    let fake = Fake {
+        key: Arc::from(api_key),
+        inner: Arc::default(),
+    };
+    Router::new()
+        .route("/v1/devboxes", post(create).get(list))
+        .route("/v1/devboxes/{id}", get(get_devbox))
+        .route("/v1/devboxes/{id}/shutdown", post(shutdown))
+        .route("/v1/devboxes/{id}/execute", post(execute))
+        .route(
+            "/v1/devboxes/{id}/executions/{eid}/wait_for_status",
+            post(wait_for_status),
+        )
+        .route("/v1/devboxes/{id}/executions/{eid}/kill", post(kill))
+        .route("/v1/devboxes/{id}/download_file", post(download_file))
+        .route("/v1/devboxes/{id}/upload_file", post(upload_file))
+        .layer(axum::middleware::from_fn_with_state(fake.clone(), auth))
+        .with_state(fake)
+}
+
+/// Starts the fake on a loopback port, accepting [`FAKE_API_KEY`].
+pub async fn start() -> FakeServer {
+    FakeServer::start(router(FAKE_API_KEY)).await
+}
+
+fn json_body(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(bad("request body must be a JSON object")),
+    }
+}
+
+fn only_fields(map: &serde_json::Map<String, Value>, allowed: &[&str]) -> Result<(), Response> {
+    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(bad(format!("Unrecognized field \"{k}\""))),
+        None => Ok(()),
+    }
+}
+
+fn string_map(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|m| m.values().all(Value::is_string))
+}
+
+async fn create(State(fake): State<Fake>, body: Bytes) -> Response {
+    let map = if body.is_empty() {
+        serde_json::Map::new()
+    } else {
+        match json_body(&body) {
+            Ok(m) => m,
+            Err(r) => return r,
+        }
+    };
+    if let Err(r) = only_fields(&map, CREATE_FIELDS) {
+        return r;
+    }
+    for field in ["name", "blueprint_id", "blueprint_name", "snapshot_id"] {
+        if map
+            .get(field)
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+        {
+            return bad(format!("{field} must be a string"));
+        }
+    }
+    let sources = ["blueprint_id", "blueprint_name", "snapshot_id"]
+        .iter()
+        .filter(|f| map.get(**f).is_some_and(|v| !v.is_null()))
+        .count();
+    if sources > 1 {
+        return bad("Only one of (Snapshot ID, Blueprint ID, Blueprint name) should be specified");
+    }
+    if map.get("metadata").is_some_and(|v| !string_map(v)) {
+        return bad("metadata must be a map of strings");
+    }
+    let mut launch = json!({});
+    if let Some(lp) = map.get("launch_parameters").filter(|v| !v.is_null()) {
+        let Some(lp_map) = lp.as_object() else {
+            return bad("launch_parameters must be an object");
+        };
+        if let Err(r) = only_fields(lp_map, LAUNCH_FIELDS) {
+            return r;
+        }
+        if let Some(k) = lp_map.get("keep_alive_time_seconds") {
+            match k.as_u64() {
+                Some(1..=172_800) => {}
+                _ => {
+                    return bad(
+                        "keep_alive_time_seconds must be an integer number of seconds between 1 and 172800",
+                    );
+                }
+            }
+        }
+        launch = lp.clone();
+    }
+    if launch.get("keep_alive_time_seconds").is_none() {
+        launch["keep_alive_time_seconds"] = json!(3600);
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut inner = fake.inner.lock().unwrap();
+    inner.next += 1;
+    let id = format!("dbx_fake{:08}", inner.next);
+    let view = json!({
+        "id": id,
+        "name": map.get("name").cloned().unwrap_or(Value::Null),
+        "status": "provisioning",
+        "create_time_ms": 1_790_000_000_000u64,
+        "end_time_ms": null,
+        "blueprint_id": map.get("blueprint_id").cloned().unwrap_or(Value::Null),
+        "snapshot_id": map.get("snapshot_id").cloned().unwrap_or(Value::Null),
+        "metadata": map.get("metadata").cloned().unwrap_or(json!({})),
+        "launch_parameters": launch,
+        "capabilities": [],
+        "state_transitions": [{"status": "provisioning", "transition_time_ms": 1_790_000_000_000u64}],
+    });
+    inner.devboxes.insert(
+        id.clone(),
+        Devbox {
+            view: view.clone(),
+            dir: Some(dir),
+            executions: HashMap::new(),
+        },
+    );
+    inner.order.push(id);
+    axum::Json(view).into_response()
+}
+
+async fn get_devbox(State(fake): State<Fake>, UrlPath(id): UrlPath<String>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let Some(d) = inner.devboxes.get_mut(&id) else {
+        return not_found();
+    };
+    // Booting takes one observation.
+    if d.view["status"] == "provisioning" {
+        let view = d.view.clone();
+        d.view["status"] = json!("running");
+        return axum::Json(view).into_response();
+    }
+    axum::Json(d.view.clone()).into_response()
+}
+
+async fn list(State(fake): State<Fake>, Query(q): Query<HashMap<String, String>>) -> Response {
+    if let Some(k) = q.keys().find(|k| {
+        !["status", "limit", "starting_after", "include_total_count"].contains(&k.as_str())
+    }) {
+        return bad(format!("unknown query parameter {k}"));
+    }
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => 20,
+        Some(Ok(n @ 1..=5000)) => n,
+        _ => return bad("limit must be an integer up to 5000"),
+    };
+    let inner = fake.inner.lock().unwrap();
+    let start = match q.get("starting_after") {
+        None => 0,
+        Some(after) => match inner.order.iter().position(|id| id == after) {
+            Some(i) => i + 1,
+            None => return bad("starting_after is not a devbox id"),
+        },
+    };
+    let ids: Vec<&String> = inner.order.iter().skip(start).collect();
+    let page: Vec<Value> = ids
+        .iter()
+        .take(limit)
+        .map(|id| inner.devboxes[*id].view.clone())
+        .collect();
+    axum::Json(json!({
+        "devboxes": page,
+        "has_more": ids.len() > limit,
+        "total_count": null,
+    }))
+    .into_response()
+}
+
+async fn shutdown(
+    State(fake): State<Fake>,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if q.get("force").is_some_and(|f| f != "true" && f != "false") {
+        return bad("force must be true or false");
+    }
+    let mut inner = fake.inner.lock().unwrap();
+    let Some(d) = inner.devboxes.get_mut(&id) else {
+        return not_found();
+    };
+    if d.view["status"] == "shutdown" {
+        return bad("Devbox is not running");
+    }
+    d.view["status"] = json!("shutdown");
+    d.view["shutdown_reason"] = json!("api_shutdown");
+    d.view["end_time_ms"] = json!(1_790_000_100_000u64);
+    for e in d.executions.values() {
+        e.task.abort();
+    }
+    d.dir = None;
+    axum::Json(d.view.clone()).into_response()
+}
+
+fn running_dir(inner: &Inner, id: &str) -> Result<PathBuf, Response> {
+    let d = inner.devboxes.get(id).ok_or_else(not_found)?;
+    match (&d.view["status"], &d.dir) {
+        (s, Some(dir)) if s == "running" || s == "provisioning" => Ok(dir.path().to_owned()),
+        _ => Err(bad("Devbox is not running")),
+    }
+}
+
+fn last_n(q: &HashMap<String, String>) -> Result<usize, Response> {
+    match q.get("last_n") {
+        None => Ok(100),
+        Some(n) => n
+            .parse::<usize>()
+            .map_err(|_| bad("last_n must be an integer")),
+    }
+}
+
+/// The last `n` lines of `out`, and whether any were dropped.
+fn tail(out: &[u8], n: usize) -> (String, bool) {
+    let text = String::from_utf8_lossy(out);
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let skip = lines.len().saturating_sub(n);
+    (lines[skip..].concat(), skip > 0)
+}
+
+fn execution_view(id: &str, eid: &str, result: Option<&Finished>, n: usize) -> Value {
+    match result {
+        None => json!({
+            "devbox_id": id, "execution_id": eid, "status": "running",
+            "stdout": null, "stderr": null, "exit_status": null,
+        }),
+        Some(f) => {
+            let (stdout, out_cut) = tail(&f.stdout, n);
+            let (stderr, err_cut) = tail(&f.stderr, n);
+            json!({
+                "devbox_id": id, "execution_id": eid, "status": "completed",
+                "stdout": stdout, "stderr": stderr, "exit_status": f.exit,
+                "stdout_truncated": out_cut, "stderr_truncated": err_cut,
+            })
+        }
+    }
+}
+
+fn is_uuid_v7(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+        && b[14] == b'7'
+        && matches!(b[19], b'8' | b'9' | b'a' | b'b' | b'A' | b'B')
+}
+
+async fn wait_done(exec: &Execution, within: Duration) -> Option<Finished> {
+    let mut rx = exec.done.clone();
+    let _ = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
+    rx.borrow().clone()
+}
+
+async fn execute(
+    State(fake): State<Fake>,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let n = match last_n(&q) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let map = match json_body(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(
+        &map,
+        &["command_id", "command", "shell_name", "optimistic_timeout"],
+    ) {
+        return r;
+    }
+    let Some(command) = map.get("command").and_then(Value::as_str) else {
+        return bad("command is required and must be a string");
+    };
+    match map.get("command_id").and_then(Value::as_str) {
+        Some(cid) if is_uuid_v7(cid) => {}
+        _ => return bad("command_id is required and must be a UUIDv7"),
+    }
+    let optimistic = match map.get("optimistic_timeout") {
+        None | Some(Value::Null) => 25,
+        Some(v) => match v.as_u64() {
+            Some(s @ 0..=25) => s,
+            _ => return bad("optimistic_timeout must be an integer of at most 25 seconds"),
+        },
+    };
+    let (dir, eid) = {
+        let mut inner = fake.inner.lock().unwrap();
+        let dir = match running_dir(&inner, &id) {
+            Ok(d) => d,
+            Err(r) => return r,
+        };
+        inner.next += 1;
+        (dir, format!("exe_fake{:08}", inner.next))
+    };
+    let exec = Arc::new(spawn(command.to_owned(), dir));
+    fake.inner
+        .lock()
+        .unwrap()
+        .devboxes
+        .get_mut(&id)
+        .map(|d| d.executions.insert(eid.clone(), exec.clone()));
+    let result = wait_done(&exec, Duration::from_secs(optimistic)).await;
+    axum::Json(execution_view(&id, &eid, result.as_ref(), n)).into_response()
+}
+
+fn spawn(command: String, dir: PathBuf) -> Execution {
+    let (tx, rx) = watch::channel(None);
+    let task = tokio::spawn(async move {
+        let env = BTreeMap::from([("HOME".to_owned(), dir.display().to_string())]);
+        let finished = match run_command(
+            &command,
+            &dir,
+            &env,
+            Duration::from_secs(600),
+            64 * 1024 * 1024,
+        )
+        .await
+        {
+            Ok(RunOutcome::Finished(out)) => Finished {
+                stdout: out.stdout,
+                stderr: out.stderr,
+                exit: out.exit_code,
+            },
+            Ok(RunOutcome::TimedOut) => Finished {
+                exit: 137,
+                ..Finished::default()
+            },
+            Err(e) => Finished {
+                stderr: e.to_string().into_bytes(),
+                exit: 127,
+                ..Finished::default()
+            },
+        };
+        let _ = tx.send(Some(finished));
+    });
+    Execution { done: rx, task }
+}
+
+fn find_execution(fake: &Fake, id: &str, eid: &str) -> Result<Arc<Execution>, Response> {
+    let inner = fake.inner.lock().unwrap();
+    inner
+        .devboxes
+        .get(id)
+        .and_then(|d| d.executions.get(eid))
+        .cloned()
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, "Devbox or Execution not found."))
+}
+
+async fn wait_for_status(
+    State(fake): State<Fake>,
+    UrlPath((id, eid)): UrlPath<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let n = match last_n(&q) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let map = match json_body(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(&map, &["statuses", "timeout_seconds"]) {
+        return r;
+    }
+    let statuses_ok = map
+        .get("statuses")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            !a.is_empty()
+                && a.iter()
+                    .all(|s| matches!(s.as_str(), Some("queued" | "running" | "completed")))
+        });
+    if !statuses_ok {
+        return bad("statuses is required: queued, running or completed");
+    }
+    let wait = match map.get("timeout_seconds") {
+        None | Some(Value::Null) => 10,
+        Some(v) => match v.as_u64() {
+            Some(s @ 1..=25) => s,
+            _ => return bad("timeout_seconds must be between 1 and 25"),
+        },
+    };
+    let exec = match find_execution(&fake, &id, &eid) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    match wait_done(&exec, Duration::from_secs(wait)).await {
+        Some(f) => axum::Json(execution_view(&id, &eid, Some(&f), n)).into_response(),
+        None => error(
+            StatusCode::REQUEST_TIMEOUT,
+            "Timeout waiting for command completion.",
+        ),
+    }
+}
+
+async fn kill(
+    State(fake): State<Fake>,
+    UrlPath((id, eid)): UrlPath<(String, String)>,
+    body: Bytes,
+) -> Response {
+    if !body.is_empty() {
+        match json_body(&body) {
+            Ok(map) => {
+                if let Err(r) = only_fields(&map, &["kill_process_group"]) {
+                    return r;
+                }
+            }
+            Err(r) => return r,
+        }
+    }
+    let exec = match find_execution(&fake, &id, &eid) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    exec.task.abort();
+    axum::Json(execution_view(
+        &id,
+        &eid,
+        Some(&Finished {
+            exit: 137,
+            ..Finished::default()
+        }),
+        100,
+    ))
+    .into_response()
+}
+
+fn resolve(home: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_owned()
+    } else {
+        home.join(p)
+    }
+}
+
+async fn download_file(
+    State(fake): State<Fake>,
+    UrlPath(id): UrlPath<String>,
+    body: Bytes,
+) -> Response {
+    let map = match json_body(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(&map, &["path"]) {
+        return r;
+    }
+    let Some(path) = map.get("path").and_then(Value::as_str) else {
+        return bad("path is required");
+    };
+    let home = match running_dir(&fake.inner.lock().unwrap(), &id) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let file = resolve(&home, path);
+    if file.is_dir() {
+        return bad("path is a directory");
+    }
+    match std::fs::read(&file) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [
+                ("content-type", "application/octet-stream"),
+                ("content-disposition", "attachment"),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => error(StatusCode::NOT_FOUND, "File not found"),
+    }
+}
+
+async fn upload_file(
+    State(fake): State<Fake>,
+    UrlPath(id): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let Some(parts) = parse_multipart(content_type, &body) else {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected multipart/form-data",
+        );
+    };
+    let Some(path) = parts
+        .iter()
+        .find(|p| p.name == "path" && p.filename.is_none())
+        .map(|p| String::from_utf8_lossy(&p.data).into_owned())
+    else {
+        return bad("path is required");
+    };
+    let Some(file) = parts.iter().find(|p| p.name == "file") else {
+        return bad("file is required");
+    };
+    let home = match running_dir(&fake.inner.lock().unwrap(), &id) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let target = resolve(&home, &path);
+    // Like many upload endpoints, parents are created: the adapter checks them first.
+    if let Some(parent) = target.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(&target, &file.data) {
+        Ok(()) => axum::Json(json!({})).into_response(),
+        Err(e) => bad(e.to_string()),
+    }
+}

@@ -1,0 +1,403 @@
+//! Corral adapter for [Runloop](https://runloop.ai) devboxes.
+//!
+//! Runloop is a REST API at `https://api.runloop.ai`, authenticated with
+//! `Authorization: Bearer <RUNLOOP_API_KEY>` (the `X-Provider-Credential`); it needs no other
+//! context. What maps to what:
+//!
+//! - **create** → `POST /v1/devboxes`: `image` is a blueprint (`bpt_…` is sent as
+//!   `blueprint_id`, anything else as `blueprint_name`; none boots Runloop's default image);
+//!   the lifetime is `launch_parameters.keep_alive_time_seconds` (seconds, default 3600,
+//!   maximum 172800), after which Runloop shuts the devbox down for good; the operation id is
+//!   the `metadata` entry `corral_operation_id`.
+//! - **get** → `GET /v1/devboxes/{id}`; **delete** → `POST /v1/devboxes/{id}/shutdown?force=true`
+//!   (permanent: the disk is deleted).
+//! - **find by operation id** → `GET /v1/devboxes` pages, filtered on the metadata here (the
+//!   published API has no metadata filter on the list).
+//! - **exec** → `POST /v1/devboxes/{id}/execute?last_n=…` with a UUIDv7 `command_id`, then
+//!   `…/executions/{eid}/wait_for_status` until completed, and `…/kill` past the deadline.
+//!   Runloop's execute has **no cwd or env fields**: the adapter sends
+//!   `cd '<cwd>' && env 'K=V' … sh -c '<command>'`, every part single-quoted, so cwd and env
+//!   are advertised as supported through that wrapper. Runloop returns only the last `last_n`
+//!   lines of each stream (100 by default): the adapter asks for as many lines as the output
+//!   cap has bytes, so nothing under the cap is dropped.
+//! - **files** → the binary-safe `download_file` / multipart `upload_file` (the
+//!   `*_file_contents` endpoints are UTF-8 only). Runloop does not document what they do for a
+//!   missing file or parent, so a write first checks its parent through exec, and a failed read
+//!   is explained through exec (`FileNotFound`, `FileRefused`).
+//!
+//! Unsupported here: suspend/resume, snapshots and restore exist in Runloop (advertised) but
+//! Corral's port does not drive them yet.
+
+pub mod api;
+mod capabilities;
+mod client;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod map;
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_provider::files_via_exec::{check_write_target, explain_read_failure, shell_quote};
+use corral_provider::{
+    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
+    Result, SandboxProvider,
+};
+use corral_provider_http::{HttpConfig, ProviderHttp};
+
+use crate::api::{
+    DevboxCreateParameters, DevboxStartExecutionParameters, DevboxView,
+    DevboxWaitForCommandRequest, ExecutionStatus, LaunchParameters,
+};
+use crate::client::Client;
+
+/// The metadata key holding Corral's operation id on a devbox.
+pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
+/// Runloop's public API.
+pub const DEFAULT_BASE_URL: &str = "https://api.runloop.ai";
+
+/// The longest single wait Runloop allows (`optimistic_timeout`, `wait_for_status`).
+const MAX_WAIT_SECONDS: u32 = 25;
+/// Extra HTTP time beyond a server-side wait, for the answer to arrive.
+const WAIT_GRACE: Duration = Duration::from_secs(15);
+/// Page size and page count of a search by operation id.
+const LIST_PAGE_LIMIT: u32 = 500;
+const LIST_MAX_PAGES: usize = 20;
+
+const PROVIDER: Provider = Provider::Runloop;
+
+/// Configuration of the Runloop adapter.
+#[derive(Debug, Clone)]
+pub struct RunloopConfig {
+    /// API base URL (default `https://api.runloop.ai`).
+    pub base_url: String,
+    /// Timeouts and caps.
+    pub http: HttpConfig,
+    /// Longest single server-side wait for a command, in seconds (`optimistic_timeout`,
+    /// `wait_for_status`): Runloop allows at most 25, the default.
+    pub max_wait_seconds: u32,
+}
+
+impl Default for RunloopConfig {
+    fn default() -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.into(),
+            http: HttpConfig::default(),
+            max_wait_seconds: MAX_WAIT_SECONDS,
+        }
+    }
+}
+
+/// The Runloop adapter.
+#[derive(Debug, Clone)]
+pub struct RunloopProvider {
+    client: Client,
+    caps: ProviderCapabilities,
+    max_wait_seconds: u32,
+}
+
+impl RunloopProvider {
+    /// An adapter talking to `config.base_url`.
+    pub fn new(config: RunloopConfig) -> Result<Self, ProviderError> {
+        let http = ProviderHttp::new(PROVIDER, &config.base_url, config.http)?;
+        Ok(Self {
+            client: Client::new(http),
+            caps: capabilities::capabilities(),
+            max_wait_seconds: config.max_wait_seconds.clamp(1, MAX_WAIT_SECONDS),
+        })
+    }
+}
+
+fn observed(view: DevboxView) -> ObservedSandbox {
+    ObservedSandbox {
+        status: map::status(view.status, view.shutdown_reason.as_deref()),
+        operation_id: view
+            .metadata
+            .get(OPERATION_ID_METADATA_KEY)
+            .and_then(|s| s.parse().ok()),
+        native_id: view.id,
+    }
+}
+
+/// A UUIDv7 for `command_id`: a ULID is a 48-bit millisecond timestamp and 80 random bits,
+/// the layout of a UUIDv7 once the version and variant bits are set.
+fn uuid_v7() -> String {
+    let mut b = ulid::Ulid::generate().to_bytes();
+    b[6] = (b[6] & 0x0f) | 0x70;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// The command line sent to Runloop: its execute has no cwd or env, so they travel in a
+/// POSIX wrapper, every user-supplied part single-quoted.
+pub fn wrap_command(spec: &ExecSpec) -> Result<String> {
+    let mut line = String::new();
+    if let Some(cwd) = &spec.cwd {
+        line.push_str(&format!("cd {} && ", shell_quote(cwd)));
+    }
+    if !spec.env.is_empty() {
+        line.push_str("env ");
+        for (k, v) in &spec.env {
+            let valid = k
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(ProviderError::InvalidRequest {
+                    provider: PROVIDER,
+                    message: format!("environment variable name `{k}` is not a shell name"),
+                });
+            }
+            line.push_str(&shell_quote(&format!("{k}={v}")));
+            line.push(' ');
+        }
+    }
+    line.push_str(&format!("sh -c {}", shell_quote(&spec.command)));
+    Ok(line)
+}
+
+/// Whole seconds to wait server-side: what is left, at least 1, at most `max`.
+fn wait_seconds(left: Duration, max: u32) -> u32 {
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    u32::try_from(secs).map_or(max, |s| s.clamp(1, max))
+}
+
+#[async_trait]
+impl SandboxProvider for RunloopProvider {
+    fn provider(&self) -> Provider {
+        PROVIDER
+    }
+
+    fn capabilities(&self) -> &ProviderCapabilities {
+        &self.caps
+    }
+
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+        let key = ctx.require_credential(PROVIDER)?;
+        let op = spec.operation_id.to_string();
+        let (blueprint_id, blueprint_name) = match spec.request.image() {
+            Some(image) if image.starts_with("bpt_") => (Some(image.to_owned()), None),
+            Some(image) => (None, Some(image.to_owned())),
+            None => (None, None),
+        };
+        let body = DevboxCreateParameters {
+            name: Some(format!("corral-{op}")),
+            blueprint_id,
+            blueprint_name,
+            snapshot_id: None,
+            metadata: Some([(OPERATION_ID_METADATA_KEY.to_owned(), op)].into()),
+            launch_parameters: Some(LaunchParameters {
+                keep_alive_time_seconds: Some(
+                    spec.timeout_seconds
+                        .unwrap_or(capabilities::DEFAULT_KEEP_ALIVE_SECONDS),
+                ),
+            }),
+        };
+        let view = self.client.create_devbox(ctx, key, &body).await?;
+        Ok(observed(view))
+    }
+
+    async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let key = ctx.require_credential(PROVIDER)?;
+        Ok(observed(self.client.get_devbox(ctx, key, native_id).await?))
+    }
+
+    async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
+        let key = ctx.require_credential(PROVIDER)?;
+        match self.client.shutdown_devbox(ctx, key, native_id).await {
+            Ok(_) | Err(ProviderError::NotFound { .. }) => Ok(()),
+            // Shutting down a devbox that is already shut down is refused; that is success.
+            Err(e @ ProviderError::InvalidRequest { .. }) => {
+                match self.client.get_devbox(ctx, key, native_id).await {
+                    Err(ProviderError::NotFound { .. }) => Ok(()),
+                    Ok(view)
+                        if map::status(view.status, view.shutdown_reason.as_deref())
+                            .is_terminal() =>
+                    {
+                        Ok(())
+                    }
+                    _ => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn exec(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput> {
+        let key = ctx.require_credential(PROVIDER)?;
+        let command = wrap_command(spec)?;
+        // Lines are at least one byte, so this many lines cover everything under the cap.
+        let last_n = spec.max_output_bytes.max(1);
+        let deadline = Instant::now() + spec.timeout;
+        let first_wait = wait_seconds(spec.timeout, self.max_wait_seconds);
+        let body = DevboxStartExecutionParameters {
+            command_id: uuid_v7(),
+            command,
+            optimistic_timeout: Some(first_wait),
+        };
+        let http_limit = |secs: u32| Duration::from_secs(u64::from(secs)) + WAIT_GRACE;
+        let mut view = self
+            .client
+            .execute(ctx, key, native_id, last_n, &body, http_limit(first_wait))
+            .await?;
+        while view.status != ExecutionStatus::Completed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                // Best effort: the deadline is reported whether or not the kill lands.
+                let _ = self
+                    .client
+                    .kill_execution(ctx, key, native_id, &view.execution_id)
+                    .await;
+                return Err(ProviderError::CommandTimedOut {
+                    after: spec.timeout,
+                });
+            }
+            let wait = wait_seconds(left, self.max_wait_seconds);
+            let req = DevboxWaitForCommandRequest {
+                statuses: vec![ExecutionStatus::Completed],
+                timeout_seconds: Some(wait),
+            };
+            if let Some(next) = self
+                .client
+                .wait_for_execution(
+                    ctx,
+                    key,
+                    native_id,
+                    &view.execution_id,
+                    last_n,
+                    &req,
+                    http_limit(wait),
+                )
+                .await?
+            {
+                view = next;
+            }
+        }
+        let exit_code = view.exit_status.ok_or_else(|| ProviderError::Protocol {
+            provider: PROVIDER,
+            message: "a completed execution has no exit_status".into(),
+        })?;
+        let mut stdout = CappedOutput::new(spec.max_output_bytes);
+        stdout.push(view.stdout.unwrap_or_default().as_bytes());
+        let mut stderr = CappedOutput::new(spec.max_output_bytes);
+        stderr.push(view.stderr.unwrap_or_default().as_bytes());
+        let (stdout, out_cut) = stdout.finish();
+        let (stderr, err_cut) = stderr.finish();
+        Ok(ExecOutput {
+            stdout,
+            stderr,
+            exit_code,
+            truncated: out_cut
+                || err_cut
+                || view.stdout_truncated == Some(true)
+                || view.stderr_truncated == Some(true),
+        })
+    }
+
+    async fn read_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        let key = ctx.require_credential(PROVIDER)?;
+        match self
+            .client
+            .download_file(ctx, key, native_id, path, max_bytes)
+            .await
+        {
+            Ok(Some(content)) => Ok(content),
+            Ok(None) => Err(ProviderError::FileTooLarge {
+                path: path.to_owned(),
+                limit: max_bytes,
+            }),
+            Err(
+                e @ (ProviderError::NotFound { .. }
+                | ProviderError::InvalidRequest { .. }
+                | ProviderError::Unexpected { .. }
+                | ProviderError::ServerError { .. }),
+            ) => Err(explain_read_failure(self, ctx, native_id, path, e).await),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn write_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        let key = ctx.require_credential(PROVIDER)?;
+        check_write_target(self, ctx, native_id, path).await?;
+        self.client
+            .upload_file(ctx, key, native_id, path, content)
+            .await
+    }
+
+    async fn find_by_operation_id(
+        &self,
+        ctx: &CallContext,
+        operation_id: &OperationId,
+    ) -> Result<Vec<ObservedSandbox>> {
+        let key = ctx.require_credential(PROVIDER)?;
+        let wanted = operation_id.to_string();
+        let mut found = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..LIST_MAX_PAGES {
+            let page = self
+                .client
+                .list_devboxes(ctx, key, LIST_PAGE_LIMIT, after.as_deref())
+                .await?;
+            after = page.devboxes.last().map(|d| d.id.clone());
+            found.extend(
+                page.devboxes
+                    .into_iter()
+                    .filter(|d| d.metadata.get(OPERATION_ID_METADATA_KEY) == Some(&wanted))
+                    .map(observed),
+            );
+            if !page.has_more || after.is_none() {
+                break;
+            }
+        }
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_ids_are_uuid_v7() {
+        let id = uuid_v7();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "7", "{id}");
+        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+        assert_ne!(uuid_v7(), id);
+    }
+
+    #[test]
+    fn waits_are_whole_seconds_between_one_and_twenty_five() {
+        assert_eq!(wait_seconds(Duration::from_millis(10), 25), 1);
+        assert_eq!(wait_seconds(Duration::from_millis(2500), 25), 3);
+        assert_eq!(wait_seconds(Duration::from_secs(300), 25), 25);
+        assert_eq!(wait_seconds(Duration::from_secs(300), 2), 2);
+    }
+}
