@@ -125,7 +125,8 @@ pub async fn write_file(
         return Err(fail(&out));
     }
     // Chunks of whole 3-byte groups decode independently.
-    let overhead = tmp.len() + 64;
+    // The chunk script names the temporary file twice, around ~55 bytes of shell.
+    let overhead = 2 * tmp.len() + 64;
     let chunk_bytes = (max_command_bytes.max(4096).saturating_sub(overhead) / 4 * 3).max(3);
     for chunk in content.chunks(chunk_bytes) {
         let script = format!(
