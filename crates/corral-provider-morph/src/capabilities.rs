@@ -1,0 +1,39 @@
+//! Morph Cloud's honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// What Morph Cloud can do through this adapter.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Morph,
+        display_name: "Morph Cloud".into(),
+        pricing: PricingEvidence {
+            summary: "Developer plan includes 300 free compute hours per month, then \
+                      pay-as-you-go; per-unit prices are not published on the page read"
+                .into(),
+            source_url: "https://cloud.morph.so/docs/faq".into(),
+            read_on: "2026-11-22".into(),
+        },
+        // `image` is the snapshot id an instance starts from.
+        image_mode: ImageMode::Template,
+        // `ttl_seconds` counts whole seconds from the start; with no TTL an instance runs until
+        // deleted, so there is no provider default, and no documented maximum.
+        timeout_mode: TimeoutMode::Seconds,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: Some(1),
+        // The exec endpoint takes only an argv; the adapter applies cwd and env in `sh -c`.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // Pause keeps memory and disk; resume continues the same instance.
+        supports_persistent_resume: true,
+        // Morph's "stop" is deletion; pausing is not a stop.
+        supports_explicit_stop: false,
+        supports_snapshots: true,
+        supports_restore: true,
+        supports_delete: true,
+    }
+}

@@ -1,0 +1,250 @@
+//! Morph Cloud's REST API on loopback, for tests (feature `fake`).
+//!
+//! Checks requests as Morph does (bearer key, `snapshot_id` query, JSON field types and the
+//! `ttl_action` enum, FastAPI-style `422 {"detail": …}` otherwise) and answers with Morph's
+//! shapes. Exec runs the argv for real in a per-instance temporary directory; there is no file
+//! endpoint, as on Morph. A new instance is `pending` until it is first observed, then `ready`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use corral_provider::files_via_exec::shell_quote;
+use corral_provider_testkit::fake::FakeServer;
+use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use serde_json::{Value, json};
+
+struct FakeInstance {
+    dir: tempfile::TempDir,
+    body: Value,
+}
+
+struct Shared {
+    api_key: String,
+    next: AtomicU64,
+    instances: Mutex<HashMap<String, FakeInstance>>,
+}
+
+type St = State<Arc<Shared>>;
+
+fn detail(status: StatusCode, detail: impl Into<Value>) -> Response {
+    (status, axum::Json(json!({ "detail": detail.into() }))).into_response()
+}
+
+fn invalid(loc: &[&str], msg: &str) -> Response {
+    detail(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!([{ "loc": loc, "msg": msg, "type": "value_error" }]),
+    )
+}
+
+#[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, HashMap<String, FakeInstance>> {
+    shared.instances.lock().expect("instances lock")
+}
+
+async fn auth(State(shared): St, headers: HeaderMap, req: Request, next: Next) -> Response {
+    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        // FastAPI's HTTPBearer answers a missing header with 403.
+        None => detail(StatusCode::FORBIDDEN, "Not authenticated"),
+        Some(v) if v.strip_prefix("Bearer ") == Some(shared.api_key.as_str()) => {
+            next.run(req).await
+        }
+        Some(_) => detail(StatusCode::UNAUTHORIZED, "Invalid API key"),
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+async fn start_instance(
+    State(shared): St,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let Some(snapshot_id) = query.get("snapshot_id").filter(|s| !s.is_empty()) else {
+        return invalid(&["query", "snapshot_id"], "Field required");
+    };
+    let body: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return invalid(&["body"], "Input should be a valid dictionary"),
+        }
+    };
+    let metadata = match &body["metadata"] {
+        Value::Null => json!({}),
+        Value::Object(m) if m.values().all(Value::is_string) => Value::Object(m.clone()),
+        _ => return invalid(&["body", "metadata"], "Input should be a dict of strings"),
+    };
+    let ttl_seconds = match &body["ttl_seconds"] {
+        Value::Null => None,
+        Value::Number(n) => match n.as_u64() {
+            Some(s) if s > 0 => Some(s),
+            _ => {
+                return invalid(
+                    &["body", "ttl_seconds"],
+                    "ttl_seconds must be greater than zero",
+                );
+            }
+        },
+        _ => return invalid(&["body", "ttl_seconds"], "Input should be a valid integer"),
+    };
+    let ttl_action = match &body["ttl_action"] {
+        Value::Null => "stop".to_owned(),
+        Value::String(s) if s == "stop" || s == "pause" => s.clone(),
+        _ => return invalid(&["body", "ttl_action"], "Input should be 'stop' or 'pause'"),
+    };
+    let Ok(dir) = tempfile::tempdir() else {
+        return detail(StatusCode::INTERNAL_SERVER_ERROR, "no temp dir");
+    };
+    let id = format!(
+        "morphvm_{:08x}",
+        shared.next.fetch_add(1, Ordering::Relaxed)
+    );
+    let created = now();
+    let instance = json!({
+        "id": id,
+        "object": "instance",
+        "created": created,
+        "status": "pending",
+        "spec": { "vcpus": 1, "memory": 4096, "disk_size": 8192 },
+        "refs": { "snapshot_id": snapshot_id, "image_id": "morphvm-minimal" },
+        "networking": { "internal_ip": "10.0.0.2", "http_services": [] },
+        "ttl": {
+            "ttl_seconds": ttl_seconds,
+            "ttl_expire_at": ttl_seconds.map(|s| created + s),
+            "ttl_action": ttl_action,
+        },
+        "wake_on": { "wake_on_ssh": false, "wake_on_http": false },
+        "metadata": metadata,
+    });
+    lock(&shared).insert(
+        id,
+        FakeInstance {
+            dir,
+            body: instance.clone(),
+        },
+    );
+    (StatusCode::OK, axum::Json(instance)).into_response()
+}
+
+async fn get_instance(State(shared): St, Path(id): Path<String>) -> Response {
+    let mut instances = lock(&shared);
+    let Some(inst) = instances.get_mut(&id) else {
+        return detail(StatusCode::NOT_FOUND, "Instance not found");
+    };
+    let seen = inst.body.clone();
+    // Booting takes one observation.
+    if inst.body["status"] == "pending" {
+        inst.body["status"] = json!("ready");
+    }
+    axum::Json(seen).into_response()
+}
+
+async fn list_instances(
+    State(shared): St,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let mut filters = Vec::new();
+    for (k, v) in &query {
+        match k
+            .strip_prefix("metadata[")
+            .and_then(|r| r.strip_suffix(']'))
+        {
+            Some(key) => filters.push((key.to_owned(), v.clone())),
+            None => return invalid(&["query", k], "Unknown query parameter"),
+        }
+    }
+    let data: Vec<Value> = lock(&shared)
+        .values()
+        .filter(|i| {
+            filters
+                .iter()
+                .all(|(k, v)| i.body["metadata"][k].as_str() == Some(v))
+        })
+        .map(|i| i.body.clone())
+        .collect();
+    axum::Json(json!({ "data": data })).into_response()
+}
+
+async fn delete_instance(State(shared): St, Path(id): Path<String>) -> Response {
+    match lock(&shared).remove(&id) {
+        Some(_) => axum::Json(json!({})).into_response(),
+        None => detail(StatusCode::NOT_FOUND, "Instance not found"),
+    }
+}
+
+async fn exec(State(shared): St, Path(id): Path<String>, body: Bytes) -> Response {
+    let argv: Vec<String> = match serde_json::from_slice::<Value>(&body) {
+        Ok(v) => match v["command"].as_array() {
+            Some(items) if !items.is_empty() && items.iter().all(Value::is_string) => items
+                .iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect(),
+            _ => return invalid(&["body", "command"], "Input should be a list of strings"),
+        },
+        Err(_) => return invalid(&["body"], "JSON decode error"),
+    };
+    let dir = {
+        let instances = lock(&shared);
+        let Some(inst) = instances.get(&id) else {
+            return detail(StatusCode::NOT_FOUND, "Instance not found");
+        };
+        if inst.body["status"] != "ready" {
+            return detail(StatusCode::CONFLICT, "Instance is not ready");
+        }
+        inst.dir.path().to_owned()
+    };
+    // The argv runs as given: quote each word so the host shell only reassembles it.
+    let line = argv
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let env = std::collections::BTreeMap::new();
+    match run_command(&line, &dir, &env, Duration::from_secs(3600), 64 << 20).await {
+        Ok(RunOutcome::Finished(out)) => axum::Json(json!({
+            "exit_code": out.exit_code,
+            "stdout": String::from_utf8_lossy(&out.stdout),
+            "stderr": String::from_utf8_lossy(&out.stderr),
+        }))
+        .into_response(),
+        Ok(RunOutcome::TimedOut) => detail(StatusCode::GATEWAY_TIMEOUT, "exec timed out"),
+        Err(e) => detail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// Morph's API as an axum router accepting only `api_key`.
+pub fn router(api_key: &str) -> Router {
+    let shared = Arc::new(Shared {
+        api_key: api_key.to_owned(),
+        next: AtomicU64::new(1),
+        instances: Mutex::new(HashMap::new()),
+    });
+    let api = Router::new()
+        .route("/instance", post(start_instance).get(list_instances))
+        .route("/instance/{id}", get(get_instance).delete(delete_instance))
+        .route("/instance/{id}/exec", post(exec))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), auth))
+        .with_state(shared);
+    // Morph's base URL carries the `/api` prefix.
+    Router::new().nest("/api", api)
+}
+
+/// Serves [`router`] on a loopback port; the adapter's base URL is `server.base_url() + "/api"`.
+pub async fn start(api_key: &str) -> FakeServer {
+    FakeServer::start(router(api_key)).await
+}

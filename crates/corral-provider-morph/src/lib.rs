@@ -1,0 +1,324 @@
+//! Morph Cloud adapter.
+//!
+//! Morph Cloud runs microVM *instances* started from *snapshots* (a base image such as
+//! `morphvm-minimal` plus CPU, memory and disk), over a REST API at
+//! `https://cloud.morph.so/api` with `Authorization: Bearer <MORPH_API_KEY>`. No other context
+//! is needed.
+//!
+//! | Corral | Morph |
+//! |---|---|
+//! | create (`image` = snapshot id) | `POST /instance?snapshot_id=…` `{metadata, ttl_seconds, ttl_action: "stop"}` |
+//! | `timeout` (seconds) | `ttl_seconds`: whole seconds from the start; at expiry `ttl_action` `stop` deletes the instance (absent: runs until deleted) |
+//! | operation id | `metadata.corral_operation_id`; found with `GET /instance?metadata[corral_operation_id]=…` |
+//! | get | `GET /instance/{id}`; `pending`→creating, `ready`→running, `paused`→paused, `saving`→running, `error`→failed |
+//! | delete | `DELETE /instance/{id}` (permanent; the SDK calls it "stop") |
+//! | exec | `POST /instance/{id}/exec {"command": [argv]}` → `{exit_code, stdout, stderr}` |
+//! | files | no REST file API (the SDK uses SFTP): read and write go through exec with [`corral_provider::files_via_exec`] |
+//!
+//! Exec takes only an argv, so the adapter runs
+//! `timeout -k 5 <secs> sh -c '<cd cwd; export env; command>'`: cwd and env are applied by the
+//! shell, and the command's deadline is enforced *inside* the instance (the whole process group
+//! is signalled), so a command that runs too long does not keep running after Corral gives up.
+//! This needs `timeout` (coreutils or busybox) in the image, as Morph's base images have.
+//! Output comes back whole and is cut at `max_output_bytes` by the adapter; Morph returns it as
+//! text, so non-UTF-8 output is not byte-exact (files are, since they travel as base64).
+
+pub mod api;
+mod capabilities;
+mod client;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod map;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_provider::files_via_exec::{self, shell_quote};
+use corral_provider::{
+    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
+    Result, SandboxProvider,
+};
+use corral_provider_http::{HttpConfig, ProviderHttp};
+
+pub use api::TtlAction;
+
+/// Morph's public API base URL.
+pub const DEFAULT_BASE_URL: &str = "https://cloud.morph.so/api";
+/// The metadata key that carries Corral's operation id.
+pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
+/// Largest single command sent to exec. The script travels as one argv element of `sh -c`,
+/// and Linux caps one argument at 128 KiB (`MAX_ARG_STRLEN`); 64 KiB leaves room for the
+/// wrapper and keeps each request small.
+pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// Seconds between the polite signal and `SIGKILL` when a command passes its deadline.
+const KILL_GRACE_SECONDS: u64 = 5;
+/// Extra time the HTTP request may take beyond the command's deadline (the in-instance
+/// `timeout` fires first; this only covers a provider that never answers).
+const CLIENT_GRACE: Duration = Duration::from_secs(30);
+
+/// How to reach Morph Cloud.
+#[derive(Debug, Clone)]
+pub struct MorphConfig {
+    /// API base URL (`https://cloud.morph.so/api`).
+    pub base_url: String,
+    /// Timeouts and caps.
+    pub http: HttpConfig,
+    /// Snapshot to start from when a request has no `image` (none: `image` is required).
+    pub default_snapshot_id: Option<String>,
+}
+
+impl Default for MorphConfig {
+    fn default() -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.into(),
+            http: HttpConfig::default(),
+            default_snapshot_id: None,
+        }
+    }
+}
+
+/// The Morph Cloud [`SandboxProvider`].
+#[derive(Debug)]
+pub struct MorphProvider {
+    client: client::Client,
+    caps: ProviderCapabilities,
+    default_snapshot_id: Option<String>,
+}
+
+const P: Provider = Provider::Morph;
+
+impl MorphProvider {
+    /// A provider for `config` (fails only on an unusable base URL).
+    pub fn new(config: MorphConfig) -> Result<Self> {
+        let http = ProviderHttp::new(P, &config.base_url, config.http)?;
+        Ok(Self {
+            client: client::Client::new(http),
+            caps: capabilities::capabilities(),
+            default_snapshot_id: config.default_snapshot_id,
+        })
+    }
+}
+
+fn observed(instance: api::Instance) -> ObservedSandbox {
+    let operation_id = instance
+        .metadata
+        .get(OPERATION_ID_METADATA_KEY)
+        .and_then(|s| s.parse::<OperationId>().ok());
+    ObservedSandbox {
+        status: map::status(&instance.status),
+        native_id: instance.id,
+        operation_id,
+    }
+}
+
+/// The script `sh -c` runs: cwd and env applied by the shell, then the command.
+fn shell_script(spec: &ExecSpec) -> Result<String> {
+    let mut script = String::new();
+    if let Some(cwd) = &spec.cwd {
+        script.push_str(&format!("cd -- {} || exit 1\n", shell_quote(cwd)));
+    }
+    for (name, value) in &spec.env {
+        let valid = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(ProviderError::InvalidRequest {
+                provider: P,
+                message: format!("environment variable name `{name}` is not a shell name"),
+            });
+        }
+        script.push_str(&format!("export {name}={}\n", shell_quote(value)));
+    }
+    script.push_str(&spec.command);
+    Ok(script)
+}
+
+/// The argv sent to Morph: the script under an in-instance deadline.
+fn exec_argv(spec: &ExecSpec) -> Result<Vec<String>> {
+    let secs = spec.timeout.as_secs() + u64::from(spec.timeout.subsec_nanos() > 0);
+    Ok(vec![
+        "timeout".into(),
+        "-k".into(),
+        KILL_GRACE_SECONDS.to_string(),
+        secs.max(1).to_string(),
+        "sh".into(),
+        "-c".into(),
+        shell_script(spec)?,
+    ])
+}
+
+fn capped(text: String, cap: usize) -> (Vec<u8>, bool) {
+    let mut out = CappedOutput::new(cap);
+    out.push(text.as_bytes());
+    out.finish()
+}
+
+#[async_trait]
+impl SandboxProvider for MorphProvider {
+    fn provider(&self) -> Provider {
+        P
+    }
+
+    fn capabilities(&self) -> &ProviderCapabilities {
+        &self.caps
+    }
+
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+        let key = ctx.require_credential(P)?;
+        let snapshot_id = spec
+            .request
+            .image()
+            .map(str::to_owned)
+            .or_else(|| self.default_snapshot_id.clone())
+            .ok_or_else(|| ProviderError::InvalidRequest {
+                provider: P,
+                message: "`image` (the id of the Morph snapshot to start from) is required".into(),
+            })?;
+        let body = api::StartInstanceRequest {
+            metadata: BTreeMap::from([(
+                OPERATION_ID_METADATA_KEY.to_owned(),
+                spec.operation_id.to_string(),
+            )]),
+            ttl_seconds: spec.timeout_seconds,
+            // Explicit, although it is Morph's default: Corral's lifetime ends the sandbox.
+            ttl_action: spec.timeout_seconds.map(|_| api::TtlAction::Stop),
+        };
+        let instance = self
+            .client
+            .start_instance(ctx, key, &snapshot_id, &body)
+            .await?;
+        Ok(observed(instance))
+    }
+
+    async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let key = ctx.require_credential(P)?;
+        Ok(observed(
+            self.client.get_instance(ctx, key, native_id).await?,
+        ))
+    }
+
+    async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
+        let key = ctx.require_credential(P)?;
+        match self.client.delete_instance(ctx, key, native_id).await {
+            Ok(()) | Err(ProviderError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn exec(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput> {
+        let key = ctx.require_credential(P)?;
+        let body = api::ExecRequest {
+            command: exec_argv(spec)?,
+        };
+        let started = Instant::now();
+        let answer = self
+            .client
+            .exec(ctx, key, native_id, &body, spec.timeout + CLIENT_GRACE)
+            .await;
+        let past_deadline = started.elapsed() >= spec.timeout;
+        match answer {
+            // `timeout` exits 124 after SIGTERM, 137 after the follow-up SIGKILL.
+            Ok(resp) if past_deadline && matches!(resp.exit_code, 124 | 137) => {
+                Err(ProviderError::CommandTimedOut {
+                    after: spec.timeout,
+                })
+            }
+            Ok(resp) => {
+                let (stdout, t1) = capped(resp.stdout, spec.max_output_bytes);
+                let (stderr, t2) = capped(resp.stderr, spec.max_output_bytes);
+                Ok(ExecOutput {
+                    stdout,
+                    stderr,
+                    exit_code: resp.exit_code,
+                    truncated: t1 || t2,
+                })
+            }
+            Err(ProviderError::TimedOutAfterSend { .. }) if past_deadline => {
+                Err(ProviderError::CommandTimedOut {
+                    after: spec.timeout,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn read_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        files_via_exec::read_file(self, ctx, native_id, path, max_bytes).await
+    }
+
+    async fn write_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        files_via_exec::write_file(self, ctx, native_id, path, content, MAX_COMMAND_BYTES).await
+    }
+
+    async fn find_by_operation_id(
+        &self,
+        ctx: &CallContext,
+        operation_id: &OperationId,
+    ) -> Result<Vec<ObservedSandbox>> {
+        let key = ctx.require_credential(P)?;
+        let wanted = operation_id.to_string();
+        let list = self
+            .client
+            .list_instances(
+                ctx,
+                key,
+                &[(OPERATION_ID_METADATA_KEY.to_owned(), wanted.clone())],
+            )
+            .await?;
+        // The filter is the provider's; check it again so a provider that ignored it cannot
+        // make Corral adopt another operation's instance.
+        Ok(list
+            .data
+            .into_iter()
+            .filter(|i| i.metadata.get(OPERATION_ID_METADATA_KEY) == Some(&wanted))
+            .map(observed)
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_pass_the_spec_invariants() {
+        capabilities::capabilities().check().unwrap();
+    }
+
+    #[test]
+    fn exec_argv_applies_cwd_env_and_a_whole_second_deadline() {
+        let mut spec = ExecSpec::new("pwd");
+        spec.cwd = Some("/tmp/a b".into());
+        spec.env = BTreeMap::from([("A".to_owned(), "it's".to_owned())]);
+        spec.timeout = Duration::from_millis(1500);
+        let argv = exec_argv(&spec).unwrap();
+        assert_eq!(argv[..6], ["timeout", "-k", "5", "2", "sh", "-c"]);
+        assert_eq!(
+            argv[6],
+            "cd -- '/tmp/a b' || exit 1\nexport A='it'\\''s'\npwd"
+        );
+        spec.env = BTreeMap::from([("A;rm".to_owned(), "x".to_owned())]);
+        assert!(matches!(
+            exec_argv(&spec),
+            Err(ProviderError::InvalidRequest { .. })
+        ));
+    }
+}

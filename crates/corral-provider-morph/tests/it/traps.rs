@@ -1,0 +1,139 @@
+//! Morph's traps: files go through exec (there is no file API), `ttl_seconds` is whole seconds
+//! with `ttl_action` deciding what expiry does, and the operation id lives in metadata.
+
+use corral_provider::{ExecSpec, SandboxProvider};
+use corral_provider_http::reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::{KEY, SNAPSHOT, ctx, running, setup, spec};
+
+fn body(r: &corral_provider_testkit::fake::Recorded) -> Value {
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+#[tokio::test]
+async fn create_sends_snapshot_query_ttl_seconds_stop_action_and_metadata_tag() {
+    let (server, provider) = setup().await;
+    let s = spec(Some("snapshot_chosen"), Some(600));
+    let created = provider.create(&ctx(), &s).await.unwrap();
+    assert_eq!(created.operation_id, Some(s.operation_id));
+    let log = server.log().matching(&Method::POST, "/api/instance");
+    assert_eq!(log.len(), 1);
+    let r = &log[0];
+    assert_eq!(r.path, "/api/instance");
+    assert_eq!(r.query.as_deref(), Some("snapshot_id=snapshot_chosen"));
+    assert_eq!(r.headers["authorization"], format!("Bearer {KEY}").as_str());
+    assert_eq!(
+        body(r),
+        json!({
+            "metadata": { "corral_operation_id": s.operation_id.to_string() },
+            // Seconds, not milliseconds or minutes; `stop` deletes the instance at expiry.
+            "ttl_seconds": 600,
+            "ttl_action": "stop",
+        })
+    );
+}
+
+#[tokio::test]
+async fn create_without_timeout_sends_no_ttl_and_uses_the_default_snapshot() {
+    let (server, provider) = setup().await;
+    provider.create(&ctx(), &spec(None, None)).await.unwrap();
+    let r = &server.log().matching(&Method::POST, "/api/instance")[0];
+    assert_eq!(
+        r.query.as_deref(),
+        Some(format!("snapshot_id={SNAPSHOT}").as_str())
+    );
+    let b = body(r);
+    assert!(
+        b.get("ttl_seconds").is_none() && b.get("ttl_action").is_none(),
+        "{b}"
+    );
+}
+
+#[tokio::test]
+async fn find_filters_the_listing_by_the_metadata_tag() {
+    let (server, provider) = setup().await;
+    let s = spec(None, Some(60));
+    let created = provider.create(&ctx(), &s).await.unwrap();
+    provider
+        .create(&ctx(), &spec(None, Some(60)))
+        .await
+        .unwrap();
+    server.log().clear();
+    let found = provider
+        .find_by_operation_id(&ctx(), &s.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].native_id, created.native_id);
+    let r = &server.log().matching(&Method::GET, "/api/instance")[0];
+    assert_eq!(
+        r.query.as_deref(),
+        Some(format!("metadata%5Bcorral_operation_id%5D={}", s.operation_id).as_str())
+    );
+}
+
+#[tokio::test]
+async fn files_travel_through_exec_calls_only() {
+    let (server, provider) = setup().await;
+    let id = running(&provider).await;
+    server.log().clear();
+    let dir = String::from_utf8(
+        provider
+            .exec(&ctx(), &id, &ExecSpec::new("mktemp -d"))
+            .await
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_owned();
+    let path = format!("{dir}/bin");
+    // Larger than one command: the write is chunked under MAX_COMMAND_BYTES.
+    let content: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    provider
+        .write_file(&ctx(), &id, &path, &content)
+        .await
+        .unwrap();
+    assert_eq!(
+        provider
+            .read_file(&ctx(), &id, &path, 1 << 20)
+            .await
+            .unwrap(),
+        content
+    );
+    let log = server.log().all();
+    assert!(log.len() > 3, "a chunked write takes several commands");
+    for r in &log {
+        assert_eq!(r.method, Method::POST);
+        assert_eq!(r.path, format!("/api/instance/{id}/exec"));
+        let argv = body(r)["command"].as_array().unwrap().clone();
+        assert_eq!(argv[0], "timeout");
+        assert_eq!(argv[4..6], [json!("sh"), json!("-c")]);
+        assert!(
+            argv[6].as_str().unwrap().len() <= corral_provider_morph::MAX_COMMAND_BYTES,
+            "a command exceeds the advertised limit"
+        );
+    }
+}
+
+#[tokio::test]
+async fn exec_wraps_cwd_and_env_in_the_shell_and_sends_an_argv() {
+    let (server, provider) = setup().await;
+    let id = running(&provider).await;
+    server.log().clear();
+    let mut spec = ExecSpec::new("pwd; printf %s \"$GREETING\"");
+    spec.cwd = Some("/".into());
+    spec.env.insert("GREETING".into(), "hi there".into());
+    spec.timeout = std::time::Duration::from_secs(20);
+    let out = provider.exec(&ctx(), &id, &spec).await.unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "/\nhi there");
+    let r = &server.log().all()[0];
+    assert_eq!(
+        body(r),
+        json!({ "command": [
+            "timeout", "-k", "5", "20", "sh", "-c",
+            "cd -- '/' || exit 1\nexport GREETING='hi there'\npwd; printf %s \"$GREETING\""
+        ]})
+    );
+}

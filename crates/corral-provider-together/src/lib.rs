@@ -1,0 +1,1 @@
+//! Together Sandbox adapter (in progress).
