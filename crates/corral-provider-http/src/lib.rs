@@ -161,19 +161,80 @@ impl ProviderHttp {
             .send()
             .await
             .map_err(|e| map_send_error(self.provider, &e))?;
-        let status = resp.status();
-        if status.is_success() {
+        if resp.status().is_success() {
             return Ok(resp);
         }
+        let failure = self.failure(resp).await;
+        Err(failure.error)
+    }
+
+    /// As [`ProviderHttp::send_with_timeout`], but a non-2xx answer is returned as a
+    /// [`Failure`] carrying its status and body besides the mapped error, for providers whose
+    /// error *codes* change what the adapter does (Vercel's `sandbox_stopped`, …).
+    pub async fn send_for_failure(
+        &self,
+        ctx: &CallContext,
+        req: RequestBuilder,
+        limit: Duration,
+    ) -> std::result::Result<Response, Failure> {
+        let left = ctx.bounded(limit);
+        if left.is_zero() {
+            return Err(Failure::transport(ProviderError::Unavailable {
+                provider: self.provider,
+                message: "the call's deadline passed before the request was sent".into(),
+                retry_after: None,
+            }));
+        }
+        let resp = req
+            .timeout(left)
+            .send()
+            .await
+            .map_err(|e| Failure::transport(map_send_error(self.provider, &e)))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        Err(self.failure(resp).await)
+    }
+
+    async fn failure(&self, resp: Response) -> Failure {
+        let status = resp.status();
         let headers = resp.headers().clone();
         let path = resp.url().path().to_owned();
         // Error bodies are read only up to a small cap: they are for the message.
         let body = read_capped(self.provider, resp, 64 * 1024)
             .await
             .unwrap_or_default();
-        Err(map_status(self.provider, status, &headers, &body, &path))
+        Failure {
+            error: map_status(self.provider, status, &headers, &body, &path),
+            status: Some(status.as_u16()),
+            body,
+        }
     }
+}
 
+/// A failed request: the mapped error, and the HTTP status and (capped) body when the provider
+/// answered.
+#[derive(Debug)]
+pub struct Failure {
+    /// The error in the port's taxonomy.
+    pub error: ProviderError,
+    /// The HTTP status, when an answer came back.
+    pub status: Option<u16>,
+    /// The error body (at most 64 KiB), empty when no answer came back.
+    pub body: Bytes,
+}
+
+impl Failure {
+    fn transport(error: ProviderError) -> Self {
+        Self {
+            error,
+            status: None,
+            body: Bytes::new(),
+        }
+    }
+}
+
+impl ProviderHttp {
     /// Sends `req` and reads the whole body (capped).
     pub async fn send_bytes(&self, ctx: &CallContext, req: RequestBuilder) -> Result<Bytes> {
         let resp = self.send(ctx, req).await?;
