@@ -1,0 +1,395 @@
+//! The connection pool over SQLite or PostgreSQL, its configuration and migrations.
+
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::SqliteConnection;
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use diesel_async::pooled_connection::deadpool::{Object, Pool, PoolError};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{RegistryError, Result};
+use corral_domain::Timestamp;
+
+/// The SQLite connection type used by the pool.
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+/// The PostgreSQL connection type used by the pool.
+pub type PgConn = AsyncPgConnection;
+
+/// Which database engine a [`Database`] runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite in a local file (the embedded default; one server process).
+    Sqlite,
+    /// PostgreSQL (several stateless replicas may share it).
+    Postgres,
+}
+
+/// How to reach the database and how long to wait for it.
+#[derive(Clone)]
+pub struct DatabaseConfig {
+    /// `sqlite://<path>`, a plain file path (SQLite), or `postgres://…` / `postgresql://…`.
+    pub url: String,
+    /// Largest number of pooled connections.
+    pub max_connections: usize,
+    /// Longest wait for a free pooled connection before [`RegistryError::Unavailable`].
+    pub wait_timeout: Duration,
+    /// Longest wait to open a new connection.
+    pub create_timeout: Duration,
+    /// Longest wait to check a returned connection before reuse.
+    pub recycle_timeout: Duration,
+    /// Longest time one registry operation may take once it holds a connection.
+    pub query_timeout: Duration,
+    /// SQLite only: how long a writer waits for the write lock (`PRAGMA busy_timeout`).
+    pub sqlite_busy_timeout: Duration,
+}
+
+impl DatabaseConfig {
+    /// Sensible defaults for `url`: 8 connections (SQLite: 4), 5 s wait, 5 s create, 5 s
+    /// recycle, 10 s per operation, 5 s SQLite busy timeout.
+    pub fn new(url: impl Into<String>) -> Self {
+        let url = url.into();
+        let max_connections = if is_postgres_url(&url) { 8 } else { 4 };
+        Self {
+            url,
+            max_connections,
+            wait_timeout: Duration::from_secs(5),
+            create_timeout: Duration::from_secs(5),
+            recycle_timeout: Duration::from_secs(5),
+            query_timeout: Duration::from_secs(10),
+            sqlite_busy_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The backend the URL selects, or [`RegistryError::UnsupportedUrl`].
+    pub fn backend(&self) -> Result<Backend> {
+        if is_postgres_url(&self.url) {
+            Ok(Backend::Postgres)
+        } else if sqlite_path(&self.url).is_some() {
+            Ok(Backend::Sqlite)
+        } else {
+            Err(RegistryError::UnsupportedUrl)
+        }
+    }
+}
+
+impl fmt::Debug for DatabaseConfig {
+    // The URL may carry a PostgreSQL password: show only the scheme.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &redacted_url(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("wait_timeout", &self.wait_timeout)
+            .field("create_timeout", &self.create_timeout)
+            .field("recycle_timeout", &self.recycle_timeout)
+            .field("query_timeout", &self.query_timeout)
+            .field("sqlite_busy_timeout", &self.sqlite_busy_timeout)
+            .finish()
+    }
+}
+
+fn redacted_url(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, _)) if is_postgres_url(url) => format!("{scheme}://…"),
+        _ => url.to_owned(),
+    }
+}
+
+fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// The SQLite file a URL names, if it names one.
+fn sqlite_path(url: &str) -> Option<PathBuf> {
+    if let Some(rest) = url.strip_prefix("sqlite://") {
+        return (!rest.is_empty()).then(|| PathBuf::from(rest));
+    }
+    if let Some(rest) = url.strip_prefix("sqlite:") {
+        return (!rest.is_empty()).then(|| PathBuf::from(rest));
+    }
+    (!url.is_empty() && !url.contains("://")).then(|| PathBuf::from(url))
+}
+
+/// One pooled connection on either backend. Use [`with_conn!`](crate::with_conn) to run the
+/// same diesel code on whichever it is.
+pub enum PooledConnection {
+    /// A SQLite connection.
+    Sqlite(Object<SqliteConn>),
+    /// A PostgreSQL connection.
+    Postgres(Object<PgConn>),
+}
+
+/// Runs `$body` with `$c` bound to `&mut` the concrete connection (SQLite or PostgreSQL) of
+/// `$conn` (a `&mut PooledConnection`). The body is compiled once per backend, which is how one
+/// piece of diesel code serves both.
+#[macro_export]
+macro_rules! with_conn {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match $conn {
+            $crate::PooledConnection::Sqlite($c) => {
+                let $c: &mut $crate::SqliteConn = &mut **$c;
+                $body
+            }
+            $crate::PooledConnection::Postgres($c) => {
+                let $c: &mut $crate::PgConn = &mut **$c;
+                $body
+            }
+        }
+    };
+}
+
+enum Pools {
+    Sqlite(Pool<SqliteConn>),
+    Postgres(Pool<PgConn>),
+}
+
+struct Inner {
+    pools: Pools,
+    config: DatabaseConfig,
+    clock: Arc<dyn Clock>,
+}
+
+/// A pool over the registry database (SQLite or PostgreSQL, chosen by URL). Cheap to clone.
+#[derive(Clone)]
+pub struct Database {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Database {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Database")
+            .field("backend", &self.backend())
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl Database {
+    /// Opens the pool and applies pending migrations (see [`Database::migrate`]).
+    pub async fn connect(config: DatabaseConfig) -> Result<Self> {
+        Self::connect_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// [`Database::connect`] with an injected clock (for tests of time-based rules).
+    pub async fn connect_with_clock(config: DatabaseConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        let db = Self::open(config, clock)?;
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// Builds the pool without touching the database (connections open lazily) and without
+    /// migrating.
+    pub fn open(config: DatabaseConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        let pools = match config.backend()? {
+            Backend::Sqlite => Pools::Sqlite(sqlite_pool(&config)?),
+            Backend::Postgres => Pools::Postgres(pg_pool(&config)?),
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pools,
+                config,
+                clock,
+            }),
+        })
+    }
+
+    /// Which engine this database runs on.
+    pub fn backend(&self) -> Backend {
+        match self.inner.pools {
+            Pools::Sqlite(_) => Backend::Sqlite,
+            Pools::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The configuration the pool was built with.
+    pub fn config(&self) -> &DatabaseConfig {
+        &self.inner.config
+    }
+
+    /// The clock used for every stored timestamp.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// The current time according to [`Database::clock`].
+    pub fn now(&self) -> Timestamp {
+        self.inner.clock.now()
+    }
+
+    /// Takes a connection from the pool, waiting at most `wait_timeout` (plus `create_timeout`
+    /// when a new one must be opened). Failures are [`RegistryError::Unavailable`].
+    pub async fn connection(&self) -> Result<PooledConnection> {
+        match &self.inner.pools {
+            Pools::Sqlite(pool) => pool
+                .get()
+                .await
+                .map(PooledConnection::Sqlite)
+                .map_err(pool_error),
+            Pools::Postgres(pool) => pool
+                .get()
+                .await
+                .map(PooledConnection::Postgres)
+                .map_err(pool_error),
+        }
+    }
+
+    /// Runs `fut` under the configured `query_timeout`; a timeout is
+    /// [`RegistryError::Unavailable`], so a stalled database never hangs a request.
+    pub async fn timed<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        let limit = self.inner.config.query_timeout;
+        match tokio::time::timeout(limit, fut).await {
+            Ok(result) => result,
+            Err(_) => Err(RegistryError::Unavailable {
+                message: format!("database operation took longer than {limit:?}"),
+            }),
+        }
+    }
+
+    /// Readiness: takes a connection and runs `SELECT 1`.
+    pub async fn ping(&self) -> Result<()> {
+        self.timed(async {
+            let mut conn = self.connection().await?;
+            with_conn!(&mut conn, |c| c.batch_execute("SELECT 1").await)
+                .map_err(db_error)
+        })
+        .await
+    }
+
+    /// Applies the embedded migrations that are not applied yet (one folder per backend, in
+    /// version order, each in its own transaction). Safe when several replicas start at once:
+    /// on PostgreSQL the run holds an advisory lock scoped to the current schema; on SQLite
+    /// each migration runs in a `BEGIN IMMEDIATE` transaction and re-checks what is applied.
+    pub async fn migrate(&self) -> Result<()> {
+        let mut conn = self.connection().await?;
+        match &mut conn {
+            PooledConnection::Sqlite(c) => crate::migrations::run_sqlite(c).await,
+            PooledConnection::Postgres(c) => crate::migrations::run_postgres(c).await,
+        }
+    }
+}
+
+fn sqlite_pool(config: &DatabaseConfig) -> Result<Pool<SqliteConn>> {
+    let Some(path) = sqlite_path(&config.url) else {
+        return Err(RegistryError::UnsupportedUrl);
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| RegistryError::Unavailable {
+            message: format!("cannot create the directory of the SQLite file: {e}"),
+        })?;
+    }
+    let busy_ms = config.sqlite_busy_timeout.as_millis();
+    let mut manager_config = ManagerConfig::<SqliteConn>::default();
+    manager_config.custom_setup = Box::new(move |url| {
+        let url = url.to_owned();
+        Box::pin(async move {
+            let mut conn = SqliteConn::establish(&url).await?;
+            // busy_timeout first, so that switching to WAL waits for other openers.
+            conn.batch_execute(&format!(
+                "PRAGMA busy_timeout = {busy_ms}; PRAGMA journal_mode = WAL; \
+                 PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
+            ))
+            .await
+            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        })
+    });
+    let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(
+        path.to_string_lossy().into_owned(),
+        manager_config,
+    );
+    build_pool!(manager, config)
+}
+
+fn pg_pool(config: &DatabaseConfig) -> Result<Pool<PgConn>> {
+    let manager = AsyncDieselConnectionManager::<PgConn>::new(config.url.clone());
+    build_pool!(manager, config)
+}
+
+/// Builds a pool with every timeout set: deadpool has none by default, and without them an
+/// exhausted pool or an unreachable database would hang requests.
+macro_rules! build_pool {
+    ($manager:expr, $config:expr) => {
+        Pool::builder($manager)
+            .max_size($config.max_connections.max(1))
+            .runtime(deadpool::Runtime::Tokio1)
+            .wait_timeout(Some($config.wait_timeout))
+            .create_timeout(Some($config.create_timeout))
+            .recycle_timeout(Some($config.recycle_timeout))
+            .build()
+            .map_err(|e| RegistryError::Internal {
+                message: format!("cannot build the connection pool: {e}"),
+            })
+    };
+}
+use build_pool;
+
+/// Classifies a pool failure: every one of them means "try again later".
+pub(crate) fn pool_error(e: PoolError) -> RegistryError {
+    let message = match e {
+        PoolError::Timeout(kind) => format!("timed out waiting for a database connection ({kind:?})"),
+        PoolError::Backend(e) => format!("cannot connect to the database: {e}"),
+        PoolError::Closed => "the connection pool is closed".to_owned(),
+        PoolError::NoRuntimeSpecified => "the connection pool has no runtime".to_owned(),
+        PoolError::PostCreateHook(e) => format!("connection setup failed: {e}"),
+    };
+    RegistryError::Unavailable { message }
+}
+
+/// Classifies a diesel failure by meaning: lost connections, lock contention and
+/// serialization failures are [`RegistryError::Unavailable`] (retryable).
+pub fn db_error(e: DieselError) -> RegistryError {
+    match e {
+        DieselError::NotFound => RegistryError::NotFound { what: "record" },
+        DieselError::DatabaseError(kind, info) => match kind {
+            DatabaseErrorKind::UniqueViolation => RegistryError::Conflict { what: "record" },
+            DatabaseErrorKind::ClosedConnection
+            | DatabaseErrorKind::SerializationFailure
+            | DatabaseErrorKind::ReadOnlyTransaction => RegistryError::Unavailable {
+                message: info.message().to_owned(),
+            },
+            _ if is_transient_message(info.message()) => RegistryError::Unavailable {
+                message: info.message().to_owned(),
+            },
+            _ => RegistryError::Internal {
+                message: info.message().to_owned(),
+            },
+        },
+        DieselError::BrokenTransactionManager => RegistryError::Unavailable {
+            message: "the connection's transaction state is broken".to_owned(),
+        },
+        other => {
+            let message = other.to_string();
+            if is_transient_message(&message) {
+                RegistryError::Unavailable { message }
+            } else {
+                RegistryError::Internal { message }
+            }
+        }
+    }
+}
+
+/// Database messages that mean "busy or gone", which diesel reports without a kind.
+fn is_transient_message(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    ["database is locked", "database is busy", "connection", "terminating", "shutting down", "i/o error"]
+        .iter()
+        .any(|needle| m.contains(needle))
+}
+
+/// Converts a timestamp to the stored form: microseconds since the Unix epoch.
+pub(crate) fn to_micros(t: Timestamp) -> i64 {
+    t.timestamp_micros()
+}
+
+/// Converts a stored timestamp back.
+pub(crate) fn from_micros(us: i64) -> Result<Timestamp> {
+    chrono::DateTime::from_timestamp_micros(us).ok_or_else(|| RegistryError::Internal {
+        message: format!("stored timestamp {us} is out of range"),
+    })
+}
