@@ -335,6 +335,15 @@ fn parse_base(provider: Provider, base_url: &str) -> Result<Url> {
     Ok(url)
 }
 
+/// `url` with `pairs` appended to its query (form-encoded), for requests to a provider's other
+/// hosts (E2B envd, Daytona toolbox) where [`ProviderHttp::request_with_query`] does not apply.
+pub fn with_query(mut url: Url, pairs: &[(&str, &str)]) -> Url {
+    if !pairs.is_empty() {
+        url.query_pairs_mut().extend_pairs(pairs);
+    }
+    url
+}
+
 /// `base` + `path`, keeping any path prefix of `base`.
 pub fn join(base: &Url, path: &str) -> Url {
     let mut url = base.clone();
