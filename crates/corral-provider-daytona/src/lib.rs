@@ -1,1 +1,327 @@
-//! Daytona adapter (in progress).
+//! Daytona adapter: persistent sandboxes created from snapshots (named images).
+//!
+//! Two planes, one credential (`Authorization: Bearer <API key>`, the Corral provider
+//! credential; no organization header is needed with an API key):
+//! - the **control API** (`https://app.daytona.io/api`): `POST /sandbox`,
+//!   `GET /sandbox/{id}`, `DELETE /sandbox/{id}`, `GET /sandbox?labels=` (lookup by label);
+//! - the **toolbox** of each sandbox at `{toolboxProxyUrl}/{sandboxId}` (the URL comes from the
+//!   sandbox's own record; on Daytona Cloud `https://proxy.app.daytona.io/toolbox`):
+//!   `POST /process/execute`, `GET /files/info`, `GET /files/download`, `POST /files/upload`.
+//!
+//! Mapping: `image` is the `snapshot`; the lifetime is the idle **auto-stop** interval
+//! `autoStopInterval`, in **minutes** (so `timeout` must be a multiple of 60 seconds; the
+//! default is Daytona's 15 minutes). A stopped sandbox keeps its disk and is not deleted. The
+//! operation id is the label `corral-operation-id`. Create answers before the sandbox is
+//! `started` (`creating`/`starting` → creating; `started` → running); every documented state
+//! is mapped in `map.rs`.
+//!
+//! Exec: `/process/execute` **merges stderr into stdout** (`result`), so output streams are
+//! advertised as `combined` and everything arrives in `stdout`; the result is a JSON string, so
+//! non-UTF-8 output bytes are replaced. The command is sent as `sh -c '<command>'` (the daemon
+//! feeds the command to the sandbox shell), with `cwd`, `envs` and `timeout` (seconds, rounded
+//! up) as the toolbox API takes them; the daemon answers 408 when the timeout fires.
+//! Files: the upload creates missing parents, so a write checks the parent with
+//! `/files/info` first (Corral's contract is that the parent must exist).
+
+pub mod api;
+pub mod capabilities;
+mod client;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod map;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_provider::files_via_exec::shell_quote;
+use corral_provider::{
+    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
+    Result, SandboxProvider,
+};
+use corral_provider_http::{HttpConfig, ProviderHttp, Url, read_at_most, read_capped};
+
+use crate::client::{Client, OPERATION_LABEL, toolbox_base};
+
+const P: Provider = Provider::Daytona;
+/// Extra time the HTTP exchange of an exec may take beyond the command's deadline.
+const EXEC_GRACE: Duration = Duration::from_secs(5);
+
+/// Configuration of the Daytona adapter.
+#[derive(Debug, Clone)]
+pub struct DaytonaConfig {
+    /// Control API base URL.
+    pub base_url: String,
+    /// Toolbox proxy used when a sandbox record names none.
+    pub default_toolbox_proxy_url: String,
+    /// Timeouts and caps.
+    pub http: HttpConfig,
+}
+
+impl Default for DaytonaConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://app.daytona.io/api".into(),
+            default_toolbox_proxy_url: "https://proxy.app.daytona.io/toolbox".into(),
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+/// The Daytona adapter.
+#[derive(Debug)]
+pub struct DaytonaProvider {
+    client: Client,
+    caps: ProviderCapabilities,
+    default_toolbox_proxy_url: String,
+    max_response_bytes: usize,
+    /// Toolbox base per sandbox, learnt from create/get.
+    toolboxes: Mutex<HashMap<String, Url>>,
+}
+
+impl DaytonaProvider {
+    /// An adapter for `config`.
+    pub fn new(config: DaytonaConfig) -> Result<Self> {
+        let max_response_bytes = config.http.max_response_bytes;
+        let http = ProviderHttp::new(P, &config.base_url, config.http)?;
+        toolbox_base(&config.default_toolbox_proxy_url, "probe")?;
+        Ok(Self {
+            client: Client::new(http),
+            caps: capabilities::capabilities(),
+            default_toolbox_proxy_url: config.default_toolbox_proxy_url,
+            max_response_bytes,
+            toolboxes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn remember(&self, sandbox: &api::Sandbox) -> Result<Url> {
+        let proxy = if sandbox.toolbox_proxy_url.is_empty() {
+            &self.default_toolbox_proxy_url
+        } else {
+            &sandbox.toolbox_proxy_url
+        };
+        let base = toolbox_base(proxy, &sandbox.id)?;
+        self.toolboxes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(sandbox.id.clone(), base.clone());
+        Ok(base)
+    }
+
+    /// The sandbox's toolbox base, from the cache or from `GET /sandbox/{id}`.
+    async fn toolbox(&self, ctx: &CallContext, id: &str) -> Result<Url> {
+        let cached = self
+            .toolboxes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned();
+        match cached {
+            Some(url) => Ok(url),
+            None => {
+                let sandbox = self.client.get_sandbox(ctx, id).await?;
+                self.remember(&sandbox)
+            }
+        }
+    }
+
+    fn observed(sandbox: &api::Sandbox) -> ObservedSandbox {
+        ObservedSandbox {
+            native_id: sandbox.id.clone(),
+            status: map::status(sandbox.state.as_deref()),
+            operation_id: sandbox
+                .labels
+                .get(OPERATION_LABEL)
+                .and_then(|v| v.parse().ok()),
+        }
+    }
+}
+
+/// Whole minutes for `seconds`, rounded up (validation makes it a multiple of 60 already).
+fn minutes(seconds: u64) -> u64 {
+    seconds.div_ceil(60)
+}
+
+fn file_error(path: &str, e: ProviderError) -> ProviderError {
+    match e {
+        ProviderError::NotFound { .. } => ProviderError::FileNotFound {
+            path: path.to_owned(),
+        },
+        ProviderError::InvalidRequest { message, .. } => ProviderError::FileRefused {
+            path: path.to_owned(),
+            reason: message,
+        },
+        ProviderError::ServerError { message, .. } => ProviderError::FileOperation {
+            path: path.to_owned(),
+            message,
+        },
+        other => other,
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for DaytonaProvider {
+    fn provider(&self) -> Provider {
+        P
+    }
+
+    fn capabilities(&self) -> &ProviderCapabilities {
+        &self.caps
+    }
+
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+        let timeout = spec
+            .timeout_seconds
+            .or(spec.request.timeout())
+            .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
+        let body = api::CreateSandbox {
+            snapshot: spec.request.image().map(str::to_owned),
+            labels: BTreeMap::from([(OPERATION_LABEL.to_owned(), spec.operation_id.to_string())]),
+            auto_stop_interval: Some(minutes(timeout)),
+        };
+        let created = self.client.create_sandbox(ctx, &body).await?;
+        // The sandbox exists now: failing to remember its toolbox must not hide that.
+        let _ = self.remember(&created);
+        let mut observed = Self::observed(&created);
+        observed.operation_id = Some(spec.operation_id);
+        Ok(observed)
+    }
+
+    async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let sandbox = self.client.get_sandbox(ctx, native_id).await?;
+        let _ = self.remember(&sandbox);
+        Ok(Self::observed(&sandbox))
+    }
+
+    async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
+        match self.client.delete_sandbox(ctx, native_id).await {
+            Ok(()) | Err(ProviderError::NotFound { .. }) => {
+                self.toolboxes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(native_id);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn exec(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput> {
+        let toolbox = self.toolbox(ctx, native_id).await?;
+        let seconds = u64::try_from(spec.timeout.as_millis().div_ceil(1000))
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let body = api::ExecuteRequest {
+            command: format!("sh -c {}", shell_quote(&spec.command)),
+            cwd: spec.cwd.clone(),
+            envs: spec.env.clone(),
+            timeout: Some(seconds),
+        };
+        let started = Instant::now();
+        let timed_out = |e: ProviderError| match e {
+            // The daemon killed the command at its timeout.
+            ProviderError::Unexpected { status: 408, .. } => ProviderError::CommandTimedOut {
+                after: spec.timeout,
+            },
+            ProviderError::TimedOutAfterSend { .. } if started.elapsed() >= spec.timeout => {
+                ProviderError::CommandTimedOut {
+                    after: spec.timeout,
+                }
+            }
+            other => other,
+        };
+        let resp = self
+            .client
+            .execute(ctx, &toolbox, &body, spec.timeout + EXEC_GRACE)
+            .await
+            .map_err(timed_out)?;
+        let bytes = read_capped(P, resp, self.max_response_bytes)
+            .await
+            .map_err(timed_out)?;
+        let answer: api::ExecuteResponse = corral_provider_http::parse_json(P, &bytes)?;
+        let mut stdout = CappedOutput::new(spec.max_output_bytes);
+        stdout.push(answer.result.as_bytes());
+        let (stdout, truncated) = stdout.finish();
+        Ok(ExecOutput {
+            stdout,
+            stderr: Vec::new(),
+            exit_code: answer.exit_code,
+            truncated,
+        })
+    }
+
+    async fn read_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        let toolbox = self.toolbox(ctx, native_id).await?;
+        let resp = self
+            .client
+            .download(ctx, &toolbox, path)
+            .await
+            .map_err(|e| file_error(path, e))?;
+        match read_at_most(P, resp, max_bytes).await? {
+            Some(bytes) => Ok(bytes.to_vec()),
+            None => Err(ProviderError::FileTooLarge {
+                path: path.to_owned(),
+                limit: max_bytes,
+            }),
+        }
+    }
+
+    async fn write_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        let toolbox = self.toolbox(ctx, native_id).await?;
+        // The daemon's upload creates missing parents; Corral's contract says it must not.
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            let parent = if parent.is_empty() { "/" } else { parent };
+            let is_dir = self
+                .client
+                .file_info(ctx, &toolbox, parent)
+                .await?
+                .is_some_and(|info| info.is_dir);
+            if !is_dir {
+                return Err(ProviderError::ParentMissing {
+                    path: path.to_owned(),
+                });
+            }
+        }
+        self.client
+            .upload(ctx, &toolbox, path, content)
+            .await
+            .map_err(|e| file_error(path, e))
+    }
+
+    async fn find_by_operation_id(
+        &self,
+        ctx: &CallContext,
+        operation_id: &OperationId,
+    ) -> Result<Vec<ObservedSandbox>> {
+        let value = operation_id.to_string();
+        let listed = self
+            .client
+            .list_sandboxes_by_label(ctx, OPERATION_LABEL, &value)
+            .await?;
+        Ok(listed
+            .iter()
+            .map(Self::observed)
+            // Trust but verify: only sandboxes that carry the label.
+            .filter(|s| s.operation_id.as_ref() == Some(operation_id))
+            .collect())
+    }
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 use corral_domain::Provider;
 use corral_provider::{CallContext, ExposeSecret, ProviderError, Result, SecretString};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
-use corral_provider_http::{ProviderHttp, Url, join, multipart_file};
+use corral_provider_http::{ProviderHttp, Url, join, multipart_file, with_query};
 
 use crate::api;
 
@@ -55,12 +55,6 @@ pub(crate) fn check_id(native_id: &str) -> Result<()> {
             resource: "sandbox (malformed id)".into(),
         })
     }
-}
-
-/// `url` with `pairs` appended to its query (form-encoded).
-fn with_query(mut url: Url, pairs: &[(&str, &str)]) -> Url {
-    url.query_pairs_mut().extend_pairs(pairs);
-    url
 }
 
 impl Client {

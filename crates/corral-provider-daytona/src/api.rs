@@ -1,0 +1,109 @@
+//! Daytona wire types, named as Daytona names them (control API `CreateSandbox`, `Sandbox`,
+//! `ListSandboxesResponse`; toolbox `ExecuteRequest`, `ExecuteResponse`, `FileInfo`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `CreateSandbox`: the body of `POST /sandbox` (the fields Corral sends).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSandbox {
+    /// Snapshot id or name; the server's default snapshot when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// Labels; Corral stores the operation id here.
+    pub labels: BTreeMap<String, String>,
+    /// Idle auto-stop, in **minutes** (0 disables it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_stop_interval: Option<u64>,
+}
+
+/// `Sandbox` (the fields Corral reads; the rest is ignored).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sandbox {
+    /// Sandbox id.
+    pub id: String,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// `SandboxState` (kept as text: unknown values must not fail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Why it is in `error`, if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_reason: Option<String>,
+    /// Auto-stop interval in minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_stop_interval: Option<f64>,
+    /// Base URL of the toolbox proxy (`{toolboxProxyUrl}/{sandboxId}/...`).
+    #[serde(default)]
+    pub toolbox_proxy_url: String,
+}
+
+/// `ListSandboxesResponse` (`GET /sandbox`); older deployments answered a bare array.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ListSandboxes {
+    /// `{items, nextCursor}`.
+    Page {
+        /// The sandboxes.
+        items: Vec<Sandbox>,
+    },
+    /// A bare array.
+    Array(Vec<Sandbox>),
+}
+
+impl ListSandboxes {
+    /// The sandboxes listed.
+    pub fn into_items(self) -> Vec<Sandbox> {
+        match self {
+            ListSandboxes::Page { items } | ListSandboxes::Array(items) => items,
+        }
+    }
+}
+
+/// Toolbox `ExecuteRequest` (`POST /process/execute`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecuteRequest {
+    /// The command (run by the sandbox's shell).
+    pub command: String,
+    /// Working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Extra environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub envs: BTreeMap<String, String>,
+    /// Timeout in **seconds** (the daemon applies one only when > 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// Toolbox `ExecuteResponse`: stdout and stderr **combined** in `result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecuteResponse {
+    /// Exit code.
+    #[serde(default)]
+    pub exit_code: i32,
+    /// Combined output.
+    pub result: String,
+}
+
+/// Toolbox `FileInfo` (the fields Corral reads).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileInfo {
+    /// Base name.
+    #[serde(default)]
+    pub name: String,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+    /// Size in bytes.
+    #[serde(default)]
+    pub size: u64,
+}

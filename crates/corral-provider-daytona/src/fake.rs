@@ -1,0 +1,467 @@
+//! A fake of Daytona on loopback, for tests: the control API on one server and the toolbox
+//! proxy on another, both checking `Authorization: Bearer`. It reproduces what adapters trip
+//! on: create answers `creating` and the sandbox only reaches `started` after a couple of
+//! observations (`starting` first); `/process/execute` merges stderr into stdout and answers
+//! 408 when its `timeout` (seconds) fires; the upload creates missing parents. Request bodies
+//! are validated as Daytona's NestJS/gin handlers would (400 with `{statusCode, message,
+//! error}`). Commands run on the host (no isolation) in a per-sandbox temporary directory.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test double: a poisoned lock is a failed test.
+#![allow(clippy::result_large_err)] // Handlers return ready-made responses as errors.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use corral_provider_testkit::fake::{FakeServer, parse_multipart};
+use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use serde_json::{Value, json};
+
+use crate::DaytonaConfig;
+
+/// The API key the fake accepts.
+pub const API_KEY: &str = "dtn_fake0123456789abcdef";
+
+struct Sandbox {
+    name: String,
+    snapshot: String,
+    labels: BTreeMap<String, String>,
+    auto_stop_interval: u64,
+    /// Observations left before the sandbox reports `started`.
+    warming: u32,
+    dir: tempfile::TempDir,
+}
+
+#[derive(Default)]
+struct Inner {
+    sandboxes: Mutex<HashMap<String, Sandbox>>,
+    next: AtomicUsize,
+    warmup: AtomicU32,
+    toolbox_url: OnceLock<String>,
+}
+
+type Shared = Arc<Inner>;
+
+/// The fake: control API and toolbox proxy servers.
+pub struct DaytonaFake {
+    /// The control API (`app.daytona.io/api`).
+    pub control: FakeServer,
+    /// The toolbox proxy (`proxy.app.daytona.io`), serving `/toolbox/{sandboxId}/…`.
+    pub toolbox: FakeServer,
+    inner: Shared,
+}
+
+impl DaytonaFake {
+    /// Starts both servers; new sandboxes report `starting` on their first observation and
+    /// `started` from the second on.
+    pub async fn start() -> Self {
+        let inner: Shared = Arc::new(Inner::default());
+        inner.warmup.store(1, Ordering::SeqCst);
+        let control = FakeServer::start(control_router(inner.clone())).await;
+        let toolbox = FakeServer::start(toolbox_router(inner.clone())).await;
+        let _ = inner
+            .toolbox_url
+            .set(format!("{}/toolbox", toolbox.base_url()));
+        Self {
+            control,
+            toolbox,
+            inner,
+        }
+    }
+
+    /// A configuration pointing the adapter at this fake (the toolbox URL comes from the
+    /// sandbox records, as in production).
+    pub fn config(&self) -> DaytonaConfig {
+        DaytonaConfig {
+            base_url: self.control.base_url(),
+            ..DaytonaConfig::default()
+        }
+    }
+
+    /// How many observations a new sandbox stays `starting` before it is `started`.
+    pub fn set_warmup(&self, observations: u32) {
+        self.inner.warmup.store(observations, Ordering::SeqCst);
+    }
+
+    /// The `autoStopInterval` (minutes) a sandbox was created with.
+    pub fn auto_stop_minutes_of(&self, id: &str) -> Option<u64> {
+        self.inner
+            .sandboxes
+            .lock()
+            .unwrap()
+            .get(id)
+            .map(|s| s.auto_stop_interval)
+    }
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let reason = status.canonical_reason().unwrap_or("Error");
+    (
+        status,
+        axum::Json(json!({
+            "statusCode": status.as_u16(),
+            "message": message.into(),
+            "error": reason,
+            "path": "",
+            "timestamp": "2026-01-01T00:00:00.000Z",
+        })),
+    )
+        .into_response()
+}
+
+fn authorized(headers: &HeaderMap) -> Result<(), Response> {
+    let value = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if value.strip_prefix("Bearer ") == Some(API_KEY) {
+        Ok(())
+    } else {
+        Err(error(StatusCode::UNAUTHORIZED, "Unauthorized"))
+    }
+}
+
+fn state_of(s: &Sandbox) -> &'static str {
+    if s.warming > 0 { "starting" } else { "started" }
+}
+
+fn record(inner: &Inner, id: &str, s: &Sandbox, state: &str) -> Value {
+    json!({
+        "id": id,
+        "organizationId": "org-fake",
+        "name": s.name,
+        "snapshot": s.snapshot,
+        "user": "daytona",
+        "env": {},
+        "labels": s.labels,
+        "public": false,
+        "networkBlockAll": false,
+        "target": "us",
+        "cpu": 1,
+        "gpu": 0,
+        "memory": 1,
+        "disk": 3,
+        "state": state,
+        "desiredState": "started",
+        "autoStopInterval": s.auto_stop_interval,
+        "autoArchiveInterval": 10080,
+        "autoDeleteInterval": -1,
+        "toolboxProxyUrl": inner.toolbox_url.get().cloned().unwrap_or_default(),
+    })
+}
+
+fn not_found(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("Sandbox with ID or name {id} not found"),
+    )
+}
+
+fn control_router(inner: Shared) -> Router {
+    Router::new()
+        .route("/sandbox", post(create).get(list))
+        .route("/sandbox/{id}", get(get_one).delete(destroy))
+        .with_state(inner)
+}
+
+async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+        return error(StatusCode::BAD_REQUEST, "Invalid JSON body");
+    };
+    if !v.is_object() {
+        return error(StatusCode::BAD_REQUEST, "body must be an object");
+    }
+    // class-validator: autoStopInterval must be an integer (minutes), >= 0.
+    let auto_stop = match v.get("autoStopInterval") {
+        None => 15,
+        Some(n) => match n.as_u64() {
+            Some(n) => n,
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "autoStopInterval must be an integer number",
+                );
+            }
+        },
+    };
+    let labels: BTreeMap<String, String> = match v.get("labels") {
+        None => BTreeMap::new(),
+        Some(l) => match serde_json::from_value(l.clone()) {
+            Ok(l) => l,
+            Err(_) => return error(StatusCode::BAD_REQUEST, "labels must be an object"),
+        },
+    };
+    let snapshot = match v.get("snapshot") {
+        None => "daytonaio/sandbox:latest".to_owned(),
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(_) => return error(StatusCode::BAD_REQUEST, "snapshot must be a string"),
+    };
+    let n = inner.next.fetch_add(1, Ordering::SeqCst);
+    let id = format!("5f1c0b7e-0000-4000-8000-{n:012}");
+    let name = match v.get("name").and_then(Value::as_str) {
+        Some(name) => name.to_owned(),
+        None => id.clone(),
+    };
+    let sandbox = Sandbox {
+        name,
+        snapshot,
+        labels,
+        auto_stop_interval: auto_stop,
+        warming: inner.warmup.load(Ordering::SeqCst),
+        dir: tempfile::tempdir().expect("temp dir"),
+    };
+    let out = record(&inner, &id, &sandbox, "creating");
+    inner.sandboxes.lock().unwrap().insert(id, sandbox);
+    (StatusCode::OK, axum::Json(out)).into_response()
+}
+
+async fn get_one(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let mut sandboxes = inner.sandboxes.lock().unwrap();
+    let Some(s) = sandboxes.get_mut(&id) else {
+        return not_found(&id);
+    };
+    let state = state_of(s);
+    s.warming = s.warming.saturating_sub(1);
+    axum::Json(record(&inner, &id, s, state)).into_response()
+}
+
+async fn destroy(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    match inner.sandboxes.lock().unwrap().remove(&id) {
+        Some(s) => axum::Json(record(&inner, &id, &s, "destroying")).into_response(),
+        None => not_found(&id),
+    }
+}
+
+async fn list(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let filter: BTreeMap<String, String> = match q.get("labels") {
+        None => BTreeMap::new(),
+        Some(l) => match serde_json::from_str(l) {
+            Ok(l) => l,
+            Err(_) => return error(StatusCode::BAD_REQUEST, "labels must be JSON"),
+        },
+    };
+    if let Some(limit) = q.get("limit")
+        && !matches!(limit.parse::<u32>(), Ok(1..=200))
+    {
+        return error(StatusCode::BAD_REQUEST, "limit must be between 1 and 200");
+    }
+    let sandboxes = inner.sandboxes.lock().unwrap();
+    let items: Vec<Value> = sandboxes
+        .iter()
+        .filter(|(_, s)| filter.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+        .map(|(id, s)| record(&inner, id, s, state_of(s)))
+        .collect();
+    axum::Json(json!({"items": items, "nextCursor": null})).into_response()
+}
+
+fn toolbox_router(inner: Shared) -> Router {
+    Router::new()
+        .route("/toolbox/{id}/process/execute", post(execute))
+        .route("/toolbox/{id}/files/info", get(info))
+        .route("/toolbox/{id}/files/download", get(download))
+        .route("/toolbox/{id}/files/upload", post(upload))
+        .with_state(inner)
+}
+
+/// The directory of a started sandbox (the proxy refuses sandboxes that are not running).
+fn sandbox_dir(inner: &Inner, headers: &HeaderMap, id: &str) -> Result<PathBuf, Response> {
+    authorized(headers)?;
+    let sandboxes = inner.sandboxes.lock().unwrap();
+    let s = sandboxes.get(id).ok_or_else(|| not_found(id))?;
+    if s.warming > 0 {
+        return Err(error(StatusCode::BAD_REQUEST, "Sandbox is not running"));
+    }
+    Ok(s.dir.path().to_owned())
+}
+
+fn resolve(home: &std::path::Path, path: &str) -> PathBuf {
+    if path.starts_with('/') {
+        PathBuf::from(path)
+    } else {
+        home.join(path)
+    }
+}
+
+async fn execute(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let home = match sandbox_dir(&inner, &headers, &id) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+        return error(StatusCode::BAD_REQUEST, "invalid request body");
+    };
+    let Some(command) = v.get("command").and_then(Value::as_str) else {
+        return error(StatusCode::BAD_REQUEST, "command is required");
+    };
+    let timeout = match v.get("timeout") {
+        None => 0,
+        Some(t) => match t.as_u64() {
+            Some(t) => t,
+            None => return error(StatusCode::BAD_REQUEST, "timeout must be an integer"),
+        },
+    };
+    let envs: BTreeMap<String, String> = match v.get("envs") {
+        None => BTreeMap::new(),
+        Some(e) => match serde_json::from_value(e.clone()) {
+            Ok(e) => e,
+            Err(_) => return error(StatusCode::BAD_REQUEST, "envs must map strings to strings"),
+        },
+    };
+    let cwd = match v.get("cwd") {
+        None => home.clone(),
+        Some(Value::String(c)) => resolve(&home, c),
+        Some(_) => return error(StatusCode::BAD_REQUEST, "cwd must be a string"),
+    };
+    // The daemon applies a timeout only when it is > 0.
+    let deadline = if timeout > 0 {
+        Duration::from_secs(timeout)
+    } else {
+        Duration::from_secs(600)
+    };
+    // Both streams point at one buffer in the daemon: merge them.
+    let script = format!("exec 2>&1\n{command}");
+    match run_command(&script, &cwd, &envs, deadline, 16 << 20).await {
+        Ok(RunOutcome::Finished(out)) => axum::Json(json!({
+            "exitCode": out.exit_code,
+            "result": String::from_utf8_lossy(&out.stdout),
+        }))
+        .into_response(),
+        Ok(RunOutcome::TimedOut) => error(StatusCode::REQUEST_TIMEOUT, "command execution timeout"),
+        Err(e) => axum::Json(json!({"exitCode": -1, "result": e.to_string()})).into_response(),
+    }
+}
+
+fn path_param(q: &HashMap<String, String>) -> Result<String, Response> {
+    q.get("path")
+        .filter(|p| !p.is_empty())
+        .cloned()
+        .ok_or_else(|| error(StatusCode::BAD_REQUEST, "path is required"))
+}
+
+async fn info(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let (home, path) =
+        match sandbox_dir(&inner, &headers, &id).and_then(|h| Ok((h, path_param(&q)?))) {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+    let full = resolve(&home, &path);
+    match std::fs::metadata(&full) {
+        Ok(m) => axum::Json(json!({
+            "name": full.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            "size": m.len(),
+            "mode": "drwxr-xr-x",
+            "modTime": "2026-01-01 00:00:00 +0000 UTC",
+            "modifiedAt": "2026-01-01T00:00:00Z",
+            "isDir": m.is_dir(),
+            "owner": "1000",
+            "group": "1000",
+            "permissions": "0755",
+        }))
+        .into_response(),
+        Err(e) => error(StatusCode::NOT_FOUND, e.to_string()),
+    }
+}
+
+async fn download(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let (home, path) =
+        match sandbox_dir(&inner, &headers, &id).and_then(|h| Ok((h, path_param(&q)?))) {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+    let full = resolve(&home, &path);
+    if full.is_dir() {
+        return error(StatusCode::BAD_REQUEST, "path must be a file");
+    }
+    match std::fs::read(&full) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [("content-type", "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        Err(e) => error(StatusCode::NOT_FOUND, e.to_string()),
+    }
+}
+
+async fn upload(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let (home, path) =
+        match sandbox_dir(&inner, &headers, &id).and_then(|h| Ok((h, path_param(&q)?))) {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let Some(part) = parse_multipart(content_type, &body)
+        .and_then(|parts| parts.into_iter().find(|p| p.name == "file"))
+    else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "http: no such file (multipart field `file`)",
+        );
+    };
+    let full = resolve(&home, &path);
+    // The daemon creates missing parents, then overwrites.
+    if let Some(parent) = full.parent()
+        && let Err(e) = std::fs::create_dir_all(parent)
+    {
+        return error(StatusCode::BAD_REQUEST, e.to_string());
+    }
+    match std::fs::write(&full, &part.data) {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+    }
+}

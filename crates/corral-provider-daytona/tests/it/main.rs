@@ -1,0 +1,52 @@
+//! The Daytona adapter against its fake: conformance, faults and Daytona's traps.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
+
+mod conformance;
+mod faults;
+mod live;
+mod traps;
+
+use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
+use corral_provider::{CallContext, CreateSpec, SecretString};
+use corral_provider_daytona::fake::{API_KEY, DaytonaFake};
+use corral_provider_daytona::{DaytonaConfig, DaytonaProvider};
+
+/// A context holding the fake's API key.
+pub fn ctx() -> CallContext {
+    CallContext::new(
+        Some(SecretString::from(API_KEY)),
+        ProviderContext::default(),
+    )
+}
+
+/// A fake and an adapter pointed at it.
+pub async fn world() -> (DaytonaFake, DaytonaProvider) {
+    let fake = DaytonaFake::start().await;
+    let provider = DaytonaProvider::new(fake.config()).unwrap();
+    (fake, provider)
+}
+
+/// An adapter for `config`.
+pub fn provider(config: DaytonaConfig) -> DaytonaProvider {
+    DaytonaProvider::new(config).unwrap()
+}
+
+/// A create spec with `timeout` seconds (or none) and no image.
+pub fn spec(timeout: Option<u64>) -> CreateSpec {
+    CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::standard(Provider::Daytona, None, timeout),
+        timeout_seconds: timeout,
+    }
+}
+
+/// Observes a sandbox until the fake says `started`.
+pub async fn started(p: &DaytonaProvider, id: &str) {
+    use corral_provider::SandboxProvider as _;
+    for _ in 0..20 {
+        if p.get(&ctx(), id).await.unwrap().status == corral_domain::SandboxStatus::Running {
+            return;
+        }
+    }
+    panic!("sandbox {id} never started");
+}

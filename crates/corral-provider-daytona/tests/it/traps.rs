@@ -1,0 +1,238 @@
+//! Daytona's known traps, each checked on the requests the fake received.
+
+use std::time::Duration;
+
+use corral_domain::{CreateSandboxRequest, OperationId, OutputStreams, Provider, SandboxStatus};
+use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider};
+use corral_provider_daytona::fake::API_KEY;
+use corral_provider_http::reqwest::Method;
+use serde_json::Value;
+
+use crate::{ctx, spec};
+
+fn body_json(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap()
+}
+
+#[tokio::test]
+async fn create_sends_auto_stop_in_minutes_labels_and_snapshot() {
+    let (fake, p) = crate::world().await;
+    let s = spec(None);
+    let created = p.create(&ctx(), &s).await.unwrap();
+    let posts = fake.control.log().matching(&Method::POST, "/sandbox");
+    assert_eq!(posts.len(), 1);
+    let req = &posts[0];
+    assert_eq!(req.path, "/sandbox");
+    assert_eq!(
+        req.headers["authorization"],
+        format!("Bearer {API_KEY}").as_str()
+    );
+    let body = body_json(&req.body);
+    // Daytona's default idle auto-stop, 15 minutes, in minutes.
+    assert_eq!(body["autoStopInterval"], 15, "{body}");
+    assert_eq!(
+        body["labels"]["corral-operation-id"],
+        s.operation_id.to_string()
+    );
+    assert!(body.get("snapshot").is_none());
+    assert_eq!(fake.auto_stop_minutes_of(&created.native_id), Some(15));
+
+    let s = CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::standard(
+            Provider::Daytona,
+            Some("my-snapshot".into()),
+            Some(3600),
+        ),
+        timeout_seconds: Some(3600),
+    };
+    let created = p.create(&ctx(), &s).await.unwrap();
+    let body = body_json(&fake.control.log().matching(&Method::POST, "/sandbox")[1].body);
+    assert_eq!(body["autoStopInterval"], 60, "3600 s is 60 minutes: {body}");
+    assert_eq!(body["snapshot"], "my-snapshot");
+    assert_eq!(fake.auto_stop_minutes_of(&created.native_id), Some(60));
+    // The advertised granularity is the minute.
+    assert_eq!(p.capabilities().timeout_granularity_seconds, Some(60));
+}
+
+#[tokio::test]
+async fn create_answers_before_the_sandbox_is_started_and_get_sees_it_start() {
+    let (fake, p) = crate::world().await;
+    fake.set_warmup(2);
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    assert_eq!(created.status, SandboxStatus::Creating);
+    let id = &created.native_id;
+    assert_eq!(
+        p.get(&ctx(), id).await.unwrap().status,
+        SandboxStatus::Creating
+    );
+    assert_eq!(
+        p.get(&ctx(), id).await.unwrap().status,
+        SandboxStatus::Creating
+    );
+    assert_eq!(
+        p.get(&ctx(), id).await.unwrap().status,
+        SandboxStatus::Running
+    );
+}
+
+#[tokio::test]
+async fn exec_output_is_combined_as_advertised_and_sent_to_the_toolbox() {
+    let (fake, p) = crate::world().await;
+    assert_eq!(p.capabilities().output_streams, OutputStreams::Combined);
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    crate::started(&p, &created.native_id).await;
+    let mut exec = ExecSpec::new("echo out; echo err >&2; exit 3");
+    exec.cwd = Some("/".into());
+    exec.env.insert("A".into(), "b".into());
+    exec.timeout = Duration::from_secs(42);
+    let out = p.exec(&ctx(), &created.native_id, &exec).await.unwrap();
+    assert_eq!(out.stdout, b"out\nerr\n");
+    assert!(out.stderr.is_empty());
+    assert_eq!(out.exit_code, 3);
+
+    let calls = fake
+        .toolbox
+        .log()
+        .matching(&Method::POST, "/process/execute");
+    assert_eq!(calls.len(), 1);
+    let req = &calls[0];
+    assert_eq!(
+        req.path,
+        format!("/toolbox/{}/process/execute", created.native_id)
+    );
+    assert_eq!(
+        req.headers["authorization"],
+        format!("Bearer {API_KEY}").as_str()
+    );
+    let body = body_json(&req.body);
+    assert_eq!(body["command"], "sh -c 'echo out; echo err >&2; exit 3'");
+    assert_eq!(body["cwd"], "/");
+    assert_eq!(body["envs"]["A"], "b");
+    assert_eq!(body["timeout"], 42, "seconds");
+    // The toolbox lives on its own host, named by the sandbox record.
+    assert!(
+        fake.control
+            .log()
+            .all()
+            .iter()
+            .all(|r| !r.path.contains("toolbox"))
+    );
+}
+
+#[tokio::test]
+async fn a_command_past_its_timeout_is_killed_by_the_daemon_and_reported() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    crate::started(&p, &created.native_id).await;
+    let mut exec = ExecSpec::new("sleep 30");
+    exec.timeout = Duration::from_millis(900);
+    let err = p.exec(&ctx(), &created.native_id, &exec).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::CommandTimedOut { .. }),
+        "{err:?}"
+    );
+    let req = &fake
+        .toolbox
+        .log()
+        .matching(&Method::POST, "/process/execute")[0];
+    // 0.9 s is sent as 1 whole second (rounded up, never 0, which means no timeout).
+    assert_eq!(body_json(&req.body)["timeout"], 1);
+}
+
+#[tokio::test]
+async fn find_by_operation_id_filters_the_list_by_label_json() {
+    let (fake, p) = crate::world().await;
+    let s = spec(None);
+    let created = p.create(&ctx(), &s).await.unwrap();
+    p.create(&ctx(), &spec(None)).await.unwrap();
+    let found = p
+        .find_by_operation_id(&ctx(), &s.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].native_id, created.native_id);
+    assert_eq!(found[0].operation_id, Some(s.operation_id));
+    let list = fake
+        .control
+        .log()
+        .all()
+        .into_iter()
+        .find(|r| r.method == Method::GET && r.path == "/sandbox")
+        .unwrap();
+    let query = list.query.unwrap();
+    let labels = corral_provider_http::Url::parse(&format!("http://x/?{query}"))
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "labels")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    assert_eq!(
+        body_json(labels.as_bytes()),
+        serde_json::json!({"corral-operation-id": s.operation_id.to_string()})
+    );
+}
+
+#[tokio::test]
+async fn write_checks_the_parent_because_the_upload_would_create_it() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    crate::started(&p, &created.native_id).await;
+    let err = p
+        .write_file(
+            &ctx(),
+            &created.native_id,
+            "/nonexistent-corral-dir/x/y.txt",
+            b"x",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::ParentMissing { .. }),
+        "{err:?}"
+    );
+    assert!(
+        fake.toolbox
+            .log()
+            .all()
+            .iter()
+            .all(|r| !r.path.ends_with("/files/upload"))
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("{}/f.bin", dir.path().display());
+    p.write_file(&ctx(), &created.native_id, &path, b"\x00\xff")
+        .await
+        .unwrap();
+    let up = fake
+        .toolbox
+        .log()
+        .all()
+        .into_iter()
+        .find(|r| r.path.ends_with("/files/upload"))
+        .unwrap();
+    assert!(
+        up.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("multipart/form-data; boundary=")
+    );
+    assert_eq!(
+        p.read_file(&ctx(), &created.native_id, &path, 16)
+            .await
+            .unwrap(),
+        b"\x00\xff"
+    );
+}
+
+#[tokio::test]
+async fn a_restarted_adapter_finds_the_toolbox_from_the_sandbox_record() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    crate::started(&p, &created.native_id).await;
+    let fresh = crate::provider(fake.config());
+    let out = fresh
+        .exec(&ctx(), &created.native_id, &ExecSpec::new("echo hi"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"hi\n");
+}
