@@ -1,0 +1,40 @@
+//! Together Sandbox's honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// What Together Sandbox can do through this adapter.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Together,
+        display_name: "Together Sandbox".into(),
+        pricing: PricingEvidence {
+            summary: "No Together Sandbox price list is published; the CodeSandbox SDK it \
+                      replaces bills VM credits at $0.01486 per credit, per minute (Pico 5 \
+                      credits/h = $0.0743/h, Nano 10 credits/h = $0.1486/h)"
+                .into(),
+            source_url: "https://docs.together.ai/docs/together-code-sandbox".into(),
+            read_on: "2026-08-18".into(),
+        },
+        // `image` is a snapshot UUID or alias (`name@tag`).
+        image_mode: ImageMode::Template,
+        // `ttl`: whole seconds from creation; omitted, the sandbox runs until terminated, so
+        // there is no provider default and no documented maximum.
+        timeout_mode: TimeoutMode::Seconds,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: Some(1),
+        // Pint's CreateExecRequest has `cwd` and `env`.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // No pause or resume: a terminated sandbox cannot be used again.
+        supports_persistent_resume: false,
+        supports_explicit_stop: false,
+        // Termination can snapshot the sandbox, and a new one can start from that snapshot.
+        supports_snapshots: true,
+        supports_restore: true,
+        supports_delete: true,
+    }
+}

@@ -1,0 +1,220 @@
+//! Together's traps: the snapshot/alias model and `ttl` in seconds on create, the in-VM API
+//! reached with the sandbox's own agent URL and token (never the project key), and exec exit
+//! codes that read 0 until the process has ended.
+
+use corral_provider::{ExecSpec, ProviderError, SandboxProvider};
+use corral_provider_http::reqwest::Method;
+use corral_provider_testkit::fake::Recorded;
+use serde_json::{Value, json};
+
+use crate::{ALIAS, KEY, ctx, running, setup, spec};
+
+fn body(r: &Recorded) -> Value {
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+fn bearer(r: &Recorded) -> &str {
+    r.headers["authorization"].to_str().unwrap()
+}
+
+#[tokio::test]
+async fn create_from_an_alias_sends_snapshot_alias_ttl_seconds_and_the_tag() {
+    let (server, provider) = setup().await;
+    let s = spec(Some(ALIAS), Some(600));
+    let created = provider.create(&ctx(), &s).await.unwrap();
+    assert_eq!(created.operation_id, Some(s.operation_id));
+    assert_eq!(created.status, corral_domain::SandboxStatus::Creating);
+    let log = server.log().matching(&Method::POST, "/v1/sandboxes");
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].path, "/v1/sandboxes");
+    assert_eq!(bearer(&log[0]), format!("Bearer {KEY}"));
+    // No termination_policy: ephemeral, nothing is left behind after delete. ttl in seconds.
+    assert_eq!(
+        body(&log[0]),
+        json!({
+            "snapshot_alias": ALIAS,
+            "ttl": 600,
+            "tags": { "corral-operation-id": s.operation_id.to_string() },
+        })
+    );
+}
+
+#[tokio::test]
+async fn create_from_a_uuid_sends_snapshot_id_and_no_ttl_when_none_is_asked() {
+    let (server, provider) = setup().await;
+    let uuid = "3f1c8a9e-5b2d-4e7a-9c10-6d8f2b4a1e33";
+    provider
+        .create(&ctx(), &spec(Some(uuid), None))
+        .await
+        .unwrap();
+    let b = body(&server.log().matching(&Method::POST, "/v1/sandboxes")[0]);
+    assert_eq!(b["snapshot_id"], uuid);
+    assert!(
+        b.get("snapshot_alias").is_none() && b.get("ttl").is_none(),
+        "{b}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_snapshot_alias_is_an_invalid_request() {
+    let (_server, provider) = setup().await;
+    let err = provider
+        .create(&ctx(), &spec(Some("nope@v0"), None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn exec_and_files_use_the_agent_url_and_token_never_the_project_key() {
+    let (server, provider) = setup().await;
+    let id = running(&provider).await;
+    server.log().clear();
+    let mut e = ExecSpec::new("printf '%s' \"$X\"; pwd");
+    e.cwd = Some("/".into());
+    e.env.insert("X".into(), "y z".into());
+    let out = provider.exec(&ctx(), &id, &e).await.unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "y z/\n");
+    let dir = tempfile_dir(&provider, &id).await;
+    let path = format!("{dir}/a b.bin");
+    provider
+        .write_file(&ctx(), &id, &path, &[0, 159, 255, 10])
+        .await
+        .unwrap();
+    assert_eq!(
+        provider.read_file(&ctx(), &id, &path, 1024).await.unwrap(),
+        [0, 159, 255, 10]
+    );
+
+    let log = server.log().all();
+    let agent_prefix = format!("/agent/{id}/api/v1/");
+    let mut agent_calls = 0;
+    for r in &log {
+        if r.path.starts_with(&agent_prefix) {
+            agent_calls += 1;
+            assert!(bearer(r).starts_with("Bearer agent-token-"), "{}", r.path);
+            assert!(!bearer(r).contains(KEY), "the project key reached the VM");
+        } else {
+            assert!(r.path.starts_with("/v1/sandboxes/"), "{}", r.path);
+            assert_eq!(bearer(r), format!("Bearer {KEY}"));
+        }
+    }
+    assert!(agent_calls >= 6, "{agent_calls}");
+    let create = log
+        .iter()
+        .find(|r| r.method == Method::POST && r.path == format!("{agent_prefix}execs"))
+        .unwrap();
+    assert_eq!(
+        body(create),
+        json!({
+            "command": "sh",
+            "args": ["-c", "printf '%s' \"$X\"; pwd"],
+            "cwd": "/",
+            "env": { "X": "y z" },
+            "autostart": true,
+        })
+    );
+    // The path travels as one encoded segment; the bytes as a raw octet-stream body.
+    let write = log
+        .iter()
+        .find(|r| r.method == Method::POST && r.path.contains("/files/"))
+        .unwrap();
+    assert_eq!(
+        write.path,
+        format!(
+            "{agent_prefix}files/{}",
+            path.replace('/', "%2F").replace(' ', "%20")
+        )
+    );
+    assert_eq!(write.headers["content-type"], "application/octet-stream");
+    assert_eq!(&write.body[..], [0, 159, 255, 10]);
+}
+
+async fn tempfile_dir(provider: &impl SandboxProvider, id: &str) -> String {
+    let out = provider
+        .exec(&ctx(), id, &ExecSpec::new("mktemp -d"))
+        .await
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[tokio::test]
+async fn exec_waits_for_the_process_instead_of_trusting_an_early_zero_exit_code() {
+    let (_server, provider) = setup().await;
+    let id = running(&provider).await;
+    let out = provider
+        .exec(&ctx(), &id, &ExecSpec::new("sleep 0.3; echo late; exit 7"))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 7);
+    assert_eq!(out.stdout, b"late\n");
+}
+
+#[tokio::test]
+async fn exec_before_the_sandbox_runs_does_not_reach_any_agent() {
+    let (server, provider) = setup().await;
+    let created = provider.create(&ctx(), &spec(None, None)).await.unwrap();
+    // The fake has not been observed yet: the sandbox is `starting` and its agent is null.
+    let err = provider
+        .exec(&ctx(), &created.native_id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+    assert!(
+        server
+            .log()
+            .all()
+            .iter()
+            .all(|r| !r.path.starts_with("/agent/"))
+    );
+}
+
+#[tokio::test]
+async fn delete_terminates_without_a_snapshot_and_then_the_agent_is_gone() {
+    let (server, provider) = setup().await;
+    let id = running(&provider).await;
+    provider.delete(&ctx(), &id).await.unwrap();
+    let r = &server.log().matching(&Method::POST, "/terminate")[0];
+    assert_eq!(r.path, format!("/v1/sandboxes/{id}/terminate"));
+    assert_eq!(body(r), json!({ "snapshot": null }));
+    let seen = provider.get(&ctx(), &id).await.unwrap();
+    assert!(seen.status.is_terminal());
+    let err = provider
+        .exec(&ctx(), &id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn find_filters_the_listing_by_the_tag() {
+    let (server, provider) = setup().await;
+    let s = spec(None, Some(60));
+    let created = provider.create(&ctx(), &s).await.unwrap();
+    provider
+        .create(&ctx(), &spec(None, Some(60)))
+        .await
+        .unwrap();
+    server.log().clear();
+    let found = provider
+        .find_by_operation_id(&ctx(), &s.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].native_id, created.native_id);
+    let r = &server.log().all()[0];
+    assert_eq!(
+        (r.method.clone(), r.path.as_str()),
+        (Method::GET, "/v1/sandboxes")
+    );
+    assert_eq!(
+        r.query.as_deref(),
+        Some(format!("tags%5Bcorral-operation-id%5D={}&limit=100", s.operation_id).as_str())
+    );
+}
