@@ -1,0 +1,47 @@
+//! The honest capabilities of the local provider.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// Longest lifetime a local sandbox may be given: 30 days.
+pub const MAX_TIMEOUT_SECONDS: u64 = 30 * 24 * 60 * 60;
+
+/// What `local` can do: one fixed image (the host's system directories), a lifetime in
+/// seconds (absent: persists until deleted), separate streams, cwd and env, state that
+/// persists across commands and server restarts, permanent delete.
+pub fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Local,
+        display_name: "Local (this machine)".into(),
+        pricing: PricingEvidence {
+            summary: "No charge: runs on the server's own machine (Linux namespaces)".into(),
+            source_url: "https://man7.org/linux/man-pages/man7/namespaces.7.html".into(),
+            read_on: "2026-11-22".into(),
+        },
+        image_mode: ImageMode::Fixed,
+        timeout_mode: TimeoutMode::Seconds,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: Some(MAX_TIMEOUT_SECONDS),
+        timeout_granularity_seconds: Some(1),
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        supports_persistent_resume: true,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
+        supports_delete: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_pass_the_invariants() {
+        assert_eq!(capabilities().check(), Ok(()));
+        assert_eq!(capabilities().timeout_maximum_seconds, Some(2_592_000));
+    }
+}

@@ -1,0 +1,261 @@
+//! Running one command in fresh namespaces over a sandbox's root, with hakoniwa.
+//!
+//! Process tree of one exec: the server forks hakoniwa's supervisor, which unshares the user,
+//! mount, pid, ipc, uts (and network) namespaces, builds the mounts over the sandbox root,
+//! `pivot_root`s into it and forks `sh -c`, pid 1 of the new pid namespace. Killing the
+//! supervisor kills pid 1 (its parent-death signal), and the kernel kills every other process
+//! of a pid namespace when its pid 1 dies: one `SIGKILL` ends the whole tree.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use corral_provider::{CappedOutput, ExecOutput};
+use hakoniwa::{Container, Namespace, Rlimit, Runctl, Stdio};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+
+use crate::LocalLimits;
+
+/// `PATH` inside a sandbox.
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// Home and default working directory inside a sandbox.
+pub(crate) const WORKSPACE: &str = "/workspace";
+
+/// The namespaces and mounts every command of every sandbox gets; cloned per exec.
+#[derive(Debug, Clone)]
+pub(crate) struct Jail {
+    template: Container,
+}
+
+/// What to run.
+#[derive(Debug)]
+pub(crate) struct Run<'a> {
+    pub(crate) command: &'a str,
+    pub(crate) cwd: &'a str,
+    pub(crate) env: &'a BTreeMap<String, String>,
+    pub(crate) timeout: Duration,
+    pub(crate) max_output_bytes: usize,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The command finished (exit code, or `128 + n` for death by signal `n`).
+    Finished(ExecOutput),
+    /// The deadline passed; the whole tree was killed.
+    TimedOut,
+    /// The caller went away; the whole tree was killed.
+    Cancelled,
+}
+
+impl Jail {
+    /// The template: fresh user (the server's uid mapped to root), mount, pid (with a fresh
+    /// `/proc`), ipc and uts namespaces, and a network namespace with no interfaces but a
+    /// down loopback unless `allow_network`. The host's system directories are bind-mounted
+    /// read-only, `/dev` is a minimal devfs, and the sandbox root itself stays writable.
+    pub(crate) fn new(allow_network: bool, limits: &LocalLimits) -> Result<Self, String> {
+        let mut c = Container::new();
+        c.unshare(Namespace::Ipc).unshare(Namespace::Uts);
+        if !allow_network {
+            c.unshare(Namespace::Network);
+        }
+        // `/` as rootfs binds exactly /bin, /etc, /lib, /lib64, /lib32, /sbin and /usr (as
+        // symlinks where the host has symlinks), read-only and nosuid.
+        c.rootfs("/").map_err(|e| e.to_string())?;
+        c.devfsmount("/dev")
+            .hostname("corral")
+            .runctl(Runctl::RootdirRW)
+            .runctl(Runctl::MountFallback);
+        for secret in unreadable_under("/etc") {
+            if secret.is_dir() {
+                c.tmpfsmount(&secret.to_string_lossy());
+            } else {
+                c.bindmount_ro("/dev/null", &secret.to_string_lossy());
+            }
+        }
+        c.setrlimit(Rlimit::Nproc, limits.max_processes, limits.max_processes)
+            .setrlimit(Rlimit::As, limits.memory_bytes, limits.memory_bytes)
+            .setrlimit(Rlimit::Fsize, limits.file_size_bytes, limits.file_size_bytes)
+            .setrlimit(Rlimit::Cpu, limits.cpu_seconds, limits.cpu_seconds);
+        Ok(Self { template: c })
+    }
+
+    /// Runs `run` over `fs_root` and waits for it, its deadline, or `cancel` becoming readable
+    /// or hung up (the caller dropped its end). Blocking: call from a thread that lives until
+    /// this returns (the supervisor's parent-death signal is tied to the forking thread).
+    pub(crate) fn run(
+        &self,
+        fs_root: &Path,
+        run: &Run<'_>,
+        cancel: Option<&OwnedFd>,
+    ) -> Result<Outcome, String> {
+        let mut container = self.template.clone();
+        container.rootdir(fs_root);
+        let mut cmd = container.command("/bin/sh");
+        cmd.arg("-c").arg(run.command);
+        cmd.env("HOME", WORKSPACE)
+            .env("PATH", PATH)
+            .env("USER", "root")
+            .env("LANG", "C.UTF-8");
+        for (k, v) in run.env {
+            cmd.env(k, v);
+        }
+        cmd.current_dir(run.cwd);
+        let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
+        cmd.stdin(Stdio::from(null))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+        // Opened before the child is reaped, so the pid cannot have been reused.
+        let pidfd = i32::try_from(child.id())
+            .ok()
+            .and_then(Pid::from_raw)
+            .ok_or("the supervisor has no pid")
+            .and_then(|pid| {
+                pidfd_open(pid, PidfdFlags::empty()).map_err(|_| "cannot open a pidfd")
+            });
+        let cap = run.max_output_bytes;
+        let stdout = child.stdout.take().map(|r| thread::spawn(move || drain(r, cap)));
+        let stderr = child.stderr.take().map(|r| thread::spawn(move || drain(r, cap)));
+
+        let ending = match &pidfd {
+            Ok(pidfd) => wait_for(pidfd, cancel, Instant::now() + run.timeout),
+            Err(e) => Ending::Failed((*e).to_owned()),
+        };
+        if !matches!(ending, Ending::Exited) {
+            match &pidfd {
+                Ok(pidfd) => {
+                    let _ = pidfd_send_signal(pidfd, Signal::KILL);
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                }
+            }
+        }
+        let status = child.wait().map_err(|e| format!("cannot wait: {e}"));
+        // Every writer of the pipes is in the (now dead) pid namespace: the drains end.
+        let (out, out_cut) = join(stdout);
+        let (err, err_cut) = join(stderr);
+        match ending {
+            Ending::TimedOut => return Ok(Outcome::TimedOut),
+            Ending::Cancelled => return Ok(Outcome::Cancelled),
+            Ending::Failed(e) => return Err(e),
+            Ending::Exited => {}
+        }
+        let status = status?;
+        let exit_code = match status.exit_code {
+            Some(code) => code,
+            // Death by signal n is reported as 128 + n; 125 without an exit code means the
+            // sandbox itself could not be set up (the reason says why).
+            None if status.code > 128 => status.code,
+            None => return Err(status.reason),
+        };
+        Ok(Outcome::Finished(ExecOutput {
+            stdout: out,
+            stderr: err,
+            exit_code,
+            truncated: out_cut || err_cut,
+        }))
+    }
+}
+
+enum Ending {
+    Exited,
+    TimedOut,
+    Cancelled,
+    Failed(String),
+}
+
+/// Waits until the supervisor exits, the deadline passes, or `cancel` fires.
+fn wait_for(pidfd: &OwnedFd, cancel: Option<&OwnedFd>, deadline: Instant) -> Ending {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ending::TimedOut;
+        }
+        let timeout = Timespec {
+            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = vec![PollFd::new(pidfd, PollFlags::IN)];
+        if let Some(cancel) = cancel {
+            fds.push(PollFd::new(cancel, PollFlags::IN));
+        }
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) => {}
+            Ok(_) => {
+                if !fds[0].revents().is_empty() {
+                    return Ending::Exited;
+                }
+                if fds.get(1).is_some_and(|fd| !fd.revents().is_empty()) {
+                    return Ending::Cancelled;
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Ending::Failed(format!("cannot wait for the command: {e}")),
+        }
+    }
+}
+
+/// Reads a stream to its end, keeping the first `cap` bytes: reading on past the cap keeps
+/// the command from blocking on a full pipe.
+fn drain(mut from: impl std::io::Read, cap: usize) -> CappedOutput {
+    let mut out = CappedOutput::new(cap);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.push(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return out,
+        }
+    }
+}
+
+fn join(drain: Option<thread::JoinHandle<CappedOutput>>) -> (Vec<u8>, bool) {
+    drain
+        .and_then(|h| h.join().ok())
+        .map_or((Vec::new(), false), CappedOutput::finish)
+}
+
+/// Files and directories under `dir` (recursively) that other users may not read but the
+/// server's uid or gid may: secrets such as `/etc/shadow` or private keys, which the sandbox's
+/// root (the server's uid, mapped) could otherwise read through the read-only bind of `/etc`.
+/// They are masked. Those of other owners stay unreadable inside anyway: the sandbox holds no
+/// capability over ids it does not map.
+fn unreadable_under(dir: &str) -> Vec<std::path::PathBuf> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    let mut out = Vec::new();
+    let mut stack = vec![std::path::PathBuf::from(dir)];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            let ours = meta.uid() == uid || meta.gid() == gid;
+            if meta.is_dir() {
+                if mode & 0o005 != 0o005 {
+                    if ours {
+                        out.push(entry.path());
+                    }
+                } else {
+                    stack.push(entry.path());
+                }
+            } else if meta.is_file() && mode & 0o004 == 0 && ours {
+                out.push(entry.path());
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,462 @@
+//! The `local` provider: persistent, isolated sandboxes on the server's own machine — the
+//! embedded default, which needs no account.
+//!
+//! # What a sandbox is
+//!
+//! A directory tree under [`LocalConfig::root`] (`<root>/<native-id>/fs`) that is the
+//! sandbox's own root filesystem. `/workspace` (home and default working directory) and `/tmp`
+//! are created with it; whatever a command writes anywhere in it persists across commands and
+//! across restarts of the server, until the sandbox is deleted. A small `meta.json` beside it
+//! (operation id, creation time, lifetime; written atomically) lets a new process find every
+//! sandbox again, and [`find_by_operation_id`](SandboxProvider::find_by_operation_id) scans
+//! those files.
+//!
+//! # How a command is isolated
+//!
+//! Each command runs in **fresh Linux namespaces** — user (the server's uid mapped to root
+//! inside), mount, pid (with its own `/proc`), ipc, uts, and network (no interface but a down
+//! loopback, unless [`LocalConfig::allow_network`]) — after a `pivot_root` into the sandbox
+//! root. The host's system directories (`/usr`, `/bin`, `/lib`, `/lib64`, `/sbin`, `/etc`)
+//! are bind-mounted read-only and nosuid; files and directories under `/etc` that other users
+//! may not read (`/etc/shadow`, private keys) are masked; `/dev` is a minimal devfs (null,
+//! zero, full, random, urandom, tty, a private devpts). Nothing else of the host is mounted:
+//! not the server's data directory, not other sandboxes, not `/root`, `/home`, `/var`, the
+//! host's `/tmp` or any other writable path. `no_new_privs` is set, so setuid binaries do not
+//! raise privileges. Killing the command's supervisor kills pid 1 of the namespace and with it
+//! every process the command started, so a deadline ends the whole tree.
+//!
+//! The namespaces are set up by the [`hakoniwa`] crate rather than by hand-rolled syscalls:
+//! it is a maintained, documented library that does the delicate parts (user namespace maps,
+//! mount propagation, `pivot_root`, a fresh procfs in the new pid namespace, a minimal devfs,
+//! rlimits, `no_new_privs`) in one place, needs no `unsafe` from us, and needs no external
+//! binary. bubblewrap would do the same, but is not installed by default and would cost a
+//! process spawn per command.
+//!
+//! Files are read and written from the host side, without a command; see `files.rs` for how
+//! lookups are confined to the sandbox root with `openat2(RESOLVE_BENEATH)`.
+//!
+//! # Limits, and what is not isolated
+//!
+//! [`LocalLimits`] sets rlimits on every command: address space (`memory_bytes`), file size,
+//! CPU seconds, and processes (`RLIMIT_NPROC`). They are per process, not per sandbox. The
+//! kernel counts `RLIMIT_NPROC` per host uid and does not enforce it for root, so when the
+//! server runs as root the process limit does not apply (a fork bomb is contained to the
+//! sandbox's pid namespace and ends with the command's deadline, but it loads the machine).
+//! There are no cgroups: CPU share, memory in total and disk space are not limited. The
+//! kernel is shared (no VM boundary), and the sandbox's root user is the server's uid on the
+//! host, so files a sandbox creates belong to that uid. With networking allowed, the sandbox
+//! shares the host's network namespace, loopback included.
+//!
+//! Expiry (a create's `timeout`) is enforced when the sandbox is next named by a call: it then
+//! reads as `expired`, its files are removed, and exec and file calls answer `NotFound`.
+//!
+//! On a system where the namespaces cannot be created (no user namespaces, a seccomp policy
+//! that forbids `unshare`, not Linux), [`LocalProvider::new`] still succeeds,
+//! [`LocalProvider::unavailable_reason`] says why, and every call answers
+//! [`ProviderError::Unavailable`] with that reason.
+//!
+//! # Use
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), corral_provider::ProviderError> {
+//! use corral_provider::{CallContext, CreateSpec, ExecSpec, SandboxProvider};
+//! use corral_provider_local::{LocalConfig, LocalProvider};
+//!
+//! let local = LocalProvider::new(LocalConfig::new("/var/lib/corral/sandboxes"))?;
+//! let ctx = CallContext::anonymous();
+//! let spec = CreateSpec {
+//!     operation_id: corral_domain::OperationId::new(),
+//!     request: corral_domain::CreateSandboxRequest::standard(
+//!         corral_domain::Provider::Local, None, None),
+//!     timeout_seconds: None,
+//! };
+//! let sandbox = local.create(&ctx, &spec).await?;
+//! let out = local.exec(&ctx, &sandbox.native_id, &ExecSpec::new("echo hi")).await?;
+//! assert_eq!(out.stdout, b"hi\n");
+//! # Ok(()) }
+//! ```
+
+mod capabilities;
+mod files;
+mod jail;
+mod store;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
+use corral_provider::{
+    CallContext, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError, Result,
+    SandboxProvider,
+};
+
+pub use capabilities::{MAX_TIMEOUT_SECONDS, capabilities};
+
+use jail::{Jail, Outcome, Run, WORKSPACE};
+use store::{Metadata, Store};
+
+/// Resource limits set on every command (rlimits, per process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalLimits {
+    /// `RLIMIT_NPROC`: processes of the sandbox's host uid (not enforced when that uid is root).
+    pub max_processes: u64,
+    /// `RLIMIT_AS`: address space of one process, in bytes.
+    pub memory_bytes: u64,
+    /// `RLIMIT_FSIZE`: largest file a process may write, in bytes.
+    pub file_size_bytes: u64,
+    /// `RLIMIT_CPU`: CPU time of one process, in seconds.
+    pub cpu_seconds: u64,
+}
+
+impl Default for LocalLimits {
+    /// 1024 processes, 4 GiB of address space, 1 GiB files, 600 CPU seconds.
+    fn default() -> Self {
+        Self {
+            max_processes: 1024,
+            memory_bytes: 4 << 30,
+            file_size_bytes: 1 << 30,
+            cpu_seconds: 600,
+        }
+    }
+}
+
+/// How the local provider is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalConfig {
+    /// Where sandboxes live, e.g. `<data-dir>/sandboxes` (created if missing).
+    pub root: PathBuf,
+    /// Whether commands share the host's network (default `false`: no network at all).
+    pub allow_network: bool,
+    /// Resource limits of every command.
+    pub limits: LocalLimits,
+}
+
+impl LocalConfig {
+    /// Sandboxes under `root`, no network, default limits.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            allow_network: false,
+            limits: LocalLimits::default(),
+        }
+    }
+}
+
+/// The `local` provider. Cheap to share: hold it in an `Arc`.
+pub struct LocalProvider {
+    caps: ProviderCapabilities,
+    store: Store,
+    jail: Result<Arc<Jail>, String>,
+}
+
+impl std::fmt::Debug for LocalProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalProvider")
+            .field("store", &self.store)
+            .field("unavailable_reason", &self.unavailable_reason())
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(message: impl Into<String>) -> ProviderError {
+    ProviderError::Unavailable {
+        provider: Provider::Local,
+        message: message.into(),
+        retry_after: None,
+    }
+}
+
+fn not_found(id: &str) -> ProviderError {
+    ProviderError::NotFound {
+        provider: Provider::Local,
+        resource: format!("sandbox {id}"),
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ProviderError {
+    ProviderError::InvalidRequest {
+        provider: Provider::Local,
+        message: message.into(),
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| unavailable(format!("a local worker failed: {e}")))
+}
+
+impl LocalProvider {
+    /// The provider over `config.root`, which is created if missing (an error if it cannot
+    /// be). Whether namespaces work is probed once, here, by running `true` in a sandbox; if
+    /// they do not, the provider is still returned and reports itself unavailable.
+    pub fn new(config: LocalConfig) -> Result<Self> {
+        let store = Store::open(&config.root).map_err(|e| {
+            unavailable(format!(
+                "the sandbox directory {} cannot be created: {e}",
+                config.root.display()
+            ))
+        })?;
+        store.empty_trash();
+        let jail = probe(&store, &config);
+        Ok(Self {
+            caps: capabilities::capabilities(),
+            store,
+            jail: jail.map(Arc::new),
+        })
+    }
+
+    /// Why the provider cannot run sandboxes on this machine, if it cannot.
+    pub fn unavailable_reason(&self) -> Option<String> {
+        self.jail.as_ref().err().cloned()
+    }
+
+    fn jail(&self) -> Result<Arc<Jail>> {
+        self.jail.clone().map_err(unavailable)
+    }
+
+    /// The metadata of a sandbox that exists and has not expired, or `NotFound`.
+    async fn live(&self, native_id: &str) -> Result<Metadata> {
+        let (meta, status) = self.observe(native_id).await?;
+        if status == SandboxStatus::Expired {
+            return Err(ProviderError::NotFound {
+                provider: Provider::Local,
+                resource: format!("sandbox {native_id} (it has expired)"),
+            });
+        }
+        Ok(meta)
+    }
+
+    /// The metadata and status of a sandbox; expiry is enforced here.
+    async fn observe(&self, native_id: &str) -> Result<(Metadata, SandboxStatus)> {
+        self.jail()?;
+        if !store::is_native_id(native_id) {
+            return Err(not_found(native_id));
+        }
+        let store = self.store.clone();
+        let id = native_id.to_owned();
+        blocking(move || {
+            let meta = store
+                .load(&id)
+                .map_err(|e| unavailable(format!("cannot read sandbox {id}: {e}")))?
+                .ok_or_else(|| not_found(&id))?;
+            if meta.expired_at(store::now_unix()) {
+                // Best effort: a failure leaves files that the next call removes.
+                let _ = store.reclaim_files(&id);
+                return Ok((meta, SandboxStatus::Expired));
+            }
+            Ok((meta, SandboxStatus::Running))
+        })
+        .await?
+    }
+}
+
+fn observed(meta: &Metadata, status: SandboxStatus) -> ObservedSandbox {
+    ObservedSandbox {
+        native_id: meta.native_id.clone(),
+        status,
+        operation_id: meta.operation_id.parse::<OperationId>().ok(),
+    }
+}
+
+/// Builds the jail and runs `true` in it once: namespaces either work here or they do not.
+fn probe(store: &Store, config: &LocalConfig) -> std::result::Result<Jail, String> {
+    let why = |e: String| format!("Linux namespaces are not usable on this machine: {e}");
+    if !cfg!(target_os = "linux") {
+        return Err(why("not Linux".into()));
+    }
+    let jail = Jail::new(config.allow_network, &config.limits).map_err(why)?;
+    let root = store
+        .probe_root()
+        .map_err(|e| why(format!("cannot prepare the probe sandbox: {e}")))?;
+    let env = BTreeMap::new();
+    let run = Run {
+        command: "true",
+        cwd: WORKSPACE,
+        env: &env,
+        timeout: Duration::from_secs(20),
+        max_output_bytes: 4096,
+    };
+    match jail.run(&root, &run, None) {
+        Ok(Outcome::Finished(out)) if out.exit_code == 0 => Ok(jail),
+        Ok(Outcome::Finished(out)) => Err(why(format!(
+            "the probe command exited with {}: {}",
+            out.exit_code,
+            corral_provider::excerpt(&String::from_utf8_lossy(&out.stderr), 300)
+        ))),
+        Ok(_) => Err(why("the probe command did not finish in 20 s".into())),
+        Err(e) => Err(why(corral_provider::excerpt(&e, 300))),
+    }
+}
+
+fn check_exec(spec: &ExecSpec) -> Result<()> {
+    if spec.command.contains('\0') {
+        return Err(invalid("the command contains a NUL byte"));
+    }
+    for (k, v) in &spec.env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(invalid(format!("`{k}` is not a valid environment variable name")));
+        }
+        if v.contains('\0') {
+            return Err(invalid(format!("the value of `{k}` contains a NUL byte")));
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl SandboxProvider for LocalProvider {
+    fn provider(&self) -> Provider {
+        Provider::Local
+    }
+
+    fn capabilities(&self) -> &ProviderCapabilities {
+        &self.caps
+    }
+
+    async fn create(&self, _ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+        self.jail()?;
+        if let Some(t) = spec.timeout_seconds
+            && !(1..=MAX_TIMEOUT_SECONDS).contains(&t)
+        {
+            return Err(invalid(format!(
+                "timeout {t} is outside 1..={MAX_TIMEOUT_SECONDS} seconds"
+            )));
+        }
+        let now = store::now_unix();
+        let meta = Metadata {
+            native_id: store::new_native_id(),
+            operation_id: spec.operation_id.to_string(),
+            created_at_unix: now,
+            timeout_seconds: spec.timeout_seconds,
+            expires_at_unix: spec.timeout_seconds.map(|t| now.saturating_add(t)),
+        };
+        let store = self.store.clone();
+        let record = meta.clone();
+        blocking(move || {
+            store.create(&record).map_err(|e| {
+                // Without its metadata the directory is not a sandbox; clean it up.
+                let _ = store.delete(&record.native_id);
+                unavailable(format!("cannot create the sandbox directory: {e}"))
+            })
+        })
+        .await??;
+        Ok(observed(&meta, SandboxStatus::Running))
+    }
+
+    async fn get(&self, _ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let (meta, status) = self.observe(native_id).await?;
+        Ok(observed(&meta, status))
+    }
+
+    async fn delete(&self, _ctx: &CallContext, native_id: &str) -> Result<()> {
+        self.jail()?;
+        if !store::is_native_id(native_id) {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        let id = native_id.to_owned();
+        blocking(move || {
+            store
+                .delete(&id)
+                .map_err(|e| unavailable(format!("cannot delete sandbox {id}: {e}")))
+        })
+        .await?
+    }
+
+    async fn exec(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput> {
+        let jail = self.jail()?;
+        check_exec(spec)?;
+        self.live(native_id).await?;
+        let fs_root = self.store.fs_root(native_id);
+        let timeout = ctx.bounded(spec.timeout);
+        let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
+        // The write end stays in this future: if the caller drops it, the read end hangs up
+        // and the worker kills the command instead of letting it run to its deadline.
+        let (cancel, _cancel_guard) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
+        let spec = spec.clone();
+        let outcome = blocking(move || {
+            files::check_cwd(&fs_root, &cwd).map_err(invalid)?;
+            let run = Run {
+                command: &spec.command,
+                cwd: &cwd,
+                env: &spec.env,
+                timeout,
+                max_output_bytes: spec.max_output_bytes,
+            };
+            jail.run(&fs_root, &run, Some(&cancel))
+                .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
+        })
+        .await??;
+        match outcome {
+            Outcome::Finished(out) => Ok(out),
+            Outcome::TimedOut => Err(ProviderError::CommandTimedOut { after: timeout }),
+            Outcome::Cancelled => Err(unavailable("the command was cancelled")),
+        }
+    }
+
+    async fn read_file(
+        &self,
+        _ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        self.live(native_id).await?;
+        let fs_root = self.store.fs_root(native_id);
+        let path = path.to_owned();
+        blocking(move || files::read(&fs_root, &path, max_bytes)).await?
+    }
+
+    async fn write_file(
+        &self,
+        _ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        self.live(native_id).await?;
+        let fs_root = self.store.fs_root(native_id);
+        let path = path.to_owned();
+        let content = content.to_vec();
+        blocking(move || files::write(&fs_root, &path, &content)).await?
+    }
+
+    async fn find_by_operation_id(
+        &self,
+        _ctx: &CallContext,
+        operation_id: &OperationId,
+    ) -> Result<Vec<ObservedSandbox>> {
+        self.jail()?;
+        let store = self.store.clone();
+        let wanted = operation_id.to_string();
+        blocking(move || {
+            let now = store::now_unix();
+            let all = store
+                .list()
+                .map_err(|e| unavailable(format!("cannot list sandboxes: {e}")))?;
+            Ok(all
+                .iter()
+                .filter(|m| m.operation_id == wanted)
+                .map(|m| {
+                    let status = if m.expired_at(now) {
+                        SandboxStatus::Expired
+                    } else {
+                        SandboxStatus::Running
+                    };
+                    observed(m, status)
+                })
+                .collect())
+        })
+        .await?
+    }
+}

@@ -1,0 +1,224 @@
+//! Where sandboxes live on disk and what is recorded about them.
+//!
+//! ```text
+//! <root>/
+//!   <native-id>/          one sandbox
+//!     meta.json           operation id, creation time, lifetime (written atomically, last)
+//!     fs/                 the sandbox's own root: workspace/, tmp/, whatever commands create
+//!   .probe/fs/            the root of the availability probe
+//!   .trash/               sandboxes being deleted (renamed here first, then removed)
+//! ```
+//!
+//! A directory without `meta.json` is a create that did not finish: it is not a sandbox.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// Name of the metadata file in a sandbox directory.
+const META: &str = "meta.json";
+/// Name of the sandbox's own root inside its directory.
+const FS: &str = "fs";
+
+/// What is recorded about one sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Metadata {
+    /// The native id (also the directory name).
+    pub(crate) native_id: String,
+    /// The operation id the create was tagged with (`op_<ulid>`).
+    pub(crate) operation_id: String,
+    /// Creation time, seconds since the Unix epoch.
+    pub(crate) created_at_unix: u64,
+    /// The lifetime asked for, if any.
+    pub(crate) timeout_seconds: Option<u64>,
+    /// When the lifetime ends, seconds since the Unix epoch (absent: never).
+    pub(crate) expires_at_unix: Option<u64>,
+}
+
+impl Metadata {
+    /// Whether the lifetime has ended at `now` (seconds since the epoch).
+    pub(crate) fn expired_at(&self, now: u64) -> bool {
+        self.expires_at_unix.is_some_and(|end| now >= end)
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A fresh native id: a lowercase ULID (26 characters of `[0-9a-z]`).
+pub(crate) fn new_native_id() -> String {
+    ulid::Ulid::generate().to_string().to_ascii_lowercase()
+}
+
+/// Whether `id` has the shape of a native id. Checked before an id becomes a path, so a
+/// caller cannot name `..` or another directory.
+pub(crate) fn is_native_id(id: &str) -> bool {
+    id.len() == 26
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+}
+
+/// The sandboxes under one root directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// The store at `root` (created if missing).
+    pub(crate) fn open(root: &Path) -> std::io::Result<Self> {
+        fs::create_dir_all(root)?;
+        fs::create_dir_all(root.join(".trash"))?;
+        Ok(Self {
+            root: root.to_owned(),
+        })
+    }
+
+    /// The directory of sandbox `id` (which must be a checked native id).
+    pub(crate) fn dir(&self, id: &str) -> PathBuf {
+        self.root.join(id)
+    }
+
+    /// The sandbox's own root directory.
+    pub(crate) fn fs_root(&self, id: &str) -> PathBuf {
+        self.dir(id).join(FS)
+    }
+
+    /// The root used by the availability probe.
+    pub(crate) fn probe_root(&self) -> std::io::Result<PathBuf> {
+        let dir = self.root.join(".probe").join(FS);
+        prepare_fs_root(&dir)?;
+        Ok(dir)
+    }
+
+    /// Creates the directory tree of a new sandbox, then records `meta` (last, atomically).
+    pub(crate) fn create(&self, meta: &Metadata) -> std::io::Result<()> {
+        let dir = self.dir(&meta.native_id);
+        fs::create_dir(&dir)?;
+        prepare_fs_root(&dir.join(FS))?;
+        write_atomically(&dir, META, &serde_json::to_vec_pretty(meta)?)
+    }
+
+    /// The metadata of sandbox `id`, or `None` when there is no such sandbox.
+    pub(crate) fn load(&self, id: &str) -> std::io::Result<Option<Metadata>> {
+        match fs::read(self.dir(id).join(META)) {
+            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every recorded sandbox (unreadable entries are skipped: a half-written create or a
+    /// foreign file is not a sandbox).
+    pub(crate) fn list(&self) -> std::io::Result<Vec<Metadata>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.root)? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if !is_native_id(&name) {
+                continue;
+            }
+            if let Ok(Some(meta)) = self.load(&name) {
+                out.push(meta);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes the sandbox's files but keeps its metadata, so it reads as expired.
+    pub(crate) fn reclaim_files(&self, id: &str) -> std::io::Result<()> {
+        let fs_root = self.fs_root(id);
+        if !fs_root.exists() {
+            return Ok(());
+        }
+        let trash = self.root.join(".trash").join(format!("{id}-{}", new_native_id()));
+        fs::rename(&fs_root, &trash)?;
+        fs::remove_dir_all(&trash)
+    }
+
+    /// Removes everything of sandbox `id`; removing what is gone is not an error.
+    ///
+    /// The directory is first renamed into `.trash`, so the sandbox disappears at once and a
+    /// removal interrupted half-way never leaves a half sandbox behind.
+    pub(crate) fn delete(&self, id: &str) -> std::io::Result<()> {
+        let trash = self.root.join(".trash").join(format!("{id}-{}", new_native_id()));
+        match fs::rename(self.dir(id), &trash) {
+            Ok(()) => fs::remove_dir_all(&trash),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes leftovers of deletions that a crash interrupted.
+    pub(crate) fn empty_trash(&self) {
+        if let Ok(entries) = fs::read_dir(self.root.join(".trash")) {
+            for entry in entries.flatten() {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
+/// Makes a sandbox root: `workspace` (home and default cwd) and a sticky, world-writable
+/// `tmp`, as on any Linux system.
+fn prepare_fs_root(fs_root: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::create_dir_all(fs_root.join("workspace"))?;
+    let tmp = fs_root.join("tmp");
+    fs::create_dir_all(&tmp)?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777))?;
+    Ok(())
+}
+
+/// Writes `dir/name` through a temporary file in the same directory and a rename, so a
+/// reader sees the old content or the new, never a part.
+fn write_atomically(dir: &Path, name: &str, content: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.{}", new_native_id()));
+    let result = (|| {
+        let mut file = fs::File::create_new(&tmp)?;
+        file.write_all(content)?;
+        file.sync_all()?;
+        fs::rename(&tmp, dir.join(name))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_ids_are_checked_before_they_become_paths() {
+        assert!(is_native_id(&new_native_id()));
+        for bad in ["..", "", "../../etc/passwd", "01J0000000000000000000000A", ".trash"] {
+            assert!(!is_native_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn expiry_is_inclusive_of_the_end() {
+        let meta = Metadata {
+            native_id: new_native_id(),
+            operation_id: "op_x".into(),
+            created_at_unix: 100,
+            timeout_seconds: Some(10),
+            expires_at_unix: Some(110),
+        };
+        assert!(!meta.expired_at(109));
+        assert!(meta.expired_at(110));
+    }
+}

@@ -1,0 +1,69 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
+//! Integration tests of the local provider: conformance, escapes, persistence, concurrency,
+//! deadlines and output.
+
+mod conformance;
+mod escape;
+mod exec;
+mod lifecycle;
+
+use corral_domain::{CreateSandboxRequest, OperationId, Provider};
+use corral_provider::{CallContext, CreateSpec, ExecOutput, ExecSpec, SandboxProvider};
+use corral_provider_local::{LocalConfig, LocalProvider};
+
+/// A provider over a fresh temporary data dir: sandboxes live in `<data>/sandboxes`.
+pub(crate) struct World {
+    pub(crate) data: tempfile::TempDir,
+    pub(crate) provider: LocalProvider,
+}
+
+impl World {
+    pub(crate) fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    pub(crate) fn with(tweak: impl FnOnce(&mut LocalConfig)) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let mut config = LocalConfig::new(data.path().join("sandboxes"));
+        tweak(&mut config);
+        let provider = LocalProvider::new(config).unwrap();
+        assert_eq!(provider.unavailable_reason(), None);
+        Self { data, provider }
+    }
+
+    pub(crate) fn root(&self) -> std::path::PathBuf {
+        self.data.path().join("sandboxes")
+    }
+
+    pub(crate) async fn create(&self) -> String {
+        create(&self.provider, None).await
+    }
+
+    pub(crate) async fn sh(&self, id: &str, command: &str) -> ExecOutput {
+        sh(&self.provider, id, command).await
+    }
+}
+
+pub(crate) fn ctx() -> CallContext {
+    CallContext::anonymous()
+}
+
+pub(crate) async fn create(provider: &LocalProvider, timeout: Option<u64>) -> String {
+    let spec = CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::standard(Provider::Local, None, timeout),
+        timeout_seconds: timeout,
+    };
+    provider.create(&ctx(), &spec).await.unwrap().native_id
+}
+
+pub(crate) async fn sh(provider: &LocalProvider, id: &str, command: &str) -> ExecOutput {
+    provider
+        .exec(&ctx(), id, &ExecSpec::new(command))
+        .await
+        .unwrap_or_else(|e| panic!("exec `{command}` failed: {e}"))
+}
+
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
