@@ -530,14 +530,18 @@ pub fn error_message(body: &[u8]) -> String {
 }
 
 /// `Retry-After` in seconds (HTTP-date forms are treated as absent: providers send seconds).
+/// Without it, the longest of per-bucket `Retry-After-<bucket>` headers (Daytona sends
+/// `Retry-After-sandbox-create` and the like) is used.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds = |v: &reqwest::header::HeaderValue| v.to_str().ok()?.trim().parse::<u64>().ok();
+    if let Some(v) = headers.get(reqwest::header::RETRY_AFTER) {
+        return seconds(v).map(Duration::from_secs);
+    }
     headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("retry-after-"))
+        .filter_map(|(_, v)| seconds(v))
+        .max()
         .map(Duration::from_secs)
 }
 
@@ -601,6 +605,17 @@ mod tests {
             m(418),
             ProviderError::Unexpected { status: 418, .. }
         ));
+    }
+
+    #[test]
+    fn retry_after_reads_the_plain_header_else_the_longest_bucket_header() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after-sandbox-create", "12".parse().unwrap());
+        h.insert("retry-after-authenticated", "3".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(12)));
+        h.insert("retry-after", "5".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(5)));
     }
 
     #[test]
