@@ -44,6 +44,8 @@ struct Inner {
     sandboxes: Mutex<HashMap<String, Sandbox>>,
     next: AtomicUsize,
     warmup: AtomicU32,
+    /// When set, the next create is rate-limited as Daytona does it (seconds to wait).
+    rate_limit_next_create: Mutex<Option<u64>>,
     toolbox_url: OnceLock<String>,
 }
 
@@ -88,6 +90,12 @@ impl DaytonaFake {
     /// How many observations a new sandbox stays `starting` before it is `started`.
     pub fn set_warmup(&self, observations: u32) {
         self.inner.warmup.store(observations, Ordering::SeqCst);
+    }
+
+    /// Rate-limits the next create the way Daytona does: 429, its JSON body, and the
+    /// per-bucket `Retry-After-sandbox-create` header (no plain `Retry-After`).
+    pub fn rate_limit_next_create(&self, seconds: u64) {
+        *self.inner.rate_limit_next_create.lock().unwrap() = Some(seconds);
     }
 
     /// The `autoStopInterval` (minutes) a sandbox was created with.
@@ -174,6 +182,21 @@ fn control_router(inner: Shared) -> Router {
 async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(r) = authorized(&headers) {
         return r;
+    }
+    if let Some(wait) = inner.rate_limit_next_create.lock().unwrap().take() {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [
+                ("retry-after-sandbox-create", wait.to_string()),
+                ("x-ratelimit-remaining-sandbox-create", "0".to_owned()),
+            ],
+            axum::Json(json!({
+                "statusCode": 429,
+                "message": "Rate limit exceeded",
+                "error": "Too Many Requests",
+            })),
+        )
+            .into_response();
     }
     let Ok(v) = serde_json::from_slice::<Value>(&body) else {
         return error(StatusCode::BAD_REQUEST, "Invalid JSON body");

@@ -180,7 +180,17 @@ impl E2bProvider {
                 spec.timeout,
                 EXEC_GRACE,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // No answer at all by the command's deadline (plus grace): the command's
+                // timeout, not a lost request.
+                ProviderError::TimedOutAfterSend { .. } if started.elapsed() >= spec.timeout => {
+                    ProviderError::CommandTimedOut {
+                        after: spec.timeout,
+                    }
+                }
+                other => other,
+            })?;
         let protocol = |message: String| ProviderError::Protocol {
             provider: P,
             message,

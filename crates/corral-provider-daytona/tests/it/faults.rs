@@ -34,6 +34,18 @@ async fn rate_limit_carries_retry_after_and_was_not_applied() {
 }
 
 #[tokio::test]
+async fn daytonas_per_bucket_retry_after_is_read() {
+    let (fake, p) = crate::world().await;
+    fake.rate_limit_next_create(9);
+    let err = p.create(&ctx(), &spec(None)).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(9)),
+        "{err:?}"
+    );
+    assert!(!err.may_have_been_applied());
+}
+
+#[tokio::test]
 async fn server_error_on_create_may_have_been_applied() {
     let (fake, p) = crate::world().await;
     fake.control.faults().arm(Fault::status(500));
