@@ -1,1 +1,540 @@
-//! Placeholder.
+//! Corral adapter for [Vercel Sandbox](https://vercel.com/docs/vercel-sandbox).
+//!
+//! Vercel Sandbox is a REST API at `https://api.vercel.com`, authenticated with
+//! `Authorization: Bearer <token>` (the `X-Provider-Credential`: a Vercel access token). It
+//! **needs a team id and a project id** (`X-Provider-Team-Id`, `X-Provider-Project-Id`, or the
+//! profile's settings; missing → `MissingContext`): `teamId` goes in the query of every
+//! request, `projectId` in the create body and the query of sandbox calls, `project` in the
+//! query of the list — the parameter names differ by endpoint, as in the official SDK
+//! (`@vercel/sandbox`). What maps to what:
+//!
+//! - **create** → `POST /v3/sandboxes`, or `POST /v2/sandboxes` when `image` names a runtime
+//!   (`node22`, `node24`, `node26`, `python3.13`, sent as `runtime`); any other `image` is a
+//!   container image (`image`); none is Vercel's default image. The lifetime is the session
+//!   `timeout`, sent in **milliseconds** (Corral's seconds × 1000; default 300 s, maximum 24 h
+//!   on Pro/Enterprise, 45 min on Hobby). The operation id is the tag `corral-operation-id`.
+//!   The native id is the sandbox `name` Vercel assigns.
+//! - **get** → `GET /v2/sandboxes/{name}`; **delete** → `DELETE /v2/sandboxes/{name}` (the
+//!   sandbox and all its snapshots); **find** → `GET /v2/sandboxes?tags=corral-operation-id:<op>`.
+//! - A sandbox is long-lived; a **session** is one VM boot, and commands and files are
+//!   addressed through `/v2/sandboxes/sessions/{sessionId}/…`. When a session stops (timeout,
+//!   stop), a persistent sandbox keeps a snapshot and the next `GET …?resume=true` starts a
+//!   **new session with a new id**. The adapter remembers each sandbox's session and, when a
+//!   session call answers 410 (or 422 `sandbox_stopping`/`sandbox_snapshotting`), resumes and
+//!   retries once — what the SDK's `withResume` does.
+//! - **exec** → `POST …/cmd` `{command: "sh", args: ["-c", …], cwd, env, wait, logs, timeout
+//!   (ms)}`, read as the NDJSON stream (`{"command"}`, then `{"stream": "stdout"|"stderr",
+//!   "data"}` lines, then the finished `{"command"}` with `exitCode`): stdout and stderr stay
+//!   separate. Past the deadline the command is killed (`…/cmd/{id}/kill`).
+//! - **files** → read: `POST …/fs/read` (`application/octet-stream`, 404 when missing); write:
+//!   `POST …/fs/write` with a **gzipped tarball** of the one file (`x-cwd: /`). Tar extraction
+//!   would create missing parents, so a write first checks its parent through exec.
+//!
+//! Unsupported through Corral's port: stop, snapshots, restore, ports and network policies
+//! (Vercel has them; Corral does not drive them yet).
+
+pub mod api;
+mod capabilities;
+mod client;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod map;
+mod tarball;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
+use corral_provider::files_via_exec::{check_write_target, explain_read_failure};
+use corral_provider::{
+    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
+    Result, SandboxProvider,
+};
+use corral_provider_http::reqwest::Response;
+use corral_provider_http::{Failure, HttpConfig, ProviderHttp, map_body_error};
+
+use crate::api::{CommandResponse, CreateSandboxRequest, LogLine, RunCommandRequest, Sandbox};
+use crate::client::{Client, Scope, failure};
+
+/// The tag holding Corral's operation id on a sandbox.
+pub const OPERATION_ID_TAG: &str = "corral-operation-id";
+/// Vercel's public API.
+pub const DEFAULT_BASE_URL: &str = "https://api.vercel.com";
+/// `image` values sent as `runtime` rather than as a container image.
+pub const RUNTIMES: [&str; 4] = ["node22", "node24", "node26", "python3.13"];
+
+const PROVIDER: Provider = Provider::Vercel;
+/// HTTP time beyond a command's own deadline, for its last lines to arrive.
+const STREAM_GRACE: Duration = Duration::from_secs(30);
+/// How long after the deadline the adapter stops waiting for the sandbox's own kill.
+const KILL_GRACE: Duration = Duration::from_secs(3);
+/// Longest NDJSON line accepted.
+const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// Pages read by a search by operation id.
+const LIST_MAX_PAGES: usize = 20;
+/// Exit code of a command killed by SIGKILL.
+const SIGKILL_EXIT: i32 = 128 + 9;
+
+/// Configuration of the Vercel Sandbox adapter.
+#[derive(Debug, Clone)]
+pub struct VercelConfig {
+    /// API base URL (default `https://api.vercel.com`).
+    pub base_url: String,
+    /// Timeouts and caps.
+    pub http: HttpConfig,
+}
+
+impl Default for VercelConfig {
+    fn default() -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.into(),
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+/// The session a sandbox's commands and files currently go through.
+#[derive(Debug, Clone)]
+struct SessionRef {
+    id: String,
+    cwd: String,
+}
+
+/// Sessions by (team, project, sandbox name): names are unique per project only.
+type SessionKey = (String, String, String);
+
+/// The Vercel Sandbox adapter.
+#[derive(Debug)]
+pub struct VercelProvider {
+    client: Client,
+    caps: ProviderCapabilities,
+    sessions: Mutex<HashMap<SessionKey, SessionRef>>,
+}
+
+fn scope(ctx: &CallContext) -> Result<Scope<'_>> {
+    let token = ctx.require_credential(PROVIDER)?;
+    fn field<'a>(v: &'a Option<String>, name: &'static str) -> Result<&'a str> {
+        v.as_deref()
+            .filter(|s| !s.trim().is_empty())
+            .ok_or(ProviderError::MissingContext {
+                provider: PROVIDER,
+                field: name,
+            })
+    }
+    let context = ctx.context();
+    Ok(Scope {
+        token,
+        team_id: field(&context.team_id, "teamId")?,
+        project_id: field(&context.project_id, "projectId")?,
+    })
+}
+
+fn observed(sandbox: &Sandbox) -> ObservedSandbox {
+    ObservedSandbox {
+        native_id: sandbox.name.clone(),
+        status: map::status(sandbox.status, sandbox.persistent),
+        operation_id: sandbox
+            .tags
+            .get(OPERATION_ID_TAG)
+            .and_then(|s| s.parse().ok()),
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The create body for `spec`: `image` is a runtime or a container image, the timeout is in
+/// milliseconds, the operation id is a tag.
+pub fn create_body(spec: &CreateSpec, project_id: &str) -> CreateSandboxRequest {
+    let (runtime, image) = match spec.request.image() {
+        Some(i) if RUNTIMES.contains(&i) => (Some(i.to_owned()), None),
+        Some(i) => (None, Some(i.to_owned())),
+        None => (None, None),
+    };
+    let seconds = spec
+        .timeout_seconds
+        .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
+    CreateSandboxRequest {
+        project_id: project_id.to_owned(),
+        timeout: Some(seconds.saturating_mul(1000)),
+        runtime,
+        image,
+        tags: [(OPERATION_ID_TAG.to_owned(), spec.operation_id.to_string())].into(),
+    }
+}
+
+/// Reads the command's NDJSON stream, noting the command id in `command_id` as soon as it is
+/// known (so the caller can kill it if the deadline passes first).
+async fn read_command_stream(
+    mut resp: Response,
+    cap: usize,
+    command_id: &mut Option<String>,
+) -> Result<ExecOutput> {
+    let protocol = |message: String| ProviderError::Protocol {
+        provider: PROVIDER,
+        message,
+    };
+    let mut stdout = CappedOutput::new(cap);
+    let mut stderr = CappedOutput::new(cap);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut ended = false;
+    loop {
+        if !ended {
+            match resp
+                .chunk()
+                .await
+                .map_err(|e| map_body_error(PROVIDER, &e))?
+            {
+                Some(chunk) => pending.extend_from_slice(&chunk),
+                None => ended = true,
+            }
+        }
+        loop {
+            let line = match pending.iter().position(|b| *b == b'\n') {
+                Some(pos) => pending.drain(..=pos).collect::<Vec<u8>>(),
+                // The last line may lack its newline.
+                None if ended && !pending.is_empty() => std::mem::take(&mut pending),
+                None => break,
+            };
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim();
+            if text.is_empty() {
+                continue;
+            }
+            let value: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| protocol(format!("malformed command stream line: {e}")))?;
+            if value.get("command").is_some() {
+                let cmd: CommandResponse = serde_json::from_value(value)
+                    .map_err(|e| protocol(format!("malformed command line: {e}")))?;
+                if let Some(exit_code) = cmd.command.exit_code {
+                    let (stdout, out_cut) = stdout.finish();
+                    let (stderr, err_cut) = stderr.finish();
+                    return Ok(ExecOutput {
+                        stdout,
+                        stderr,
+                        exit_code,
+                        truncated: out_cut || err_cut,
+                    });
+                }
+                *command_id = Some(cmd.command.id);
+                continue;
+            }
+            match serde_json::from_value::<LogLine>(value)
+                .map_err(|e| protocol(format!("malformed log line: {e}")))?
+            {
+                LogLine::Stdout { data } => stdout.push(data.as_bytes()),
+                LogLine::Stderr { data } => stderr.push(data.as_bytes()),
+                LogLine::Error { data } => {
+                    return Err(protocol(format!(
+                        "the command stream failed: {}: {}",
+                        data.code,
+                        corral_provider::excerpt(&data.message, 300)
+                    )));
+                }
+            }
+        }
+        if pending.len() > MAX_LINE_BYTES {
+            return Err(protocol("a command stream line is too long".into()));
+        }
+        if ended {
+            return Err(protocol(
+                "the command stream ended before the command finished".into(),
+            ));
+        }
+    }
+}
+
+impl VercelProvider {
+    /// An adapter talking to `config.base_url`.
+    pub fn new(config: VercelConfig) -> Result<Self, ProviderError> {
+        let http = ProviderHttp::new(PROVIDER, &config.base_url, config.http)?;
+        Ok(Self {
+            client: Client::new(http),
+            caps: capabilities::capabilities(),
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn key(scope: Scope<'_>, name: &str) -> SessionKey {
+        (
+            scope.team_id.to_owned(),
+            scope.project_id.to_owned(),
+            name.to_owned(),
+        )
+    }
+
+    fn remember(&self, scope: Scope<'_>, name: &str, session: &api::Session) {
+        // A poisoned lock only means another call panicked mid-insert: the map is still usable.
+        let mut sessions = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        sessions.insert(
+            Self::key(scope, name),
+            SessionRef {
+                id: session.id.clone(),
+                cwd: session.cwd.clone(),
+            },
+        );
+    }
+
+    fn forget(&self, scope: Scope<'_>, name: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&Self::key(scope, name));
+    }
+
+    /// The session to address `name` through: the remembered one, or (with `refresh`, or when
+    /// none is known) the one `GET …?resume=true` answers, which resumes a stopped sandbox.
+    async fn session(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        name: &str,
+        refresh: bool,
+    ) -> Result<SessionRef> {
+        if !refresh {
+            let known = self
+                .sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&Self::key(scope, name))
+                .cloned();
+            if let Some(s) = known {
+                return Ok(s);
+            }
+        }
+        let resp = self
+            .client
+            .get_sandbox(ctx, scope, name, true)
+            .await
+            .map_err(|f| f.error)?;
+        self.remember(scope, name, &resp.session);
+        Ok(SessionRef {
+            id: resp.session.id,
+            cwd: resp.session.cwd,
+        })
+    }
+
+    async fn exec_in(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session: &SessionRef,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput, Failure> {
+        let body = RunCommandRequest {
+            command: "sh".into(),
+            args: vec!["-c".into(), spec.command.clone()],
+            cwd: spec.cwd.clone(),
+            env: spec.env.clone(),
+            sudo: false,
+            wait: Some(true),
+            logs: Some(true),
+            timeout: Some(millis(spec.timeout)),
+        };
+        let started = Instant::now();
+        let resp = self
+            .client
+            .run_command(ctx, scope, &session.id, &body, spec.timeout + STREAM_GRACE)
+            .await?;
+        let ndjson = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-ndjson"));
+        if !ndjson {
+            return Err(failure(ProviderError::Protocol {
+                provider: PROVIDER,
+                message: "expected a stream of command data (application/x-ndjson)".into(),
+            }));
+        }
+        let mut command_id = None;
+        let read = tokio::time::timeout(
+            spec.timeout + KILL_GRACE,
+            read_command_stream(resp, spec.max_output_bytes, &mut command_id),
+        )
+        .await;
+        let timed_out = ProviderError::CommandTimedOut {
+            after: spec.timeout,
+        };
+        match read {
+            Err(_) => {
+                if let Some(id) = command_id {
+                    // Best effort: the deadline is reported whether or not the kill lands.
+                    let _ = self.client.kill_command(ctx, scope, &session.id, &id).await;
+                }
+                Err(failure(timed_out))
+            }
+            // The sandbox enforced `timeout` itself, with SIGKILL.
+            Ok(Ok(out)) if out.exit_code == SIGKILL_EXIT && started.elapsed() >= spec.timeout => {
+                Err(failure(timed_out))
+            }
+            Ok(result) => result.map_err(failure),
+        }
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for VercelProvider {
+    fn provider(&self) -> Provider {
+        PROVIDER
+    }
+
+    fn capabilities(&self) -> &ProviderCapabilities {
+        &self.caps
+    }
+
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+        let scope = scope(ctx)?;
+        let body = create_body(spec, scope.project_id);
+        let resp = self.client.create_sandbox(ctx, scope, &body).await?;
+        self.remember(scope, &resp.sandbox.name, &resp.session);
+        Ok(observed(&resp.sandbox))
+    }
+
+    async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let scope = scope(ctx)?;
+        match self.client.get_sandbox(ctx, scope, native_id, false).await {
+            Ok(resp) => {
+                self.remember(scope, native_id, &resp.session);
+                Ok(observed(&resp.sandbox))
+            }
+            // `snapshot_not_found`: the stopped sandbox's snapshot expired; it cannot run again.
+            Err(f) if f.status == Some(410) => Ok(ObservedSandbox {
+                native_id: native_id.to_owned(),
+                status: SandboxStatus::Expired,
+                operation_id: None,
+            }),
+            Err(f) => Err(f.error),
+        }
+    }
+
+    async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
+        let scope = scope(ctx)?;
+        self.forget(scope, native_id);
+        match self.client.delete_sandbox(ctx, scope, native_id).await {
+            Ok(()) | Err(ProviderError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn exec(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput> {
+        let scope = scope(ctx)?;
+        let mut refresh = false;
+        loop {
+            let session = self.session(ctx, scope, native_id, refresh).await?;
+            match self.exec_in(ctx, scope, &session, spec).await {
+                Err(f) if !refresh && map::session_gone(&f) => refresh = true,
+                result => return result.map_err(|f| f.error),
+            }
+        }
+    }
+
+    async fn read_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        let scope = scope(ctx)?;
+        let mut refresh = false;
+        loop {
+            let session = self.session(ctx, scope, native_id, refresh).await?;
+            match self
+                .client
+                .read_file(ctx, scope, &session.id, path, max_bytes)
+                .await
+            {
+                Ok(Some(content)) => return Ok(content.to_vec()),
+                Ok(None) => {
+                    return Err(ProviderError::FileTooLarge {
+                        path: path.to_owned(),
+                        limit: max_bytes,
+                    });
+                }
+                Err(f) if !refresh && map::session_gone(&f) => refresh = true,
+                // The SDK reads a 404 as "no such file".
+                Err(f) if f.status == Some(404) => {
+                    return Err(ProviderError::FileNotFound {
+                        path: path.to_owned(),
+                    });
+                }
+                Err(f) if f.status.is_some_and(|s| s < 500) => {
+                    return Err(explain_read_failure(self, ctx, native_id, path, f.error).await);
+                }
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+
+    async fn write_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        let scope = scope(ctx)?;
+        check_write_target(self, ctx, native_id, path).await?;
+        let mut refresh = false;
+        loop {
+            let session = self.session(ctx, scope, native_id, refresh).await?;
+            let name = tarball::entry_name(path, &session.cwd);
+            let archive =
+                tarball::single_file(&name, content).map_err(|e| ProviderError::FileOperation {
+                    path: path.to_owned(),
+                    message: format!("cannot build the tarball: {e}"),
+                })?;
+            match self
+                .client
+                .write_files(ctx, scope, &session.id, "/", archive)
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(f) if !refresh && map::session_gone(&f) => refresh = true,
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+
+    async fn find_by_operation_id(
+        &self,
+        ctx: &CallContext,
+        operation_id: &OperationId,
+    ) -> Result<Vec<ObservedSandbox>> {
+        let scope = scope(ctx)?;
+        let wanted = operation_id.to_string();
+        let tag = format!("{OPERATION_ID_TAG}:{wanted}");
+        let mut found = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..LIST_MAX_PAGES {
+            let page = self
+                .client
+                .list_sandboxes(ctx, scope, &tag, cursor.as_deref())
+                .await?;
+            // The filter is the server's; the check is repeated here in case it is ignored.
+            found.extend(
+                page.sandboxes
+                    .iter()
+                    .filter(|s| s.tags.get(OPERATION_ID_TAG) == Some(&wanted))
+                    .map(observed),
+            );
+            cursor = page.pagination.next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Ok(found)
+    }
+}

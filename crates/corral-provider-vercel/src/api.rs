@@ -1,0 +1,220 @@
+//! Vercel Sandbox's wire types, named as its API and SDK (`@vercel/sandbox`) name them.
+//!
+//! Responses are read leniently: unknown fields are ignored and unknown status values kept as
+//! `Unknown`, since the REST reference and the SDK already disagree on the status enum.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /v3/sandboxes` (no runtime) or `POST /v2/sandboxes` (with runtime) body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateSandboxRequest {
+    /// The project the sandbox belongs to.
+    pub project_id: String,
+    /// Session timeout in **milliseconds**.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    /// `node22`, `node24`, `node26` or `python3.13` (sent to `/v2/sandboxes` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// A container image (exclusive with `runtime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Up to five tags: Corral tags the operation id here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// `Session.status` (also used for `Sandbox.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // The provider's documented values, one each.
+pub enum SessionStatus {
+    Pending,
+    Running,
+    Stopping,
+    Stopped,
+    Failed,
+    Aborted,
+    Snapshotting,
+    /// A value this adapter does not know yet.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `Sandbox`: the named, long-lived object.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sandbox {
+    /// The name, unique in the project: Corral's native id.
+    pub name: String,
+    /// Whether stopping keeps the filesystem (snapshot, resumed on use).
+    #[serde(default)]
+    pub persistent: bool,
+    /// The current session's status.
+    pub status: SessionStatus,
+    /// The current session.
+    #[serde(default)]
+    pub current_session_id: String,
+    /// Tags.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// `Session`: one VM boot of a sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// The session id: command and file endpoints are addressed through it.
+    pub id: String,
+    /// Its status.
+    pub status: SessionStatus,
+    /// Its working directory.
+    #[serde(default)]
+    pub cwd: String,
+    /// Its timeout in milliseconds.
+    #[serde(default)]
+    pub timeout: u64,
+}
+
+/// `{sandbox, session, routes, resumed?}` (create, get).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxAndSessionResponse {
+    /// The sandbox.
+    pub sandbox: Sandbox,
+    /// Its current session.
+    pub session: Session,
+    /// Whether this call started a new session from the latest snapshot.
+    #[serde(default)]
+    pub resumed: Option<bool>,
+}
+
+/// `{count, next}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CursorPagination {
+    /// Items in this page.
+    pub count: u64,
+    /// Cursor of the next page, if any.
+    pub next: Option<String>,
+}
+
+/// `GET /v2/sandboxes` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxesPaginationResponse {
+    /// One page of sandboxes.
+    pub sandboxes: Vec<Sandbox>,
+    /// Paging.
+    pub pagination: CursorPagination,
+}
+
+/// `POST /v2/sandboxes/sessions/{sessionId}/cmd` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunCommandRequest {
+    /// The executable (exec'd directly, no shell).
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Run as root.
+    pub sudo: bool,
+    /// Answer with an NDJSON stream that ends when the command does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<bool>,
+    /// Include the output in that stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<bool>,
+    /// Milliseconds after which the sandbox kills the command with SIGKILL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// `Command`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Command {
+    /// Command id (for kill and logs).
+    pub id: String,
+    /// Exit code, once finished.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+}
+
+/// A `{"command": …}` line of the command stream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CommandResponse {
+    /// The command.
+    pub command: Command,
+}
+
+/// The `data` of an error log line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LogError {
+    /// Error code.
+    pub code: String,
+    /// Message.
+    pub message: String,
+}
+
+/// A log line of the command stream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "stream", rename_all = "snake_case")]
+pub enum LogLine {
+    /// Standard output.
+    Stdout {
+        /// The text.
+        data: String,
+    },
+    /// Standard error.
+    Stderr {
+        /// The text.
+        data: String,
+    },
+    /// The stream failed.
+    Error {
+        /// What failed.
+        data: LogError,
+    },
+}
+
+/// `POST …/cmd/{cmdId}/kill` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KillCommandRequest {
+    /// Signal name, e.g. `SIGKILL`.
+    pub signal: String,
+}
+
+/// `POST …/fs/read` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileRequest {
+    /// The path (relative paths are resolved against `cwd` or the session's).
+    pub path: String,
+    /// Base for a relative path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// The error body: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorResponse {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// The error inside [`ErrorResponse`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Machine-readable code (`not_found`, `sandbox_stopped`, …).
+    #[serde(default)]
+    pub code: String,
+    /// Explanation.
+    #[serde(default)]
+    pub message: String,
+}

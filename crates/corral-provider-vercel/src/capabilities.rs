@@ -1,0 +1,52 @@
+//! Vercel Sandbox's honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// Session timeout when none is given: 5 minutes.
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+/// Largest session timeout on any plan: 24 hours on Pro/Enterprise per Vercel's knowledge-base
+/// article of 2026-06-29 (Hobby stops at 45 minutes; Vercel refuses more for such a team).
+pub(crate) const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// The capabilities Corral advertises for Vercel Sandbox.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Vercel,
+        display_name: "Vercel Sandbox".into(),
+        pricing: PricingEvidence {
+            summary: "Active CPU $0.128/hour (only time the CPU is used), provisioned memory \
+                      $0.0212/GB-hour, creations $0.60 per 1M, data transfer $0.15/GB, \
+                      snapshot storage $0.08/GB-month; Hobby includes 5 CPU-hours, 420 GB-hours, \
+                      5,000 creations, 20 GB transfer and 15 GB storage (page last updated \
+                      2025-11-26)"
+                .into(),
+            source_url: "https://vercel.com/docs/vercel-sandbox/pricing".into(),
+            read_on: "2026-08-22".into(),
+        },
+        image_mode: ImageMode::Container,
+        timeout_mode: TimeoutMode::Seconds,
+        timeout_default_seconds: Some(DEFAULT_TIMEOUT_SECONDS),
+        timeout_maximum_seconds: Some(MAX_TIMEOUT_SECONDS),
+        // Sent in milliseconds; Corral's unit is the second.
+        timeout_granularity_seconds: Some(1),
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // Persistent sandboxes snapshot their filesystem on stop and resume on use.
+        supports_persistent_resume: true,
+        supports_explicit_stop: true,
+        supports_snapshots: true,
+        supports_restore: true,
+        supports_delete: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capabilities_pass_the_spec_invariants() {
+        super::capabilities().check().unwrap();
+    }
+}

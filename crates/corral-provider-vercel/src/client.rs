@@ -1,0 +1,257 @@
+//! One method per Vercel Sandbox endpoint: URL, `Authorization: Bearer <token>`, `teamId` on
+//! every request, body; returns api types.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use corral_provider::{CallContext, ExposeSecret, ProviderError, Result, SecretString};
+use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
+use corral_provider_http::{
+    Failure, ProviderHttp, parse_json, path_segment, read_at_most, read_capped,
+};
+use serde::de::DeserializeOwned;
+
+use crate::api::{
+    CreateSandboxRequest, KillCommandRequest, ReadFileRequest, RunCommandRequest,
+    SandboxAndSessionResponse, SandboxesPaginationResponse,
+};
+
+/// Who the call is for: the Bearer token, the team and the project.
+#[derive(Clone, Copy)]
+pub(crate) struct Scope<'a> {
+    pub(crate) token: &'a SecretString,
+    pub(crate) team_id: &'a str,
+    pub(crate) project_id: &'a str,
+}
+
+/// A failure that did not come from an HTTP answer.
+pub(crate) fn failure(error: ProviderError) -> Failure {
+    Failure {
+        error,
+        status: None,
+        body: Bytes::new(),
+    }
+}
+
+/// The Vercel REST API at one base URL.
+#[derive(Debug, Clone)]
+pub(crate) struct Client {
+    http: ProviderHttp,
+}
+
+fn session_path(session_id: &str, rest: &str) -> String {
+    format!("/v2/sandboxes/sessions/{}{rest}", path_segment(session_id))
+}
+
+impl Client {
+    pub(crate) fn new(http: ProviderHttp) -> Self {
+        Self { http }
+    }
+
+    /// A request with `teamId` first in the query, as the SDK appends it to every call.
+    fn req(
+        &self,
+        method: Method,
+        path: &str,
+        scope: Scope<'_>,
+        query: &[(&str, &str)],
+    ) -> RequestBuilder {
+        let mut all = vec![("teamId", scope.team_id)];
+        all.extend_from_slice(query);
+        self.http
+            .request_with_query(method, path, &all)
+            .bearer_auth(scope.token.expose_secret())
+    }
+
+    async fn json<T: DeserializeOwned>(&self, ctx: &CallContext, req: RequestBuilder) -> Result<T> {
+        self.http.send_json(ctx, req).await
+    }
+
+    async fn json_or_failure<T: DeserializeOwned>(
+        &self,
+        ctx: &CallContext,
+        req: RequestBuilder,
+    ) -> Result<T, Failure> {
+        let limit = self.http.config().request_timeout;
+        let resp = self.http.send_for_failure(ctx, req, limit).await?;
+        let body = read_capped(
+            self.http.provider(),
+            resp,
+            self.http.config().max_response_bytes,
+        )
+        .await
+        .map_err(failure)?;
+        parse_json(self.http.provider(), &body).map_err(failure)
+    }
+
+    /// `POST /v3/sandboxes`, or `POST /v2/sandboxes` when a `runtime` is chosen (as the SDK).
+    pub(crate) async fn create_sandbox(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        body: &CreateSandboxRequest,
+    ) -> Result<SandboxAndSessionResponse> {
+        let path = if body.runtime.is_some() {
+            "/v2/sandboxes"
+        } else {
+            "/v3/sandboxes"
+        };
+        let req = self.req(Method::POST, path, scope, &[]).json(body);
+        self.json(ctx, req).await
+    }
+
+    /// `GET /v2/sandboxes/{name}?projectId=[&resume=true]`; `resume` starts a new session from
+    /// the latest snapshot when the current one is stopped.
+    pub(crate) async fn get_sandbox(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        name: &str,
+        resume: bool,
+    ) -> Result<SandboxAndSessionResponse, Failure> {
+        let path = format!("/v2/sandboxes/{}", path_segment(name));
+        let mut query = vec![("projectId", scope.project_id)];
+        if resume {
+            query.push(("resume", "true"));
+        }
+        let req = self.req(Method::GET, &path, scope, &query);
+        self.json_or_failure(ctx, req).await
+    }
+
+    /// `GET /v2/sandboxes?project=&tags=k:v[&cursor=]` (list endpoints name it `project`).
+    pub(crate) async fn list_sandboxes(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        tag: &str,
+        cursor: Option<&str>,
+    ) -> Result<SandboxesPaginationResponse> {
+        let mut query = vec![
+            ("project", scope.project_id),
+            ("tags", tag),
+            ("limit", "100"),
+        ];
+        if let Some(c) = cursor {
+            query.push(("cursor", c));
+        }
+        let req = self.req(Method::GET, "/v2/sandboxes", scope, &query);
+        self.json(ctx, req).await
+    }
+
+    /// `DELETE /v2/sandboxes/{name}?projectId=`: the sandbox and all its snapshots.
+    pub(crate) async fn delete_sandbox(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        name: &str,
+    ) -> Result<()> {
+        let path = format!("/v2/sandboxes/{}", path_segment(name));
+        let req = self.req(
+            Method::DELETE,
+            &path,
+            scope,
+            &[("projectId", scope.project_id)],
+        );
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /v2/sandboxes/sessions/{sessionId}/cmd` with `wait` and `logs`: the NDJSON stream,
+    /// still unread; the whole exchange may take `limit`.
+    pub(crate) async fn run_command(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        body: &RunCommandRequest,
+        limit: Duration,
+    ) -> Result<Response, Failure> {
+        let req = self
+            .req(Method::POST, &session_path(session_id, "/cmd"), scope, &[])
+            .json(body);
+        self.http.send_for_failure(ctx, req, limit).await
+    }
+
+    /// `POST /v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}/kill`.
+    pub(crate) async fn kill_command(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        command_id: &str,
+    ) -> Result<()> {
+        let path = session_path(
+            session_id,
+            &format!("/cmd/{}/kill", path_segment(command_id)),
+        );
+        let req = self
+            .req(Method::POST, &path, scope, &[])
+            .json(&KillCommandRequest {
+                signal: "SIGKILL".into(),
+            });
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /v2/sandboxes/sessions/{sessionId}/fs/read`: the bytes (`application/octet-stream`),
+    /// or `None` when longer than `max`.
+    pub(crate) async fn read_file(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        path: &str,
+        max: usize,
+    ) -> Result<Option<Bytes>, Failure> {
+        let req = self
+            .req(
+                Method::POST,
+                &session_path(session_id, "/fs/read"),
+                scope,
+                &[],
+            )
+            .json(&ReadFileRequest {
+                path: path.to_owned(),
+                cwd: None,
+            });
+        let limit = self.http.config().request_timeout;
+        let resp = self.http.send_for_failure(ctx, req, limit).await?;
+        let octets = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("application/octet-stream"));
+        if !octets {
+            // The SDK treats any other content type as an error answer.
+            return Err(failure(ProviderError::Protocol {
+                provider: self.http.provider(),
+                message: "a file read answered without application/octet-stream".into(),
+            }));
+        }
+        read_at_most(self.http.provider(), resp, max)
+            .await
+            .map_err(failure)
+    }
+
+    /// `POST /v2/sandboxes/sessions/{sessionId}/fs/write`: a gzipped tarball extracted in
+    /// `x-cwd`.
+    pub(crate) async fn write_files(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        extract_dir: &str,
+        tarball: Vec<u8>,
+    ) -> Result<(), Failure> {
+        let req = self
+            .req(
+                Method::POST,
+                &session_path(session_id, "/fs/write"),
+                scope,
+                &[],
+            )
+            .header("content-type", "application/gzip")
+            .header("x-cwd", extract_dir)
+            .body(tarball);
+        let _: serde_json::Value = self.json_or_failure(ctx, req).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,706 @@
+//! Vercel Sandbox's API on loopback, for tests (feature `fake`).
+//!
+//! Checks requests as the API and the official SDK shape them: `Authorization: Bearer
+//! <token>` (401 otherwise), `teamId` in the query of **every** request (403 when missing or
+//! another team), `projectId` in the create body and the query of sandbox calls and `project`
+//! in the query of the list (404 for another project), known fields only, a `timeout` in whole
+//! milliseconds (1 s to 24 h: a value in seconds is refused), `runtime` only on
+//! `/v2/sandboxes` and never with `image`, at most five tags. Sessions are real: a stop
+//! (`POST …/sessions/{id}/stop`) makes the session's command and file endpoints answer 410
+//! `sandbox_stopped`, and `GET …?resume=true` then starts a session with a **new id**.
+//! Commands run with the host's `sh` in a temporary directory per sandbox and answer the
+//! NDJSON stream; `fs/write` un-gzips and un-tars the body (a malformed archive is a 400);
+//! `fs/read` answers `application/octet-stream` or 404.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)] // Test double: a poisoned lock is a bug; error responses are returned early by value.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read as _;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path as UrlPath, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use corral_provider::files_via_exec::shell_quote;
+use corral_provider_testkit::fake::FakeServer;
+use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use futures::StreamExt as _;
+use serde_json::{Map, Value, json};
+
+/// The token the fake accepts.
+pub const FAKE_TOKEN: &str = "vercel_fake_token";
+/// The team the token belongs to.
+pub const FAKE_TEAM_ID: &str = "team_fake";
+/// The project sandboxes are created in.
+pub const FAKE_PROJECT_ID: &str = "prj_fake";
+
+const CREATE_FIELDS: &[&str] = &[
+    "projectId",
+    "ports",
+    "source",
+    "timeout",
+    "resources",
+    "runtime",
+    "image",
+    "name",
+    "persistent",
+    "networkPolicy",
+    "networkId",
+    "env",
+    "tags",
+    "snapshotExpiration",
+    "keepLastSnapshots",
+    "mounts",
+    "region",
+    "failoverRegions",
+];
+const RUNTIMES: &[&str] = &["node22", "node24", "node26", "python3.13"];
+const NOW_MS: u64 = 1_790_000_000_000;
+
+struct Sbx {
+    sandbox: Value,
+    session: Value,
+    dir: tempfile::TempDir,
+}
+
+#[derive(Default)]
+struct Inner {
+    sandboxes: HashMap<String, Sbx>,
+    order: Vec<String>,
+    /// Every session id ever issued → its sandbox name.
+    sessions: HashMap<String, String>,
+    commands: HashMap<String, tokio::task::AbortHandle>,
+    next: u64,
+}
+
+impl Inner {
+    fn next_id(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}{:06}", self.next)
+    }
+}
+
+#[derive(Clone)]
+struct Fake {
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({ "error": { "code": code, "message": message } })),
+    )
+        .into_response()
+}
+
+fn bad(message: impl AsRef<str>) -> Response {
+    error(StatusCode::BAD_REQUEST, "bad_request", message.as_ref())
+}
+
+fn not_found(what: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        &format!("{what} not found"),
+    )
+}
+
+fn query_map(query: Option<&str>) -> Vec<(String, String)> {
+    url_pairs(query.unwrap_or_default())
+}
+
+fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn auth(req: Request, next: Next) -> Response {
+    let want = format!("Bearer {FAKE_TOKEN}");
+    match req.headers().get("authorization").map(|v| v.to_str()) {
+        Some(Ok(got)) if got == want => {}
+        _ => {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "Not authenticated",
+            );
+        }
+    }
+    let team = query_map(req.uri().query())
+        .into_iter()
+        .find(|(k, _)| k == "teamId")
+        .map(|(_, v)| v);
+    if team.as_deref() != Some(FAKE_TEAM_ID) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "You don't have permission to access this scope (teamId)",
+        );
+    }
+    next.run(req).await
+}
+
+/// The Vercel Sandbox API as an axum router.
+pub fn router() -> Router {
+    let fake = Fake {
+        inner: Arc::default(),
+    };
+    Router::new()
+        .route("/v3/sandboxes", post(create_v3))
+        .route("/v2/sandboxes", post(create_v2).get(list))
+        .route(
+            "/v2/sandboxes/{name}",
+            get(get_sandbox).delete(delete_sandbox),
+        )
+        .route("/v2/sandboxes/sessions/{sid}/stop", post(stop))
+        .route("/v2/sandboxes/sessions/{sid}/cmd", post(run_cmd))
+        .route("/v2/sandboxes/sessions/{sid}/cmd/{cid}/kill", post(kill))
+        .route("/v2/sandboxes/sessions/{sid}/fs/read", post(fs_read))
+        .route("/v2/sandboxes/sessions/{sid}/fs/write", post(fs_write))
+        .layer(axum::middleware::from_fn(auth))
+        .with_state(fake)
+}
+
+/// Starts the fake on a loopback port.
+pub async fn start() -> FakeServer {
+    FakeServer::start(router()).await
+}
+
+fn json_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(bad("Invalid JSON body")),
+    }
+}
+
+fn only_fields(map: &Map<String, Value>, allowed: &[&str]) -> Result<(), Response> {
+    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(bad(format!("Unknown field `{k}`"))),
+        None => Ok(()),
+    }
+}
+
+fn project_from_query(q: &HashMap<String, String>, name: &str) -> Result<(), Response> {
+    match q.get(name).map(String::as_str) {
+        None => Err(bad(format!("Missing query parameter `{name}`"))),
+        Some(FAKE_PROJECT_ID) => Ok(()),
+        Some(_) => Err(not_found("Project")),
+    }
+}
+
+fn session_json(id: &str, dir: &Path, timeout: u64, status: &str) -> Value {
+    json!({
+        "id": id, "memory": 2048, "vcpus": 1, "region": "iad1", "timeout": timeout,
+        "status": status, "requestedAt": NOW_MS, "createdAt": NOW_MS, "updatedAt": NOW_MS,
+        "cwd": dir.display().to_string(),
+    })
+}
+
+async fn create_v3(state: State<Fake>, body: Bytes) -> Response {
+    create(state, body, false)
+}
+
+async fn create_v2(state: State<Fake>, body: Bytes) -> Response {
+    create(state, body, true)
+}
+
+fn create(State(fake): State<Fake>, body: Bytes, v2: bool) -> Response {
+    let map = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(&map, CREATE_FIELDS) {
+        return r;
+    }
+    match map.get("projectId").and_then(Value::as_str) {
+        None => return bad("`projectId` is required"),
+        Some(FAKE_PROJECT_ID) => {}
+        Some(_) => return not_found("Project"),
+    }
+    let timeout = match map.get("timeout") {
+        None => 300_000,
+        Some(v) => match v.as_u64() {
+            Some(ms @ 1000..=86_400_000) => ms,
+            _ => {
+                return bad(
+                    "`timeout` must be an integer number of milliseconds between 1000 and 86400000",
+                );
+            }
+        },
+    };
+    let runtime = map.get("runtime").and_then(Value::as_str);
+    let image = map.get("image").and_then(Value::as_str);
+    if map.contains_key("runtime") && !v2 {
+        return bad("`runtime` is accepted by /v2/sandboxes only");
+    }
+    if runtime.is_some() && image.is_some() {
+        return bad("`runtime` and `image` cannot be used together");
+    }
+    if let Some(r) = runtime
+        && !RUNTIMES.contains(&r)
+    {
+        return bad(format!("unknown runtime `{r}`"));
+    }
+    let tags = map.get("tags").cloned().unwrap_or(json!({}));
+    let tags_ok = tags
+        .as_object()
+        .is_some_and(|t| t.len() <= 5 && t.values().all(Value::is_string));
+    if !tags_ok {
+        return bad("`tags` must be at most 5 string values");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut inner = fake.inner.lock().unwrap();
+    let name = inner.next_id("sandbox-");
+    let sid = inner.next_id("sess_");
+    let session = session_json(&sid, dir.path(), timeout, "pending");
+    let sandbox = json!({
+        "name": name, "persistent": map.get("persistent").and_then(Value::as_bool).unwrap_or(true),
+        "region": "iad1", "status": "pending", "currentSessionId": sid, "tags": tags,
+        "timeout": timeout, "runtime": runtime, "image": image,
+        "createdAt": NOW_MS, "updatedAt": NOW_MS,
+    });
+    inner.sessions.insert(sid, name.clone());
+    inner.order.push(name.clone());
+    inner.sandboxes.insert(
+        name,
+        Sbx {
+            sandbox: sandbox.clone(),
+            session: session.clone(),
+            dir,
+        },
+    );
+    axum::Json(json!({ "sandbox": sandbox, "session": session, "routes": [] })).into_response()
+}
+
+async fn get_sandbox(
+    State(fake): State<Fake>,
+    UrlPath(name): UrlPath<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = project_from_query(&q, "projectId") {
+        return r;
+    }
+    let resume = match q.get("resume").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return bad("`resume` must be true or false"),
+    };
+    let mut inner = fake.inner.lock().unwrap();
+    let new_sid = inner.next_id("sess_");
+    let Some(sbx) = inner.sandboxes.get_mut(&name) else {
+        return not_found("Sandbox");
+    };
+    let mut resumed = false;
+    match sbx.session["status"].as_str() {
+        // Booting takes one observation.
+        Some("pending") => {
+            let answer = json!({ "sandbox": sbx.sandbox, "session": sbx.session, "routes": [] });
+            sbx.session["status"] = json!("running");
+            sbx.sandbox["status"] = json!("running");
+            return axum::Json(answer).into_response();
+        }
+        Some("stopped") if resume => {
+            let timeout = sbx.session["timeout"].as_u64().unwrap_or(300_000);
+            sbx.session = session_json(&new_sid, sbx.dir.path(), timeout, "running");
+            sbx.sandbox["status"] = json!("running");
+            sbx.sandbox["currentSessionId"] = json!(new_sid);
+            resumed = true;
+        }
+        _ => {}
+    }
+    let answer = json!({
+        "sandbox": sbx.sandbox, "session": sbx.session, "routes": [], "resumed": resumed,
+    });
+    if resumed {
+        inner.sessions.insert(new_sid, name);
+    }
+    axum::Json(answer).into_response()
+}
+
+async fn list(State(fake): State<Fake>, req: Request) -> Response {
+    let pairs = query_map(req.uri().query());
+    let q: HashMap<String, String> = pairs.iter().cloned().collect();
+    if q.contains_key("projectId") {
+        return bad("the list takes `project`, not `projectId`");
+    }
+    if let Err(r) = project_from_query(&q, "project") {
+        return r;
+    }
+    let tags: Vec<(String, String)> = pairs
+        .iter()
+        .filter(|(k, _)| k == "tags")
+        .map(|(_, v)| match v.split_once(':') {
+            Some((k, v)) => (k.to_owned(), v.to_owned()),
+            None => (v.clone(), String::new()),
+        })
+        .collect();
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => 50,
+        Some(Ok(n @ 1..=100)) => n,
+        _ => return bad("`limit` must be between 1 and 100"),
+    };
+    let start = match q.get("cursor").map(|c| c.parse::<usize>()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => return bad("invalid cursor"),
+    };
+    let inner = fake.inner.lock().unwrap();
+    let matching: Vec<Value> = inner
+        .order
+        .iter()
+        .filter_map(|n| inner.sandboxes.get(n))
+        .map(|s| s.sandbox.clone())
+        .filter(|s| tags.iter().all(|(k, v)| s["tags"][k] == json!(v)))
+        .collect();
+    let page: Vec<Value> = matching.iter().skip(start).take(limit).cloned().collect();
+    let next = (start + limit < matching.len()).then(|| (start + limit).to_string());
+    axum::Json(json!({
+        "sandboxes": page,
+        "pagination": { "count": page.len(), "next": next },
+    }))
+    .into_response()
+}
+
+async fn delete_sandbox(
+    State(fake): State<Fake>,
+    UrlPath(name): UrlPath<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = project_from_query(&q, "projectId") {
+        return r;
+    }
+    let mut inner = fake.inner.lock().unwrap();
+    match inner.sandboxes.remove(&name) {
+        Some(sbx) => {
+            inner.order.retain(|n| *n != name);
+            let mut sandbox = sbx.sandbox;
+            sandbox["status"] = json!("stopped");
+            axum::Json(json!({ "sandbox": sandbox })).into_response()
+        }
+        None => not_found("Sandbox"),
+    }
+}
+
+/// The sandbox directory and session cwd of a *running* session, or the error Vercel gives.
+fn running_session(inner: &Inner, sid: &str) -> Result<(String, PathBuf), Response> {
+    let Some(name) = inner.sessions.get(sid) else {
+        return Err(not_found("Session"));
+    };
+    let Some(sbx) = inner.sandboxes.get(name) else {
+        return Err(error(
+            StatusCode::GONE,
+            "sandbox_stopped",
+            "Sandbox was deleted",
+        ));
+    };
+    if sbx.session["id"] != json!(sid) || sbx.session["status"] != json!("running") {
+        return Err(error(
+            StatusCode::GONE,
+            "sandbox_stopped",
+            "The sandbox session is stopped",
+        ));
+    }
+    Ok((name.clone(), sbx.dir.path().to_owned()))
+}
+
+async fn stop(State(fake): State<Fake>, UrlPath(sid): UrlPath<String>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let (name, _) = match running_session(&inner, &sid) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let sbx = inner.sandboxes.get_mut(&name).unwrap();
+    sbx.session["status"] = json!("stopped");
+    sbx.sandbox["status"] = json!("stopped");
+    axum::Json(json!({ "session": sbx.session, "sandbox": sbx.sandbox })).into_response()
+}
+
+fn string_map(v: &Value) -> Option<BTreeMap<String, String>> {
+    v.as_object()?
+        .iter()
+        .map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
+}
+
+fn line(v: &Value) -> Bytes {
+    let mut s = v.to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+async fn run_cmd(State(fake): State<Fake>, UrlPath(sid): UrlPath<String>, body: Bytes) -> Response {
+    let map = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(
+        &map,
+        &[
+            "command", "args", "cwd", "env", "sudo", "wait", "logs", "timeout",
+        ],
+    ) {
+        return r;
+    }
+    let Some(command) = map.get("command").and_then(Value::as_str) else {
+        return bad("`command` is required");
+    };
+    let args: Vec<String> = match map.get("args") {
+        None => Vec::new(),
+        Some(v) => match v
+            .as_array()
+            .and_then(|a| a.iter().map(|s| s.as_str().map(str::to_owned)).collect())
+        {
+            Some(a) => a,
+            None => return bad("`args` must be an array of strings"),
+        },
+    };
+    let env = match map.get("env") {
+        None => BTreeMap::new(),
+        Some(v) => match string_map(v) {
+            Some(e) => e,
+            None => return bad("`env` must map strings to strings"),
+        },
+    };
+    for flag in ["sudo", "wait", "logs"] {
+        if map.get(flag).is_some_and(|v| !v.is_boolean()) {
+            return bad(format!("`{flag}` must be a boolean"));
+        }
+    }
+    let timeout = match map.get("timeout") {
+        None => Duration::from_secs(600),
+        Some(v) => match v.as_u64() {
+            Some(ms @ 1..) => Duration::from_millis(ms),
+            _ => return bad("`timeout` must be a positive integer of milliseconds"),
+        },
+    };
+    let cwd = match map.get("cwd") {
+        None => None,
+        Some(Value::String(c)) => Some(PathBuf::from(c)),
+        Some(_) => return bad("`cwd` must be a string"),
+    };
+    let wait = map.get("wait").and_then(Value::as_bool) == Some(true);
+    let (cid, dir) = {
+        let mut inner = fake.inner.lock().unwrap();
+        let dir = match running_session(&inner, &sid) {
+            Ok((_, d)) => d,
+            Err(r) => return r,
+        };
+        (inner.next_id("cmd_"), dir)
+    };
+    // Vercel execs the command directly; the host runs the same argv through sh.
+    let argv: Vec<String> = std::iter::once(command.to_owned())
+        .chain(args.iter().cloned())
+        .map(|a| shell_quote(&a))
+        .collect();
+    let shell_line = argv.join(" ");
+    let run_dir = cwd.unwrap_or_else(|| dir.clone());
+    let task = tokio::spawn(async move {
+        let mut env = env;
+        env.entry("HOME".into())
+            .or_insert_with(|| dir.display().to_string());
+        run_command(&shell_line, &run_dir, &env, timeout, 64 * 1024 * 1024).await
+    });
+    fake.inner
+        .lock()
+        .unwrap()
+        .commands
+        .insert(cid.clone(), task.abort_handle());
+    let command_json = json!({
+        "id": cid, "name": command, "args": args, "cwd": "/", "sessionId": sid,
+        "exitCode": null, "startedAt": NOW_MS,
+    });
+    if !wait {
+        return axum::Json(json!({ "command": command_json })).into_response();
+    }
+    let first = line(&json!({ "command": command_json }));
+    let rest = async move {
+        let (out, err, exit) = match task.await {
+            Ok(Ok(RunOutcome::Finished(o))) => (o.stdout, o.stderr, o.exit_code),
+            // Vercel kills a command past its `timeout` with SIGKILL.
+            Ok(Ok(RunOutcome::TimedOut)) | Err(_) => (Vec::new(), Vec::new(), 137),
+            Ok(Err(e)) => (Vec::new(), e.to_string().into_bytes(), 127),
+        };
+        let mut lines = Vec::new();
+        for (stream, bytes) in [("stdout", out), ("stderr", err)] {
+            for chunk in bytes.chunks(4096) {
+                lines.extend_from_slice(&line(&json!({
+                    "stream": stream, "data": String::from_utf8_lossy(chunk),
+                })));
+            }
+        }
+        let mut finished = command_json;
+        finished["exitCode"] = json!(exit);
+        finished["durationMs"] = json!(1);
+        lines.extend_from_slice(&line(&json!({ "command": finished })));
+        Bytes::from(lines)
+    };
+    let stream = futures::stream::once(async move { first })
+        .chain(futures::stream::once(rest))
+        .map(Ok::<_, std::io::Error>);
+    (
+        StatusCode::OK,
+        [("content-type", "application/x-ndjson")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+async fn kill(
+    State(fake): State<Fake>,
+    UrlPath((sid, cid)): UrlPath<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let map = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if !map.get("signal").is_some_and(Value::is_string) {
+        return bad("`signal` is required");
+    }
+    let inner = fake.inner.lock().unwrap();
+    if let Err(r) = running_session(&inner, &sid) {
+        return r;
+    }
+    match inner.commands.get(&cid) {
+        Some(handle) => {
+            handle.abort();
+            axum::Json(json!({ "command": {
+                "id": cid, "name": "sh", "args": [], "cwd": "/", "sessionId": sid,
+                "exitCode": null, "startedAt": NOW_MS,
+            }}))
+            .into_response()
+        }
+        None => not_found("Command"),
+    }
+}
+
+async fn fs_read(State(fake): State<Fake>, UrlPath(sid): UrlPath<String>, body: Bytes) -> Response {
+    let map = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(&map, &["path", "cwd"]) {
+        return r;
+    }
+    let Some(path) = map.get("path").and_then(Value::as_str) else {
+        return bad("`path` is required");
+    };
+    let dir = match running_session(&fake.inner.lock().unwrap(), &sid) {
+        Ok((_, d)) => d,
+        Err(r) => return r,
+    };
+    let base = map
+        .get("cwd")
+        .and_then(Value::as_str)
+        .map_or(dir, PathBuf::from);
+    let file = base.join(path);
+    if file.is_dir() {
+        return bad("path is a directory");
+    }
+    match std::fs::read(&file) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [("content-type", "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => error(StatusCode::NOT_FOUND, "file_not_found", "File not found"),
+    }
+}
+
+/// Un-gzips and un-tars `body` into `(relative path, mode, content)` entries.
+fn untar(body: &[u8]) -> Result<Vec<(PathBuf, u32, Vec<u8>)>, String> {
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("not gzip: {e}"))?;
+    let mut archive = tar::Archive::new(&raw[..]);
+    let mut files = Vec::new();
+    for entry in archive.entries().map_err(|e| format!("not a tar: {e}"))? {
+        let mut entry = entry.map_err(|e| format!("not a tar: {e}"))?;
+        let path = entry.path().map_err(|e| e.to_string())?.into_owned();
+        if !path.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(format!("unsafe path in tar: {}", path.display()));
+        }
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            return Err("only regular files are accepted".into());
+        }
+        let mode = entry.header().mode().map_err(|e| e.to_string())?;
+        let mut content = Vec::new();
+        entry
+            .read_to_end(&mut content)
+            .map_err(|e| format!("truncated tar: {e}"))?;
+        files.push((path, mode, content));
+    }
+    if files.is_empty() {
+        return Err("the archive holds no file".into());
+    }
+    Ok(files)
+}
+
+async fn fs_write(
+    State(fake): State<Fake>,
+    UrlPath(sid): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+    if header("content-type") != Some("application/gzip") {
+        return bad("Content-Type must be application/gzip");
+    }
+    let Some(extract_dir) = header("x-cwd").filter(|d| d.starts_with('/')) else {
+        return bad("x-cwd must be an absolute directory");
+    };
+    if let Err(r) = running_session(&fake.inner.lock().unwrap(), &sid) {
+        return r;
+    }
+    let files = match untar(&body) {
+        Ok(f) => f,
+        Err(e) => return bad(format!("invalid tarball: {e}")),
+    };
+    for (path, _mode, content) in files {
+        let target = Path::new(extract_dir).join(path);
+        // Tar extraction creates missing parents.
+        if let Some(parent) = target.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        if let Err(e) = std::fs::write(&target, content) {
+            return bad(e.to_string());
+        }
+    }
+    axum::Json(json!({})).into_response()
+}

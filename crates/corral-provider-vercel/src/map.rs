@@ -1,0 +1,99 @@
+//! Vercel's statuses and error codes in Corral's vocabulary.
+
+use corral_domain::SandboxStatus;
+use corral_provider_http::Failure;
+
+use crate::api::{ErrorResponse, SessionStatus};
+
+/// `Sandbox.status` → the normalized status.
+///
+/// A stopped (or stopping, snapshotting) *persistent* sandbox keeps its filesystem and resumes
+/// on the next command: `paused`. A stopped non-persistent one has lost it: `stopped`. Unknown
+/// values are treated as still starting, the state from which Corral keeps observing.
+pub(crate) fn status(status: SessionStatus, persistent: bool) -> SandboxStatus {
+    match status {
+        SessionStatus::Pending | SessionStatus::Unknown => SandboxStatus::Creating,
+        SessionStatus::Running => SandboxStatus::Running,
+        SessionStatus::Stopping | SessionStatus::Stopped | SessionStatus::Snapshotting => {
+            if persistent {
+                SandboxStatus::Paused
+            } else {
+                SandboxStatus::Stopped
+            }
+        }
+        SessionStatus::Failed | SessionStatus::Aborted => SandboxStatus::Failed,
+    }
+}
+
+/// The `error.code` of a Vercel error body, if it has one.
+pub(crate) fn error_code(failure: &Failure) -> Option<String> {
+    serde_json::from_slice::<ErrorResponse>(&failure.body)
+        .ok()
+        .map(|e| e.error.code)
+}
+
+/// Whether a session-scoped call failed because the session is no longer running (410, or 422
+/// `sandbox_stopping` / `sandbox_snapshotting`): the SDK then resumes and retries once.
+pub(crate) fn session_gone(failure: &Failure) -> bool {
+    match failure.status {
+        Some(410) => true,
+        Some(422) => matches!(
+            error_code(failure).as_deref(),
+            Some("sandbox_stopping" | "sandbox_snapshotting")
+        ),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_provider::ProviderError;
+
+    #[test]
+    fn every_documented_status_maps_and_unknown_values_do_not_fail() {
+        let cases = [
+            ("pending", true, SandboxStatus::Creating),
+            ("running", true, SandboxStatus::Running),
+            ("stopping", true, SandboxStatus::Paused),
+            ("stopped", true, SandboxStatus::Paused),
+            ("snapshotting", true, SandboxStatus::Paused),
+            ("stopped", false, SandboxStatus::Stopped),
+            ("failed", true, SandboxStatus::Failed),
+            ("aborted", false, SandboxStatus::Failed),
+            ("brand_new_state", true, SandboxStatus::Creating),
+        ];
+        for (wire, persistent, want) in cases {
+            let parsed: SessionStatus = serde_json::from_str(&format!("\"{wire}\"")).unwrap();
+            assert_eq!(status(parsed, persistent), want, "{wire}");
+        }
+    }
+
+    #[test]
+    fn only_stopped_sessions_call_for_a_resume() {
+        let f = |status: u16, body: &str| Failure {
+            error: ProviderError::InvalidRequest {
+                provider: corral_domain::Provider::Vercel,
+                message: String::new(),
+            },
+            status: Some(status),
+            body: bytes::Bytes::from(body.to_owned()),
+        };
+        assert!(session_gone(&f(
+            410,
+            r#"{"error":{"code":"sandbox_stopped","message":"x"}}"#
+        )));
+        assert!(session_gone(&f(
+            422,
+            r#"{"error":{"code":"sandbox_stopping","message":"x"}}"#
+        )));
+        assert!(!session_gone(&f(
+            422,
+            r#"{"error":{"code":"bad_request","message":"x"}}"#
+        )));
+        assert!(!session_gone(&f(
+            404,
+            r#"{"error":{"code":"not_found","message":"x"}}"#
+        )));
+    }
+}
