@@ -4,11 +4,12 @@
 //! `ttl_action` enum, FastAPI-style `422 {"detail": …}` otherwise) and answers with Morph's
 //! shapes. Exec runs the argv for real in a per-instance temporary directory; there is no file
 //! endpoint, as on Morph. A new instance is `pending` until it is first observed, then `ready`.
+//! A TTL runs from the start: at expiry `stop` deletes the instance and `pause` pauses it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -25,6 +26,7 @@ use serde_json::{Value, json};
 struct FakeInstance {
     dir: tempfile::TempDir,
     body: Value,
+    started: Instant,
 }
 
 struct Shared {
@@ -46,9 +48,26 @@ fn invalid(loc: &[&str], msg: &str) -> Response {
     )
 }
 
+/// The instance table, with every TTL that ran out applied first: `stop` deletes the instance,
+/// `pause` pauses it.
 #[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, HashMap<String, FakeInstance>> {
-    shared.instances.lock().expect("instances lock")
+    let mut instances = shared.instances.lock().expect("instances lock");
+    instances.retain(|_, i| {
+        let Some(ttl) = i.body["ttl"]["ttl_seconds"].as_u64() else {
+            return true;
+        };
+        if i.started.elapsed() < Duration::from_secs(ttl) {
+            return true;
+        }
+        if i.body["ttl"]["ttl_action"] == "pause" {
+            i.body["status"] = json!("paused");
+            true
+        } else {
+            false
+        }
+    });
+    instances
 }
 
 async fn auth(State(shared): St, headers: HeaderMap, req: Request, next: Next) -> Response {
@@ -136,6 +155,7 @@ async fn start_instance(
         FakeInstance {
             dir,
             body: instance.clone(),
+            started: Instant::now(),
         },
     );
     (StatusCode::OK, axum::Json(instance)).into_response()

@@ -8,7 +8,8 @@
 //! required `command`/`args` and octet-stream file bodies. A new sandbox is `starting` (agent
 //! null) until it is first observed, then `running` with an agent URL and token. Execs run for
 //! real in a per-sandbox temporary directory; `exitCode` reads 0 until the process has ended,
-//! as a Go zero value would.
+//! as a Go zero value would. A `ttl` runs from creation and ends in `terminated`
+//! (`autoterminated`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +40,7 @@ struct FakeExec {
 
 struct FakeSandbox {
     seq: u64,
+    created: std::time::Instant,
     dir: tempfile::TempDir,
     body: Value,
     token: Option<String>,
@@ -54,9 +56,33 @@ struct Shared {
 
 type St = State<Arc<Shared>>;
 
+/// The sandbox table, with every `ttl` that ran out applied first (`autoterminated`).
 #[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, HashMap<String, FakeSandbox>> {
-    shared.sandboxes.lock().expect("sandboxes lock")
+    let mut sandboxes = shared.sandboxes.lock().expect("sandboxes lock");
+    for sb in sandboxes.values_mut() {
+        let expired = sb.body["ttl"]
+            .as_u64()
+            .is_some_and(|ttl| sb.created.elapsed() >= Duration::from_secs(ttl));
+        if expired && sb.body["status"] != "terminated" {
+            terminate(sb, "autoterminated");
+        }
+    }
+    sandboxes
+}
+
+fn terminate(sb: &mut FakeSandbox, reason: &str) {
+    for exec in sb.execs.values() {
+        if let Some(task) = lock_exec(exec).task.take() {
+            task.abort();
+        }
+    }
+    sb.execs.clear();
+    sb.token = None;
+    sb.body["status"] = json!("terminated");
+    sb.body["status_reason"] = json!(reason);
+    sb.body["terminated_at"] = json!(NOW);
+    sb.body["agent"] = json!({ "version": null, "token": null, "url": null });
 }
 
 #[allow(clippy::expect_used)] // As above.
@@ -225,6 +251,7 @@ async fn create_sandbox(State(shared): St, body: Bytes) -> Response {
         id,
         FakeSandbox {
             seq,
+            created: std::time::Instant::now(),
             dir,
             body: sandbox.clone(),
             token: None,
@@ -289,17 +316,9 @@ async fn terminate_sandbox(State(shared): St, Path(id): Path<String>, body: Byte
             None,
         );
     };
-    for exec in sb.execs.values() {
-        if let Some(task) = lock_exec(exec).task.take() {
-            task.abort();
-        }
+    if sb.body["status"] != "terminated" {
+        terminate(sb, "termination_requested");
     }
-    sb.execs.clear();
-    sb.token = None;
-    sb.body["status"] = json!("terminated");
-    sb.body["status_reason"] = json!("termination_requested");
-    sb.body["terminated_at"] = json!(NOW);
-    sb.body["agent"] = json!({ "version": null, "token": null, "url": null });
     axum::Json(sb.body.clone()).into_response()
 }
 

@@ -137,3 +137,24 @@ async fn exec_wraps_cwd_and_env_in_the_shell_and_sends_an_argv() {
         ]})
     );
 }
+
+#[tokio::test]
+async fn an_expired_ttl_with_stop_leaves_no_instance_behind() {
+    let (_server, provider) = setup().await;
+    let s = spec(None, Some(1));
+    let created = provider.create(&ctx(), &s).await.unwrap();
+    provider.get(&ctx(), &created.native_id).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let err = provider.get(&ctx(), &created.native_id).await.unwrap_err();
+    assert!(
+        matches!(err, corral_provider::ProviderError::NotFound { .. }),
+        "{err:?}"
+    );
+    assert!(
+        provider
+            .find_by_operation_id(&ctx(), &s.operation_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -218,3 +218,16 @@ async fn find_filters_the_listing_by_the_tag() {
         Some(format!("tags%5Bcorral-operation-id%5D={}&limit=100", s.operation_id).as_str())
     );
 }
+
+#[tokio::test]
+async fn a_ttl_that_ran_out_reads_as_expired() {
+    let (_server, provider) = setup().await;
+    let id = {
+        let created = provider.create(&ctx(), &spec(None, Some(1))).await.unwrap();
+        provider.get(&ctx(), &created.native_id).await.unwrap();
+        created.native_id
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let seen = provider.get(&ctx(), &id).await.unwrap();
+    assert_eq!(seen.status, corral_domain::SandboxStatus::Expired);
+}
