@@ -377,8 +377,17 @@ async fn execute(
     } else {
         Duration::from_secs(600)
     };
-    // Both streams point at one buffer in the daemon: merge them.
-    let script = format!("exec 2>&1\n{command}");
+    // The daemon splits the command with a quote-aware splitter that knows no escapes and
+    // runs the argv without a shell; both streams point at one buffer: merge them.
+    let argv = split_command(command);
+    if argv.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "empty command");
+    }
+    let quoted: Vec<String> = argv
+        .iter()
+        .map(|a| corral_provider::files_via_exec::shell_quote(a))
+        .collect();
+    let script = format!("exec 2>&1; exec {}", quoted.join(" "));
     match run_command(&script, &cwd, &envs, deadline, 16 << 20).await {
         Ok(RunOutcome::Finished(out)) => axum::Json(json!({
             "exitCode": out.exit_code,
@@ -388,6 +397,30 @@ async fn execute(
         Ok(RunOutcome::TimedOut) => error(StatusCode::REQUEST_TIMEOUT, "command execution timeout"),
         Err(e) => axum::Json(json!({"exitCode": -1, "result": e.to_string()})).into_response(),
     }
+}
+
+/// The daemon's command splitter: spaces separate words, `'` and `"` quote (the other quote is
+/// literal inside), and there are no escapes.
+fn split_command(command: &str) -> Vec<String> {
+    let mut args = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    for c in command.chars() {
+        match (c, quote) {
+            ('"' | '\'', None) => quote = Some(c),
+            (c, Some(q)) if c == q => quote = None,
+            (' ', None) => {
+                if !current.is_empty() {
+                    args.push(std::mem::take(&mut current));
+                }
+            }
+            (c, _) => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        args.push(current);
+    }
+    args
 }
 
 fn path_param(q: &HashMap<String, String>) -> Result<String, Response> {

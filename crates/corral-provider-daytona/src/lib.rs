@@ -17,9 +17,11 @@
 //!
 //! Exec: `/process/execute` **merges stderr into stdout** (`result`), so output streams are
 //! advertised as `combined` and everything arrives in `stdout`; the result is a JSON string, so
-//! non-UTF-8 output bytes are replaced. The command is sent as `sh -c '<command>'` (the daemon
-//! feeds the command to the sandbox shell), with `cwd`, `envs` and `timeout` (seconds, rounded
-//! up) as the toolbox API takes them; the daemon answers 408 when the timeout fires.
+//! non-UTF-8 output bytes are replaced. The command travels base64-encoded inside
+//! `sh -c 's=$(echo <b64> | base64 -d) && eval "$s"'` (see `wire_command`: robust to both
+//! ways Daytona daemons have read the command; needs `base64` in the image, as Daytona's own
+//! SDKs do), with `cwd`, `envs` and `timeout` (seconds, rounded up) as the toolbox API takes
+//! them; the daemon answers 408 when the timeout fires.
 //! Files: the upload creates missing parents, so a write checks the parent with
 //! `/files/info` first (Corral's contract is that the parent must exist).
 
@@ -35,8 +37,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use base64::Engine as _;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
-use corral_provider::files_via_exec::shell_quote;
 use corral_provider::{
     CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
     Result, SandboxProvider,
@@ -139,6 +141,17 @@ impl DaytonaProvider {
     }
 }
 
+/// The command as `/process/execute` gets it: `sh -c 's=$(echo <base64> | base64 -d) && eval
+/// "$s"'`. Daytona daemons have either split the command with a quote-aware splitter that knows
+/// no escapes, or fed it to the sandbox shell's stdin; this form survives both (only base64
+/// characters inside the single quotes), keeps every byte of the command (an assignment does
+/// no word splitting or globbing), and does not leave the script on stdin for the command to
+/// read.
+fn wire_command(command: &str) -> String {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(command);
+    format!("sh -c 's=$(echo {encoded} | base64 -d) && eval \"$s\"'")
+}
+
 /// Whole minutes for `seconds`, rounded up (validation makes it a multiple of 60 already).
 fn minutes(seconds: u64) -> u64 {
     seconds.div_ceil(60)
@@ -219,7 +232,7 @@ impl SandboxProvider for DaytonaProvider {
             .unwrap_or(u64::MAX)
             .max(1);
         let body = api::ExecuteRequest {
-            command: format!("sh -c {}", shell_quote(&spec.command)),
+            command: wire_command(&spec.command),
             cwd: spec.cwd.clone(),
             envs: spec.env.clone(),
             timeout: Some(seconds),

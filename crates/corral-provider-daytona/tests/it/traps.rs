@@ -10,6 +10,11 @@ use serde_json::Value;
 
 use crate::{ctx, spec};
 
+fn decode_b64(s: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
 fn body_json(body: &[u8]) -> Value {
     serde_json::from_slice(body).unwrap()
 }
@@ -106,7 +111,17 @@ async fn exec_output_is_combined_as_advertised_and_sent_to_the_toolbox() {
         format!("Bearer {API_KEY}").as_str()
     );
     let body = body_json(&req.body);
-    assert_eq!(body["command"], "sh -c 'echo out; echo err >&2; exit 3'");
+    let wire = body["command"].as_str().unwrap();
+    let encoded = wire
+        .strip_prefix("sh -c 's=$(echo ")
+        .and_then(|rest| rest.strip_suffix(" | base64 -d) && eval \"$s\"'"))
+        .unwrap_or_else(|| panic!("unexpected wire command {wire}"));
+    assert!(
+        encoded
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+    );
+    assert_eq!(decode_b64(encoded), b"echo out; echo err >&2; exit 3");
     assert_eq!(body["cwd"], "/");
     assert_eq!(body["envs"]["A"], "b");
     assert_eq!(body["timeout"], 42, "seconds");
@@ -235,4 +250,18 @@ async fn a_restarted_adapter_finds_the_toolbox_from_the_sandbox_record() {
         .await
         .unwrap();
     assert_eq!(out.stdout, b"hi\n");
+}
+
+#[tokio::test]
+async fn commands_with_quotes_newlines_and_spaces_survive_the_wire_form() {
+    let (_fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    crate::started(&p, &created.native_id).await;
+    let script = "printf '%s|' \"it's\" 'a  b' \"$((1+2))\"\nprintf '%s' \"*\"";
+    let out = p
+        .exec(&ctx(), &created.native_id, &ExecSpec::new(script))
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "it's|a  b|3|*");
+    assert_eq!(out.exit_code, 0);
 }
