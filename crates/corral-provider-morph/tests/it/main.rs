@@ -2,6 +2,7 @@
 //! Morph adapter against its loopback fake.
 
 mod conformance;
+mod fake_checks;
 mod faults;
 mod live;
 mod traps;
