@@ -23,7 +23,8 @@ pub struct CreateSandboxRequest {
 }
 
 /// `Sandbox.agent`: how to reach the in-VM API; both null unless the sandbox is running.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `Debug` never shows the token.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Agent {
     /// Agent version.
     #[serde(default)]
@@ -34,6 +35,16 @@ pub struct Agent {
     /// Base URL of the in-VM API.
     #[serde(default)]
     pub url: Option<String>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("version", &self.version)
+            .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .field("url", &self.url)
+            .finish()
+    }
 }
 
 /// `Sandbox` (fields Corral does not use are ignored).
@@ -146,4 +157,23 @@ pub struct FileReadResponse {
     pub content: String,
     /// `utf-8` or `base64`.
     pub encoding: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_agent_token() {
+        let agent = Agent {
+            version: None,
+            token: Some("agent-secret-77".into()),
+            url: Some("https://vm.example".into()),
+        };
+        let shown = format!("{agent:?}");
+        assert!(
+            !shown.contains("agent-secret-77") && shown.contains("[redacted]"),
+            "{shown}"
+        );
+    }
 }
