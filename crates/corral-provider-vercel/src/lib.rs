@@ -401,7 +401,10 @@ impl SandboxProvider for VercelProvider {
         let scope = scope(ctx)?;
         match self.client.get_sandbox(ctx, scope, native_id, false).await {
             Ok(resp) => {
-                self.remember(scope, native_id, &resp.session);
+                // A stopped session is of no use to later calls: they resume instead.
+                if resp.session.status == api::SessionStatus::Running {
+                    self.remember(scope, native_id, &resp.session);
+                }
                 Ok(observed(&resp.sandbox))
             }
             // `snapshot_not_found`: the stopped sandbox's snapshot expired; it cannot run again.
