@@ -96,7 +96,12 @@ impl E2bProvider {
         let http = ProviderHttp::new(P, &config.base_url, config.http)?;
         let client = Client::new(http, config.envd_url_template, config.default_domain);
         // Validate the template once, so a bad configuration fails at start-up.
-        client.envd_base("probe", None)?;
+        client
+            .envd_base("probe", None)
+            .map_err(|_| ProviderError::InvalidRequest {
+                provider: P,
+                message: "envd_url_template does not give an http(s) URL".into(),
+            })?;
         Ok(Self {
             client,
             caps: capabilities::capabilities(),

@@ -261,4 +261,23 @@ async fn files_use_envd_routes_with_the_path_query_and_multipart_upload() {
         .await
         .unwrap_err();
     assert!(matches!(err, ProviderError::FileRefused { .. }), "{err:?}");
+    // Files, like exec, carry the sandbox's token and never the API key.
+    let token = fake.token_of(&created.native_id).unwrap();
+    for r in fake.envd.log().all() {
+        assert!(r.headers.get("x-api-key").is_none(), "{}", r.path);
+        assert_eq!(r.headers["x-access-token"], token.as_str(), "{}", r.path);
+    }
+}
+
+#[test]
+fn a_malformed_envd_template_fails_at_construction() {
+    let err = E2bProvider::new(corral_provider_e2b::E2bConfig {
+        envd_url_template: "ftp://{sandboxID}.example".into(),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
 }
