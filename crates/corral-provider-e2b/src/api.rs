@@ -27,7 +27,7 @@ pub struct NewSandbox {
 #[serde(rename_all = "camelCase")]
 pub struct Sandbox {
     /// Template id.
-    #[serde(rename = "templateID")]
+    #[serde(rename = "templateID", default)]
     pub template_id: String,
     /// Sandbox id.
     #[serde(rename = "sandboxID")]
@@ -36,6 +36,7 @@ pub struct Sandbox {
     #[serde(rename = "clientID", default)]
     pub client_id: String,
     /// envd version.
+    #[serde(default)]
     pub envd_version: String,
     /// Token for envd (`X-Access-Token`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,12 +47,13 @@ pub struct Sandbox {
 }
 
 /// `SandboxDetail` (`GET /sandboxes/{id}`) and `ListedSandbox` (`GET /v2/sandboxes`), which
-/// share the fields Corral reads.
+/// share the fields Corral reads. Only `sandboxID` and `state` are insisted on: the rest is
+/// informative, so a provider that drops a field does not break observation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxDetail {
     /// Template id.
-    #[serde(rename = "templateID")]
+    #[serde(rename = "templateID", default)]
     pub template_id: String,
     /// Sandbox id.
     #[serde(rename = "sandboxID")]
@@ -60,20 +62,24 @@ pub struct SandboxDetail {
     #[serde(rename = "clientID", default)]
     pub client_id: String,
     /// Start time (RFC 3339).
+    #[serde(default)]
     pub started_at: String,
     /// Expiry time (RFC 3339).
+    #[serde(default)]
     pub end_at: String,
     /// CPU count.
+    #[serde(default)]
     pub cpu_count: u32,
     /// Memory in MB.
-    #[serde(rename = "memoryMB")]
+    #[serde(rename = "memoryMB", default)]
     pub memory_mb: u32,
     /// Disk in MB.
-    #[serde(rename = "diskSizeMB")]
+    #[serde(rename = "diskSizeMB", default)]
     pub disk_size_mb: u32,
     /// `SandboxState`: `running` or `paused` (kept as text: unknown values must not fail).
     pub state: String,
     /// envd version.
+    #[serde(default)]
     pub envd_version: String,
     /// Token for envd (detail only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
