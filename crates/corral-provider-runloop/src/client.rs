@@ -44,14 +44,19 @@ impl Client {
             .bearer_auth(key.expose_secret())
     }
 
-    /// `POST /v1/devboxes`.
+    /// `POST /v1/devboxes`, with `x-request-id: <request_id>`: the idempotency header the
+    /// official SDKs send on non-GET requests (reused across retries of the same create).
     pub(crate) async fn create_devbox(
         &self,
         ctx: &CallContext,
         key: &SecretString,
         body: &DevboxCreateParameters,
+        request_id: &str,
     ) -> Result<DevboxView> {
-        let req = self.req(Method::POST, "/v1/devboxes", key).json(body);
+        let req = self
+            .req(Method::POST, "/v1/devboxes", key)
+            .header("x-request-id", request_id)
+            .json(body);
         self.http.send_json(ctx, req).await
     }
 

@@ -8,7 +8,8 @@
 //!   `blueprint_id`, anything else as `blueprint_name`; none boots Runloop's default image);
 //!   the lifetime is `launch_parameters.keep_alive_time_seconds` (seconds, default 3600,
 //!   maximum 172800), after which Runloop shuts the devbox down for good; the operation id is
-//!   the `metadata` entry `corral_operation_id`.
+//!   the `metadata` entry `corral_operation_id`, and also the `x-request-id` header the official
+//!   SDKs use as an idempotency key.
 //! - **get** → `GET /v1/devboxes/{id}`; **delete** → `POST /v1/devboxes/{id}/shutdown?force=true`
 //!   (permanent: the disk is deleted).
 //! - **find by operation id** → `GET /v1/devboxes` pages, filtered on the metadata here (the
@@ -203,7 +204,13 @@ impl SandboxProvider for RunloopProvider {
                 ),
             }),
         };
-        let view = self.client.create_devbox(ctx, key, &body).await?;
+        // The operation id is the idempotency key: a retried create of the same operation
+        // carries the same `x-request-id` (server-side dedupe is Runloop's, undocumented).
+        let request_id = spec.operation_id.to_string();
+        let view = self
+            .client
+            .create_devbox(ctx, key, &body, &request_id)
+            .await?;
         Ok(observed(view))
     }
 

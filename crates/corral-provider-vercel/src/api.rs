@@ -22,6 +22,9 @@ pub struct CreateSandboxRequest {
     /// A container image (exclusive with `runtime`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Whether stopping keeps the filesystem (snapshot) for a later resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent: Option<bool>,
     /// Up to five tags: Corral tags the operation id here.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,

@@ -12,7 +12,8 @@
 //!   (`node22`, `node24`, `node26`, `python3.13`, sent as `runtime`); any other `image` is a
 //!   container image (`image`); none is Vercel's default image. The lifetime is the session
 //!   `timeout`, sent in **milliseconds** (Corral's seconds × 1000; default 300 s, maximum 24 h
-//!   on Pro/Enterprise, 45 min on Hobby). The operation id is the tag `corral-operation-id`.
+//!   on Pro/Enterprise, 45 min on Hobby). `persistent: true` is always sent. The operation
+//!   id is the tag `corral-operation-id`.
 //!   The native id is the sandbox `name` Vercel assigns.
 //! - **get** → `GET /v2/sandboxes/{name}`; **delete** → `DELETE /v2/sandboxes/{name}` (the
 //!   sandbox and all its snapshots); **find** → `GET /v2/sandboxes?tags=corral-operation-id:<op>`.
@@ -162,6 +163,9 @@ pub fn create_body(spec: &CreateSpec, project_id: &str) -> CreateSandboxRequest 
         timeout: Some(seconds.saturating_mul(1000)),
         runtime,
         image,
+        // Sent although it is Vercel's default since persistence went GA: Corral advertises
+        // sandboxes that sleep and resume, and older defaults (and the official mock) differ.
+        persistent: Some(true),
         tags: [(OPERATION_ID_TAG.to_owned(), spec.operation_id.to_string())].into(),
     }
 }

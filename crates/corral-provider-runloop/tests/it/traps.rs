@@ -68,6 +68,10 @@ async fn create_sends_keep_alive_in_seconds_the_operation_id_and_the_bearer_key(
         r.headers["authorization"].to_str().unwrap(),
         format!("Bearer {FAKE_API_KEY}")
     );
+    assert_eq!(
+        r.headers["x-request-id"].to_str().unwrap(),
+        spec.operation_id.to_string()
+    );
     let b = body(r);
     assert_eq!(b["launch_parameters"]["keep_alive_time_seconds"], 7200);
     assert!(b["launch_parameters"]["keep_alive_time_seconds"].is_u64());

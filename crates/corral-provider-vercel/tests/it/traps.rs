@@ -113,7 +113,11 @@ async fn runtimes_go_to_v2_and_images_to_v3_as_the_sdk_does() {
     assert_eq!(body(v3)["image"], "node:22");
     assert!(body(v3).get("runtime").is_none());
     let keys: Vec<String> = body(v3).as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys, ["image", "projectId", "tags", "timeout"]);
+    assert_eq!(
+        keys,
+        ["image", "persistent", "projectId", "tags", "timeout"]
+    );
+    assert_eq!(body(v3)["persistent"], true);
 }
 
 #[tokio::test]
