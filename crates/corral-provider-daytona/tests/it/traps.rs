@@ -265,3 +265,80 @@ async fn commands_with_quotes_newlines_and_spaces_survive_the_wire_form() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "it's|a  b|3|*");
     assert_eq!(out.exit_code, 0);
 }
+
+#[tokio::test]
+async fn the_fake_rejects_what_daytona_rejects() {
+    let (fake, p) = crate::world().await;
+    let client = corral_provider_http::reqwest::Client::new();
+    let create = |body: &'static str, auth: Option<&str>| {
+        let mut req = client
+            .post(format!("{}/sandbox", fake.control.base_url()))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(a) = auth {
+            req = req.header("authorization", a.to_owned());
+        }
+        req.send()
+    };
+    let bearer = format!("Bearer {API_KEY}");
+    let status = |r: corral_provider_http::reqwest::Response| r.status().as_u16();
+    assert_eq!(status(create("{}", None).await.unwrap()), 401);
+    assert_eq!(
+        status(create("{}", Some("Bearer nope")).await.unwrap()),
+        401
+    );
+    assert_eq!(status(create("{}", Some(&bearer)).await.unwrap()), 200);
+    // Minutes are integers: seconds-as-fractions are refused.
+    assert_eq!(
+        status(
+            create(r#"{"autoStopInterval":1.5}"#, Some(&bearer))
+                .await
+                .unwrap()
+        ),
+        400
+    );
+    assert_eq!(
+        status(
+            create(r#"{"autoStopInterval":"15"}"#, Some(&bearer))
+                .await
+                .unwrap()
+        ),
+        400
+    );
+    assert_eq!(
+        status(create(r#"{"labels":["x"]}"#, Some(&bearer)).await.unwrap()),
+        400
+    );
+    // The toolbox wants a command, and only for a started sandbox.
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    let execute = format!(
+        "{}/toolbox/{}/process/execute",
+        fake.toolbox.base_url(),
+        created.native_id
+    );
+    let r = client
+        .post(&execute)
+        .header("authorization", bearer.clone())
+        .body(r#"{"command":"true"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(r), 400, "not started yet");
+    crate::started(&p, &created.native_id).await;
+    let r = client
+        .post(&execute)
+        .header("authorization", bearer.clone())
+        .body(r#"{"cwd":"/"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(r), 400, "command is required");
+    let r = client
+        .post(&execute)
+        .header("authorization", bearer)
+        .body(r#"{"command":"true","timeout":"5"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(r), 400, "timeout is an integer of seconds");
+}

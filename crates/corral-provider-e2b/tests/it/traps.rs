@@ -281,3 +281,74 @@ fn a_malformed_envd_template_fails_at_construction() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn the_fake_rejects_what_e2b_rejects() {
+    let (fake, _p) = crate::world().await;
+    let client = corral_provider_http::reqwest::Client::new();
+    let post = |body: &'static str, key: Option<&'static str>| {
+        let mut req = client
+            .post(format!("{}/sandboxes", fake.control.base_url()))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(k) = key {
+            req = req.header("X-API-Key", k);
+        }
+        req.send()
+    };
+    let status = |r: corral_provider_http::reqwest::Response| r.status().as_u16();
+    assert_eq!(
+        status(post(r#"{"templateID":"base"}"#, None).await.unwrap()),
+        401
+    );
+    assert_eq!(
+        status(
+            post(r#"{"templateID":"base"}"#, Some("e2b_x"))
+                .await
+                .unwrap()
+        ),
+        401
+    );
+    assert_eq!(
+        status(post(r#"{"timeout":30}"#, Some(API_KEY)).await.unwrap()),
+        400
+    );
+    assert_eq!(
+        status(
+            post(r#"{"templateID":"base","timeout":"30"}"#, Some(API_KEY))
+                .await
+                .unwrap()
+        ),
+        400
+    );
+    assert_eq!(
+        status(
+            post(r#"{"templateID":"base","timeout":30000}"#, Some(API_KEY))
+                .await
+                .unwrap()
+        ),
+        201,
+        "30000 s is within 24 h"
+    );
+    assert_eq!(
+        status(
+            post(r#"{"templateID":"base","timeout":90000}"#, Some(API_KEY))
+                .await
+                .unwrap()
+        ),
+        400,
+        "more than 24 h"
+    );
+    let wrong_path = client
+        .post(format!("{}/sandbox", fake.control.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_path.status().as_u16(), 404);
+    let wrong_method = client
+        .put(format!("{}/sandboxes", fake.control.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_method.status().as_u16(), 405);
+}
