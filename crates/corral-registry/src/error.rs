@@ -96,5 +96,11 @@ impl RegistryError {
     }
 }
 
+impl From<diesel::result::Error> for RegistryError {
+    fn from(e: diesel::result::Error) -> Self {
+        crate::db::db_error(e)
+    }
+}
+
 /// Shorthand for registry results.
 pub type Result<T, E = RegistryError> = std::result::Result<T, E>;

@@ -9,8 +9,11 @@ mod error;
 mod migrations;
 mod model;
 mod registry;
+mod rows;
 pub mod schema;
 mod secret;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn, db_error};

@@ -2,15 +2,26 @@
 
 use std::sync::Arc;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use corral_domain::limits::MAX_PAGE_LIMIT;
 use corral_domain::{OperationId, Provider, SandboxId, SandboxStatus, Timestamp};
+use diesel::prelude::*;
+use diesel::upsert::excluded;
+use diesel_async::RunQueryDsl;
+use secrecy::ExposeSecret as _;
+use subtle::ConstantTimeEq as _;
+use ulid::Ulid;
 
-use crate::db::Database;
+use crate::db::{Database, PooledConnection, db_error, to_micros};
 use crate::error::{RegistryError, Result};
 use crate::model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
     ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
 };
-use crate::secret::MasterKey;
+use crate::rows::{ApiKeyRow, ProfileRow, ProjectRow, SandboxRow, VerificationRow};
+use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};
+use crate::secret::{MasterKey, generate_api_key, parse_api_key};
 
 /// The registry over one [`Database`], holding the master key that hashes API keys and
 /// encrypts provider credentials. Cheap to clone.
@@ -20,9 +31,79 @@ pub struct Registry {
     key: Arc<MasterKey>,
 }
 
-fn not_yet<T>(what: &'static str) -> Result<T> {
-    Err(RegistryError::NotImplemented { what })
+/// Runs `$body` (which yields `Result<T>`) on a pooled connection of either backend, under the
+/// database's operation timeout.
+macro_rules! run {
+    ($self:ident, |$c:ident| $body:expr) => {
+        $self
+            .db
+            .timed(async {
+                let mut conn = $self.db.connection().await?;
+                $crate::with_conn!(&mut conn, |$c| $body)
+            })
+            .await
+    };
 }
+
+/// Runs `$body` in a write transaction: `BEGIN IMMEDIATE` on SQLite (the write lock is taken
+/// up front, so the busy timeout applies and no reader-to-writer upgrade can fail with
+/// `SQLITE_BUSY`), an ordinary transaction on PostgreSQL.
+macro_rules! write_tx {
+    ($self:ident, |$c:ident| $body:expr) => {
+        $self
+            .db
+            .timed(async {
+                let mut conn = $self.db.connection().await?;
+                match &mut conn {
+                    PooledConnection::Sqlite(c0) => c0.immediate_transaction(async |$c| $body).await,
+                    PooledConnection::Postgres(c0) => {
+                        use diesel_async::AsyncConnection as _;
+                        c0.transaction(async |$c| $body).await
+                    }
+                }
+            })
+            .await
+    };
+}
+
+/// The associated data that binds a stored credential to its row.
+fn credential_aad(project: ProjectId, provider: Provider, profile_id: &str) -> Vec<u8> {
+    format!("corral/profile-credential/v1\0{project}\0{provider}\0{profile_id}").into_bytes()
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.chars().count() > 255 || name.chars().any(char::is_control) {
+        return Err(RegistryError::InvalidInput {
+            message: "a project name is 1–255 characters without control characters".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| RegistryError::Internal {
+        message: format!("cannot serialize: {e}"),
+    })
+}
+
+/// Cursor format: base64url (no padding) of `v1:<createdAt micros>:<sandbox id>`.
+fn encode_cursor(created_at: i64, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("v1:{created_at}:{id}"))
+}
+
+fn decode_cursor(cursor: &str) -> Result<(i64, String)> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| RegistryError::InvalidCursor)?;
+    let text = String::from_utf8(bytes).map_err(|_| RegistryError::InvalidCursor)?;
+    let rest = text.strip_prefix("v1:").ok_or(RegistryError::InvalidCursor)?;
+    let (created, id) = rest.split_once(':').ok_or(RegistryError::InvalidCursor)?;
+    let created: i64 = created.parse().map_err(|_| RegistryError::InvalidCursor)?;
+    let id: SandboxId = id.parse().map_err(|_| RegistryError::InvalidCursor)?;
+    Ok((created, id.to_string()))
+}
+
+const SANDBOX: &str = "sandbox";
 
 impl Registry {
     /// A registry over `db` (already connected and migrated) using `master_key`.
@@ -43,25 +124,69 @@ impl Registry {
     /// Creates a project; the name (1–255 characters, no control characters) must be unused
     /// ([`RegistryError::Conflict`] otherwise).
     pub async fn create_project(&self, name: &str) -> Result<Project> {
-        let _ = name;
-        not_yet("create_project")
+        validate_name(name)?;
+        let row = ProjectRow {
+            id: ProjectId::new().to_string(),
+            name: name.to_owned(),
+            created_at: to_micros(self.db.now()),
+        };
+        run!(self, |c| {
+            diesel::insert_into(projects::table)
+                .values(&row)
+                .execute(c)
+                .await
+                .map_err(|e| match db_error(e) {
+                    RegistryError::Conflict { .. } => RegistryError::Conflict {
+                        what: "project name",
+                    },
+                    other => other,
+                })
+        })?;
+        row.into_project()
     }
 
     /// The project with this id ([`RegistryError::NotFound`] if none).
     pub async fn project(&self, id: ProjectId) -> Result<Project> {
-        let _ = id;
-        not_yet("project")
+        let id = id.to_string();
+        let row: Option<ProjectRow> = run!(self, |c| {
+            projects::table
+                .filter(projects::id.eq(&id))
+                .select(ProjectRow::as_select())
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)
+        })?;
+        row.ok_or(RegistryError::NotFound { what: "project" })?
+            .into_project()
     }
 
     /// The project with this name ([`RegistryError::NotFound`] if none).
     pub async fn project_by_name(&self, name: &str) -> Result<Project> {
-        let _ = name;
-        not_yet("project_by_name")
+        let row: Option<ProjectRow> = run!(self, |c| {
+            projects::table
+                .filter(projects::name.eq(name))
+                .select(ProjectRow::as_select())
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)
+        })?;
+        row.ok_or(RegistryError::NotFound { what: "project" })?
+            .into_project()
     }
 
     /// Every project, oldest first.
     pub async fn list_projects(&self) -> Result<Vec<Project>> {
-        not_yet("list_projects")
+        let rows: Vec<ProjectRow> = run!(self, |c| {
+            projects::table
+                .order((projects::created_at.asc(), projects::id.asc()))
+                .select(ProjectRow::as_select())
+                .load(c)
+                .await
+                .map_err(db_error)
+        })?;
+        rows.into_iter().map(ProjectRow::into_project).collect()
     }
 
     // --- API keys ----------------------------------------------------------------------------
@@ -69,45 +194,234 @@ impl Registry {
     /// Issues a new API key for `project`. Only the key id and an HMAC-SHA256 of the secret
     /// (under a subkey of the master key) are stored; the full key is returned once.
     pub async fn issue_api_key(&self, project: ProjectId) -> Result<NewApiKey> {
-        let _ = project;
-        not_yet("issue_api_key")
+        let (key_id, key) = generate_api_key()?;
+        let parsed = parse_api_key(key.expose_secret()).ok_or_else(|| RegistryError::Internal {
+            message: "a generated API key does not parse".to_owned(),
+        })?;
+        let row = ApiKeyRow {
+            key_id: key_id.clone(),
+            project_id: project.to_string(),
+            secret_hash: self.key.api_key_hash(parsed.key_id, parsed.secret),
+            created_at: to_micros(self.db.now()),
+            revoked_at: None,
+        };
+        run!(self, |c| {
+            diesel::insert_into(api_keys::table)
+                .values(&row)
+                .execute(c)
+                .await
+                .map_err(|e| match db_error(e) {
+                    // The only foreign key: the project.
+                    RegistryError::Internal { message } if message.contains("FOREIGN KEY") || message.contains("foreign key") => {
+                        RegistryError::NotFound { what: "project" }
+                    }
+                    other => other,
+                })
+        })?;
+        Ok(NewApiKey {
+            info: row.info()?,
+            key,
+        })
     }
 
     /// The project a presented key authenticates, or `None` when the key is malformed (shape or
     /// checksum: no database access), unknown, revoked or wrong. Digests are compared in
     /// constant time.
     pub async fn authenticate(&self, presented: &str) -> Result<Option<ProjectId>> {
-        let _ = presented;
-        not_yet("authenticate")
+        let Some(parsed) = parse_api_key(presented) else {
+            return Ok(None);
+        };
+        let key_id = parsed.key_id;
+        let row: Option<ApiKeyRow> = run!(self, |c| {
+            api_keys::table
+                .filter(api_keys::key_id.eq(key_id))
+                .select(ApiKeyRow::as_select())
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)
+        })?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let expected = self.key.api_key_hash(parsed.key_id, parsed.secret);
+        let matches = bool::from(expected.ct_eq(&row.secret_hash));
+        if !matches || row.revoked_at.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(crate::rows::parse_project_id(&row.project_id)?))
     }
 
     /// Revokes a key by its key id. Idempotent (the first revocation time is kept);
     /// [`RegistryError::NotFound`] when no such key exists.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<ApiKeyInfo> {
-        let _ = key_id;
-        not_yet("revoke_api_key")
+        let now = to_micros(self.db.now());
+        let row: Option<ApiKeyRow> = run!(self, |c| {
+            diesel::update(
+                api_keys::table
+                    .filter(api_keys::key_id.eq(key_id))
+                    .filter(api_keys::revoked_at.is_null()),
+            )
+            .set(api_keys::revoked_at.eq(Some(now)))
+            .execute(c)
+            .await
+            .map_err(db_error)?;
+            api_keys::table
+                .filter(api_keys::key_id.eq(key_id))
+                .select(ApiKeyRow::as_select())
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)
+        })?;
+        row.ok_or(RegistryError::NotFound { what: "API key" })?
+            .info()
     }
 
     /// A project's keys (revoked ones included), oldest first.
     pub async fn list_api_keys(&self, project: ProjectId) -> Result<Vec<ApiKeyInfo>> {
-        let _ = project;
-        not_yet("list_api_keys")
+        let project = project.to_string();
+        let rows: Vec<ApiKeyRow> = run!(self, |c| {
+            api_keys::table
+                .filter(api_keys::project_id.eq(&project))
+                .order((api_keys::created_at.asc(), api_keys::key_id.asc()))
+                .select(ApiKeyRow::as_select())
+                .load(c)
+                .await
+                .map_err(db_error)
+        })?;
+        rows.iter().map(ApiKeyRow::info).collect()
     }
 
     // --- provider profiles -------------------------------------------------------------------
 
     /// Stores or replaces the project's profile for `provider`. The credential is encrypted
     /// with XChaCha20-Poly1305 under a subkey of the master key, its associated data binding
-    /// project id, provider and profile id. Replacing clears stored verifications (they were
-    /// about the old credential).
+    /// project id, provider and profile id. Every put gives the profile a fresh id, so
+    /// verifications recorded for an earlier credential no longer apply.
     pub async fn put_profile(
         &self,
         project: ProjectId,
         provider: Provider,
         input: ProfileInput,
     ) -> Result<ProviderProfile> {
-        let _ = (project, provider, input);
-        not_yet("put_profile")
+        let profile_id = Ulid::generate().to_string().to_ascii_lowercase();
+        let credential = input
+            .credential
+            .as_ref()
+            .map(|secret| {
+                self.key
+                    .seal(&credential_aad(project, provider, &profile_id), secret)
+            })
+            .transpose()?;
+        let now = to_micros(self.db.now());
+        let row = ProfileRow {
+            id: profile_id,
+            project_id: project.to_string(),
+            provider: provider.as_str().to_owned(),
+            context: json(&input.context)?,
+            settings: json(&input.settings)?,
+            credential,
+            created_at: now,
+            updated_at: now,
+        };
+        let stored: ProfileRow = write_tx!(self, |c| {
+            diesel::insert_into(provider_profiles::table)
+                .values(&row)
+                .on_conflict((provider_profiles::project_id, provider_profiles::provider))
+                .do_update()
+                .set((
+                    provider_profiles::id.eq(excluded(provider_profiles::id)),
+                    provider_profiles::context.eq(excluded(provider_profiles::context)),
+                    provider_profiles::settings.eq(excluded(provider_profiles::settings)),
+                    provider_profiles::credential.eq(excluded(provider_profiles::credential)),
+                    provider_profiles::updated_at.eq(excluded(provider_profiles::updated_at)),
+                ))
+                .execute(c)
+                .await?;
+            // Verifications of replaced credentials are unreachable now; drop them.
+            diesel::delete(
+                profile_verifications::table.filter(
+                    profile_verifications::profile_id.ne_all(
+                        provider_profiles::table.select(provider_profiles::id),
+                    ),
+                ),
+            )
+            .execute(c)
+            .await?;
+            Ok::<_, RegistryError>(
+                provider_profiles::table
+                    .filter(provider_profiles::id.eq(&row.id))
+                    .select(ProfileRow::as_select())
+                    .first(c)
+                    .await?,
+            )
+        })
+        .map_err(|e| match e {
+            RegistryError::Internal { message }
+                if message.contains("FOREIGN KEY") || message.contains("foreign key") =>
+            {
+                RegistryError::NotFound { what: "project" }
+            }
+            other => other,
+        })?;
+        self.profile_view(stored, Vec::new())
+    }
+
+    fn profile_view(&self, row: ProfileRow, verifications: Vec<VerificationRow>) -> Result<ProviderProfile> {
+        let mut verifications = verifications
+            .into_iter()
+            .map(VerificationRow::into_verification)
+            .collect::<Result<Vec<_>>>()?;
+        verifications.sort_by(|a, b| a.operation.cmp(&b.operation));
+        Ok(ProviderProfile {
+            project_id: crate::rows::parse_project_id(&row.project_id)?,
+            provider: row.provider()?,
+            context: row.context()?,
+            settings: row.settings()?,
+            has_credential: row.credential.is_some(),
+            verifications,
+            created_at: crate::db::from_micros(row.created_at)?,
+            updated_at: crate::db::from_micros(row.updated_at)?,
+        })
+    }
+
+    async fn profile_rows(
+        &self,
+        project: ProjectId,
+        provider: Option<Provider>,
+    ) -> Result<Vec<(ProfileRow, Vec<VerificationRow>)>> {
+        let project = project.to_string();
+        let provider = provider.map(Provider::as_str);
+        let (profiles, verifications): (Vec<ProfileRow>, Vec<VerificationRow>) = run!(self, |c| {
+            let mut query = provider_profiles::table
+                .filter(provider_profiles::project_id.eq(&project))
+                .select(ProfileRow::as_select())
+                .order(provider_profiles::provider.asc())
+                .into_boxed();
+            if let Some(provider) = provider {
+                query = query.filter(provider_profiles::provider.eq(provider));
+            }
+            let profiles: Vec<ProfileRow> = query.load(c).await.map_err(db_error)?;
+            let ids: Vec<&str> = profiles.iter().map(|p| p.id.as_str()).collect();
+            let verifications: Vec<VerificationRow> = profile_verifications::table
+                .filter(profile_verifications::profile_id.eq_any(ids))
+                .select(VerificationRow::as_select())
+                .load(c)
+                .await
+                .map_err(db_error)?;
+            Ok((profiles, verifications))
+        })?;
+        let mut verifications = verifications;
+        Ok(profiles
+            .into_iter()
+            .map(|p| {
+                let (mine, rest): (Vec<_>, Vec<_>) =
+                    verifications.drain(..).partition(|v| v.profile_id == p.id);
+                verifications = rest;
+                (p, mine)
+            })
+            .collect())
     }
 
     /// The project's profile for `provider` with its credential decrypted, or `None`.
@@ -117,14 +431,35 @@ impl Registry {
         project: ProjectId,
         provider: Provider,
     ) -> Result<Option<ProfileWithCredential>> {
-        let _ = (project, provider);
-        not_yet("profile")
+        let Some((row, verifications)) = self
+            .profile_rows(project, Some(provider))
+            .await?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let credential = row
+            .credential
+            .as_deref()
+            .map(|sealed| {
+                self.key
+                    .open(&credential_aad(project, provider, &row.id), sealed)
+            })
+            .transpose()?;
+        Ok(Some(ProfileWithCredential {
+            profile: self.profile_view(row, verifications)?,
+            credential,
+        }))
     }
 
     /// The project's profiles (non-secret view), by provider.
     pub async fn list_profiles(&self, project: ProjectId) -> Result<Vec<ProviderProfile>> {
-        let _ = project;
-        not_yet("list_profiles")
+        self.profile_rows(project, None)
+            .await?
+            .into_iter()
+            .map(|(row, verifications)| self.profile_view(row, verifications))
+            .collect()
     }
 
     /// Records the result of a deep verification, replacing the previous one for the same
@@ -135,14 +470,75 @@ impl Registry {
         provider: Provider,
         verification: Verification,
     ) -> Result<()> {
-        let _ = (project, provider, verification);
-        not_yet("record_verification")
+        let project = project.to_string();
+        let provider = provider.as_str();
+        run!(self, |c| {
+            let id: Option<String> = provider_profiles::table
+                .filter(provider_profiles::project_id.eq(&project))
+                .filter(provider_profiles::provider.eq(provider))
+                .select(provider_profiles::id)
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)?;
+            let Some(id) = id else {
+                return Err(RegistryError::NotFound {
+                    what: "provider profile",
+                });
+            };
+            let row = VerificationRow {
+                profile_id: id,
+                operation: verification.operation.clone(),
+                ok: verification.ok,
+                reason: verification.reason.clone(),
+                remediation: verification.remediation.clone(),
+                checked_at: to_micros(verification.checked_at),
+            };
+            diesel::insert_into(profile_verifications::table)
+                .values(&row)
+                .on_conflict((
+                    profile_verifications::profile_id,
+                    profile_verifications::operation,
+                ))
+                .do_update()
+                .set((
+                    profile_verifications::ok.eq(excluded(profile_verifications::ok)),
+                    profile_verifications::reason.eq(excluded(profile_verifications::reason)),
+                    profile_verifications::remediation
+                        .eq(excluded(profile_verifications::remediation)),
+                    profile_verifications::checked_at
+                        .eq(excluded(profile_verifications::checked_at)),
+                ))
+                .execute(c)
+                .await
+                .map_err(db_error)?;
+            Ok(())
+        })
     }
 
     /// Deletes the project's profile for `provider`; `false` when there was none.
     pub async fn delete_profile(&self, project: ProjectId, provider: Provider) -> Result<bool> {
-        let _ = (project, provider);
-        not_yet("delete_profile")
+        let project = project.to_string();
+        let provider = provider.as_str();
+        let deleted: usize = write_tx!(self, |c| {
+            let ids: Vec<String> = provider_profiles::table
+                .filter(provider_profiles::project_id.eq(&project))
+                .filter(provider_profiles::provider.eq(provider))
+                .select(provider_profiles::id)
+                .load(c)
+                .await?;
+            diesel::delete(
+                profile_verifications::table.filter(profile_verifications::profile_id.eq_any(&ids)),
+            )
+            .execute(c)
+            .await?;
+            Ok::<_, RegistryError>(
+                diesel::delete(provider_profiles::table.filter(provider_profiles::id.eq_any(&ids)))
+                    .execute(c)
+                    .await?,
+            )
+        })?;
+        Ok(deleted > 0)
     }
 
     // --- sandboxes ---------------------------------------------------------------------------
@@ -150,26 +546,127 @@ impl Registry {
     /// Records a sandbox before the provider is called: create state `pending`, status
     /// `creating`. [`RegistryError::Conflict`] when the id or operation id is taken.
     pub async fn insert_sandbox(&self, new: NewSandbox) -> Result<SandboxRecord> {
-        let _ = new;
-        not_yet("insert_sandbox")
+        let now = self.db.now();
+        let record = SandboxRecord {
+            id: new.id,
+            project_id: new.project_id,
+            native_id: new.metadata.native_provider_id.clone(),
+            status: SandboxStatus::Creating,
+            status_observed_at: now,
+            metadata: new.metadata,
+            create_state: CreateState::Pending,
+            created_at: now,
+            updated_at: now,
+            deleted_at: None,
+        };
+        let row = SandboxRow::from_record(&record)?;
+        run!(self, |c| {
+            diesel::insert_into(sandboxes::table)
+                .values(&row)
+                .execute(c)
+                .await
+                .map_err(|e| match db_error(e) {
+                    RegistryError::Conflict { .. } => RegistryError::Conflict {
+                        what: "sandbox id or operation id",
+                    },
+                    RegistryError::Internal { message }
+                        if message.contains("FOREIGN KEY") || message.contains("foreign key") =>
+                    {
+                        RegistryError::NotFound { what: "project" }
+                    }
+                    other => other,
+                })
+        })?;
+        row.into_record()
     }
 
     /// Stores records exactly as given, in one transaction (restores, bulk loads, tests).
     pub async fn import_sandboxes(&self, records: &[SandboxRecord]) -> Result<()> {
-        let _ = records;
-        not_yet("import_sandboxes")
+        let rows = records
+            .iter()
+            .map(SandboxRow::from_record)
+            .collect::<Result<Vec<_>>>()?;
+        self.db
+            .timed(async {
+                let mut conn = self.db.connection().await?;
+                match &mut conn {
+                    PooledConnection::Sqlite(c) => {
+                        // One blocking task for the whole import, in one `BEGIN IMMEDIATE`
+                        // transaction; 12 columns × 500 rows stays below SQLite's bind limit.
+                        c.spawn_blocking(move |c| {
+                            c.immediate_transaction(|c| {
+                                for chunk in rows.chunks(500) {
+                                    diesel::RunQueryDsl::execute(
+                                        diesel::insert_into(sandboxes::table).values(chunk),
+                                        c,
+                                    )?;
+                                }
+                                Ok::<_, diesel::result::Error>(())
+                            })
+                        })
+                        .await
+                        .map_err(db_error)?;
+                    }
+                    PooledConnection::Postgres(c) => {
+                        use diesel_async::AsyncConnection as _;
+                        let rows = &rows;
+                        c.transaction(async |c| {
+                            // 12 columns × 1000 rows stays below PostgreSQL's 65535 binds.
+                            for chunk in rows.chunks(1000) {
+                                diesel_async::RunQueryDsl::execute(
+                                    diesel::insert_into(sandboxes::table).values(chunk),
+                                    c,
+                                )
+                                .await?;
+                            }
+                            Ok::<_, RegistryError>(())
+                        })
+                        .await?;
+                    }
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn fetch_sandbox(&self, project: &str, id: &str) -> Result<Option<SandboxRecord>> {
+        let row: Option<SandboxRow> = run!(self, |c| {
+            sandboxes::table
+                .filter(sandboxes::project_id.eq(project))
+                .filter(sandboxes::id.eq(id))
+                .select(SandboxRow::as_select())
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)
+        })?;
+        row.map(SandboxRow::into_record).transpose()
+    }
+
+    async fn fetch_existing(&self, project: &str, id: &str) -> Result<SandboxRecord> {
+        self.fetch_sandbox(project, id)
+            .await?
+            .ok_or(RegistryError::NotFound { what: SANDBOX })
     }
 
     /// The sandbox `id` if it belongs to `project` (tombstones included).
     pub async fn sandbox(&self, project: ProjectId, id: SandboxId) -> Result<Option<SandboxRecord>> {
-        let _ = (project, id);
-        not_yet("sandbox")
+        self.fetch_sandbox(&project.to_string(), &id.to_string()).await
     }
 
     /// The sandbox created by `operation` (in any project; operation ids are unique).
     pub async fn sandbox_by_operation(&self, operation: OperationId) -> Result<Option<SandboxRecord>> {
-        let _ = operation;
-        not_yet("sandbox_by_operation")
+        let operation = operation.to_string();
+        let row: Option<SandboxRow> = run!(self, |c| {
+            sandboxes::table
+                .filter(sandboxes::operation_id.eq(&operation))
+                .select(SandboxRow::as_select())
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)
+        })?;
+        row.map(SandboxRow::into_record).transpose()
     }
 
     /// The provider confirmed the create: stores the native id (column and metadata), the
@@ -181,8 +678,27 @@ impl Registry {
         native_id: &str,
         status: SandboxStatus,
     ) -> Result<SandboxRecord> {
-        let _ = (project, id, native_id, status);
-        not_yet("complete_create")
+        let (project, id) = (project.to_string(), id.to_string());
+        let now = to_micros(self.db.now());
+        run!(self, |c| {
+            diesel::update(
+                sandboxes::table
+                    .filter(sandboxes::project_id.eq(&project))
+                    .filter(sandboxes::id.eq(&id))
+                    .filter(sandboxes::deleted_at.is_null()),
+            )
+            .set((
+                sandboxes::native_id.eq(Some(native_id)),
+                sandboxes::status.eq(status.as_str()),
+                sandboxes::status_observed_at.eq(now),
+                sandboxes::create_state.eq(CreateState::Created.as_str()),
+                sandboxes::updated_at.eq(now),
+            ))
+            .execute(c)
+            .await
+            .map_err(db_error)
+        })?;
+        self.fetch_existing(&project, &id).await
     }
 
     /// Moves the create state (e.g. to `failed` or `unknown`); a `failed` create also gets
@@ -193,8 +709,34 @@ impl Registry {
         id: SandboxId,
         state: CreateState,
     ) -> Result<SandboxRecord> {
-        let _ = (project, id, state);
-        not_yet("set_create_state")
+        let (project, id) = (project.to_string(), id.to_string());
+        let now = to_micros(self.db.now());
+        run!(self, |c| {
+            let target = sandboxes::table
+                .filter(sandboxes::project_id.eq(&project))
+                .filter(sandboxes::id.eq(&id));
+            if state == CreateState::Failed {
+                diesel::update(target.filter(sandboxes::deleted_at.is_null()))
+                    .set((
+                        sandboxes::create_state.eq(state.as_str()),
+                        sandboxes::status.eq(SandboxStatus::Failed.as_str()),
+                        sandboxes::status_observed_at.eq(now),
+                        sandboxes::updated_at.eq(now),
+                    ))
+                    .execute(c)
+                    .await
+            } else {
+                diesel::update(target)
+                    .set((
+                        sandboxes::create_state.eq(state.as_str()),
+                        sandboxes::updated_at.eq(now),
+                    ))
+                    .execute(c)
+                    .await
+            }
+            .map_err(db_error)
+        })?;
+        self.fetch_existing(&project, &id).await
     }
 
     /// Caches a status observed at `observed_at`. Ignored for tombstones and when a newer
@@ -206,15 +748,52 @@ impl Registry {
         status: SandboxStatus,
         observed_at: Timestamp,
     ) -> Result<SandboxRecord> {
-        let _ = (project, id, status, observed_at);
-        not_yet("record_status")
+        let (project, id) = (project.to_string(), id.to_string());
+        let observed = to_micros(observed_at);
+        let now = to_micros(self.db.now());
+        run!(self, |c| {
+            diesel::update(
+                sandboxes::table
+                    .filter(sandboxes::project_id.eq(&project))
+                    .filter(sandboxes::id.eq(&id))
+                    .filter(sandboxes::deleted_at.is_null())
+                    .filter(sandboxes::status_observed_at.le(observed)),
+            )
+            .set((
+                sandboxes::status.eq(status.as_str()),
+                sandboxes::status_observed_at.eq(observed),
+                sandboxes::updated_at.eq(now),
+            ))
+            .execute(c)
+            .await
+            .map_err(db_error)
+        })?;
+        self.fetch_existing(&project, &id).await
     }
 
     /// Marks the sandbox deleted (status `deleted`, `deletedAt` now). Idempotent: a second call
     /// returns the tombstone unchanged. [`RegistryError::NotFound`] if absent.
     pub async fn tombstone(&self, project: ProjectId, id: SandboxId) -> Result<SandboxRecord> {
-        let _ = (project, id);
-        not_yet("tombstone")
+        let (project, id) = (project.to_string(), id.to_string());
+        let now = to_micros(self.db.now());
+        run!(self, |c| {
+            diesel::update(
+                sandboxes::table
+                    .filter(sandboxes::project_id.eq(&project))
+                    .filter(sandboxes::id.eq(&id))
+                    .filter(sandboxes::deleted_at.is_null()),
+            )
+            .set((
+                sandboxes::status.eq(SandboxStatus::Deleted.as_str()),
+                sandboxes::status_observed_at.eq(now),
+                sandboxes::deleted_at.eq(Some(now)),
+                sandboxes::updated_at.eq(now),
+            ))
+            .execute(c)
+            .await
+            .map_err(db_error)
+        })?;
+        self.fetch_existing(&project, &id).await
     }
 
     /// One page of the project's records, newest first by (createdAt, id), tombstones included.
@@ -227,14 +806,64 @@ impl Registry {
         limit: u32,
         cursor: Option<&str>,
     ) -> Result<SandboxRecordPage> {
-        let _ = (project, limit, cursor);
-        not_yet("list_sandboxes")
+        if !(1..=MAX_PAGE_LIMIT).contains(&limit) {
+            return Err(RegistryError::InvalidInput {
+                message: format!("limit must be 1–{MAX_PAGE_LIMIT}"),
+            });
+        }
+        let after = cursor.map(decode_cursor).transpose()?;
+        let project = project.to_string();
+        // One extra row tells whether another page exists.
+        let fetch = i64::from(limit) + 1;
+        let mut rows: Vec<SandboxRow> = run!(self, |c| {
+            let mut query = sandboxes::table
+                .filter(sandboxes::project_id.eq(&project))
+                .order((sandboxes::created_at.desc(), sandboxes::id.desc()))
+                .limit(fetch)
+                .select(SandboxRow::as_select())
+                .into_boxed();
+            if let Some((created, id)) = &after {
+                query = query.filter(
+                    sandboxes::created_at.lt(*created).or(sandboxes::created_at
+                        .eq(*created)
+                        .and(sandboxes::id.lt(id.clone()))),
+                );
+            }
+            query.load(c).await.map_err(db_error)
+        })?;
+        let more = rows.len() > limit as usize;
+        rows.truncate(limit as usize);
+        let next_cursor = match rows.last() {
+            Some(last) if more => Some(encode_cursor(last.created_at, &last.id)),
+            _ => None,
+        };
+        Ok(SandboxRecordPage {
+            items: rows
+                .into_iter()
+                .map(SandboxRow::into_record)
+                .collect::<Result<_>>()?,
+            next_cursor,
+        })
     }
 
     /// Creates still `pending` or `unknown` that were recorded before `older_than`, oldest
     /// first, across projects (for the reconciler).
     pub async fn stale_creates(&self, older_than: Timestamp, limit: u32) -> Result<Vec<SandboxRecord>> {
-        let _ = (older_than, limit);
-        not_yet("stale_creates")
+        let before = to_micros(older_than);
+        let rows: Vec<SandboxRow> = run!(self, |c| {
+            sandboxes::table
+                .filter(sandboxes::create_state.eq_any([
+                    CreateState::Pending.as_str(),
+                    CreateState::Unknown.as_str(),
+                ]))
+                .filter(sandboxes::created_at.lt(before))
+                .order((sandboxes::created_at.asc(), sandboxes::id.asc()))
+                .limit(i64::from(limit))
+                .select(SandboxRow::as_select())
+                .load(c)
+                .await
+                .map_err(db_error)
+        })?;
+        rows.into_iter().map(SandboxRow::into_record).collect()
     }
 }

@@ -28,9 +28,19 @@ diesel::table! {
         context -> Text,
         settings -> Text,
         credential -> Nullable<Binary>,
-        verifications -> Text,
         created_at -> BigInt,
         updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    profile_verifications (profile_id, operation) {
+        profile_id -> Text,
+        operation -> Text,
+        ok -> Bool,
+        reason -> Nullable<Text>,
+        remediation -> Nullable<Text>,
+        checked_at -> BigInt,
     }
 }
 
@@ -70,4 +80,10 @@ diesel::table! {
     }
 }
 
-diesel::allow_tables_to_appear_in_same_query!(projects, api_keys, provider_profiles, sandboxes);
+diesel::allow_tables_to_appear_in_same_query!(
+    projects,
+    api_keys,
+    provider_profiles,
+    profile_verifications,
+    sandboxes
+);

@@ -16,7 +16,9 @@ CREATE TABLE api_keys (
 );
 CREATE INDEX api_keys_project ON api_keys (project_id);
 
--- credential: nonce || XChaCha20-Poly1305 ciphertext, bound to (project, provider, id).
+-- credential: nonce || XChaCha20-Poly1305 ciphertext, bound to (project, provider, id). Every
+-- put gives the profile a fresh id, so verifications of an earlier credential (keyed by the
+-- old id) stop applying.
 CREATE TABLE provider_profiles (
     id TEXT PRIMARY KEY NOT NULL,
     project_id TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
@@ -24,10 +26,20 @@ CREATE TABLE provider_profiles (
     context TEXT NOT NULL,
     settings TEXT NOT NULL,
     credential BLOB,
-    verifications TEXT NOT NULL,
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL,
     UNIQUE (project_id, provider)
+);
+
+-- The last deep verification per (profile, operation).
+CREATE TABLE profile_verifications (
+    profile_id TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    ok BOOLEAN NOT NULL,
+    reason TEXT,
+    remediation TEXT,
+    checked_at BIGINT NOT NULL,
+    PRIMARY KEY (profile_id, operation)
 );
 
 CREATE TABLE sandboxes (

@@ -1,0 +1,179 @@
+//! Database rows and their conversion to the public records.
+
+use diesel::prelude::*;
+
+use corral_domain::{Provider, ProviderContext, SandboxId, SandboxMetadata, SandboxStatus};
+
+use crate::db::from_micros;
+use crate::error::{RegistryError, Result};
+use crate::model::{ApiKeyInfo, CreateState, Project, ProjectId, SandboxRecord, Verification};
+use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};
+
+fn corrupt(what: &str) -> RegistryError {
+    RegistryError::Internal {
+        message: format!("stored {what} cannot be read"),
+    }
+}
+
+pub(crate) fn parse_project_id(s: &str) -> Result<ProjectId> {
+    s.parse().map_err(|_| corrupt("project id"))
+}
+
+#[derive(Debug, Queryable, Selectable, Insertable)]
+#[diesel(table_name = projects)]
+#[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
+pub(crate) struct ProjectRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) created_at: i64,
+}
+
+impl ProjectRow {
+    pub(crate) fn into_project(self) -> Result<Project> {
+        Ok(Project {
+            id: parse_project_id(&self.id)?,
+            name: self.name,
+            created_at: from_micros(self.created_at)?,
+        })
+    }
+}
+
+#[derive(Debug, Queryable, Selectable, Insertable)]
+#[diesel(table_name = api_keys)]
+#[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
+pub(crate) struct ApiKeyRow {
+    pub(crate) key_id: String,
+    pub(crate) project_id: String,
+    pub(crate) secret_hash: Vec<u8>,
+    pub(crate) created_at: i64,
+    pub(crate) revoked_at: Option<i64>,
+}
+
+impl ApiKeyRow {
+    pub(crate) fn info(&self) -> Result<ApiKeyInfo> {
+        Ok(ApiKeyInfo {
+            key_id: self.key_id.clone(),
+            project_id: parse_project_id(&self.project_id)?,
+            created_at: from_micros(self.created_at)?,
+            revoked_at: self.revoked_at.map(from_micros).transpose()?,
+        })
+    }
+}
+
+#[derive(Debug, Queryable, Selectable, Insertable)]
+#[diesel(table_name = provider_profiles)]
+#[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
+pub(crate) struct ProfileRow {
+    pub(crate) id: String,
+    pub(crate) project_id: String,
+    pub(crate) provider: String,
+    pub(crate) context: String,
+    pub(crate) settings: String,
+    pub(crate) credential: Option<Vec<u8>>,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+}
+
+impl ProfileRow {
+    pub(crate) fn provider(&self) -> Result<Provider> {
+        self.provider.parse().map_err(|_| corrupt("provider"))
+    }
+
+    pub(crate) fn context(&self) -> Result<ProviderContext> {
+        serde_json::from_str(&self.context).map_err(|_| corrupt("provider context"))
+    }
+
+    pub(crate) fn settings(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
+        serde_json::from_str(&self.settings).map_err(|_| corrupt("profile settings"))
+    }
+}
+
+#[derive(Debug, Queryable, Selectable, Insertable)]
+#[diesel(table_name = profile_verifications)]
+#[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
+pub(crate) struct VerificationRow {
+    pub(crate) profile_id: String,
+    pub(crate) operation: String,
+    pub(crate) ok: bool,
+    pub(crate) reason: Option<String>,
+    pub(crate) remediation: Option<String>,
+    pub(crate) checked_at: i64,
+}
+
+impl VerificationRow {
+    pub(crate) fn into_verification(self) -> Result<Verification> {
+        Ok(Verification {
+            operation: self.operation,
+            ok: self.ok,
+            reason: self.reason,
+            remediation: self.remediation,
+            checked_at: from_micros(self.checked_at)?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
+#[diesel(table_name = sandboxes, treat_none_as_default_value = false)]
+#[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
+pub(crate) struct SandboxRow {
+    pub(crate) id: String,
+    pub(crate) project_id: String,
+    pub(crate) provider: String,
+    pub(crate) native_id: Option<String>,
+    pub(crate) status: String,
+    pub(crate) status_observed_at: i64,
+    pub(crate) metadata: String,
+    pub(crate) operation_id: String,
+    pub(crate) create_state: String,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+    pub(crate) deleted_at: Option<i64>,
+}
+
+impl SandboxRow {
+    pub(crate) fn from_record(r: &SandboxRecord) -> Result<Self> {
+        // The native id lives in its own column; the stored metadata leaves it out so the two
+        // can never disagree (it is put back on read).
+        let mut metadata = r.metadata.clone();
+        metadata.native_provider_id = None;
+        let created_at = r.created_at.timestamp_micros();
+        Ok(Self {
+            id: r.id.to_string(),
+            project_id: r.project_id.to_string(),
+            provider: r.id.provider().as_str().to_owned(),
+            native_id: r.native_id.clone().or(r.metadata.native_provider_id.clone()),
+            status: r.status.as_str().to_owned(),
+            status_observed_at: r.status_observed_at.timestamp_micros(),
+            metadata: serde_json::to_string(&metadata).map_err(|e| RegistryError::Internal {
+                message: format!("metadata cannot be stored: {e}"),
+            })?,
+            operation_id: r.metadata.operation_id.to_string(),
+            create_state: r.create_state.as_str().to_owned(),
+            created_at,
+            updated_at: r.updated_at.timestamp_micros(),
+            deleted_at: r.deleted_at.map(|t| t.timestamp_micros()),
+        })
+    }
+
+    pub(crate) fn into_record(self) -> Result<SandboxRecord> {
+        let mut metadata: SandboxMetadata =
+            serde_json::from_str(&self.metadata).map_err(|_| corrupt("sandbox metadata"))?;
+        metadata.native_provider_id.clone_from(&self.native_id);
+        Ok(SandboxRecord {
+            id: self
+                .id
+                .parse::<SandboxId>()
+                .map_err(|_| corrupt("sandbox id"))?,
+            project_id: parse_project_id(&self.project_id)?,
+            native_id: self.native_id,
+            status: SandboxStatus::parse(&self.status).ok_or_else(|| corrupt("sandbox status"))?,
+            status_observed_at: from_micros(self.status_observed_at)?,
+            metadata,
+            create_state: CreateState::parse(&self.create_state)
+                .ok_or_else(|| corrupt("create state"))?,
+            created_at: from_micros(self.created_at)?,
+            updated_at: from_micros(self.updated_at)?,
+            deleted_at: self.deleted_at.map(from_micros).transpose()?,
+        })
+    }
+}

@@ -1,0 +1,153 @@
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corral_registry::testing::TestDb;
+use corral_registry::{
+    Database, DatabaseConfig, MasterKey, Registry, RegistryError, SystemClock,
+};
+
+use crate::on_both_backends;
+
+on_both_backends!(failures: an_exhausted_pool_is_a_retryable_error_within_the_wait_timeout);
+
+pub(crate) async fn an_exhausted_pool_is_a_retryable_error_within_the_wait_timeout(db: &TestDb) {
+    let mut config = db.config();
+    config.max_connections = 1;
+    config.wait_timeout = Duration::from_millis(300);
+    let database = db.connect_with(config, Arc::new(SystemClock)).await;
+    let reg = Registry::new(database.clone(), MasterKey::generate().unwrap());
+    let held = database.connection().await.unwrap();
+    let started = Instant::now();
+    let err = reg.list_projects().await.unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(matches!(err, RegistryError::Unavailable { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    assert_eq!(err.code().as_str(), "sandbox_registry_unavailable");
+    assert!(elapsed >= Duration::from_millis(250), "gave up too early: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(2), "waited too long: {elapsed:?}");
+    drop(held);
+    assert!(reg.list_projects().await.unwrap().is_empty(), "recovers once a connection is free");
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn a_stopped_postgres_is_a_retryable_error_within_the_pool_timeouts() {
+    let mut config = DatabaseConfig::new(format!(
+        "postgres://postgres:hunter2@127.0.0.1:{}/corral",
+        free_port()
+    ));
+    config.wait_timeout = Duration::from_millis(500);
+    config.create_timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let err = Database::connect(config.clone()).await.unwrap_err();
+    assert!(matches!(err, RegistryError::Unavailable { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(!err.to_string().contains("hunter2"), "no password in errors: {err}");
+    assert!(!format!("{config:?}").contains("hunter2"), "no password in Debug");
+
+    // A pool built while the database is down answers each call quickly too.
+    let db = Database::open(config, Arc::new(SystemClock)).unwrap();
+    let started = Instant::now();
+    assert!(db.ping().await.unwrap_err().is_retryable());
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn a_blackholed_postgres_connection_attempt_times_out_as_unavailable() {
+    // A listener that accepts TCP but never speaks: the create timeout must end the wait.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut config = DatabaseConfig::new(format!("postgres://postgres@127.0.0.1:{port}/corral"));
+    config.wait_timeout = Duration::from_millis(300);
+    config.create_timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let err = Database::connect(config).await.unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(matches!(err, RegistryError::Unavailable { .. }), "{err:?}");
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    hold.abort();
+}
+
+#[tokio::test]
+async fn an_unusable_sqlite_path_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    // A directory under a regular file cannot be created.
+    let config = DatabaseConfig::new(format!("sqlite://{}/sub/corral.db", blocker.display()));
+    let started = Instant::now();
+    let err = Database::connect(config).await.unwrap_err();
+    assert!(err.is_retryable(), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn urls_choose_the_backend() {
+    use corral_registry::Backend;
+    let backend = |url: &str| DatabaseConfig::new(url).backend().ok();
+    assert_eq!(backend("sqlite:///var/lib/corral/db.sqlite"), Some(Backend::Sqlite));
+    assert_eq!(backend("sqlite://corral.db"), Some(Backend::Sqlite));
+    assert_eq!(backend("/var/lib/corral/db.sqlite"), Some(Backend::Sqlite));
+    assert_eq!(backend("postgres://u@h/db"), Some(Backend::Postgres));
+    assert_eq!(backend("postgresql://u@h/db"), Some(Backend::Postgres));
+    assert_eq!(backend("mysql://u@h/db"), None);
+    assert_eq!(backend(""), None);
+}
+
+#[test]
+fn a_master_key_file_is_created_private_and_reloaded() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keys").join("master.key");
+    let created = MasterKey::load_or_create(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.trim().len(), 64);
+    assert_eq!(format!("{created:?}"), "MasterKey(<redacted>)");
+    assert!(!format!("{created:?}").contains(text.trim()));
+    let _reloaded = MasterKey::load_or_create(&path).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "an existing key is kept");
+
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(matches!(MasterKey::load(&path), Err(RegistryError::MasterKey { .. })));
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&path, "not hex").unwrap();
+    assert!(matches!(MasterKey::load(&path), Err(RegistryError::MasterKey { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_master_key_reads_what_the_created_one_sealed() {
+    use corral_domain::Provider;
+    use secrecy::{ExposeSecret as _, SecretString};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("master.key");
+    let test_db = TestDb::sqlite();
+    let database = test_db.connect().await;
+    let first = Registry::new(database.clone(), MasterKey::load_or_create(&path).unwrap());
+    let project = first.create_project("p").await.unwrap();
+    first
+        .put_profile(
+            project.id,
+            Provider::Vercel,
+            corral_registry::ProfileInput {
+                credential: Some(SecretString::from("vercel-token")),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let second = Registry::new(database, MasterKey::load(&path).unwrap());
+    let got = second.profile(project.id, Provider::Vercel).await.unwrap().unwrap();
+    assert_eq!(got.credential.unwrap().expose_secret(), "vercel-token");
+}
