@@ -15,13 +15,14 @@
 //! | exec | `POST /instance/{id}/exec {"command": [argv]}` → `{exit_code, stdout, stderr}` |
 //! | files | no REST file API (the SDK uses SFTP): read and write go through exec with [`corral_provider::files_via_exec`] |
 //!
-//! Exec takes only an argv, so the adapter runs
-//! `timeout -k 5 <secs> sh -c '<cd cwd; export env; command>'`: cwd and env are applied by the
-//! shell, and the command's deadline is enforced *inside* the instance (the whole process group
-//! is signalled), so a command that runs too long does not keep running after Corral gives up.
-//! This needs `timeout` (coreutils or busybox) in the image, as Morph's base images have.
-//! Output comes back whole and is cut at `max_output_bytes` by the adapter; Morph returns it as
-//! text, so non-UTF-8 output is not byte-exact (files are, since they travel as base64).
+//! Exec takes only an argv, so the adapter runs `timeout -k 5 <secs> sh -c '<script>'`, where
+//! the script applies cwd and env, runs the command in a subshell with its streams in a
+//! temporary directory, and prints at most `max_output_bytes + 1` bytes of each. So cwd and env
+//! are honoured, the deadline is enforced *inside* the instance (the whole process group is
+//! signalled, so a command that runs too long does not outlive Corral's answer), and a command
+//! that prints gigabytes does not send them through the API. This needs `timeout`, `mktemp` and
+//! `head` (coreutils or busybox) in the image. Morph returns output as text, so non-UTF-8 output
+//! is not byte-exact (files are: they travel as base64).
 
 pub mod api;
 mod capabilities;
@@ -48,9 +49,9 @@ pub use api::TtlAction;
 pub const DEFAULT_BASE_URL: &str = "https://cloud.morph.so/api";
 /// The metadata key that carries Corral's operation id.
 pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
-/// Largest single command sent to exec. The script travels as one argv element of `sh -c`,
-/// and Linux caps one argument at 128 KiB (`MAX_ARG_STRLEN`); 64 KiB leaves room for the
-/// wrapper and keeps each request small.
+/// Largest single script sent to exec (file writes are chunked under it). The script travels as
+/// one argv element of `sh -c`, and Linux caps one argument at 128 KiB (`MAX_ARG_STRLEN`);
+/// 64 KiB stays well under that and keeps each request small.
 pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
 /// Seconds between the polite signal and `SIGKILL` when a command passes its deadline.
 const KILL_GRACE_SECONDS: u64 = 5;
@@ -134,7 +135,18 @@ fn shell_script(spec: &ExecSpec) -> Result<String> {
     Ok(script)
 }
 
-/// The argv sent to Morph: the script under an in-instance deadline.
+/// Runs `inner` in a subshell with its streams in temporary files, then prints at most
+/// `cap + 1` bytes of each (one more than is kept, so a cut shows): a command that prints
+/// gigabytes does not send them through Morph's API.
+fn with_output_cap(inner: &str, cap: usize) -> String {
+    let n = cap.saturating_add(1);
+    format!(
+        "t=$(mktemp -d) || exit 125\n(\n{inner}\n) >\"$t/o\" 2>\"$t/e\"; c=$?\n\
+         head -c {n} \"$t/o\"; head -c {n} \"$t/e\" >&2; rm -rf \"$t\"; exit $c"
+    )
+}
+
+/// The argv sent to Morph: the script under an in-instance deadline and output cap.
 fn exec_argv(spec: &ExecSpec) -> Result<Vec<String>> {
     let secs = spec.timeout.as_secs() + u64::from(spec.timeout.subsec_nanos() > 0);
     Ok(vec![
@@ -144,7 +156,7 @@ fn exec_argv(spec: &ExecSpec) -> Result<Vec<String>> {
         secs.max(1).to_string(),
         "sh".into(),
         "-c".into(),
-        shell_script(spec)?,
+        with_output_cap(&shell_script(spec)?, spec.max_output_bytes),
     ])
 }
 
@@ -265,7 +277,9 @@ impl SandboxProvider for MorphProvider {
         path: &str,
         content: &[u8],
     ) -> Result<()> {
-        files_via_exec::write_file(self, ctx, native_id, path, content, MAX_COMMAND_BYTES).await
+        // The exec wrapper adds a few hundred bytes around each chunk script.
+        let chunk_limit = MAX_COMMAND_BYTES - 1024;
+        files_via_exec::write_file(self, ctx, native_id, path, content, chunk_limit).await
     }
 
     async fn find_by_operation_id(
@@ -313,7 +327,12 @@ mod tests {
         assert_eq!(argv[..6], ["timeout", "-k", "5", "2", "sh", "-c"]);
         assert_eq!(
             argv[6],
-            "cd -- '/tmp/a b' || exit 1\nexport A='it'\\''s'\npwd"
+            format!(
+                "t=$(mktemp -d) || exit 125\n(\ncd -- '/tmp/a b' || exit 1\nexport A='it'\\''s'\npwd\n) \
+                 >\"$t/o\" 2>\"$t/e\"; c=$?\nhead -c {n} \"$t/o\"; head -c {n} \"$t/e\" >&2; \
+                 rm -rf \"$t\"; exit $c",
+                n = spec.max_output_bytes + 1
+            )
         );
         spec.env = BTreeMap::from([("A;rm".to_owned(), "x".to_owned())]);
         assert!(matches!(

@@ -129,13 +129,18 @@ async fn exec_wraps_cwd_and_env_in_the_shell_and_sends_an_argv() {
     let out = provider.exec(&ctx(), &id, &spec).await.unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "/\nhi there");
     let r = &server.log().all()[0];
-    assert_eq!(
-        body(r),
-        json!({ "command": [
-            "timeout", "-k", "5", "20", "sh", "-c",
-            "cd -- '/' || exit 1\nexport GREETING='hi there'\npwd; printf %s \"$GREETING\""
-        ]})
+    let argv = body(r)["command"].as_array().unwrap().clone();
+    assert_eq!(argv[..6], ["timeout", "-k", "5", "20", "sh", "-c"]);
+    let script = argv[6].as_str().unwrap();
+    // cwd and env applied by the shell; the command in a subshell whose output is capped.
+    assert!(
+        script.contains(
+            "\n(\ncd -- '/' || exit 1\nexport GREETING='hi there'\npwd; printf %s \"$GREETING\"\n) >"
+        ),
+        "{script}"
     );
+    let cap = format!("head -c {}", spec.max_output_bytes + 1);
+    assert!(script.contains(&cap), "{script}");
 }
 
 #[tokio::test]
@@ -157,4 +162,16 @@ async fn an_expired_ttl_with_stop_leaves_no_instance_behind() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn exec_output_over_the_cap_is_cut_and_flagged_per_stream() {
+    let (_server, provider) = setup().await;
+    let id = running(&provider).await;
+    let mut spec = ExecSpec::new("yes 0123456789 | head -c 100000; yes e | head -c 5000 >&2");
+    spec.max_output_bytes = 100;
+    let out = provider.exec(&ctx(), &id, &spec).await.unwrap();
+    assert!(out.truncated);
+    assert_eq!((out.stdout.len(), out.stderr.len()), (100, 100));
+    assert_eq!(out.exit_code, 0);
 }
