@@ -167,14 +167,16 @@ pub(crate) fn write(fs_root: &Path, path: &str, content: &[u8]) -> Result<(), Pr
         path: path.to_owned(),
         message: e.to_string(),
     };
-    // An existing entry: a directory cannot be replaced by a file; a regular file keeps its
-    // mode. A symlink is replaced itself (rename never writes through it).
+    // An existing entry: only a regular file is replaced, and it keeps its mode. A symlink
+    // is refused rather than followed or replaced: a write never goes through a link a
+    // command planted.
     let mut mode = 0o644;
     match rustix::fs::statat(&dir, *name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
-            FileType::Directory => return Err(refused(path, "it is a directory")),
             FileType::RegularFile => mode = stat.st_mode & 0o777,
-            _ => {}
+            FileType::Directory => return Err(refused(path, "it is a directory")),
+            FileType::Symlink => return Err(refused(path, "it is a symlink")),
+            _ => return Err(refused(path, "it is not a regular file")),
         },
         Err(Errno::NOENT) => {}
         Err(e) => return Err(lookup_error(path, e, parent_missing())),
@@ -194,7 +196,8 @@ pub(crate) fn write(fs_root: &Path, path: &str, content: &[u8]) -> Result<(), Pr
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
             .map_err(io_error)?;
         file.sync_data().map_err(io_error)?;
-        renameat(&dir, tmp.as_str(), &dir, *name).map_err(|e| lookup_error(path, e, parent_missing()))
+        renameat(&dir, tmp.as_str(), &dir, *name)
+            .map_err(|e| lookup_error(path, e, parent_missing()))
     })();
     if result.is_err() {
         let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
@@ -239,14 +242,25 @@ mod tests {
 
     #[test]
     fn paths_map_into_the_sandbox_root() {
-        assert_eq!(components("/workspace/a/b").ok(), Some(vec!["workspace", "a", "b"]));
+        assert_eq!(
+            components("/workspace/a/b").ok(),
+            Some(vec!["workspace", "a", "b"])
+        );
         assert_eq!(components("a//./b").ok(), Some(vec!["workspace", "a", "b"]));
         assert_eq!(components("/tmp/x").ok(), Some(vec!["tmp", "x"]));
     }
 
     #[test]
     fn dot_dot_system_dirs_and_the_root_are_refused() {
-        for bad in ["/workspace/../x", "../x", "/etc/passwd", "/", "", "/usr/bin/sh", "a\0b"] {
+        for bad in [
+            "/workspace/../x",
+            "../x",
+            "/etc/passwd",
+            "/",
+            "",
+            "/usr/bin/sh",
+            "a\0b",
+        ] {
             assert!(
                 matches!(components(bad), Err(ProviderError::FileRefused { .. })),
                 "{bad:?}"

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -79,7 +80,11 @@ impl Jail {
         }
         c.setrlimit(Rlimit::Nproc, limits.max_processes, limits.max_processes)
             .setrlimit(Rlimit::As, limits.memory_bytes, limits.memory_bytes)
-            .setrlimit(Rlimit::Fsize, limits.file_size_bytes, limits.file_size_bytes)
+            .setrlimit(
+                Rlimit::Fsize,
+                limits.file_size_bytes,
+                limits.file_size_bytes,
+            )
             .setrlimit(Rlimit::Cpu, limits.cpu_seconds, limits.cpu_seconds);
         Ok(Self { template: c })
     }
@@ -87,16 +92,24 @@ impl Jail {
     /// Runs `run` over `fs_root` and waits for it, its deadline, or `cancel` becoming readable
     /// or hung up (the caller dropped its end). Blocking: call from a thread that lives until
     /// this returns (the supervisor's parent-death signal is tied to the forking thread).
+    ///
+    /// `setup` is held while the namespaces and mounts are set up (until `spawn` returns):
+    /// hakoniwa prepares mount points inside the sandbox root (`.oldrootfs`), so two commands
+    /// of one sandbox must not set up at the same time. The commands then run concurrently.
     pub(crate) fn run(
         &self,
         fs_root: &Path,
         run: &Run<'_>,
         cancel: Option<&OwnedFd>,
+        setup: &Mutex<()>,
     ) -> Result<Outcome, String> {
         let mut container = self.template.clone();
         container.rootdir(fs_root);
         let mut cmd = container.command("/bin/sh");
-        cmd.arg("-c").arg(run.command);
+        // pid 1 of a namespace ignores signals it has no handler for, so the command runs in
+        // a child shell: `kill $$` works as anywhere else, and death by signal n reaches us
+        // as 128 + n. The `exit` keeps the outer shell from exec'ing the inner one.
+        cmd.args(["-c", "/bin/sh -c \"$1\"; exit $?", "sh", run.command]);
         cmd.env("HOME", WORKSPACE)
             .env("PATH", PATH)
             .env("USER", "root")
@@ -110,7 +123,12 @@ impl Jail {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
 
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+        let mut child = {
+            let _setup = setup
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            cmd.spawn().map_err(|e| format!("cannot start: {e}"))?
+        };
         // Opened before the child is reaped, so the pid cannot have been reused.
         let pidfd = i32::try_from(child.id())
             .ok()
@@ -120,8 +138,14 @@ impl Jail {
                 pidfd_open(pid, PidfdFlags::empty()).map_err(|_| "cannot open a pidfd")
             });
         let cap = run.max_output_bytes;
-        let stdout = child.stdout.take().map(|r| thread::spawn(move || drain(r, cap)));
-        let stderr = child.stderr.take().map(|r| thread::spawn(move || drain(r, cap)));
+        let stdout = child
+            .stdout
+            .take()
+            .map(|r| thread::spawn(move || drain(r, cap)));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|r| thread::spawn(move || drain(r, cap)));
 
         let ending = match &pidfd {
             Ok(pidfd) => wait_for(pidfd, cancel, Instant::now() + run.timeout),

@@ -150,6 +150,23 @@ pub struct LocalProvider {
     caps: ProviderCapabilities,
     store: Store,
     jail: Result<Arc<Jail>, String>,
+    setup_locks: Arc<SetupLocks>,
+}
+
+/// Striped locks that keep two commands of one sandbox from setting up at the same time
+/// (see `Jail::run`); commands of different sandboxes rarely share a stripe.
+struct SetupLocks([std::sync::Mutex<()>; 64]);
+
+impl SetupLocks {
+    fn new() -> Self {
+        Self(std::array::from_fn(|_| std::sync::Mutex::new(())))
+    }
+
+    fn for_sandbox(&self, native_id: &str) -> &std::sync::Mutex<()> {
+        use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(native_id);
+        &self.0[(hash % 64) as usize]
+    }
 }
 
 impl std::fmt::Debug for LocalProvider {
@@ -206,6 +223,7 @@ impl LocalProvider {
             caps: capabilities::capabilities(),
             store,
             jail: jail.map(Arc::new),
+            setup_locks: Arc::new(SetupLocks::new()),
         })
     }
 
@@ -280,7 +298,7 @@ fn probe(store: &Store, config: &LocalConfig) -> std::result::Result<Jail, Strin
         timeout: Duration::from_secs(20),
         max_output_bytes: 4096,
     };
-    match jail.run(&root, &run, None) {
+    match jail.run(&root, &run, None, &std::sync::Mutex::new(())) {
         Ok(Outcome::Finished(out)) if out.exit_code == 0 => Ok(jail),
         Ok(Outcome::Finished(out)) => Err(why(format!(
             "the probe command exited with {}: {}",
@@ -298,7 +316,9 @@ fn check_exec(spec: &ExecSpec) -> Result<()> {
     }
     for (k, v) in &spec.env {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(invalid(format!("`{k}` is not a valid environment variable name")));
+            return Err(invalid(format!(
+                "`{k}` is not a valid environment variable name"
+            )));
         }
         if v.contains('\0') {
             return Err(invalid(format!("the value of `{k}` contains a NUL byte")));
@@ -384,6 +404,8 @@ impl SandboxProvider for LocalProvider {
         let (cancel, _cancel_guard) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
         let spec = spec.clone();
+        let locks = self.setup_locks.clone();
+        let id = native_id.to_owned();
         let outcome = blocking(move || {
             files::check_cwd(&fs_root, &cwd).map_err(invalid)?;
             let run = Run {
@@ -393,7 +415,7 @@ impl SandboxProvider for LocalProvider {
                 timeout,
                 max_output_bytes: spec.max_output_bytes,
             };
-            jail.run(&fs_root, &run, Some(&cancel))
+            jail.run(&fs_root, &run, Some(&cancel), locks.for_sandbox(&id))
                 .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
         })
         .await??;

@@ -142,7 +142,10 @@ impl Store {
         if !fs_root.exists() {
             return Ok(());
         }
-        let trash = self.root.join(".trash").join(format!("{id}-{}", new_native_id()));
+        let trash = self
+            .root
+            .join(".trash")
+            .join(format!("{id}-{}", new_native_id()));
         fs::rename(&fs_root, &trash)?;
         fs::remove_dir_all(&trash)
     }
@@ -152,7 +155,10 @@ impl Store {
     /// The directory is first renamed into `.trash`, so the sandbox disappears at once and a
     /// removal interrupted half-way never leaves a half sandbox behind.
     pub(crate) fn delete(&self, id: &str) -> std::io::Result<()> {
-        let trash = self.root.join(".trash").join(format!("{id}-{}", new_native_id()));
+        let trash = self
+            .root
+            .join(".trash")
+            .join(format!("{id}-{}", new_native_id()));
         match fs::rename(self.dir(id), &trash) {
             Ok(()) => fs::remove_dir_all(&trash),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -204,7 +210,13 @@ mod tests {
     #[test]
     fn native_ids_are_checked_before_they_become_paths() {
         assert!(is_native_id(&new_native_id()));
-        for bad in ["..", "", "../../etc/passwd", "01J0000000000000000000000A", ".trash"] {
+        for bad in [
+            "..",
+            "",
+            "../../etc/passwd",
+            "01J0000000000000000000000A",
+            ".trash",
+        ] {
             assert!(!is_native_id(bad), "{bad}");
         }
     }

@@ -1,0 +1,228 @@
+//! Nothing outside the sandbox is visible, readable or writable from inside it.
+
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::time::Duration;
+
+use corral_provider::{ProviderError, SandboxProvider};
+
+use crate::{World, ctx, text};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_see_the_data_dir_another_sandbox_or_host_paths() {
+    let world = World::new();
+    // A canary beside the sandboxes root, in the server's data dir.
+    std::fs::write(world.data.path().join("canary.txt"), "data-dir-canary").unwrap();
+    let host_tmp = tempfile::Builder::new()
+        .prefix("corral-host-canary")
+        .tempfile_in("/tmp")
+        .unwrap();
+    std::fs::write(host_tmp.path(), "host-tmp-canary").unwrap();
+    let a = world.create().await;
+    let b = world.create().await;
+    let planted = world.sh(&b, "echo b-secret > /workspace/secret.txt").await;
+    assert_eq!(planted.exit_code, 0);
+
+    let data = world.data.path().display().to_string();
+    let root = world.root().display().to_string();
+    let host_tmp_path = host_tmp.path().display().to_string();
+    let probe = world
+        .sh(
+            &a,
+            &format!(
+                "ls {data} {root} {root}/{b} /work /root /home /var 2>&1; \
+                 cat {data}/canary.txt {host_tmp_path} 2>&1; \
+                 cat /workspace/secret.txt 2>&1; \
+                 ls -a /tmp /; echo done"
+            ),
+        )
+        .await;
+    let out = text(&probe.stdout);
+    assert!(out.ends_with("done\n"), "{out}");
+    assert!(!out.contains("data-dir-canary"), "data dir readable: {out}");
+    assert!(!out.contains("b-secret"), "another sandbox readable: {out}");
+    assert!(
+        !out.contains("host-tmp-canary"),
+        "host /tmp readable: {out}"
+    );
+    assert!(
+        !out.contains("corral-host-canary") || out.contains(&format!("{host_tmp_path}: No such")),
+        "host /tmp visible: {out}"
+    );
+    assert!(!out.contains("meta.json"), "metadata visible: {out}");
+    for gone in [
+        data.as_str(),
+        root.as_str(),
+        &format!("{root}/{b}"),
+        "/work",
+        "/root",
+        "/home",
+        "/var",
+    ] {
+        assert!(
+            out.contains(&format!("{gone}': No such file or directory")),
+            "{gone} exists inside: {out}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_system_dirs_are_read_only_and_secrets_masked() {
+    let world = World::new();
+    let id = world.create().await;
+    let out = world
+        .sh(
+            &id,
+            "touch /usr/corral-x 2>&1; touch /etc/corral-x 2>&1; \
+             wc -c < /etc/shadow; id -u; hostname",
+        )
+        .await;
+    let out = text(&out.stdout);
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(!std::path::Path::new("/usr/corral-x").exists());
+    assert!(!std::path::Path::new("/etc/corral-x").exists());
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[lines.len() - 3], "0", "/etc/shadow not masked: {out}");
+    assert_eq!(lines[lines.len() - 2], "0", "not root inside: {out}");
+    assert_eq!(lines[lines.len() - 1], "corral", "uts not private: {out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_paths_that_leave_the_sandbox_are_refused() {
+    let world = World::new();
+    std::fs::write(world.data.path().join("canary.txt"), "data-dir-canary").unwrap();
+    let id = world.create().await;
+    let data = world.data.path().display().to_string();
+    let made = world
+        .sh(
+            &id,
+            &format!(
+                "cd /workspace && ln -s {data}/canary.txt abs-link && \
+                 ln -s ../../../../../../../../../../{data}/canary.txt rel-link && \
+                 ln -s {data} abs-dir && ln -s ../../../../../../../../.. up-dir && \
+                 ln -s rel-link chain && mkdir inside && echo in > inside/f && \
+                 ln -s inside/f ok-link"
+            ),
+        )
+        .await;
+    assert_eq!(made.exit_code, 0, "{}", text(&made.stderr));
+    let p = &world.provider;
+    for path in [
+        "/workspace/../../canary.txt".to_owned(),
+        "../canary.txt".to_owned(),
+        format!("{data}/canary.txt"),
+        "/etc/passwd".to_owned(),
+        "/workspace/abs-link".to_owned(),
+        "/workspace/rel-link".to_owned(),
+        "/workspace/chain".to_owned(),
+        "/workspace/abs-dir/canary.txt".to_owned(),
+        "/workspace/up-dir/canary.txt".to_owned(),
+    ] {
+        let read = p.read_file(&ctx(), &id, &path, 1024).await;
+        assert!(
+            matches!(
+                read,
+                Err(ProviderError::FileRefused { .. } | ProviderError::FileNotFound { .. })
+            ),
+            "read {path}: {read:?}"
+        );
+        let write = p.write_file(&ctx(), &id, &path, b"pwned").await;
+        assert!(
+            matches!(
+                write,
+                Err(ProviderError::FileRefused { .. } | ProviderError::ParentMissing { .. })
+            ),
+            "write {path}: {write:?}"
+        );
+    }
+    // The symlinks that escape are refused as such, not merely missing.
+    for path in [
+        "/workspace/abs-link",
+        "/workspace/rel-link",
+        "/workspace/up-dir/x",
+    ] {
+        let read = p.read_file(&ctx(), &id, path, 1024).await;
+        assert!(
+            matches!(read, Err(ProviderError::FileRefused { .. })),
+            "{path}: {read:?}"
+        );
+    }
+    let write = p
+        .write_file(&ctx(), &id, "/workspace/abs-dir/canary.txt", b"pwned")
+        .await;
+    assert!(
+        matches!(write, Err(ProviderError::FileRefused { .. })),
+        "{write:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.data.path().join("canary.txt")).unwrap(),
+        "data-dir-canary"
+    );
+    // A relative symlink that stays inside is followed.
+    assert_eq!(
+        p.read_file(&ctx(), &id, "/workspace/ok-link", 1024)
+            .await
+            .unwrap(),
+        b"in\n"
+    );
+    // A write never goes through a symlink, even one that stays inside.
+    let write = p.write_file(&ctx(), &id, "/workspace/ok-link", b"x").await;
+    assert!(
+        matches!(write, Err(ProviderError::FileRefused { .. })),
+        "{write:?}"
+    );
+    assert_eq!(
+        text(&world.sh(&id, "cat /workspace/inside/f").await.stdout),
+        "in\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_network_a_connect_to_the_host_loopback_fails() {
+    let world = World::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let id = world.create().await;
+    let out = world
+        .sh(
+            &id,
+            &format!(
+                "if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo connected; \
+                 else echo refused; fi; cat /proc/net/dev | tail -n +3 | cut -d: -f1"
+            ),
+        )
+        .await;
+    let stdout = text(&out.stdout);
+    // /dev/tcp is a bash feature; sh may be dash, so fall back to what interfaces exist.
+    assert!(!stdout.contains("connected"), "{stdout}");
+    let interfaces: Vec<&str> = stdout.lines().skip(1).map(str::trim).collect();
+    assert_eq!(interfaces, ["lo"], "{stdout}");
+    let tried = world
+        .sh(
+            &id,
+            &format!(
+                "if command -v python3 >/dev/null; then python3 -c \"import socket; \
+                 socket.create_connection(('127.0.0.1', {port}), timeout=2)\" \
+                 && echo connected || echo failed; \
+                 else bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' && echo connected || echo failed; fi"
+            ),
+        )
+        .await;
+    assert_eq!(
+        text(&tried.stdout).trim(),
+        "failed",
+        "{}",
+        text(&tried.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Ok((mut stream, from)) => {
+            let mut buf = Vec::new();
+            let _ = stream.read_to_end(&mut buf);
+            panic!("the listener saw a connection from {from}");
+        }
+        Err(e) => panic!("accept failed: {e}"),
+    }
+}

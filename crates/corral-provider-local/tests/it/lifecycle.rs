@@ -1,0 +1,142 @@
+//! Lifecycle: persistence across restarts, expiry, delete, lookups.
+
+use corral_domain::{CreateSandboxRequest, OperationId, Provider, SandboxStatus};
+use corral_provider::{CreateSpec, ProviderError, SandboxProvider};
+use corral_provider_local::{LocalConfig, LocalProvider};
+
+use crate::{World, create, ctx, sh, text};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_survives_a_restart_of_its_provider() {
+    let world = World::new();
+    let operation_id = OperationId::new();
+    let spec = CreateSpec {
+        operation_id,
+        request: CreateSandboxRequest::standard(Provider::Local, None, None),
+        timeout_seconds: None,
+    };
+    let id = world
+        .provider
+        .create(&ctx(), &spec)
+        .await
+        .unwrap()
+        .native_id;
+    world
+        .sh(
+            &id,
+            "echo kept > /workspace/a; mkdir /tmp/d; echo t > /tmp/d/b; echo r > /root-file",
+        )
+        .await;
+    world
+        .provider
+        .write_file(&ctx(), &id, "/workspace/w.txt", b"written")
+        .await
+        .unwrap();
+    let root = world.root();
+    let World { data, provider } = world;
+    drop(provider);
+
+    let again = LocalProvider::new(LocalConfig::new(&root)).unwrap();
+    let seen = again.get(&ctx(), &id).await.unwrap();
+    assert_eq!(seen.status, SandboxStatus::Running);
+    assert_eq!(seen.operation_id, Some(operation_id));
+    let out = sh(
+        &again,
+        &id,
+        "cat /workspace/a /tmp/d/b /root-file /workspace/w.txt",
+    )
+    .await;
+    assert_eq!(text(&out.stdout), "kept\nt\nr\nwritten");
+    let found = again
+        .find_by_operation_id(&ctx(), &operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].native_id, id);
+    drop(data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_removes_everything_and_is_idempotent() {
+    let world = World::new();
+    let id = world.create().await;
+    world.sh(&id, "echo x > /workspace/x").await;
+    assert!(world.root().join(&id).exists());
+    world.provider.delete(&ctx(), &id).await.unwrap();
+    assert!(!world.root().join(&id).exists());
+    assert!(
+        std::fs::read_dir(world.root().join(".trash"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+    world.provider.delete(&ctx(), &id).await.unwrap();
+    for got in [
+        world.provider.get(&ctx(), &id).await.map(drop),
+        world
+            .provider
+            .exec(&ctx(), &id, &corral_provider::ExecSpec::new("true"))
+            .await
+            .map(drop),
+        world
+            .provider
+            .read_file(&ctx(), &id, "/workspace/x", 10)
+            .await
+            .map(drop),
+    ] {
+        assert!(
+            matches!(got, Err(ProviderError::NotFound { .. })),
+            "{got:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_past_its_timeout_reads_as_expired() {
+    let world = World::new();
+    let id = create(&world.provider, Some(1)).await;
+    assert_eq!(
+        world.provider.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Running
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert_eq!(
+        world.provider.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Expired
+    );
+    let exec = world
+        .provider
+        .exec(&ctx(), &id, &corral_provider::ExecSpec::new("true"))
+        .await;
+    assert!(
+        matches!(exec, Err(ProviderError::NotFound { .. })),
+        "{exec:?}"
+    );
+    assert!(
+        !world.root().join(&id).join("fs").exists(),
+        "files not reclaimed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_ids_and_timeouts_are_rejected() {
+    let world = World::new();
+    for bad in ["..", "../x", ".trash", "", "01ARZ3NDEKTSV4RRFFQ69G5FAV"] {
+        let got = world.provider.get(&ctx(), bad).await;
+        assert!(
+            matches!(got, Err(ProviderError::NotFound { .. })),
+            "{bad}: {got:?}"
+        );
+        world.provider.delete(&ctx(), bad).await.unwrap();
+    }
+    let spec = CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::standard(Provider::Local, None, None),
+        timeout_seconds: Some(corral_provider_local::MAX_TIMEOUT_SECONDS + 1),
+    };
+    let got = world.provider.create(&ctx(), &spec).await;
+    assert!(
+        matches!(got, Err(ProviderError::InvalidRequest { .. })),
+        "{got:?}"
+    );
+}
