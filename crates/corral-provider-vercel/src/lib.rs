@@ -477,7 +477,8 @@ impl SandboxProvider for VercelProvider {
                         path: path.to_owned(),
                     });
                 }
-                Err(f) if f.status.is_some_and(|s| s < 500) => {
+                // What a directory or unreadable path gets is undocumented: ask the sandbox.
+                Err(f) if matches!(f.status, Some(400 | 422 | 500)) => {
                     return Err(explain_read_failure(self, ctx, native_id, path, f.error).await);
                 }
                 Err(f) => return Err(f.error),

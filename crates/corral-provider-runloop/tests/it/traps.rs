@@ -311,3 +311,34 @@ async fn a_devbox_shut_down_through_corral_reads_as_deleted() {
     // A second delete is refused by Runloop (not running) and is still a success.
     runloop.delete(&ctx(), &id).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_failed_download_is_explained_as_missing_or_not_a_file() {
+    let server = fake::start().await;
+    let (runloop, id) = running(&server).await;
+    let dir = runloop
+        .exec(&ctx(), &id, &ExecSpec::new("mktemp -d"))
+        .await
+        .unwrap();
+    let dir = String::from_utf8(dir.stdout).unwrap().trim().to_owned();
+    let err = runloop
+        .read_file(&ctx(), &id, &dir, 1024)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::FileRefused { .. }), "{err:?}");
+    let err = runloop
+        .read_file(&ctx(), &id, &format!("{dir}/nope"), 1024)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::FileNotFound { .. }), "{err:?}");
+    // A devbox that is gone is reported as such, not as a missing file.
+    runloop.delete(&ctx(), &id).await.unwrap();
+    let err = runloop
+        .read_file(&ctx(), &id, &format!("{dir}/nope"), 1024)
+        .await
+        .unwrap_err();
+    assert!(
+        !matches!(err, ProviderError::FileNotFound { .. }),
+        "{err:?}"
+    );
+}

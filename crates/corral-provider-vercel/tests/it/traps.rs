@@ -375,3 +375,26 @@ async fn exec_sends_sh_c_with_native_cwd_and_env() {
     assert_eq!(b["logs"], true);
     assert_eq!(b["sudo"], false);
 }
+
+#[tokio::test]
+async fn reading_a_directory_is_refused_and_a_missing_file_is_not_found() {
+    let server = fake::start().await;
+    let (vercel, id) = running(&server).await;
+    let dir = vercel
+        .exec(&ctx(), &id, &ExecSpec::new("mktemp -d"))
+        .await
+        .unwrap();
+    let dir = String::from_utf8(dir.stdout).unwrap().trim().to_owned();
+    let err = vercel.read_file(&ctx(), &id, &dir, 1024).await.unwrap_err();
+    assert!(matches!(err, ProviderError::FileRefused { .. }), "{err:?}");
+    server.log().clear();
+    let err = vercel
+        .read_file(&ctx(), &id, &format!("{dir}/nope"), 1024)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::FileNotFound { .. }), "{err:?}");
+    assert!(
+        server.log().matching(&Method::POST, "/cmd").is_empty(),
+        "a 404 needs no probe"
+    );
+}
