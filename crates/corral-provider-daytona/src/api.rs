@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSandbox {
+    /// Unique name in the organization; Corral uses the operation id, so a repeated create
+    /// answers 409 instead of making a second sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Snapshot id or name; the server's default snapshot when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,

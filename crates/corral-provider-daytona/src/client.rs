@@ -6,7 +6,9 @@ use std::time::Duration;
 use corral_domain::Provider;
 use corral_provider::{CallContext, ExposeSecret, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
-use corral_provider_http::{ProviderHttp, Url, join, multipart_file, with_query};
+use corral_provider_http::{
+    ProviderHttp, Url, join, multipart_file, parse_json, read_capped, with_query,
+};
 
 use crate::api;
 
@@ -73,14 +75,22 @@ impl Client {
         self.authed(ctx, method, self.http.url(path))
     }
 
-    /// `POST /sandbox`.
+    /// `POST /sandbox`; `Ok(None)` when the name is taken (409).
     pub(crate) async fn create_sandbox(
         &self,
         ctx: &CallContext,
         body: &api::CreateSandbox,
-    ) -> Result<api::Sandbox> {
+    ) -> Result<Option<api::Sandbox>> {
         let req = self.control(ctx, Method::POST, "/sandbox")?.json(body);
-        self.http.send_json(ctx, req).await
+        let limit = self.http.config().request_timeout;
+        match self.http.send_for_failure(ctx, req, limit).await {
+            Ok(resp) => {
+                let body = read_capped(P, resp, self.http.config().max_response_bytes).await?;
+                parse_json(P, &body).map(Some)
+            }
+            Err(failure) if failure.status == Some(409) => Ok(None),
+            Err(failure) => Err(failure.error),
+        }
     }
 
     /// `GET /sandbox/{sandboxIdOrName}`.

@@ -2,7 +2,8 @@
 //! proxy on another, both checking `Authorization: Bearer`. It reproduces what adapters trip
 //! on: create answers `creating` and the sandbox only reaches `started` after a couple of
 //! observations (`starting` first); `/process/execute` merges stderr into stdout and answers
-//! 408 when its `timeout` (seconds) fires; the upload creates missing parents. Request bodies
+//! 408 when its `timeout` (seconds) fires; the upload creates missing parents; names are unique
+//! (409) and sandboxes are found by id or name. Request bodies
 //! are validated as Daytona's NestJS/gin handlers would (400 with `{statusCode, message,
 //! error}`). Commands run on the host (no isolation) in a per-sandbox temporary directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test double: a poisoned lock is a failed test.
@@ -231,10 +232,23 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
     };
     let n = inner.next.fetch_add(1, Ordering::SeqCst);
     let id = format!("5f1c0b7e-0000-4000-8000-{n:012}");
-    let name = match v.get("name").and_then(Value::as_str) {
-        Some(name) => name.to_owned(),
+    let name = match v.get("name") {
         None => id.clone(),
+        Some(Value::String(name)) if !name.is_empty() => name.clone(),
+        Some(_) => return error(StatusCode::BAD_REQUEST, "name must be a string"),
     };
+    if inner
+        .sandboxes
+        .lock()
+        .unwrap()
+        .values()
+        .any(|s| s.name == name)
+    {
+        return error(
+            StatusCode::CONFLICT,
+            format!("Sandbox with name {name} already exists"),
+        );
+    }
     let sandbox = Sandbox {
         name,
         snapshot,
@@ -257,12 +271,15 @@ async fn get_one(
         return r;
     }
     let mut sandboxes = inner.sandboxes.lock().unwrap();
-    let Some(s) = sandboxes.get_mut(&id) else {
+    let Some((id, s)) = sandboxes
+        .iter_mut()
+        .find(|(key, s)| **key == id || s.name == id)
+    else {
         return not_found(&id);
     };
     let state = state_of(s);
     s.warming = s.warming.saturating_sub(1);
-    axum::Json(record(&inner, &id, s, state)).into_response()
+    axum::Json(record(&inner, id, s, state)).into_response()
 }
 
 async fn destroy(
@@ -273,8 +290,13 @@ async fn destroy(
     if let Err(r) = authorized(&headers) {
         return r;
     }
-    match inner.sandboxes.lock().unwrap().remove(&id) {
-        Some(s) => axum::Json(record(&inner, &id, &s, "destroying")).into_response(),
+    let mut sandboxes = inner.sandboxes.lock().unwrap();
+    let key = sandboxes
+        .iter()
+        .find(|(key, s)| **key == id || s.name == id)
+        .map(|(key, _)| key.clone());
+    match key.and_then(|k| sandboxes.remove(&k).map(|s| (k, s))) {
+        Some((key, s)) => axum::Json(record(&inner, &key, &s, "destroying")).into_response(),
         None => not_found(&id),
     }
 }

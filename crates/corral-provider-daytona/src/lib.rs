@@ -11,7 +11,9 @@
 //! Mapping: `image` is the `snapshot`; the lifetime is the idle **auto-stop** interval
 //! `autoStopInterval`, in **minutes** (so `timeout` must be a multiple of 60 seconds; the
 //! default is Daytona's 15 minutes). A stopped sandbox keeps its disk and is not deleted. The
-//! operation id is the label `corral-operation-id`. Create answers before the sandbox is
+//! operation id is the label `corral-operation-id` and also the sandbox `name`, which Daytona
+//! keeps unique: a repeated create answers 409, and the adapter then returns the sandbox the
+//! earlier attempt made (`GET /sandbox/{name}`), so creates are idempotent per operation. Create answers before the sandbox is
 //! `started` (`creating`/`starting` → creating; `started` → running); every documented state
 //! is mapped in `map.rs`.
 //!
@@ -189,12 +191,30 @@ impl SandboxProvider for DaytonaProvider {
             .timeout_seconds
             .or(spec.request.timeout())
             .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
+        let name = spec.operation_id.to_string();
         let body = api::CreateSandbox {
+            name: Some(name.clone()),
             snapshot: spec.request.image().map(str::to_owned),
             labels: BTreeMap::from([(OPERATION_LABEL.to_owned(), spec.operation_id.to_string())]),
             auto_stop_interval: Some(minutes(timeout)),
         };
-        let created = self.client.create_sandbox(ctx, &body).await?;
+        let created = match self.client.create_sandbox(ctx, &body).await? {
+            Some(created) => created,
+            None => {
+                // The name (the operation id) is taken: an earlier attempt of this very
+                // operation made it, unless its label says otherwise.
+                let existing = self.client.get_sandbox(ctx, &name).await?;
+                if existing.labels.get(OPERATION_LABEL) != Some(&name) {
+                    return Err(ProviderError::InvalidRequest {
+                        provider: P,
+                        message: format!(
+                            "a sandbox named {name} exists that was not created for this operation"
+                        ),
+                    });
+                }
+                existing
+            }
+        };
         // The sandbox exists now: failing to remember its toolbox must not hide that.
         let _ = self.remember(&created);
         let mut observed = Self::observed(&created);

@@ -342,3 +342,44 @@ async fn the_fake_rejects_what_daytona_rejects() {
         .unwrap();
     assert_eq!(status(r), 400, "timeout is an integer of seconds");
 }
+
+#[tokio::test]
+async fn a_repeated_create_of_one_operation_returns_the_same_sandbox() {
+    let (fake, p) = crate::world().await;
+    let s = spec(None);
+    let first = p.create(&ctx(), &s).await.unwrap();
+    let again = p.create(&ctx(), &s).await.unwrap();
+    assert_eq!(first.native_id, again.native_id);
+    assert_eq!(again.operation_id, Some(s.operation_id));
+    let posts = fake.control.log().matching(&Method::POST, "/sandbox");
+    assert_eq!(posts.len(), 2);
+    assert_eq!(
+        body_json(&posts[0].body)["name"],
+        s.operation_id.to_string()
+    );
+    let found = p
+        .find_by_operation_id(&ctx(), &s.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "no second sandbox was made");
+}
+
+#[tokio::test]
+async fn a_name_taken_by_a_sandbox_of_another_operation_is_refused() {
+    let (fake, p) = crate::world().await;
+    let s = spec(None);
+    let resp = corral_provider_http::reqwest::Client::new()
+        .post(format!("{}/sandbox", fake.control.base_url()))
+        .header("authorization", format!("Bearer {API_KEY}"))
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"name":"{}"}}"#, s.operation_id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let err = p.create(&ctx(), &s).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+}
