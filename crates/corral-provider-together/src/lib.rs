@@ -98,6 +98,7 @@ impl TogetherProvider {
     /// while it runs).
     async fn agent(&self, ctx: &CallContext, native_id: &str) -> Result<client::Agent<'_>> {
         let key = ctx.require_credential(P)?;
+        known_shape(native_id)?;
         let sandbox = self.control.get_sandbox(ctx, key, native_id).await?;
         match (sandbox.agent.url, sandbox.agent.token) {
             (Some(url), Some(token)) if sandbox.status == "running" => {
@@ -135,6 +136,20 @@ fn is_uuid(s: &str) -> bool {
             .iter()
             .zip([8, 4, 4, 4, 12])
             .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Together answers 400 for an id that is not a UUID (the path parameter's format) and 404 for
+/// an unknown one; either way no such sandbox exists, so a malformed id is `NotFound` without a
+/// call.
+fn known_shape(native_id: &str) -> Result<()> {
+    if is_uuid(native_id) {
+        Ok(())
+    } else {
+        Err(ProviderError::NotFound {
+            provider: P,
+            resource: format!("sandbox {native_id}"),
+        })
+    }
 }
 
 /// A Pint answer of 404 for a path: the file, not the sandbox, is missing.
@@ -198,6 +213,7 @@ impl SandboxProvider for TogetherProvider {
 
     async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
         let key = ctx.require_credential(P)?;
+        known_shape(native_id)?;
         Ok(observed(
             self.control.get_sandbox(ctx, key, native_id).await?,
         ))
@@ -205,6 +221,9 @@ impl SandboxProvider for TogetherProvider {
 
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
         let key = ctx.require_credential(P)?;
+        if known_shape(native_id).is_err() {
+            return Ok(());
+        }
         let body = api::TerminateRequest { snapshot: None };
         match self
             .control

@@ -175,3 +175,12 @@ async fn create_without_image_or_default_snapshot_is_refused_before_any_call() {
     );
     assert!(server.log().all().is_empty());
 }
+
+#[tokio::test]
+async fn a_malformed_id_is_not_found_without_a_call() {
+    let (server, provider) = setup().await;
+    let err = provider.get(&ctx(), "../etc").await.unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+    provider.delete(&ctx(), "not-a-uuid").await.unwrap();
+    assert!(server.log().all().is_empty());
+}
