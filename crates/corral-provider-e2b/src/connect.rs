@@ -3,6 +3,7 @@
 //! message; flag `0x01` (compression) is never negotiated by Corral and is refused.
 
 use bytes::{Buf, Bytes, BytesMut};
+use snafu::Snafu;
 
 /// Flag of the end-of-stream message.
 pub const END_STREAM: u8 = 0x02;
@@ -38,9 +39,10 @@ pub fn encode(flags: u8, data: &[u8]) -> Vec<u8> {
 }
 
 /// Why a stream could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Snafu)]
 pub enum DecodeError {
     /// A message announced more bytes than the cap.
+    #[snafu(display("a stream message of {len} bytes exceeds the cap of {cap}"))]
     TooLarge {
         /// Announced length.
         len: usize,
@@ -48,21 +50,8 @@ pub enum DecodeError {
         cap: usize,
     },
     /// A compressed message, which Corral never asked for.
+    #[snafu(display("a compressed stream message was not asked for"))]
     Compressed,
-}
-
-impl std::fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DecodeError::TooLarge { len, cap } => {
-                write!(
-                    f,
-                    "a stream message of {len} bytes exceeds the cap of {cap}"
-                )
-            }
-            DecodeError::Compressed => f.write_str("a compressed stream message was not asked for"),
-        }
-    }
 }
 
 /// Incremental decoder: push chunks as they arrive (an envelope may be split across any
