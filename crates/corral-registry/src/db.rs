@@ -118,6 +118,9 @@ fn sqlite_path(url: &str) -> Option<PathBuf> {
 
 /// One pooled connection on either backend. Use [`with_conn!`](crate::with_conn) to run the
 /// same diesel code on whichever it is.
+// Short-lived (one per checked-out connection, on the stack of one call): boxing the larger
+// variant would cost an allocation per query for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum PooledConnection {
     /// A SQLite connection.
     Sqlite(Object<SqliteConn>),

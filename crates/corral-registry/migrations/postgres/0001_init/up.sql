@@ -42,8 +42,9 @@ CREATE TABLE profile_verifications (
     PRIMARY KEY (profile_id, operation)
 );
 
+-- id uses the "C" collation so that the pagination tiebreak is byte order, as on SQLite.
 CREATE TABLE sandboxes (
-    id TEXT PRIMARY KEY NOT NULL,
+    id TEXT COLLATE "C" PRIMARY KEY NOT NULL,
     project_id TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
     provider TEXT NOT NULL,
     native_id TEXT,
