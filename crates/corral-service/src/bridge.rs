@@ -28,7 +28,10 @@ impl BridgeGuard {
     /// A guard with `allow` (entries `host` or `host:port`, case-insensitive).
     pub fn new(allow: &[String]) -> Self {
         Self {
-            allow: allow.iter().map(|a| a.trim().to_ascii_lowercase()).collect(),
+            allow: allow
+                .iter()
+                .map(|a| a.trim().to_ascii_lowercase())
+                .collect(),
         }
     }
 
@@ -53,7 +56,9 @@ impl BridgeGuard {
         let port = url
             .port_or_known_default()
             .ok_or_else(|| refused(&shown, "it has no port"))?;
-        let host = url.host().ok_or_else(|| refused(&shown, "it has no host"))?;
+        let host = url
+            .host()
+            .ok_or_else(|| refused(&shown, "it has no host"))?;
         let host_text = match &host {
             Host::Domain(d) => d.to_ascii_lowercase(),
             Host::Ipv4(a) => a.to_string(),
@@ -147,12 +152,7 @@ fn is_public_v6(a: Ipv6Addr) -> bool {
     let s = a.segments();
     // NAT64 (64:ff9b::/96) embeds an IPv4 address.
     if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-        let v4 = Ipv4Addr::new(
-            (s[6] >> 8) as u8,
-            s[6] as u8,
-            (s[7] >> 8) as u8,
-            s[7] as u8,
-        );
+        let v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
         return is_public_v4(v4);
     }
     !(a.is_loopback()

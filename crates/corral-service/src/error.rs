@@ -51,11 +51,11 @@ pub enum ServiceError {
     },
     /// Whether an earlier create with this key reached the provider cannot be determined.
     #[snafu(display(
-        "the outcome of the earlier create with this Idempotency-Key is unknown ({operation_id}); do not retry with a new key"
+        "the outcome of the earlier create with this Idempotency-Key is unknown; do not retry with a new key"
     ))]
     IdempotencyOutcomeUnknown {
-        /// The operation to reconcile by.
-        operation_id: OperationId,
+        /// The operation to reconcile by, if one was attached.
+        operation_id: Option<OperationId>,
     },
     /// The idempotency store is unavailable.
     #[snafu(display("the idempotency store is temporarily unavailable"))]
@@ -137,10 +137,10 @@ pub enum ServiceError {
         message: String,
     },
     /// No sandbox visible to the project has this id.
-    #[snafu(display("no sandbox `{id}` in this project"))]
+    #[snafu(display("{message}"))]
     SandboxNotFound {
-        /// The id as given.
-        id: String,
+        /// Which sandbox.
+        message: String,
     },
     /// The provider rate-limited the call.
     #[snafu(display("{message}"))]
@@ -221,8 +221,10 @@ impl ServiceError {
         let mut env = ErrorEnvelope::new(self.code(), self.to_string(), request_id);
         let e: &mut ApiError = &mut env.error;
         match self {
-            ServiceError::IdempotencyOutcomeUnknown { operation_id }
-            | ServiceError::CreateOutcomeUnknown { operation_id } => {
+            ServiceError::IdempotencyOutcomeUnknown { operation_id } => {
+                e.operation_id = operation_id.map(|o| o.to_string());
+            }
+            ServiceError::CreateOutcomeUnknown { operation_id } => {
                 e.operation_id = Some(operation_id.to_string());
             }
             ServiceError::OperationUnavailable {
@@ -308,7 +310,9 @@ pub fn map_provider_error(
         },
         ProviderError::Unauthorized { .. } => ServiceError::AuthenticationFailed { message },
         ProviderError::InvalidRequest { .. } => ServiceError::ProviderInvalidRequest { message },
-        ProviderError::NotFound { .. } => ServiceError::ProviderFailed { message },
+        ProviderError::NotFound { .. } => ServiceError::SandboxNotFound {
+            message: "the provider no longer has this sandbox".into(),
+        },
         ProviderError::RateLimited { retry_after, .. } => ServiceError::RateLimited {
             message,
             retry_after: secs(retry_after),
@@ -375,7 +379,10 @@ mod tests {
     fn every_provider_failure_maps_to_its_documented_code() {
         let p = Provider::E2b;
         let cases: Vec<(ProviderError, ErrorCode)> = vec![
-            (ProviderError::MissingCredential { provider: p }, ErrorCode::MissingApiKey),
+            (
+                ProviderError::MissingCredential { provider: p },
+                ErrorCode::MissingApiKey,
+            ),
             (
                 ProviderError::MissingContext {
                     provider: p,
@@ -444,7 +451,11 @@ mod tests {
         ];
         for (e, want) in cases {
             let shown = e.to_string();
-            assert_eq!(map_provider_error(e, Stage::Other, None).code(), want, "{shown}");
+            assert_eq!(
+                map_provider_error(e, Stage::Other, None).code(),
+                want,
+                "{shown}"
+            );
         }
         let limited = map_provider_error(
             ProviderError::RateLimited {

@@ -1,3 +1,242 @@
-//! Corral's use cases, framework-free.
+//! Corral's use cases, framework-free: create, get, list, delete, exec, read and write files,
+//! and the provider catalog, over `Arc<dyn SandboxProvider>`s, the registry and the
+//! idempotency store.
+//!
+//! Every failure is a [`ServiceError`](error::ServiceError) that maps to exactly one v3 error
+//! code; the HTTP server only renders it. Usable without any web framework:
+//!
+//! ```no_run
+//! # async fn demo(service: corral_service::Service, key: &str) -> Result<(), corral_service::error::ServiceError> {
+//! use corral_domain::{CreateSandboxRequest, Provider};
+//! use corral_service::InlineAccess;
+//!
+//! let caller = service.authenticate(Some(&format!("Bearer {key}"))).await?;
+//! let req = CreateSandboxRequest::standard(Provider::Local, None, None);
+//! let created = service.create(&caller, InlineAccess::default(), Some("key-1"), req).await?;
+//! assert_eq!(created.status, 201);
+//! # Ok(()) }
+//! ```
+
+mod access;
 pub mod bridge;
+mod create;
 pub mod error;
+pub mod metrics;
+mod reconciler;
+mod sandboxes;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corral_domain::{Provider, ProviderCatalog, ProviderContext, limits};
+use corral_idempotency::IdempotencyStore;
+use corral_provider::{SandboxProvider, SecretString};
+use corral_registry::{ProjectId, Registry, RegistryError};
+
+use crate::bridge::BridgeGuard;
+use crate::error::ServiceError;
+use crate::metrics::Histograms;
+
+pub use reconciler::ReconcileReport;
+
+/// Tunables of the use cases.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// How long a command may run before `request_timeout`.
+    pub exec_deadline: Duration,
+    /// How long a create request waits for the provider before answering
+    /// `sandbox_create_outcome_unknown` (the create goes on and is recorded).
+    pub create_wait: Duration,
+    /// Deadline of get, delete and file calls to a provider.
+    pub provider_call_timeout: Duration,
+    /// Hosts exempt from the bridge URL address rules.
+    pub bridge_allow: Vec<String>,
+    /// How long an unconfirmed create stays `unknown` before the reconciler gives it up.
+    pub reconcile_grace: Duration,
+    /// `Retry-After` sent with `idempotency_in_progress`.
+    pub in_progress_retry_after: u64,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            exec_deadline: Duration::from_secs(limits::DEFAULT_EXEC_DEADLINE_SECONDS),
+            create_wait: Duration::from_secs(120),
+            provider_call_timeout: Duration::from_secs(60),
+            bridge_allow: Vec::new(),
+            reconcile_grace: Duration::from_secs(300),
+            in_progress_retry_after: 1,
+        }
+    }
+}
+
+/// An authenticated caller: the project its API key belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    project: ProjectId,
+}
+
+impl Caller {
+    /// The caller's project.
+    pub fn project_id(&self) -> ProjectId {
+        self.project
+    }
+}
+
+/// The request's inline provider access: `X-Provider-Credential` (never stored, logged or
+/// echoed) and the `X-Provider-*` context headers, which override the profile's context.
+#[derive(Debug, Clone, Default)]
+pub struct InlineAccess {
+    /// The inline credential.
+    pub credential: Option<SecretString>,
+    /// The inline context.
+    pub context: ProviderContext,
+}
+
+/// A create's answer: 201 with a new sandbox, or 200 replaying the stored body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    /// 201 (new) or 200 (replay).
+    pub status: u16,
+    /// The exact JSON body (byte-identical on replay).
+    pub body: String,
+    /// Whether this is a replay (`Idempotent-Replayed: true`).
+    pub replayed: bool,
+}
+
+/// The use cases. Cheap to clone.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    providers: BTreeMap<Provider, Arc<dyn SandboxProvider>>,
+    catalog: ProviderCatalog,
+    registry: Registry,
+    idempotency: IdempotencyStore,
+    config: ServiceConfig,
+    bridge: BridgeGuard,
+    provider_latency: Histograms,
+}
+
+impl Service {
+    /// The use cases over `providers`, the registry and the idempotency store.
+    pub fn new(
+        providers: BTreeMap<Provider, Arc<dyn SandboxProvider>>,
+        registry: Registry,
+        idempotency: IdempotencyStore,
+        config: ServiceConfig,
+    ) -> Self {
+        let catalog = ProviderCatalog {
+            providers: providers
+                .values()
+                .map(|p| p.capabilities().clone())
+                .collect(),
+        };
+        Self {
+            inner: Arc::new(Inner {
+                bridge: BridgeGuard::new(&config.bridge_allow),
+                providers,
+                catalog,
+                registry,
+                idempotency,
+                config,
+                provider_latency: Histograms::new(
+                    "corral_provider_call_duration_seconds",
+                    "Provider calls by provider, call and outcome",
+                    &["provider", "call", "outcome"],
+                ),
+            }),
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// The configured providers.
+    pub fn provider_ids(&self) -> Vec<Provider> {
+        self.inner.providers.keys().copied().collect()
+    }
+
+    /// Resolves `Authorization: Bearer <key>` to the caller's project.
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, ServiceError> {
+        let missing = |m: &str| ServiceError::MissingApiKey {
+            message: m.to_owned(),
+        };
+        let Some(value) = authorization.map(str::trim).filter(|v| !v.is_empty()) else {
+            return Err(missing(
+                "send the project API key as `Authorization: Bearer <API key>`",
+            ));
+        };
+        let (scheme, key) = value.split_once(' ').unwrap_or((value, ""));
+        if !scheme.eq_ignore_ascii_case("bearer") || key.trim().is_empty() {
+            return Err(missing(
+                "the Authorization header must be `Bearer <API key>`",
+            ));
+        }
+        match self.inner.registry.authenticate(key.trim()).await {
+            Ok(Some(project)) => Ok(Caller { project }),
+            Ok(None) => Err(ServiceError::AuthenticationFailed {
+                message: "the project API key was rejected".into(),
+            }),
+            Err(e) => Err(registry_error(e)),
+        }
+    }
+
+    /// `GET /v1/providers`: every configured provider's capabilities.
+    pub fn providers(&self) -> ProviderCatalog {
+        self.inner.catalog.clone()
+    }
+
+    /// Whether the database answers (`/readyz`).
+    pub async fn ready(&self) -> Result<(), ServiceError> {
+        self.inner
+            .registry
+            .database()
+            .ping()
+            .await
+            .map_err(registry_error)
+    }
+
+    /// Appends the provider-call metrics in the Prometheus text format.
+    pub fn render_metrics(&self, out: &mut String) {
+        self.inner.provider_latency.render(out);
+    }
+
+    fn provider(&self, p: Provider) -> Result<&Arc<dyn SandboxProvider>, ServiceError> {
+        self.inner
+            .providers
+            .get(&p)
+            .ok_or_else(|| ServiceError::ProviderUnavailable {
+                message: format!("provider `{p}` is not configured on this server"),
+                retry_after: None,
+            })
+    }
+
+    fn observe(&self, p: Provider, call: &str, start: Instant, ok: bool) {
+        self.inner.provider_latency.observe(
+            &[p.as_str(), call, if ok { "ok" } else { "error" }],
+            start.elapsed(),
+        );
+    }
+}
+
+/// Maps a registry failure on a sandbox route.
+pub(crate) fn registry_error(e: RegistryError) -> ServiceError {
+    match e {
+        RegistryError::Unavailable { .. } => ServiceError::RegistryUnavailable,
+        RegistryError::NotFound { .. } => ServiceError::SandboxNotFound {
+            message: "no such sandbox in this project".into(),
+        },
+        RegistryError::InvalidCursor => ServiceError::invalid("`cursor` is malformed"),
+        RegistryError::InvalidInput { message } => ServiceError::InvalidRequest { message },
+        other => {
+            tracing::error!(error = %other, "registry failure");
+            ServiceError::internal("the registry failed unexpectedly")
+        }
+    }
+}

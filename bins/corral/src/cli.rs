@@ -1,0 +1,141 @@
+//! The command line: `corral serve | migrate | project | key | profile | openapi`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Corral: a provider-neutral control API for persistent sandboxes.
+#[derive(Debug, Parser)]
+#[command(name = "corral", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the registry lives.
+#[derive(Debug, Clone, Args)]
+pub struct Storage {
+    /// Data directory: the SQLite file, the master key and local sandboxes.
+    #[arg(long, env = "CORRAL_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Database URL (`sqlite://PATH` or `postgres://…`); default SQLite in the data directory.
+    #[arg(long, env = "CORRAL_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// TOML configuration file.
+    #[arg(long, env = "CORRAL_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server.
+    Serve {
+        /// Listen address.
+        #[arg(long, env = "CORRAL_LISTEN")]
+        listen: Option<String>,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+    /// Apply database migrations and exit.
+    Migrate {
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+    /// Manage projects.
+    Project {
+        /// What to do.
+        #[command(subcommand)]
+        command: ProjectCommand,
+    },
+    /// Manage project API keys.
+    Key {
+        /// What to do.
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// Manage provider profiles.
+    Profile {
+        /// What to do.
+        #[command(subcommand)]
+        command: ProfileCommand,
+    },
+    /// Print the OpenAPI document (regenerate docs/openapi.json with it).
+    Openapi,
+}
+
+/// `corral project …`.
+#[derive(Debug, Subcommand)]
+pub enum ProjectCommand {
+    /// Create a project; prints `{"projectId": …, "apiKey": …}` on stdout.
+    Create {
+        /// Unique project name.
+        #[arg(long)]
+        name: String,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+}
+
+/// `corral key …`.
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Issue another API key for a project; prints `{"projectId": …, "apiKey": …}`.
+    Create {
+        /// The project id (`prj_…`) or name.
+        #[arg(long)]
+        project: String,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+    /// Revoke an API key by its id (the part after `crl_`) or the full key.
+    Revoke {
+        /// The key id.
+        #[arg(long)]
+        key_id: String,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+}
+
+/// `corral profile …`.
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// Store a project's provider profile. The credential is read from standard input (one
+    /// line) or from the environment variable named by `--credential-env`; never from argv.
+    Set {
+        /// The project id (`prj_…`) or name.
+        #[arg(long)]
+        project: String,
+        /// The provider id, e.g. `e2b`.
+        #[arg(long)]
+        provider: String,
+        /// Read the credential from this environment variable instead of standard input.
+        #[arg(long)]
+        credential_env: Option<String>,
+        /// Store no credential (providers that need none).
+        #[arg(long, conflicts_with = "credential_env")]
+        no_credential: bool,
+        /// Workspace context.
+        #[arg(long)]
+        workspace: Option<String>,
+        /// Team id context.
+        #[arg(long)]
+        team_id: Option<String>,
+        /// Project id context (the provider's, not Corral's).
+        #[arg(long)]
+        provider_project_id: Option<String>,
+        /// Bridge URL context.
+        #[arg(long)]
+        bridge_url: Option<String>,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+}

@@ -1,0 +1,300 @@
+//! What each subcommand does.
+#![allow(clippy::print_stdout)] // A command-line tool answers on stdout.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, Write as _};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use corral_domain::{Provider, ProviderContext};
+use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
+use corral_provider::{ExposeSecret as _, SandboxProvider, SecretString};
+use corral_registry::{
+    Backend, Database, DatabaseConfig, MasterKey, ProfileInput, Project, ProjectId, Registry,
+};
+use corral_service::{Service, ServiceConfig};
+
+use crate::cli::{Cli, Command, KeyCommand, ProfileCommand, ProjectCommand, Storage};
+use crate::config::{self, Overrides, Settings};
+use crate::http::{AppState, BuildInfo};
+
+/// A failed command: the message printed on stderr.
+#[derive(Debug)]
+pub struct CommandError(pub String);
+
+impl<E: std::fmt::Display> From<E> for CommandError {
+    fn from(e: E) -> Self {
+        CommandError(e.to_string())
+    }
+}
+
+type Outcome = Result<(), CommandError>;
+
+/// Runs one command line.
+pub fn run(cli: Cli) -> ExitCode {
+    init_tracing();
+    let result = match cli.command {
+        Command::Openapi => {
+            print!("{}", crate::openapi::document_json());
+            Ok(())
+        }
+        Command::Serve { listen, storage } => block_on(serve(listen, storage)),
+        Command::Migrate { storage } => block_on(migrate(storage)),
+        Command::Project { command } => block_on(project(command)),
+        Command::Key { command } => block_on(key(command)),
+        Command::Profile { command } => block_on(profile(command)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CommandError(message)) => {
+            eprintln!("corral: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+fn block_on(fut: impl Future<Output = Outcome>) -> Outcome {
+    actix_web::rt::System::new().block_on(fut)
+}
+
+fn settings(storage: &Storage, listen: Option<String>) -> Result<Settings, CommandError> {
+    Ok(config::load(
+        storage.config.as_deref(),
+        &Overrides {
+            listen,
+            data_dir: storage.data_dir.clone(),
+            database_url: storage.database_url.clone(),
+        },
+    )?)
+}
+
+/// The registry and the idempotency store over the configured database (migrated).
+pub async fn open_registry(
+    settings: &Settings,
+) -> Result<(Registry, IdempotencyStore), CommandError> {
+    create_private_dir(&settings.data_dir)?;
+    let key = MasterKey::load_or_create(&settings.data_dir.join("master.key"))?;
+    let mut db_config = DatabaseConfig::new(settings.database_url.clone());
+    db_config.max_connections = settings.max_connections as usize;
+    db_config.wait_timeout = settings.acquire_timeout;
+    let db = Database::connect(db_config).await?;
+    let store = IdempotencyStore::new(db.clone(), IdempotencyConfig::default());
+    Ok((Registry::new(db, key), store))
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), CommandError> {
+    if dir.exists() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder
+        .create(dir)
+        .map_err(|e| CommandError(format!("cannot create {}: {e}", dir.display())))
+}
+
+/// Builds the service from settings and providers (used by `serve` and by tests).
+pub fn service(
+    settings: &Settings,
+    providers: BTreeMap<Provider, Arc<dyn SandboxProvider>>,
+    registry: Registry,
+    store: IdempotencyStore,
+) -> Service {
+    Service::new(
+        providers,
+        registry,
+        store,
+        ServiceConfig {
+            exec_deadline: settings.exec_deadline,
+            create_wait: settings.create_wait,
+            provider_call_timeout: settings.provider_call_timeout,
+            bridge_allow: settings.bridge_allow.clone(),
+            reconcile_grace: settings.reconcile_grace,
+            in_progress_retry_after: 1,
+        },
+    )
+}
+
+async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
+    let settings = settings(&storage, listen)?;
+    let (registry, store) = open_registry(&settings).await?;
+    if registry.database().backend() == Backend::Sqlite
+        && registry.list_projects().await?.is_empty()
+    {
+        let project = registry.create_project("default").await?;
+        let issued = registry.issue_api_key(project.id).await?;
+        print_first_key(&settings, &project, issued.key.expose_secret());
+    }
+    let providers = crate::wiring::build(&settings).map_err(CommandError)?;
+    let names: Vec<&str> = providers.keys().map(|p| p.as_str()).collect();
+    tracing::info!(providers = ?names, "providers configured");
+    let service = service(&settings, providers, registry, store);
+    let _reconciler = service.spawn_reconciler(settings.reconcile_interval);
+    let state = AppState {
+        service,
+        metrics: Arc::new(crate::http::request_metrics()),
+        build: BuildInfo::current(),
+    };
+    let server = actix_web::HttpServer::new(move || crate::http::app(state.clone()))
+        .workers(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)))
+        .shutdown_timeout(30)
+        .bind(&settings.listen)
+        .map_err(|e| CommandError(format!("cannot listen on {}: {e}", settings.listen)))?;
+    for addr in server.addrs() {
+        println!("corral: listening on http://{addr}");
+    }
+    let _ = std::io::stdout().flush();
+    // actix-web stops gracefully on SIGTERM and SIGINT (in-flight requests finish).
+    server.run().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn print_first_key(settings: &Settings, project: &Project, key: &str) {
+    let host = settings.listen.replace("0.0.0.0", "127.0.0.1");
+    println!(
+        "corral: created project `default` ({}) on an empty database.\n\
+         Its API key is shown only this once; keep it:\n\n    {key}\n\n\
+         Try it:\n\n    curl -s -X POST http://{host}/v1/sandboxes \\\n      \
+         -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\\n      \
+         -d '{{\"provider\": \"local\"}}'\n",
+        project.id
+    );
+}
+
+async fn migrate(storage: Storage) -> Outcome {
+    let settings = settings(&storage, None)?;
+    let (_registry, _store) = open_registry(&settings).await?;
+    println!("corral: migrations applied");
+    Ok(())
+}
+
+async fn find_project(registry: &Registry, project: &str) -> Result<Project, CommandError> {
+    Ok(match project.parse::<ProjectId>() {
+        Ok(id) => registry.project(id).await?,
+        Err(_) => registry.project_by_name(project).await?,
+    })
+}
+
+fn print_key(project: ProjectId, key: &SecretString) {
+    let out = serde_json::json!({"projectId": project.to_string(), "apiKey": key.expose_secret()});
+    println!("{out}");
+}
+
+async fn project(command: ProjectCommand) -> Outcome {
+    match command {
+        ProjectCommand::Create { name, storage } => {
+            let settings = settings(&storage, None)?;
+            let (registry, _) = open_registry(&settings).await?;
+            let project = registry.create_project(&name).await?;
+            let issued = registry.issue_api_key(project.id).await?;
+            print_key(project.id, &issued.key);
+            Ok(())
+        }
+    }
+}
+
+async fn key(command: KeyCommand) -> Outcome {
+    match command {
+        KeyCommand::Create { project, storage } => {
+            let settings = settings(&storage, None)?;
+            let (registry, _) = open_registry(&settings).await?;
+            let project = find_project(&registry, &project).await?;
+            let issued = registry.issue_api_key(project.id).await?;
+            print_key(project.id, &issued.key);
+            Ok(())
+        }
+        KeyCommand::Revoke { key_id, storage } => {
+            let settings = settings(&storage, None)?;
+            let (registry, _) = open_registry(&settings).await?;
+            // Accept the key id or a whole key (`crl_<keyid>_<secret>`).
+            let id = key_id
+                .strip_prefix(corral_registry::API_KEY_PREFIX)
+                .map_or(key_id.as_str(), |rest| {
+                    rest.split('_').next().unwrap_or(rest)
+                });
+            let info = registry.revoke_api_key(id).await?;
+            let out = serde_json::json!({
+                "keyId": info.key_id,
+                "projectId": info.project_id.to_string(),
+                "revokedAt": info.revoked_at,
+            });
+            println!("{out}");
+            Ok(())
+        }
+    }
+}
+
+async fn profile(command: ProfileCommand) -> Outcome {
+    let ProfileCommand::Set {
+        project,
+        provider,
+        credential_env,
+        no_credential,
+        workspace,
+        team_id,
+        provider_project_id,
+        bridge_url,
+        storage,
+    } = command;
+    let provider: Provider = provider.parse()?;
+    let credential = if no_credential {
+        None
+    } else if let Some(var) = credential_env {
+        let value = std::env::var(&var)
+            .map_err(|_| CommandError(format!("environment variable {var} is not set")))?;
+        Some(SecretString::from(value.trim().to_owned()))
+    } else {
+        eprintln!("corral: reading the {provider} credential from standard input (one line)");
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        let line = line.trim().to_owned();
+        if line.is_empty() {
+            return Err(CommandError("no credential on standard input".into()));
+        }
+        Some(SecretString::from(line))
+    };
+    let settings = settings(&storage, None)?;
+    let (registry, _) = open_registry(&settings).await?;
+    let project = find_project(&registry, &project).await?;
+    let stored = registry
+        .put_profile(
+            project.id,
+            provider,
+            ProfileInput {
+                context: ProviderContext {
+                    workspace,
+                    team_id,
+                    project_id: provider_project_id,
+                    bridge_url,
+                },
+                settings: serde_json::Map::new(),
+                credential,
+            },
+        )
+        .await?;
+    let out = serde_json::json!({
+        "projectId": project.id.to_string(),
+        "provider": provider,
+        "context": stored.context,
+        "hasCredential": stored.has_credential,
+    });
+    println!("{out}");
+    Ok(())
+}

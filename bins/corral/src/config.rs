@@ -1,0 +1,346 @@
+//! Configuration: a TOML file (`--config` / `CORRAL_CONFIG`), then environment overrides, then
+//! command-line flags. Every key is optional; the defaults run the embedded default.
+//!
+//! ```toml
+//! listen = "127.0.0.1:8080"
+//! data_dir = ".corral"
+//! database_url = "postgres://corral@localhost/corral"  # default: SQLite in data_dir
+//!
+//! [database]
+//! max_connections = 8
+//! acquire_timeout_seconds = 5
+//!
+//! [limits]
+//! exec_deadline_seconds = 300     # exec → request_timeout beyond it
+//! create_wait_seconds = 120       # create → request_timeout (recording goes on) beyond it
+//! provider_call_timeout_seconds = 60
+//!
+//! [reconciler]
+//! interval_seconds = 30
+//! grace_seconds = 300
+//!
+//! [bridge]
+//! allow = ["bridge.internal.example:8443"]
+//!
+//! [providers]
+//! enabled = ["local", "e2b"]      # default: every provider compiled in
+//! [providers.e2b]
+//! base_url = "http://127.0.0.1:9000"
+//! request_timeout_seconds = 60
+//!
+//! [local]
+//! allow_network = false
+//! memory_mib = 4096
+//! max_processes = 1024
+//! file_size_mib = 1024
+//! cpu_seconds = 600
+//! ```
+//!
+//! Environment overrides: `CORRAL_PROVIDERS` (comma-separated), `CORRAL_PROVIDER_<ID>_BASE_URL`,
+//! `CORRAL_EXEC_DEADLINE_SECONDS`, `CORRAL_CREATE_WAIT_SECONDS`, `CORRAL_BRIDGE_ALLOW`
+//! (comma-separated), `CORRAL_DB_MAX_CONNECTIONS`, `CORRAL_LOCAL_ALLOW_NETWORK` (`true`/`false`),
+//! `CORRAL_RECONCILE_INTERVAL_SECONDS`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use corral_domain::{Provider, limits};
+use serde::Deserialize;
+
+/// The TOML file, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Listen address.
+    pub listen: Option<String>,
+    /// Data directory.
+    pub data_dir: Option<PathBuf>,
+    /// Database URL.
+    pub database_url: Option<String>,
+    /// Database pool.
+    #[serde(default)]
+    pub database: DatabaseSection,
+    /// Limits.
+    #[serde(default)]
+    pub limits: LimitsSection,
+    /// Background reconciler.
+    #[serde(default)]
+    pub reconciler: ReconcilerSection,
+    /// Bridge URL guard.
+    #[serde(default)]
+    pub bridge: BridgeSection,
+    /// Providers.
+    #[serde(default)]
+    pub providers: ProvidersSection,
+    /// The local provider.
+    #[serde(default)]
+    pub local: LocalSection,
+}
+
+/// `[database]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSection {
+    /// Pool size.
+    pub max_connections: Option<u32>,
+    /// How long a request waits for a connection before `sandbox_registry_unavailable`.
+    pub acquire_timeout_seconds: Option<u64>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Exec deadline.
+    pub exec_deadline_seconds: Option<u64>,
+    /// How long a create request waits for the provider before answering.
+    pub create_wait_seconds: Option<u64>,
+    /// Deadline of get, delete and file calls to a provider.
+    pub provider_call_timeout_seconds: Option<u64>,
+}
+
+/// `[reconciler]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcilerSection {
+    /// Seconds between passes.
+    pub interval_seconds: Option<u64>,
+    /// How long an unconfirmed create stays unknown before it is given up as failed.
+    pub grace_seconds: Option<u64>,
+}
+
+/// `[bridge]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeSection {
+    /// Hosts (`host` or `host:port`) exempt from the address rules.
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+/// `[providers]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ProvidersSection {
+    /// Enabled providers; default every provider compiled in.
+    pub enabled: Option<Vec<String>>,
+    /// `[providers.<id>]` sections.
+    #[serde(flatten)]
+    pub each: BTreeMap<String, ProviderSection>,
+}
+
+/// `[providers.<id>]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSection {
+    /// Base URL of the provider's API (tests point it at a fake).
+    pub base_url: Option<String>,
+    /// Whole-request timeout of the provider's HTTP client.
+    pub request_timeout_seconds: Option<u64>,
+}
+
+/// `[local]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalSection {
+    /// Where sandboxes live; default `<data_dir>/sandboxes`.
+    pub root: Option<PathBuf>,
+    /// Whether sandboxes may reach the network.
+    pub allow_network: Option<bool>,
+    /// Address space per command process, in MiB (`RLIMIT_AS`).
+    pub memory_mib: Option<u64>,
+    /// Processes of the sandbox uid (`RLIMIT_NPROC`).
+    pub max_processes: Option<u64>,
+    /// Largest file a command may write, in MiB (`RLIMIT_FSIZE`).
+    pub file_size_mib: Option<u64>,
+    /// CPU seconds per command process (`RLIMIT_CPU`).
+    pub cpu_seconds: Option<u64>,
+}
+
+/// The resolved settings the server runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Listen address.
+    pub listen: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Database URL.
+    pub database_url: String,
+    /// Pool size.
+    pub max_connections: u32,
+    /// Pool wait.
+    pub acquire_timeout: Duration,
+    /// Exec deadline.
+    pub exec_deadline: Duration,
+    /// Create wait.
+    pub create_wait: Duration,
+    /// Provider call deadline for everything but create and exec.
+    pub provider_call_timeout: Duration,
+    /// Reconciler period.
+    pub reconcile_interval: Duration,
+    /// Reconciler grace period.
+    pub reconcile_grace: Duration,
+    /// Bridge allow-list.
+    pub bridge_allow: Vec<String>,
+    /// Enabled providers.
+    pub enabled: Vec<Provider>,
+    /// Per-provider sections.
+    pub providers: BTreeMap<String, ProviderSection>,
+    /// Local provider settings.
+    pub local: LocalSection,
+}
+
+/// Reading or resolving the configuration failed.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Command-line values that override the file and the environment (clap already folded the
+/// `CORRAL_LISTEN`, `CORRAL_DATA_DIR` and `CORRAL_DATABASE_URL` variables into them).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--data-dir`.
+    pub data_dir: Option<PathBuf>,
+    /// `--database-url`.
+    pub database_url: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn env_u64(name: &str) -> Result<Option<u64>, ConfigError> {
+    env(name)
+        .map(|v| {
+            v.trim()
+                .parse()
+                .map_err(|_| ConfigError(format!("{name} must be a non-negative integer")))
+        })
+        .transpose()
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Reads the file (if any) and resolves everything.
+pub fn load(file: Option<&Path>, cli: &Overrides) -> Result<Settings, ConfigError> {
+    let fc = match file {
+        None => FileConfig::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+            toml::from_str(&text)
+                .map_err(|e| ConfigError(format!("invalid config {}: {e}", path.display())))?
+        }
+    };
+    resolve(fc, cli)
+}
+
+/// Applies environment overrides and flags to a parsed file.
+pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError> {
+    let data_dir = cli
+        .data_dir
+        .clone()
+        .or(fc.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from(".corral"));
+    let database_url = cli
+        .database_url
+        .clone()
+        .or(fc.database_url.clone())
+        .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("corral.db").display()));
+    let enabled_names = match env("CORRAL_PROVIDERS") {
+        Some(v) => Some(list(&v)),
+        None => fc.providers.enabled.clone(),
+    };
+    let enabled = match enabled_names {
+        None => crate::wiring::compiled_in(),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                let p: Provider = n
+                    .parse()
+                    .map_err(|e| ConfigError(format!("providers.enabled: {e}")))?;
+                if !crate::wiring::compiled_in().contains(&p) {
+                    return Err(ConfigError(format!(
+                        "providers.enabled: provider `{p}` is not built into this binary"
+                    )));
+                }
+                Ok(p)
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let mut providers = fc.providers.each.clone();
+    for p in Provider::ALL {
+        let name = format!(
+            "CORRAL_PROVIDER_{}_BASE_URL",
+            p.as_str().to_ascii_uppercase()
+        );
+        if let Some(url) = env(&name) {
+            providers.entry(p.as_str().to_owned()).or_default().base_url = Some(url);
+        }
+    }
+    for key in providers.keys() {
+        if key.parse::<Provider>().is_err() {
+            return Err(ConfigError(format!(
+                "unknown provider section [providers.{key}]"
+            )));
+        }
+    }
+    let mut bridge_allow = fc.bridge.allow.clone();
+    if let Some(v) = env("CORRAL_BRIDGE_ALLOW") {
+        bridge_allow = list(&v);
+    }
+    let mut local = fc.local.clone();
+    if let Some(v) = env("CORRAL_LOCAL_ALLOW_NETWORK") {
+        local.allow_network = Some(matches!(v.trim(), "1" | "true" | "yes"));
+    }
+    let secs = Duration::from_secs;
+    Ok(Settings {
+        listen: cli
+            .listen
+            .clone()
+            .or(fc.listen.clone())
+            .unwrap_or_else(|| "127.0.0.1:8080".into()),
+        data_dir,
+        database_url,
+        max_connections: env_u64("CORRAL_DB_MAX_CONNECTIONS")?
+            .map(|v| v as u32)
+            .or(fc.database.max_connections)
+            .unwrap_or(8),
+        acquire_timeout: secs(fc.database.acquire_timeout_seconds.unwrap_or(5)),
+        exec_deadline: secs(
+            env_u64("CORRAL_EXEC_DEADLINE_SECONDS")?
+                .or(fc.limits.exec_deadline_seconds)
+                .unwrap_or(limits::DEFAULT_EXEC_DEADLINE_SECONDS),
+        ),
+        create_wait: secs(
+            env_u64("CORRAL_CREATE_WAIT_SECONDS")?
+                .or(fc.limits.create_wait_seconds)
+                .unwrap_or(120),
+        ),
+        provider_call_timeout: secs(fc.limits.provider_call_timeout_seconds.unwrap_or(60)),
+        reconcile_interval: secs(
+            env_u64("CORRAL_RECONCILE_INTERVAL_SECONDS")?
+                .or(fc.reconciler.interval_seconds)
+                .unwrap_or(30),
+        ),
+        reconcile_grace: secs(fc.reconciler.grace_seconds.unwrap_or(300)),
+        bridge_allow,
+        enabled,
+        providers,
+        local,
+    })
+}

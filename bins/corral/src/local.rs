@@ -1,0 +1,34 @@
+//! The `local` provider, built from the configuration.
+
+use std::sync::Arc;
+
+use corral_provider::SandboxProvider;
+use corral_provider_local::{LocalConfig, LocalLimits, LocalProvider};
+
+use crate::config::Settings;
+
+/// Builds `local` under `<data_dir>/sandboxes` (or `[local] root`). A machine that cannot run
+/// it still gets the provider (every call then answers `provider_unavailable` with the reason).
+pub fn build(settings: &Settings) -> Result<Arc<dyn SandboxProvider>, String> {
+    let l = &settings.local;
+    let defaults = LocalLimits::default();
+    let mib = |v: Option<u64>, d: u64| v.map_or(d, |m| m.saturating_mul(1024 * 1024));
+    let config = LocalConfig {
+        root: l
+            .root
+            .clone()
+            .unwrap_or_else(|| settings.data_dir.join("sandboxes")),
+        allow_network: l.allow_network.unwrap_or(false),
+        limits: LocalLimits {
+            max_processes: l.max_processes.unwrap_or(defaults.max_processes),
+            memory_bytes: mib(l.memory_mib, defaults.memory_bytes),
+            file_size_bytes: mib(l.file_size_mib, defaults.file_size_bytes),
+            cpu_seconds: l.cpu_seconds.unwrap_or(defaults.cpu_seconds),
+        },
+    };
+    let provider = LocalProvider::new(config).map_err(|e| e.to_string())?;
+    if let Some(why) = provider.unavailable_reason() {
+        tracing::warn!("provider `local` cannot run sandboxes on this machine: {why}");
+    }
+    Ok(Arc::new(provider))
+}

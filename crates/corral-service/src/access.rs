@@ -1,0 +1,104 @@
+//! Provider access for one call: the credential (inline or the project's profile), the
+//! merged non-secret context, and the bridge URL guard.
+
+use corral_domain::{CredentialSource, Provider, ProviderContext};
+use corral_provider::CallContext;
+use corral_registry::RegistryError;
+
+use crate::bridge::check_bridge_credential;
+use crate::error::ServiceError;
+use crate::{Caller, InlineAccess, Service};
+
+/// What a provider call runs with.
+pub(crate) struct Access {
+    pub(crate) ctx: CallContext,
+    pub(crate) source: CredentialSource,
+    pub(crate) context: ProviderContext,
+}
+
+impl Service {
+    /// Resolves the credential and context for `operation` on `provider`.
+    ///
+    /// Inline credential first (never stored); else the project's profile
+    /// (`provider_profile_not_found` when there is none; `provider_operation_unavailable` when
+    /// its last deep verification says the credential cannot do `operation`). Inline context
+    /// headers override the profile's, field by field.
+    pub(crate) async fn access(
+        &self,
+        caller: &Caller,
+        provider: Provider,
+        inline: InlineAccess,
+        operation: &str,
+    ) -> Result<Access, ServiceError> {
+        if provider == Provider::Local {
+            // The embedded provider needs no account.
+            return Ok(Access {
+                ctx: CallContext::anonymous(),
+                source: CredentialSource::None,
+                context: ProviderContext::default(),
+            });
+        }
+        let profile = match self
+            .inner
+            .registry
+            .profile(caller.project_id(), provider)
+            .await
+        {
+            Ok(p) => p,
+            Err(RegistryError::Unavailable { .. }) => {
+                return Err(ServiceError::ProfilesUnavailable);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, %provider, "cannot load the provider profile");
+                return Err(ServiceError::internal(
+                    "the stored provider profile cannot be used",
+                ));
+            }
+        };
+        let profile_context = profile
+            .as_ref()
+            .map(|p| p.profile.context.clone())
+            .unwrap_or_default();
+        let (credential, source) = match (inline.credential, profile) {
+            (Some(c), _) => (Some(c), CredentialSource::Inline),
+            (None, None) => return Err(ServiceError::ProfileNotFound { provider }),
+            (None, Some(p)) => {
+                if let Some(v) = p
+                    .profile
+                    .verifications
+                    .iter()
+                    .find(|v| v.operation == operation && !v.ok)
+                {
+                    return Err(ServiceError::OperationUnavailable {
+                        provider,
+                        operation: operation.to_owned(),
+                        reason: v
+                            .reason
+                            .clone()
+                            .unwrap_or_else(|| "the last verification failed".into()),
+                        remediation: v.remediation.clone().unwrap_or_else(|| {
+                            "update the provider profile with a credential that has this permission".into()
+                        }),
+                    });
+                }
+                (p.credential, CredentialSource::Profile)
+            }
+        };
+        let context = profile_context.clone().overridden_by(&inline.context);
+        if provider.is_bridge() {
+            check_bridge_credential(
+                source,
+                profile_context.bridge_url.as_deref(),
+                inline.context.bridge_url.as_deref(),
+            )?;
+            if let Some(url) = &context.bridge_url {
+                self.inner.bridge.check(url).await?;
+            }
+        }
+        Ok(Access {
+            ctx: CallContext::new(credential, context.clone()),
+            source,
+            context,
+        })
+    }
+}

@@ -1,0 +1,339 @@
+//! Create, made safe to retry (DESIGN.md §4): validate, claim the Idempotency-Key atomically,
+//! record the sandbox with a fresh operation id before the provider call, run the provider call
+//! in a task of its own (a client that goes away does not cancel the recording of its outcome),
+//! and reconcile lost answers by operation id.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use corral_domain::{CreateSandboxRequest, OperationId, SandboxId, SandboxMetadata};
+use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyError, IdempotencyKey};
+use corral_provider::{CallContext, CreateSpec, SandboxProvider};
+use corral_registry::{CreateState, NewSandbox, SandboxRecord};
+
+use crate::access::Access;
+use crate::error::{ServiceError, Stage, map_provider_error};
+use crate::{Caller, Created, InlineAccess, Service, registry_error};
+
+/// The route the fingerprint names.
+const CREATE_ROUTE: &str = "/v1/sandboxes";
+
+pub(crate) fn idempotency_error(e: IdempotencyError) -> ServiceError {
+    match e {
+        IdempotencyError::InvalidKey { reason } => ServiceError::InvalidIdempotencyKey {
+            message: format!(
+                "Idempotency-Key must be 1 to 255 printable ASCII characters ({reason})"
+            ),
+        },
+        IdempotencyError::Unavailable { .. } => ServiceError::IdempotencyUnavailable,
+        IdempotencyError::ClaimLost => {
+            ServiceError::IdempotencyOutcomeUnknown { operation_id: None }
+        }
+        other => {
+            tracing::error!(error = %other, "idempotency store failure");
+            ServiceError::internal("the idempotency store failed unexpectedly")
+        }
+    }
+}
+
+fn body_of(rec: &SandboxRecord) -> Result<String, ServiceError> {
+    serde_json::to_string(&rec.to_sandbox())
+        .map_err(|_| ServiceError::internal("cannot serialize the sandbox"))
+}
+
+/// What looking an operation id up at the provider showed.
+pub(crate) enum Lookup {
+    /// Exactly one sandbox carries it: adopted into the record.
+    Adopted(Box<SandboxRecord>),
+    /// None found (not proof of absence: listings can lag).
+    NoneFound,
+    /// Several carry it: an anomaly, never resolved silently.
+    Several,
+}
+
+impl Service {
+    /// `POST /v1/sandboxes`.
+    pub async fn create(
+        &self,
+        caller: &Caller,
+        inline: InlineAccess,
+        idempotency_key: Option<&str>,
+        request: CreateSandboxRequest,
+    ) -> Result<Created, ServiceError> {
+        let p = request.provider();
+        let provider = self.inner.providers.get(&p).cloned().ok_or_else(|| {
+            ServiceError::invalid(format!("provider `{p}` is not configured on this server"))
+        })?;
+        request.validate(provider.capabilities())?;
+        let key = idempotency_key
+            .map(IdempotencyKey::parse)
+            .transpose()
+            .map_err(idempotency_error)?;
+        // The fingerprint covers the canonical body and the non-secret context headers; the
+        // credential never enters it.
+        let body_value = serde_json::to_value(&request)
+            .map_err(|_| ServiceError::internal("cannot serialize the request"))?;
+        let c = &inline.context;
+        let headers: Vec<(&str, &str)> = [
+            ("x-provider-workspace", c.workspace.as_deref()),
+            ("x-provider-team-id", c.team_id.as_deref()),
+            ("x-provider-project-id", c.project_id.as_deref()),
+            ("x-provider-bridge-url", c.bridge_url.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(n, v)| v.map(|v| (n, v)))
+        .collect();
+        let fingerprint = Fingerprint::compute("POST", CREATE_ROUTE, Some(&body_value), &headers);
+        // Rejections before execution (no profile, refused bridge URL…) leave no record.
+        let access = self.access(caller, p, inline, "create").await?;
+        let Some(key) = key else {
+            return self
+                .run_create(caller, provider, access, request, None, OperationId::new())
+                .await;
+        };
+        let store = &self.inner.idempotency;
+        let outcome = store
+            .claim(caller.project_id(), &key, &fingerprint)
+            .await
+            .map_err(idempotency_error)?;
+        match outcome {
+            ClaimOutcome::Claimed(mut claim) => {
+                let op = OperationId::new();
+                if let Err(e) = store.attach_operation(&mut claim, op).await {
+                    let _ = store.release(&claim).await;
+                    return Err(idempotency_error(e));
+                }
+                self.run_create(caller, provider, access, request, Some(claim), op)
+                    .await
+            }
+            ClaimOutcome::Replay(stored) => Ok(Created {
+                status: 200,
+                body: String::from_utf8_lossy(&stored.body).into_owned(),
+                replayed: true,
+            }),
+            ClaimOutcome::InProgress { retry_after } => Err(ServiceError::IdempotencyInProgress {
+                retry_after: retry_after.as_secs().max(1),
+            }),
+            ClaimOutcome::Conflict => Err(ServiceError::IdempotencyConflict),
+            ClaimOutcome::Unknown { operation_id } => {
+                match store
+                    .take_over_for_reconciliation(caller.project_id(), &key)
+                    .await
+                    .map_err(idempotency_error)?
+                {
+                    Some(claim) => {
+                        self.reconcile_claim(caller, &provider, &access.ctx, claim)
+                            .await
+                    }
+                    None => Err(ServiceError::IdempotencyOutcomeUnknown { operation_id }),
+                }
+            }
+            ClaimOutcome::NeedsReconciliation(claim) => {
+                self.reconcile_claim(caller, &provider, &access.ctx, claim)
+                    .await
+            }
+        }
+    }
+
+    /// Records the sandbox, then runs the provider create in its own task and waits for it up
+    /// to `create_wait`.
+    async fn run_create(
+        &self,
+        caller: &Caller,
+        provider: Arc<dyn SandboxProvider>,
+        access: Access,
+        request: CreateSandboxRequest,
+        claim: Option<Claim>,
+        op: OperationId,
+    ) -> Result<Created, ServiceError> {
+        let p = provider.provider();
+        let c = &access.context;
+        let new = NewSandbox {
+            id: SandboxId::new(p),
+            project_id: caller.project_id(),
+            metadata: SandboxMetadata {
+                native_provider_id: None,
+                operation_id: op,
+                credential_source: access.source,
+                workspace: c.workspace.clone(),
+                team_id: c.team_id.clone(),
+                project_id: c.project_id.clone(),
+                bridge_url: c.bridge_url.clone(),
+            },
+        };
+        let rec = match self.inner.registry.insert_sandbox(new).await {
+            Ok(rec) => rec,
+            Err(e) => {
+                if let Some(claim) = &claim {
+                    let _ = self.inner.idempotency.release(claim).await;
+                }
+                return Err(registry_error(e));
+            }
+        };
+        let spec = CreateSpec {
+            operation_id: op,
+            timeout_seconds: request.effective_timeout(provider.capabilities()),
+            request,
+        };
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            this.finish_create(rec, provider, access.ctx, spec, claim)
+                .await
+        });
+        match tokio::time::timeout(self.inner.config.create_wait, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_panicked)) => Err(ServiceError::CreateOutcomeUnknown { operation_id: op }),
+            // The task goes on and records the outcome; the client reconciles with the key.
+            Err(_elapsed) => Err(ServiceError::CreateOutcomeUnknown { operation_id: op }),
+        }
+    }
+
+    async fn finish_create(
+        &self,
+        rec: SandboxRecord,
+        provider: Arc<dyn SandboxProvider>,
+        ctx: CallContext,
+        spec: CreateSpec,
+        claim: Option<Claim>,
+    ) -> Result<Created, ServiceError> {
+        let p = provider.provider();
+        let op = spec.operation_id;
+        let registry = &self.inner.registry;
+        let store = &self.inner.idempotency;
+        let start = Instant::now();
+        let result = provider.create(&ctx, &spec).await;
+        self.observe(p, "create", start, result.is_ok());
+        let (project, id) = (rec.project_id, rec.id);
+        let held = claim.as_ref();
+        let unknown = |why: String| async move {
+            tracing::warn!(operation_id = %op, sandbox_id = %id, "create outcome unknown: {why}");
+            let _ = registry
+                .set_create_state(project, id, CreateState::Unknown)
+                .await;
+            if let Some(claim) = held {
+                let _ = store.mark_unknown(claim, op).await;
+            }
+            ServiceError::CreateOutcomeUnknown { operation_id: op }
+        };
+        match result {
+            Ok(seen) => {
+                let done = registry
+                    .complete_create(rec.project_id, rec.id, &seen.native_id, seen.status)
+                    .await;
+                let done = match done {
+                    Ok(done) => done,
+                    Err(e) => return Err(unknown(format!("cannot record the result: {e}")).await),
+                };
+                let body = body_of(&done)?;
+                if let Some(claim) = &claim
+                    && let Err(e) = store.complete(claim, 201, body.as_bytes()).await
+                {
+                    tracing::warn!(operation_id = %op, error = %e, "cannot store the idempotent response");
+                }
+                Ok(Created {
+                    status: 201,
+                    body,
+                    replayed: false,
+                })
+            }
+            Err(e) if e.may_have_been_applied() => Err(unknown(e.to_string()).await),
+            Err(e) => {
+                let _ = registry
+                    .set_create_state(rec.project_id, rec.id, CreateState::Failed)
+                    .await;
+                if let Some(claim) = &claim {
+                    let _ = store.release(claim).await;
+                }
+                Err(map_provider_error(e, Stage::Create, Some(op)))
+            }
+        }
+    }
+
+    /// Looks `rec`'s operation id up at the provider and adopts exactly one match.
+    pub(crate) async fn lookup_operation(
+        &self,
+        provider: &Arc<dyn SandboxProvider>,
+        ctx: &CallContext,
+        rec: &SandboxRecord,
+    ) -> Result<Lookup, ServiceError> {
+        let p = provider.provider();
+        let start = Instant::now();
+        let found = provider
+            .find_by_operation_id(ctx, &rec.operation_id())
+            .await;
+        self.observe(p, "find_by_operation_id", start, found.is_ok());
+        let found = found.map_err(|e| map_provider_error(e, Stage::Other, None))?;
+        match found.as_slice() {
+            [] => Ok(Lookup::NoneFound),
+            [one] => {
+                let adopted = self
+                    .inner
+                    .registry
+                    .complete_create(rec.project_id, rec.id, &one.native_id, one.status)
+                    .await
+                    .map_err(registry_error)?;
+                tracing::info!(operation_id = %rec.operation_id(), sandbox_id = %rec.id, "reconciled: adopted the provider's sandbox");
+                Ok(Lookup::Adopted(Box::new(adopted)))
+            }
+            several => {
+                tracing::error!(operation_id = %rec.operation_id(), count = several.len(), "reconciliation anomaly: several sandboxes carry one operation id");
+                Ok(Lookup::Several)
+            }
+        }
+    }
+
+    /// A same-key retry after a lost answer (or a dead owner): reconcile, never re-create.
+    async fn reconcile_claim(
+        &self,
+        caller: &Caller,
+        provider: &Arc<dyn SandboxProvider>,
+        ctx: &CallContext,
+        claim: Claim,
+    ) -> Result<Created, ServiceError> {
+        let store = &self.inner.idempotency;
+        let Some(op) = claim.operation_id else {
+            // No operation was attached, so no provider call started: free the key.
+            store.release(&claim).await.map_err(idempotency_error)?;
+            return Err(ServiceError::IdempotencyInProgress { retry_after: 1 });
+        };
+        let keep_unknown = || async {
+            let _ = store.mark_unknown(&claim, op).await;
+            ServiceError::IdempotencyOutcomeUnknown {
+                operation_id: Some(op),
+            }
+        };
+        let rec = match self.inner.registry.sandbox_by_operation(op).await {
+            Ok(Some(rec)) if rec.project_id == caller.project_id() => rec,
+            Ok(_) => {
+                // Attached but never recorded: the provider was not called.
+                store.release(&claim).await.map_err(idempotency_error)?;
+                return Err(ServiceError::IdempotencyInProgress { retry_after: 1 });
+            }
+            Err(_) => return Err(keep_unknown().await),
+        };
+        let adopted = match (rec.create_state, &rec.native_id) {
+            (CreateState::Created, Some(_)) => Some(rec.clone()),
+            (CreateState::Failed, _) => {
+                store.release(&claim).await.map_err(idempotency_error)?;
+                return Err(ServiceError::IdempotencyInProgress { retry_after: 1 });
+            }
+            _ => match self.lookup_operation(provider, ctx, &rec).await {
+                Ok(Lookup::Adopted(r)) => Some(*r),
+                Ok(Lookup::NoneFound | Lookup::Several) | Err(_) => None,
+            },
+        };
+        let Some(done) = adopted else {
+            return Err(keep_unknown().await);
+        };
+        let body = body_of(&done)?;
+        store
+            .complete(&claim, 201, body.as_bytes())
+            .await
+            .map_err(idempotency_error)?;
+        Ok(Created {
+            status: 201,
+            body,
+            replayed: false,
+        })
+    }
+}

@@ -1,0 +1,152 @@
+//! The background reconciler: drives creates whose outcome is unknown (or whose owner died) to
+//! a final state without a client's help, by looking their operation ids up at the provider.
+
+use std::time::Duration;
+
+use corral_registry::{CreateState, SandboxRecord};
+
+use crate::create::Lookup;
+use crate::{Caller, InlineAccess, Service};
+
+/// Records younger than this are left to the request that is still creating them.
+const MIN_AGE: Duration = Duration::from_secs(30);
+/// Records handled per pass.
+const BATCH: u32 = 50;
+
+/// What one reconciliation pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReconcileReport {
+    /// Sandboxes found at the provider and adopted.
+    pub adopted: usize,
+    /// Creates given up as failed (nothing found after the grace period).
+    pub failed: usize,
+    /// Creates still unresolved.
+    pub unresolved: usize,
+}
+
+impl Service {
+    /// One pass over stale creates (records still `pending` or `unknown`) and idempotency keys
+    /// needing reconciliation.
+    pub async fn reconcile_once(&self) -> ReconcileReport {
+        let mut report = ReconcileReport::default();
+        let registry = &self.inner.registry;
+        let now = registry.database().now();
+        let cutoff = now - chrono::Duration::from_std(MIN_AGE).unwrap_or_default();
+        let stale = match registry.stale_creates(cutoff, BATCH).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "reconciler: cannot list stale creates");
+                return report;
+            }
+        };
+        for rec in stale {
+            self.reconcile_record(&rec, &mut report).await;
+        }
+        self.reconcile_keys(&mut report).await;
+        report
+    }
+
+    async fn reconcile_record(&self, rec: &SandboxRecord, report: &mut ReconcileReport) {
+        let Some(provider) = self.inner.providers.get(&rec.provider()).cloned() else {
+            report.unresolved += 1;
+            return;
+        };
+        let caller = Caller {
+            project: rec.project_id,
+        };
+        // Only a stored profile (or no credential at all) can be used: inline credentials are
+        // never kept.
+        let access = match self
+            .access(&caller, rec.provider(), InlineAccess::default(), "create")
+            .await
+        {
+            Ok(a) => a,
+            Err(_) => {
+                report.unresolved += 1;
+                return;
+            }
+        };
+        match self.lookup_operation(&provider, &access.ctx, rec).await {
+            Ok(Lookup::Adopted(_)) => report.adopted += 1,
+            Ok(Lookup::NoneFound) => {
+                let grace = chrono::Duration::from_std(self.inner.config.reconcile_grace)
+                    .unwrap_or_default();
+                if rec.created_at + grace < self.inner.registry.database().now() {
+                    let _ = self
+                        .inner
+                        .registry
+                        .set_create_state(rec.project_id, rec.id, CreateState::Failed)
+                        .await;
+                    report.failed += 1;
+                } else {
+                    report.unresolved += 1;
+                }
+            }
+            Ok(Lookup::Several) | Err(_) => report.unresolved += 1,
+        }
+    }
+
+    async fn reconcile_keys(&self, report: &mut ReconcileReport) {
+        let store = &self.inner.idempotency;
+        let Ok(candidates) = store.needing_reconciliation(BATCH).await else {
+            return;
+        };
+        for c in candidates {
+            let Ok(Some(claim)) = store
+                .take_over_for_reconciliation(c.project_id, &c.key)
+                .await
+            else {
+                continue;
+            };
+            let Some(op) = claim.operation_id else {
+                // Nothing reached a provider: free the key.
+                let _ = store.release(&claim).await;
+                continue;
+            };
+            match self.inner.registry.sandbox_by_operation(op).await {
+                Ok(Some(rec)) if rec.create_state == CreateState::Created => {
+                    if let Ok(body) = serde_json::to_string(&rec.to_sandbox())
+                        && store.complete(&claim, 201, body.as_bytes()).await.is_ok()
+                    {
+                        report.adopted += 1;
+                        continue;
+                    }
+                    let _ = store.mark_unknown(&claim, op).await;
+                }
+                Ok(Some(rec)) if rec.create_state == CreateState::Failed => {
+                    let _ = store.release(&claim).await;
+                }
+                Ok(None) => {
+                    let _ = store.release(&claim).await;
+                }
+                _ => {
+                    // Still pending or unknown: the record pass above handles it; keep the
+                    // key unknown until then.
+                    let _ = store.mark_unknown(&claim, op).await;
+                    report.unresolved += 1;
+                }
+            }
+        }
+    }
+
+    /// Runs [`Service::reconcile_once`] every `interval` until the runtime shuts down.
+    pub fn spawn_reconciler(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let r = this.reconcile_once().await;
+                if r != ReconcileReport::default() {
+                    tracing::info!(
+                        adopted = r.adopted,
+                        failed = r.failed,
+                        unresolved = r.unresolved,
+                        "reconciler pass"
+                    );
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,305 @@
+//! Get, list, delete, exec and files.
+
+use std::time::{Duration, Instant};
+
+use corral_domain::{
+    CommandResult, ReadFileInput, ReadFileResult, RunCommandInput, Sandbox, SandboxId, SandboxPage,
+    SandboxStatus, WriteFileInput, WriteFileResult, limits,
+};
+use corral_provider::{ExecSpec, ProviderError};
+use corral_registry::{CreateState, SandboxRecord};
+
+use crate::error::{ServiceError, Stage, map_provider_error};
+use crate::{Caller, InlineAccess, Service, registry_error};
+
+/// Slack past the exec deadline for the provider to report the kill before we stop waiting.
+const EXEC_SLACK: Duration = Duration::from_secs(10);
+
+fn not_found(id: &str) -> ServiceError {
+    ServiceError::SandboxNotFound {
+        message: format!(
+            "no sandbox `{}` in this project",
+            id.chars().take(80).collect::<String>()
+        ),
+    }
+}
+
+impl Service {
+    /// The caller's record for `id` (tombstones included), or `sandbox_not_found`.
+    pub(crate) async fn record(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<SandboxRecord, ServiceError> {
+        let parsed: SandboxId = id.parse().map_err(|e| ServiceError::InvalidSandboxId {
+            message: format!(
+                "`{}` is not a sandbox id: {e}",
+                id.chars().take(80).collect::<String>()
+            ),
+        })?;
+        self.inner
+            .registry
+            .sandbox(caller.project_id(), parsed)
+            .await
+            .map_err(registry_error)?
+            .ok_or_else(|| not_found(id))
+    }
+
+    /// The native id of a live sandbox, for exec and files.
+    fn live_native<'r>(&self, rec: &'r SandboxRecord, id: &str) -> Result<&'r str, ServiceError> {
+        if rec.deleted_at.is_some() || rec.status == SandboxStatus::Expired {
+            return Err(not_found(id));
+        }
+        match (&rec.native_id, rec.create_state) {
+            (Some(n), _) => Ok(n),
+            (None, CreateState::Failed) => Err(not_found(id)),
+            (None, _) => Err(ServiceError::invalid(format!(
+                "sandbox `{id}` is still being created; retry when its status is running"
+            ))),
+        }
+    }
+
+    /// A provider said the sandbox is gone: remember it as `expired`.
+    async fn mark_expired(&self, rec: &SandboxRecord) -> Result<SandboxRecord, ServiceError> {
+        let now = self.inner.registry.database().now();
+        self.inner
+            .registry
+            .record_status(rec.project_id, rec.id, SandboxStatus::Expired, now)
+            .await
+            .map_err(registry_error)
+    }
+
+    /// `GET /v1/sandboxes/{id}`: asks the provider and records what it saw. A tombstone is
+    /// returned without calling the provider.
+    pub async fn get(
+        &self,
+        caller: &Caller,
+        inline: InlineAccess,
+        id: &str,
+    ) -> Result<Sandbox, ServiceError> {
+        let rec = self.record(caller, id).await?;
+        let native = match (&rec.native_id, rec.deleted_at) {
+            (_, Some(_)) | (None, _) => return Ok(rec.to_sandbox()),
+            _ if rec.status == SandboxStatus::Expired => return Ok(rec.to_sandbox()),
+            (Some(n), None) => n.clone(),
+        };
+        let p = rec.provider();
+        let provider = self.provider(p)?.clone();
+        let access = self.access(caller, p, inline, "get").await?;
+        let ctx = access
+            .ctx
+            .with_timeout(self.inner.config.provider_call_timeout);
+        let start = Instant::now();
+        let seen = provider.get(&ctx, &native).await;
+        self.observe(p, "get", start, seen.is_ok());
+        let updated = match seen {
+            Ok(obs) => self
+                .inner
+                .registry
+                .record_status(
+                    rec.project_id,
+                    rec.id,
+                    obs.status,
+                    self.inner.registry.database().now(),
+                )
+                .await
+                .map_err(registry_error)?,
+            Err(ProviderError::NotFound { .. }) => self.mark_expired(&rec).await?,
+            Err(e) => return Err(map_provider_error(e, Stage::Other, None)),
+        };
+        Ok(updated.to_sandbox())
+    }
+
+    /// `GET /v1/sandboxes`: one page of the registry; never calls a provider.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        cursor: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<SandboxPage, ServiceError> {
+        let limit = limit.unwrap_or(limits::DEFAULT_PAGE_LIMIT);
+        if !(1..=limits::MAX_PAGE_LIMIT).contains(&limit) {
+            return Err(ServiceError::invalid(format!(
+                "`limit` must be from 1 to {}",
+                limits::MAX_PAGE_LIMIT
+            )));
+        }
+        let page = self
+            .inner
+            .registry
+            .list_sandboxes(caller.project_id(), limit, cursor)
+            .await
+            .map_err(registry_error)?;
+        Ok(page.into_page())
+    }
+
+    /// `DELETE /v1/sandboxes/{id}`: deletes at the provider, then records the tombstone.
+    /// Deleting a tombstone returns it unchanged.
+    pub async fn delete(
+        &self,
+        caller: &Caller,
+        inline: InlineAccess,
+        id: &str,
+    ) -> Result<Sandbox, ServiceError> {
+        let rec = self.record(caller, id).await?;
+        if rec.deleted_at.is_some() {
+            return Ok(rec.to_sandbox());
+        }
+        let p = rec.provider();
+        let needs_provider = rec.native_id.is_some() || rec.create_state != CreateState::Failed;
+        if needs_provider {
+            let provider = self.provider(p)?.clone();
+            let access = self.access(caller, p, inline, "delete").await?;
+            let ctx = access
+                .ctx
+                .with_timeout(self.inner.config.provider_call_timeout);
+            let natives: Vec<String> = match &rec.native_id {
+                Some(n) => vec![n.clone()],
+                // An unconfirmed create: delete whatever the operation id finds.
+                None => {
+                    let start = Instant::now();
+                    let found = provider
+                        .find_by_operation_id(&ctx, &rec.operation_id())
+                        .await;
+                    self.observe(p, "find_by_operation_id", start, found.is_ok());
+                    found
+                        .map_err(|e| map_provider_error(e, Stage::Other, None))?
+                        .into_iter()
+                        .map(|o| o.native_id)
+                        .collect()
+                }
+            };
+            for native in natives {
+                let start = Instant::now();
+                let done = provider.delete(&ctx, &native).await;
+                self.observe(p, "delete", start, done.is_ok());
+                match done {
+                    Ok(()) | Err(ProviderError::NotFound { .. }) => {}
+                    Err(e) => return Err(map_provider_error(e, Stage::Other, None)),
+                }
+            }
+        }
+        let tomb = self
+            .inner
+            .registry
+            .tombstone(rec.project_id, rec.id)
+            .await
+            .map_err(registry_error)?;
+        Ok(tomb.to_sandbox())
+    }
+
+    /// Maps a failure of exec or files; a sandbox the provider lost is recorded `expired`.
+    async fn call_failed(&self, rec: &SandboxRecord, id: &str, e: ProviderError) -> ServiceError {
+        if let ProviderError::NotFound { .. } = e {
+            if let Err(err) = self.mark_expired(rec).await {
+                return err;
+            }
+            return not_found(id);
+        }
+        map_provider_error(e, Stage::Other, None)
+    }
+
+    /// `POST /v1/sandboxes/{id}/exec`.
+    pub async fn exec(
+        &self,
+        caller: &Caller,
+        inline: InlineAccess,
+        id: &str,
+        input: RunCommandInput,
+    ) -> Result<CommandResult, ServiceError> {
+        let rec = self.record(caller, id).await?;
+        let native = self.live_native(&rec, id)?.to_owned();
+        let p = rec.provider();
+        let provider = self.provider(p)?.clone();
+        input.validate(provider.capabilities())?;
+        let access = self.access(caller, p, inline, "exec").await?;
+        let deadline = self.inner.config.exec_deadline;
+        let ctx = access.ctx.with_timeout(deadline + EXEC_SLACK);
+        let spec = ExecSpec {
+            command: input.command,
+            cwd: input.cwd,
+            env: input.env.unwrap_or_default(),
+            timeout: deadline,
+            max_output_bytes: limits::MAX_OUTPUT_BYTES_PER_STREAM,
+        };
+        let start = Instant::now();
+        let out = tokio::time::timeout(deadline + EXEC_SLACK, provider.exec(&ctx, &native, &spec))
+            .await
+            .unwrap_or(Err(ProviderError::CommandTimedOut { after: deadline }));
+        self.observe(p, "exec", start, out.is_ok());
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => return Err(self.call_failed(&rec, id, e).await),
+        };
+        Ok(CommandResult {
+            sandbox_id: rec.id,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            exit_code: out.exit_code,
+            truncated: out.truncated,
+        })
+    }
+
+    /// `POST /v1/sandboxes/{id}/files/read`.
+    pub async fn read_file(
+        &self,
+        caller: &Caller,
+        inline: InlineAccess,
+        id: &str,
+        input: ReadFileInput,
+    ) -> Result<ReadFileResult, ServiceError> {
+        input.validate()?;
+        let rec = self.record(caller, id).await?;
+        let native = self.live_native(&rec, id)?.to_owned();
+        let p = rec.provider();
+        let provider = self.provider(p)?.clone();
+        let access = self.access(caller, p, inline, "read_file").await?;
+        let ctx = access
+            .ctx
+            .with_timeout(self.inner.config.provider_call_timeout);
+        let start = Instant::now();
+        let bytes = provider
+            .read_file(&ctx, &native, &input.path, limits::MAX_READ_BYTES)
+            .await;
+        self.observe(p, "read_file", start, bytes.is_ok());
+        let bytes = match bytes {
+            Ok(b) => b,
+            Err(e) => return Err(self.call_failed(&rec, id, e).await),
+        };
+        let encoding = input.encoding.unwrap_or_default();
+        ReadFileResult::encode(rec.id, input.path.clone(), bytes, encoding)
+            .ok_or(ServiceError::FileNotUtf8 { path: input.path })
+    }
+
+    /// `POST /v1/sandboxes/{id}/files/write`.
+    pub async fn write_file(
+        &self,
+        caller: &Caller,
+        inline: InlineAccess,
+        id: &str,
+        input: WriteFileInput,
+    ) -> Result<WriteFileResult, ServiceError> {
+        let content = input.decode()?;
+        let rec = self.record(caller, id).await?;
+        let native = self.live_native(&rec, id)?.to_owned();
+        let p = rec.provider();
+        let provider = self.provider(p)?.clone();
+        let access = self.access(caller, p, inline, "write_file").await?;
+        let ctx = access
+            .ctx
+            .with_timeout(self.inner.config.provider_call_timeout);
+        let start = Instant::now();
+        let done = provider
+            .write_file(&ctx, &native, &input.path, &content)
+            .await;
+        self.observe(p, "write_file", start, done.is_ok());
+        if let Err(e) = done {
+            return Err(self.call_failed(&rec, id, e).await);
+        }
+        Ok(WriteFileResult {
+            sandbox_id: rec.id,
+            path: input.path,
+            bytes_written: content.len() as u64,
+        })
+    }
+}
