@@ -2,7 +2,8 @@
 //!
 //! Checks requests as Morph does (bearer key, `snapshot_id` query, JSON field types and the
 //! `ttl_action` enum, FastAPI-style `422 {"detail": …}` otherwise) and answers with Morph's
-//! shapes. Exec runs the argv for real in a per-instance temporary directory; there is no file
+//! shapes. Exec joins the `command` words with spaces and runs them with the host's `sh` in a
+//! per-instance temporary directory (SSH-exec semantics); there is no file
 //! endpoint, as on Morph. A new instance is `pending` until it is first observed, then `ready`.
 //! A TTL runs from the start: at expiry `stop` deletes the instance and `pause` pauses it.
 
@@ -18,7 +19,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use corral_provider::files_via_exec::shell_quote;
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
@@ -228,12 +228,9 @@ async fn exec(State(shared): St, Path(id): Path<String>, body: Bytes) -> Respons
         }
         inst.dir.path().to_owned()
     };
-    // The argv runs as given: quote each word so the host shell only reassembles it.
-    let line = argv
-        .iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ");
+    // As Morph's SDK usage shows (`exec("a && b")` is sent as `["a && b"]`), the words are
+    // joined with spaces and run by a shell, as SSH's exec does.
+    let line = argv.join(" ");
     let env = std::collections::BTreeMap::new();
     match run_command(&line, &dir, &env, Duration::from_secs(3600), 64 << 20).await {
         Ok(RunOutcome::Finished(out)) => axum::Json(json!({

@@ -12,10 +12,12 @@
 //! | operation id | `metadata.corral_operation_id`; found with `GET /instance?metadata[corral_operation_id]=…` |
 //! | get | `GET /instance/{id}`; `pending`→creating, `ready`→running, `paused`→paused, `saving`→running, `error`→failed |
 //! | delete | `DELETE /instance/{id}` (permanent; the SDK calls it "stop") |
-//! | exec | `POST /instance/{id}/exec {"command": [argv]}` → `{exit_code, stdout, stderr}` |
+//! | exec | `POST /instance/{id}/exec {"command": ["<quoted command line>"]}` → `{exit_code, stdout, stderr}` |
 //! | files | no REST file API (the SDK uses SFTP): read and write go through exec with [`corral_provider::files_via_exec`] |
 //!
-//! Exec takes only an argv, so the adapter runs `timeout -k 5 <secs> sh -c '<script>'`, where
+//! Exec takes a `command` list that Morph runs through a shell when it has one element (the SDKs
+//! send `exec("a && b")` as `["a && b"]`), so the adapter sends one quoted line,
+//! `'timeout' '-k' '5' '<secs>' 'sh' '-c' '<script>'`, where
 //! the script applies cwd and env, runs the command in a subshell with its streams in a
 //! temporary directory, and prints at most `max_output_bytes + 1` bytes of each. So cwd and env
 //! are honoured, the deadline is enforced *inside* the instance (the whole process group is
@@ -49,9 +51,9 @@ pub use api::TtlAction;
 pub const DEFAULT_BASE_URL: &str = "https://cloud.morph.so/api";
 /// The metadata key that carries Corral's operation id.
 pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
-/// Largest single script sent to exec (file writes are chunked under it). The script travels as
-/// one argv element of `sh -c`, and Linux caps one argument at 128 KiB (`MAX_ARG_STRLEN`);
-/// 64 KiB stays well under that and keeps each request small.
+/// Largest command line sent to exec for file writes (they are chunked under it). The line
+/// reaches the instance's shell as one argument, and Linux caps one argument at 128 KiB
+/// (`MAX_ARG_STRLEN`); 64 KiB stays well under that and keeps each request small.
 pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
 /// Seconds between the polite signal and `SIGKILL` when a command passes its deadline.
 const KILL_GRACE_SECONDS: u64 = 5;
@@ -146,7 +148,19 @@ fn with_output_cap(inner: &str, cap: usize) -> String {
     )
 }
 
-/// The argv sent to Morph: the script under an in-instance deadline and output cap.
+/// The command line sent to Morph: [`exec_argv`] quoted for a shell. Morph runs a
+/// one-element `command` through a shell (its SDKs send `exec("cmd && more")` as `["cmd && more"]`)
+/// and does not document how it treats several elements, so the whole argv travels as one
+/// quoted line that any POSIX shell splits back into exactly these words.
+fn exec_command_line(spec: &ExecSpec) -> Result<String> {
+    Ok(exec_argv(spec)?
+        .iter()
+        .map(|w| shell_quote(w))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// The argv to run: the script under an in-instance deadline and output cap.
 fn exec_argv(spec: &ExecSpec) -> Result<Vec<String>> {
     let secs = spec.timeout.as_secs() + u64::from(spec.timeout.subsec_nanos() > 0);
     Ok(vec![
@@ -226,7 +240,7 @@ impl SandboxProvider for MorphProvider {
     ) -> Result<ExecOutput> {
         let key = ctx.require_credential(P)?;
         let body = api::ExecRequest {
-            command: exec_argv(spec)?,
+            command: vec![exec_command_line(spec)?],
         };
         let started = Instant::now();
         let answer = self

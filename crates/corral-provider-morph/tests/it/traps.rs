@@ -11,6 +11,28 @@ fn body(r: &corral_provider_testkit::fake::Recorded) -> Value {
     serde_json::from_slice(&r.body).unwrap()
 }
 
+/// The exec request's single command line, split into words by a real shell.
+fn words(r: &corral_provider_testkit::fake::Recorded) -> (String, Vec<String>) {
+    let command = body(r)["command"].as_array().unwrap().clone();
+    assert_eq!(
+        command.len(),
+        1,
+        "one shell line, not an argv of unknown meaning"
+    );
+    let line = command[0].as_str().unwrap().to_owned();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("set -- {line}; printf '%s\\0' \"$@\""))
+        .output()
+        .unwrap();
+    let words = String::from_utf8(out.stdout)
+        .unwrap()
+        .split_terminator('\0')
+        .map(str::to_owned)
+        .collect();
+    (line, words)
+}
+
 #[tokio::test]
 async fn create_sends_snapshot_query_ttl_seconds_stop_action_and_metadata_tag() {
     let (server, provider) = setup().await;
@@ -107,18 +129,18 @@ async fn files_travel_through_exec_calls_only() {
     for r in &log {
         assert_eq!(r.method, Method::POST);
         assert_eq!(r.path, format!("/api/instance/{id}/exec"));
-        let argv = body(r)["command"].as_array().unwrap().clone();
+        let (line, argv) = words(r);
         assert_eq!(argv[0], "timeout");
-        assert_eq!(argv[4..6], [json!("sh"), json!("-c")]);
+        assert_eq!(argv[4..6], ["sh", "-c"]);
         assert!(
-            argv[6].as_str().unwrap().len() <= corral_provider_morph::MAX_COMMAND_BYTES,
+            line.len() <= corral_provider_morph::MAX_COMMAND_BYTES,
             "a command exceeds the advertised limit"
         );
     }
 }
 
 #[tokio::test]
-async fn exec_wraps_cwd_and_env_in_the_shell_and_sends_an_argv() {
+async fn exec_sends_one_shell_line_with_deadline_cwd_env_and_output_cap() {
     let (server, provider) = setup().await;
     let id = running(&provider).await;
     server.log().clear();
@@ -129,9 +151,9 @@ async fn exec_wraps_cwd_and_env_in_the_shell_and_sends_an_argv() {
     let out = provider.exec(&ctx(), &id, &spec).await.unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "/\nhi there");
     let r = &server.log().all()[0];
-    let argv = body(r)["command"].as_array().unwrap().clone();
+    let (_, argv) = words(r);
     assert_eq!(argv[..6], ["timeout", "-k", "5", "20", "sh", "-c"]);
-    let script = argv[6].as_str().unwrap();
+    let script = &argv[6];
     // cwd and env applied by the shell; the command in a subshell whose output is capped.
     assert!(
         script.contains(
