@@ -4,6 +4,8 @@
 //!   whole test suite (nextest) and the pure crates' doc examples. This is the README's test
 //!   command; `.ci/run` calls it after setting up PostgreSQL.
 //! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2.
+//! - `cargo xtask bench`: exec latency of the `local` provider against a plain spawn, written
+//!   to `docs/benchmarks.md` (`--iterations N`, `--no-write`).
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,13 +13,16 @@ use std::process::{Command, ExitCode};
 
 use serde_json::Value;
 
+mod bench;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("deps") => deps(),
+        Some("bench") => bench::bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps>");
+            eprintln!("usage: cargo xtask <ci|deps|bench>");
             return ExitCode::from(2);
         }
     };
