@@ -7,7 +7,8 @@
 //! (known aliases, else 404); `ttl` an integer of seconds >= 1; tag keys as documented; Pint's
 //! required `command`/`args` and octet-stream file bodies. A new sandbox is `starting` (agent
 //! null) until it is first observed, then `running` with an agent URL and token. Execs run for
-//! real in a per-sandbox temporary directory; `exitCode` reads 0 until the process has ended,
+//! real in a per-sandbox temporary directory; their status goes `RUNNING` → `EXITED` (the
+//! values Together's CLI waits for), and `exitCode` reads 0 until the process has ended,
 //! as a Go zero value would. A `ttl` runs from creation and ends in `terminated`
 //! (`autoterminated`).
 
@@ -467,7 +468,7 @@ async fn create_exec(
     let exec = Arc::new(Mutex::new(FakeExec {
         command,
         args,
-        status: "running".into(),
+        status: "RUNNING".into(),
         exit_code: None,
         messages: Vec::new(),
         task: None,
@@ -497,12 +498,12 @@ async fn create_exec(
             "type": "stdout", "output": "", "sequence": seq + 1, "timestamp": NOW, "exitCode": code,
         }));
         e.exit_code = Some(code);
-        e.status = "finished".into();
+        e.status = "EXITED".into();
         e.task = None;
     });
     let item = {
         let mut e = lock_exec(&exec);
-        if e.status == "running" {
+        if e.status == "RUNNING" {
             e.task = Some(task.abort_handle());
         }
         exec_item(&id, &e)

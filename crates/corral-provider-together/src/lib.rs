@@ -16,7 +16,7 @@
 //! | operation id | `tags["corral-operation-id"]`; found with `GET /v1/sandboxes?tags[corral-operation-id]=…` (cursor-paginated) |
 //! | get | `GET /v1/sandboxes/{id}`; `starting`/`recovering`→creating, `running`→running, `terminating`/`terminated`→expired, `failed_to_start`/`unrecovered`→failed |
 //! | delete | `POST /v1/sandboxes/{id}/terminate {"snapshot": null}` (no snapshot; cannot be undone) |
-//! | exec | Pint `POST /api/v1/execs {command: "sh", args: ["-c", …], cwd, env}`, polled with `GET /api/v1/execs/{id}` until it has ended, output from `GET /api/v1/execs/{id}/io`, then `DELETE` (which also kills a command past its deadline) |
+//! | exec | Pint `POST /api/v1/execs {command: "sh", args: ["-c", …], cwd, env}`, polled with `GET /api/v1/execs/{id}` until it has ended (`EXITED`/`STOPPED`, as Together's CLI waits), output from `GET /api/v1/execs/{id}/io`, then `DELETE` (which also kills a command past its deadline) |
 //! | read / write | Pint `GET /api/v1/file_stat/{path}` (existence, type, size), `GET /api/v1/files/{path}` (`utf-8` or `base64` content), `POST /api/v1/files/{path}` (raw octet-stream body) |
 //!
 //! The file path is sent as one percent-encoded path segment (slashes included), as Together's

@@ -18,8 +18,9 @@ pub(crate) fn status(s: &str) -> SandboxStatus {
     }
 }
 
-/// Whether an exec `status` says the process has ended (`ExecItem.status` is free text in the
-/// description: "e.g., running, stopped, finished").
+/// Whether an exec `status` says the process has ended. `ExecItem.status` is free text in the
+/// description ("e.g., running, stopped, finished"); Together's CLI waits for `EXITED` or
+/// `STOPPED`. Anything but a running-like value counts as ended, in any case.
 pub(crate) fn exec_finished(status: &str) -> bool {
     !matches!(
         status.to_ascii_lowercase().as_str(),
