@@ -3,7 +3,11 @@
 use std::time::Duration;
 
 use corral_domain::{OperationId, Timestamp};
-use corral_registry::{Database, ProjectId};
+use corral_registry::schema::idempotency_keys as ik;
+use corral_registry::{Database, ProjectId, db_error, with_conn};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use ulid::Ulid;
 
 use crate::error::{IdempotencyError, Result};
 use crate::key::{Fingerprint, IdempotencyKey};
@@ -103,8 +107,68 @@ pub struct IdempotencyStore {
     config: IdempotencyConfig,
 }
 
-fn not_yet<T>(what: &'static str) -> Result<T> {
-    Err(IdempotencyError::NotImplemented { what })
+const IN_PROGRESS: &str = "in_progress";
+const COMPLETED: &str = "completed";
+const UNKNOWN: &str = "unknown";
+
+#[derive(Debug, Queryable, Selectable, Insertable)]
+#[diesel(table_name = ik)]
+#[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
+struct Row {
+    project_id: String,
+    idempotency_key: String,
+    fingerprint: Vec<u8>,
+    state: String,
+    owner: String,
+    lease_until: i64,
+    operation_id: Option<String>,
+    response_status: Option<i32>,
+    response_body: Option<Vec<u8>>,
+    created_at: i64,
+    updated_at: i64,
+    expires_at: i64,
+}
+
+fn micros(t: Timestamp) -> i64 {
+    t.timestamp_micros()
+}
+
+fn from_micros(us: i64) -> Result<Timestamp> {
+    chrono::DateTime::from_timestamp_micros(us).ok_or_else(|| IdempotencyError::Internal {
+        message: format!("stored timestamp {us} is out of range"),
+    })
+}
+
+fn span(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn parse_operation(s: Option<&str>) -> Result<Option<OperationId>> {
+    s.map(|s| {
+        s.parse().map_err(|_| IdempotencyError::Internal {
+            message: "stored operation id cannot be read".to_owned(),
+        })
+    })
+    .transpose()
+}
+
+fn new_owner() -> String {
+    format!("own_{}", Ulid::generate().to_string().to_ascii_lowercase())
+}
+
+/// Runs `$body` (yielding `Result<T, RegistryError>`) on a pooled connection of either
+/// backend under the database's operation timeout.
+macro_rules! run {
+    ($self:ident, |$c:ident| $body:expr) => {
+        $self
+            .db
+            .timed(async {
+                let mut conn = $self.db.connection().await?;
+                with_conn!(&mut conn, |$c| $body)
+            })
+            .await
+            .map_err(IdempotencyError::from)
+    };
 }
 
 impl IdempotencyStore {
@@ -119,6 +183,17 @@ impl IdempotencyStore {
         &self.config
     }
 
+    async fn fetch(&self, project: &str, key: &str) -> Result<Option<Row>> {
+        run!(self, |c| ik::table
+            .filter(ik::project_id.eq(project))
+            .filter(ik::idempotency_key.eq(key))
+            .select(Row::as_select())
+            .first(c)
+            .await
+            .optional()
+            .map_err(db_error))
+    }
+
     /// Claims `key` in `project` for a request with `fingerprint`, atomically: one
     /// unique-constrained insert decides the winner; everyone else reads the existing record.
     pub async fn claim(
@@ -127,62 +202,365 @@ impl IdempotencyStore {
         key: &IdempotencyKey,
         fingerprint: &Fingerprint,
     ) -> Result<ClaimOutcome> {
-        let _ = (project, key, fingerprint);
-        not_yet("claim")
+        let project_text = project.to_string();
+        // A record can vanish between the insert and the read (released or reaped): then the
+        // insert is simply tried again. Three rounds are plenty; a fourth means churn.
+        for _ in 0..3 {
+            let now = self.db.now();
+            let owner = new_owner();
+            let lease_until = micros(now).saturating_add(span(self.config.lease));
+            let row = Row {
+                project_id: project_text.clone(),
+                idempotency_key: key.as_str().to_owned(),
+                fingerprint: fingerprint.as_bytes().to_vec(),
+                state: IN_PROGRESS.to_owned(),
+                owner: owner.clone(),
+                lease_until,
+                operation_id: None,
+                response_status: None,
+                response_body: None,
+                created_at: micros(now),
+                updated_at: micros(now),
+                expires_at: micros(now).saturating_add(span(self.config.retention)),
+            };
+            let inserted = run!(self, |c| diesel::insert_into(ik::table)
+                .values(&row)
+                .on_conflict((ik::project_id, ik::idempotency_key))
+                .do_nothing()
+                .execute(c)
+                .await
+                .map_err(db_error))?;
+            let claim = Claim {
+                project_id: project,
+                key: key.clone(),
+                owner,
+                lease_until: from_micros(lease_until)?,
+                operation_id: None,
+            };
+            if inserted == 1 {
+                return Ok(ClaimOutcome::Claimed(claim));
+            }
+            let Some(existing) = self.fetch(&project_text, key.as_str()).await? else {
+                continue;
+            };
+            let now_us = micros(now);
+            if existing.state == COMPLETED && existing.expires_at <= now_us {
+                // Past retention and not reaped yet: the key is new again.
+                if self.replace_expired(&row, now_us).await? {
+                    return Ok(ClaimOutcome::Claimed(claim));
+                }
+                continue;
+            }
+            if existing.fingerprint != fingerprint.as_bytes() {
+                return Ok(ClaimOutcome::Conflict);
+            }
+            let operation_id = parse_operation(existing.operation_id.as_deref())?;
+            match existing.state.as_str() {
+                COMPLETED => {
+                    let status = existing
+                        .response_status
+                        .and_then(|s| u16::try_from(s).ok())
+                        .ok_or_else(|| IdempotencyError::Internal {
+                            message: "completed record without a status".to_owned(),
+                        })?;
+                    return Ok(ClaimOutcome::Replay(StoredResponse {
+                        status,
+                        body: existing.response_body.unwrap_or_default(),
+                    }));
+                }
+                UNKNOWN => return Ok(ClaimOutcome::Unknown { operation_id }),
+                _ if existing.lease_until > now_us => {
+                    return Ok(ClaimOutcome::InProgress {
+                        retry_after: self.config.in_progress_retry_after,
+                    });
+                }
+                _ => {
+                    // The owner's lease ran out: take the claim over, but only to reconcile.
+                    // The compare-and-set on the old owner lets exactly one claimant win.
+                    let won = self
+                        .take_over_stale(&existing, &claim.owner, lease_until, now_us)
+                        .await?;
+                    if won {
+                        return Ok(ClaimOutcome::NeedsReconciliation(Claim {
+                            operation_id,
+                            ..claim
+                        }));
+                    }
+                    return Ok(ClaimOutcome::InProgress {
+                        retry_after: self.config.in_progress_retry_after,
+                    });
+                }
+            }
+        }
+        Ok(ClaimOutcome::InProgress {
+            retry_after: self.config.in_progress_retry_after,
+        })
+    }
+
+    async fn replace_expired(&self, row: &Row, now: i64) -> Result<bool> {
+        let n = run!(self, |c| diesel::update(
+            ik::table
+                .filter(ik::project_id.eq(&row.project_id))
+                .filter(ik::idempotency_key.eq(&row.idempotency_key))
+                .filter(ik::state.eq(COMPLETED))
+                .filter(ik::expires_at.le(now)),
+        )
+        .set((
+            ik::fingerprint.eq(&row.fingerprint),
+            ik::state.eq(IN_PROGRESS),
+            ik::owner.eq(&row.owner),
+            ik::lease_until.eq(row.lease_until),
+            ik::operation_id.eq(None::<String>),
+            ik::response_status.eq(None::<i32>),
+            ik::response_body.eq(None::<Vec<u8>>),
+            ik::created_at.eq(row.created_at),
+            ik::updated_at.eq(row.updated_at),
+            ik::expires_at.eq(row.expires_at),
+        ))
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        Ok(n == 1)
+    }
+
+    async fn take_over_stale(
+        &self,
+        existing: &Row,
+        owner: &str,
+        lease_until: i64,
+        now: i64,
+    ) -> Result<bool> {
+        let n = run!(self, |c| diesel::update(
+            ik::table
+                .filter(ik::project_id.eq(&existing.project_id))
+                .filter(ik::idempotency_key.eq(&existing.idempotency_key))
+                .filter(ik::state.eq(IN_PROGRESS))
+                .filter(ik::owner.eq(&existing.owner))
+                .filter(ik::lease_until.le(now)),
+        )
+        .set((
+            ik::owner.eq(owner),
+            ik::lease_until.eq(lease_until),
+            ik::updated_at.eq(now),
+        ))
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        Ok(n == 1)
     }
 
     /// Attaches the logical operation id (call before the provider call).
     pub async fn attach_operation(&self, claim: &mut Claim, operation: OperationId) -> Result<()> {
-        let _ = (claim, operation);
-        not_yet("attach_operation")
+        let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let now = micros(self.db.now());
+        let op = operation.to_string();
+        let n = run!(self, |c| diesel::update(
+            ik::table
+                .filter(ik::project_id.eq(&project))
+                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::owner.eq(&owner))
+                .filter(ik::state.eq(IN_PROGRESS)),
+        )
+        .set((ik::operation_id.eq(Some(&op)), ik::updated_at.eq(now)))
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        if n != 1 {
+            return Err(IdempotencyError::ClaimLost);
+        }
+        claim.operation_id = Some(operation);
+        Ok(())
     }
 
     /// Extends the lease of a claim still held (long provider calls).
     pub async fn renew(&self, claim: &mut Claim) -> Result<()> {
-        let _ = claim;
-        not_yet("renew")
+        let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let now = self.db.now();
+        let lease_until = micros(now).saturating_add(span(self.config.lease));
+        let n = run!(self, |c| diesel::update(
+            ik::table
+                .filter(ik::project_id.eq(&project))
+                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::owner.eq(&owner))
+                .filter(ik::state.eq(IN_PROGRESS)),
+        )
+        .set((ik::lease_until.eq(lease_until), ik::updated_at.eq(micros(now))))
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        if n != 1 {
+            return Err(IdempotencyError::ClaimLost);
+        }
+        claim.lease_until = from_micros(lease_until)?;
+        Ok(())
     }
 
     /// Stores the definitive response; later claims with the same fingerprint replay it.
+    /// Retention restarts now.
     pub async fn complete(&self, claim: &Claim, status: u16, body: &[u8]) -> Result<()> {
-        let _ = (claim, status, body);
-        not_yet("complete")
+        let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let now = micros(self.db.now());
+        let expires = now.saturating_add(span(self.config.retention));
+        let n = run!(self, |c| diesel::update(
+            ik::table
+                .filter(ik::project_id.eq(&project))
+                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::owner.eq(&owner))
+                .filter(ik::state.ne(COMPLETED)),
+        )
+        .set((
+            ik::state.eq(COMPLETED),
+            ik::response_status.eq(Some(i32::from(status))),
+            ik::response_body.eq(Some(body)),
+            ik::updated_at.eq(now),
+            ik::expires_at.eq(expires),
+        ))
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        if n != 1 {
+            return Err(IdempotencyError::ClaimLost);
+        }
+        Ok(())
     }
 
     /// Forgets the claim (retryable failure, or a rejection before execution): the key can be
     /// used again.
     pub async fn release(&self, claim: &Claim) -> Result<()> {
-        let _ = claim;
-        not_yet("release")
+        let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let n = run!(self, |c| diesel::delete(
+            ik::table
+                .filter(ik::project_id.eq(&project))
+                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::owner.eq(&owner))
+                .filter(ik::state.ne(COMPLETED)),
+        )
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        if n != 1 {
+            return Err(IdempotencyError::ClaimLost);
+        }
+        Ok(())
     }
 
     /// Records that the outcome could not be confirmed; later claims get
     /// [`ClaimOutcome::Unknown`] until reconciliation completes or releases the key.
     pub async fn mark_unknown(&self, claim: &Claim, operation: OperationId) -> Result<()> {
-        let _ = (claim, operation);
-        not_yet("mark_unknown")
+        let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let now = micros(self.db.now());
+        let op = operation.to_string();
+        let n = run!(self, |c| diesel::update(
+            ik::table
+                .filter(ik::project_id.eq(&project))
+                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::owner.eq(&owner))
+                .filter(ik::state.ne(COMPLETED)),
+        )
+        .set((
+            ik::state.eq(UNKNOWN),
+            ik::operation_id.eq(Some(&op)),
+            ik::updated_at.eq(now),
+        ))
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        if n != 1 {
+            return Err(IdempotencyError::ClaimLost);
+        }
+        Ok(())
     }
 
     /// Takes ownership of an `unknown` or stale in-progress record to reconcile it (for the
     /// background reconciler); `None` when it is neither (someone else holds or finished it).
+    /// While reconciliation runs, clients see [`ClaimOutcome::InProgress`].
     pub async fn take_over_for_reconciliation(
         &self,
         project: ProjectId,
         key: &IdempotencyKey,
     ) -> Result<Option<Claim>> {
-        let _ = (project, key);
-        not_yet("take_over_for_reconciliation")
+        let project_text = project.to_string();
+        let now = micros(self.db.now());
+        let owner = new_owner();
+        let lease_until = now.saturating_add(span(self.config.lease));
+        let n = run!(self, |c| diesel::update(
+            ik::table
+                .filter(ik::project_id.eq(&project_text))
+                .filter(ik::idempotency_key.eq(key.as_str()))
+                .filter(
+                    ik::state
+                        .eq(UNKNOWN)
+                        .or(ik::state.eq(IN_PROGRESS).and(ik::lease_until.le(now))),
+                ),
+        )
+        .set((
+            ik::state.eq(IN_PROGRESS),
+            ik::owner.eq(&owner),
+            ik::lease_until.eq(lease_until),
+            ik::updated_at.eq(now),
+        ))
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        if n != 1 {
+            return Ok(None);
+        }
+        let Some(row) = self.fetch(&project_text, key.as_str()).await? else {
+            return Ok(None);
+        };
+        if row.owner != owner {
+            return Ok(None);
+        }
+        Ok(Some(Claim {
+            project_id: project,
+            key: key.clone(),
+            owner,
+            lease_until: from_micros(lease_until)?,
+            operation_id: parse_operation(row.operation_id.as_deref())?,
+        }))
     }
 
     /// Keys with unknown outcomes or stale claims, oldest first (for the reconciler).
     pub async fn needing_reconciliation(&self, limit: u32) -> Result<Vec<ReconcileCandidate>> {
-        let _ = limit;
-        not_yet("needing_reconciliation")
+        let now = micros(self.db.now());
+        let rows: Vec<Row> = run!(self, |c| ik::table
+            .filter(
+                ik::state
+                    .eq(UNKNOWN)
+                    .or(ik::state.eq(IN_PROGRESS).and(ik::lease_until.le(now))),
+            )
+            .order((ik::created_at.asc(), ik::idempotency_key.asc()))
+            .limit(i64::from(limit))
+            .select(Row::as_select())
+            .load(c)
+            .await
+            .map_err(db_error))?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(ReconcileCandidate {
+                    project_id: row.project_id.parse().map_err(|_| IdempotencyError::Internal {
+                        message: "stored project id cannot be read".to_owned(),
+                    })?,
+                    key: IdempotencyKey::parse(&row.idempotency_key)?,
+                    operation_id: parse_operation(row.operation_id.as_deref())?,
+                    unknown: row.state == UNKNOWN,
+                })
+            })
+            .collect()
     }
 
-    /// Deletes completed records whose retention ended before `now`; returns how many.
+    /// Deletes completed records whose retention ended at or before `now`; returns how many.
+    /// Unknown and in-progress records are kept until reconciliation settles them.
     pub async fn reap(&self, now: Timestamp) -> Result<u64> {
-        let _ = now;
-        not_yet("reap")
+        let now = micros(now);
+        let n = run!(self, |c| diesel::delete(
+            ik::table
+                .filter(ik::state.eq(COMPLETED))
+                .filter(ik::expires_at.le(now)),
+        )
+        .execute(c)
+        .await
+        .map_err(db_error))?;
+        Ok(n as u64)
     }
 }
