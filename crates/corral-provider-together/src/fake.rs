@@ -51,6 +51,7 @@ struct FakeSandbox {
 struct Shared {
     api_key: String,
     aliases: Vec<String>,
+    max_page: usize,
     next: AtomicU64,
     sandboxes: Mutex<HashMap<String, FakeSandbox>>,
 }
@@ -365,10 +366,11 @@ async fn list_sandboxes(State(shared): St, Query(query): Query<Vec<(String, Stri
         },
         None => 0,
     };
+    // A server may return fewer than `limit` items, with a cursor.
     let page: Vec<Value> = all
         .iter()
         .skip(start)
-        .take(limit)
+        .take(limit.min(shared.max_page))
         .map(|s| s.body.clone())
         .collect();
     let next_cursor = if start + page.len() < all.len() {
@@ -651,9 +653,16 @@ async fn create_file(
 /// Together's two APIs as one axum router: the control API accepts only `api_key`; snapshot
 /// aliases other than `aliases` are unknown (404).
 pub fn router(api_key: &str, aliases: &[&str]) -> Router {
+    router_with_page_size(api_key, aliases, 100)
+}
+
+/// As [`router`], with listings cut into pages of at most `max_page` sandboxes whatever the
+/// requested `limit` (to exercise cursor pagination).
+pub fn router_with_page_size(api_key: &str, aliases: &[&str], max_page: usize) -> Router {
     let shared = Arc::new(Shared {
         api_key: api_key.to_owned(),
         aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+        max_page: max_page.max(1),
         next: AtomicU64::new(1),
         sandboxes: Mutex::new(HashMap::new()),
     });

@@ -231,3 +231,39 @@ async fn a_ttl_that_ran_out_reads_as_expired() {
     let seen = provider.get(&ctx(), &id).await.unwrap();
     assert_eq!(seen.status, corral_domain::SandboxStatus::Expired);
 }
+
+#[tokio::test]
+async fn find_follows_next_cursor_across_pages() {
+    let server = corral_provider_testkit::fake::FakeServer::start(
+        corral_provider_together::fake::router_with_page_size(KEY, &[ALIAS], 2),
+    )
+    .await;
+    let provider = crate::provider_at(
+        format!("{}/v1", server.base_url()),
+        corral_provider_http::HttpConfig::default(),
+    );
+    // Three creates of one operation (retries whose answers were lost), between strangers.
+    let s = spec(None, Some(60));
+    let mut mine = Vec::new();
+    for _ in 0..3 {
+        provider
+            .create(&ctx(), &spec(None, Some(60)))
+            .await
+            .unwrap();
+        mine.push(provider.create(&ctx(), &s).await.unwrap().native_id);
+    }
+    server.log().clear();
+    let mut found: Vec<String> = provider
+        .find_by_operation_id(&ctx(), &s.operation_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.native_id)
+        .collect();
+    found.sort();
+    mine.sort();
+    assert_eq!(found, mine);
+    let pages = server.log().matching(&Method::GET, "/v1/sandboxes");
+    assert_eq!(pages.len(), 2, "3 matches in pages of 2");
+    assert!(pages[1].query.as_deref().unwrap().contains("cursor="));
+}
