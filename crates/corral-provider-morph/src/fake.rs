@@ -265,3 +265,8 @@ pub fn router(api_key: &str) -> Router {
 pub async fn start(api_key: &str) -> FakeServer {
     FakeServer::start(router(api_key)).await
 }
+
+/// The base URL to give [`crate::MorphConfig::base_url`] for a fake served by [`start`].
+pub fn base_url(server: &FakeServer) -> String {
+    format!("{}/api", server.base_url())
+}

@@ -695,3 +695,8 @@ pub fn router_with_page_size(api_key: &str, aliases: &[&str], max_page: usize) -
 pub async fn start(api_key: &str, aliases: &[&str]) -> FakeServer {
     FakeServer::start(router(api_key, aliases)).await
 }
+
+/// The base URL to give [`crate::TogetherConfig::base_url`] for a fake served by [`start`].
+pub fn base_url(server: &FakeServer) -> String {
+    format!("{}/v1", server.base_url())
+}

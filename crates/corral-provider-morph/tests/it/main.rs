@@ -33,7 +33,10 @@ pub(crate) fn provider_at(base_url: String, http: HttpConfig) -> MorphProvider {
 
 pub(crate) async fn setup() -> (FakeServer, MorphProvider) {
     let server = corral_provider_morph::fake::start(KEY).await;
-    let provider = provider_at(format!("{}/api", server.base_url()), HttpConfig::default());
+    let provider = provider_at(
+        corral_provider_morph::fake::base_url(&server),
+        HttpConfig::default(),
+    );
     (server, provider)
 }
 

@@ -33,7 +33,10 @@ pub(crate) fn provider_at(base_url: String, http: HttpConfig) -> TogetherProvide
 
 pub(crate) async fn setup() -> (FakeServer, TogetherProvider) {
     let server = corral_provider_together::fake::start(KEY, &[ALIAS]).await;
-    let provider = provider_at(format!("{}/v1", server.base_url()), HttpConfig::default());
+    let provider = provider_at(
+        corral_provider_together::fake::base_url(&server),
+        HttpConfig::default(),
+    );
     (server, provider)
 }
 
