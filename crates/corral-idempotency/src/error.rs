@@ -31,12 +31,6 @@ pub enum IdempotencyError {
         /// What was unexpected.
         message: String,
     },
-    /// Not implemented yet (temporary, while the crate is being built).
-    #[snafu(display("not implemented yet: {what}"))]
-    NotImplemented {
-        /// The missing operation.
-        what: &'static str,
-    },
 }
 
 impl IdempotencyError {

@@ -384,7 +384,10 @@ impl IdempotencyStore {
                 .filter(ik::owner.eq(&owner))
                 .filter(ik::state.eq(IN_PROGRESS)),
         )
-        .set((ik::lease_until.eq(lease_until), ik::updated_at.eq(micros(now))))
+        .set((
+            ik::lease_until.eq(lease_until),
+            ik::updated_at.eq(micros(now))
+        ))
         .execute(c)
         .await
         .map_err(db_error))?;
@@ -538,9 +541,12 @@ impl IdempotencyStore {
         rows.into_iter()
             .map(|row| {
                 Ok(ReconcileCandidate {
-                    project_id: row.project_id.parse().map_err(|_| IdempotencyError::Internal {
-                        message: "stored project id cannot be read".to_owned(),
-                    })?,
+                    project_id: row
+                        .project_id
+                        .parse()
+                        .map_err(|_| IdempotencyError::Internal {
+                            message: "stored project id cannot be read".to_owned(),
+                        })?,
                     key: IdempotencyKey::parse(&row.idempotency_key)?,
                     operation_id: parse_operation(row.operation_id.as_deref())?,
                     unknown: row.state == UNKNOWN,

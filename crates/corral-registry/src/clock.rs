@@ -37,18 +37,27 @@ impl ManualClock {
     /// Moves the clock forward by `by`.
     pub fn advance(&self, by: std::time::Duration) {
         let delta = chrono::TimeDelta::from_std(by).unwrap_or(chrono::TimeDelta::MAX);
-        let mut now = self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut now = self
+            .now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         *now += delta;
     }
 
     /// Sets the clock to `to`.
     pub fn set(&self, to: Timestamp) {
-        *self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = to;
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = to;
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        *self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

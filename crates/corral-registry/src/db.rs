@@ -258,8 +258,7 @@ impl Database {
     pub async fn ping(&self) -> Result<()> {
         self.timed(async {
             let mut conn = self.connection().await?;
-            with_conn!(&mut conn, |c| c.batch_execute("SELECT 1").await)
-                .map_err(db_error)
+            with_conn!(&mut conn, |c| c.batch_execute("SELECT 1").await).map_err(db_error)
         })
         .await
     }
@@ -335,7 +334,9 @@ use build_pool;
 /// Classifies a pool failure: every one of them means "try again later".
 pub(crate) fn pool_error(e: PoolError) -> RegistryError {
     let message = match e {
-        PoolError::Timeout(kind) => format!("timed out waiting for a database connection ({kind:?})"),
+        PoolError::Timeout(kind) => {
+            format!("timed out waiting for a database connection ({kind:?})")
+        }
         PoolError::Backend(e) => format!("cannot connect to the database: {e}"),
         PoolError::Closed => "the connection pool is closed".to_owned(),
         PoolError::NoRuntimeSpecified => "the connection pool has no runtime".to_owned(),
@@ -380,9 +381,16 @@ pub fn db_error(e: DieselError) -> RegistryError {
 /// Database messages that mean "busy or gone", which diesel reports without a kind.
 fn is_transient_message(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    ["database is locked", "database is busy", "connection", "terminating", "shutting down", "i/o error"]
-        .iter()
-        .any(|needle| m.contains(needle))
+    [
+        "database is locked",
+        "database is busy",
+        "connection",
+        "terminating",
+        "shutting down",
+        "i/o error",
+    ]
+    .iter()
+    .any(|needle| m.contains(needle))
 }
 
 /// Converts a timestamp to the stored form: microseconds since the Unix epoch.

@@ -38,7 +38,9 @@ pub enum RegistryError {
     },
     /// A stored credential failed authentication on decryption: wrong master key, or the
     /// ciphertext was tampered with or moved to another project or provider.
-    #[snafu(display("stored provider credential cannot be decrypted (wrong master key or tampered record)"))]
+    #[snafu(display(
+        "stored provider credential cannot be decrypted (wrong master key or tampered record)"
+    ))]
     CredentialUndecryptable,
     /// The master key file could not be read, created or trusted.
     #[snafu(display("master key: {message}"))]
@@ -47,7 +49,9 @@ pub enum RegistryError {
         message: String,
     },
     /// The database URL is not one this registry understands.
-    #[snafu(display("unsupported database URL (expected sqlite://<path>, a file path, or postgres://…)"))]
+    #[snafu(display(
+        "unsupported database URL (expected sqlite://<path>, a file path, or postgres://…)"
+    ))]
     UnsupportedUrl,
     /// A migration failed to apply.
     #[snafu(display("database migration {version} failed: {message}"))]
@@ -62,12 +66,6 @@ pub enum RegistryError {
     Internal {
         /// What was unexpected.
         message: String,
-    },
-    /// The operation is not implemented yet (temporary, while the crate is being built).
-    #[snafu(display("not implemented yet: {what}"))]
-    NotImplemented {
-        /// The missing operation.
-        what: &'static str,
     },
 }
 

@@ -1,7 +1,75 @@
 //! Corral's durable registry: projects, API keys, encrypted provider profiles and sandbox
-//! records, over diesel on SQLite (embedded default) or PostgreSQL (several replicas).
+//! records, over diesel on SQLite (the embedded default) or PostgreSQL (several stateless
+//! server replicas sharing one database). One API serves both backends.
 //!
-//! Placeholder docs; see below for the full contract once implemented.
+//! # Using it alone
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), corral_registry::RegistryError> {
+//! use corral_registry::{Database, DatabaseConfig, MasterKey, Registry};
+//! use secrecy::ExposeSecret as _;
+//!
+//! // `sqlite://<path>` or a plain path → SQLite; `postgres://…` → PostgreSQL.
+//! let db = Database::connect(DatabaseConfig::new("sqlite:///var/lib/corral/corral.db")).await?;
+//! let key = MasterKey::load_or_create("/var/lib/corral/master.key".as_ref())?;
+//! let registry = Registry::new(db, key);
+//! let project = registry.create_project("acme").await?;
+//! let issued = registry.issue_api_key(project.id).await?; // shown once
+//! assert_eq!(registry.authenticate(issued.key.expose_secret()).await?, Some(project.id));
+//! # Ok(()) }
+//! ```
+//!
+//! # Rules
+//!
+//! - **Connections.** [`Database`] is a deadpool pool with every timeout set
+//!   ([`DatabaseConfig`]: wait 5 s, create 5 s, recycle 5 s, 10 s per operation by default):
+//!   an exhausted pool, a database that refuses or never answers, or a stalled query gives
+//!   [`RegistryError::Unavailable`] within those bounds, never a hang. SQLite runs in WAL mode
+//!   with `busy_timeout`, `foreign_keys = ON` and `synchronous = NORMAL`; every write is a
+//!   single statement or a `BEGIN IMMEDIATE` transaction, so writers queue on the busy timeout
+//!   instead of failing with `SQLITE_BUSY`.
+//! - **Migrations** are SQL files embedded from `migrations/sqlite` and `migrations/postgres`
+//!   (same versions, same meaning), recorded in `corral_migrations`, and applied by
+//!   [`Database::connect`] or [`Database::migrate`] (`corral migrate`). Several replicas may
+//!   start at once: PostgreSQL serializes them with an advisory lock scoped to the current
+//!   schema, SQLite with `BEGIN IMMEDIATE`. The idempotency store's table is migrated here too.
+//! - **Timestamps** are stored as microseconds since the Unix epoch (`BIGINT`) on both
+//!   backends and come from the database's [`Clock`] (injectable for tests).
+//! - **API keys** look like `crl_<keyid>_<secret><checksum>`: a 16-character key id (stored in
+//!   clear, for lookup and revocation), a 256-bit secret and a CRC-32 checksum, all lowercase
+//!   Crockford base32. A key with a bad shape or checksum is refused before any database
+//!   access. Only HMAC-SHA256(subkey, key id + secret) is stored, compared in constant time.
+//! - **Master key**: 32 bytes in a file (64 hex characters, mode 0600, refused when group or
+//!   others can access it) outside the database. Independent subkeys are derived from it for
+//!   the API-key hash and for credential encryption.
+//! - **Provider credentials** are encrypted with XChaCha20-Poly1305 (random 192-bit nonce per
+//!   write); the associated data binds project id, provider and profile id, so a ciphertext
+//!   copied to another row, a flipped bit or another master key gives
+//!   [`RegistryError::CredentialUndecryptable`]. Every put gives the profile a fresh id, which
+//!   retires the verifications recorded for the previous credential.
+//! - **Sandbox records** are inserted `pending` before the provider is called, completed with
+//!   the native id, and tombstoned (never deleted) on delete; a tombstone ignores later status
+//!   observations. Operation ids are unique.
+//! - **Pagination** is newest first on (createdAt, id) — byte order of ids on both backends —
+//!   with an opaque cursor (base64url of the last pair); a cursor this registry did not issue is
+//!   [`RegistryError::InvalidCursor`]. Listing includes tombstones and never calls a provider.
+//!
+//! # Errors → v3 codes ([`RegistryError::code`])
+//!
+//! | error | code |
+//! |---|---|
+//! | `Unavailable` (retryable) | `sandbox_registry_unavailable` (the service uses `provider_profiles_unavailable` on profile routes) |
+//! | `NotFound` | `sandbox_not_found` (or the route's own not-found code) |
+//! | `InvalidCursor`, `InvalidInput` | `invalid_request` |
+//! | `Conflict` | `control_plane_conflict` |
+//! | `CredentialUndecryptable`, `MasterKey`, `UnsupportedUrl`, `Migration`, `Internal` | `internal_error` |
+//!
+//! # Tests
+//!
+//! The `testing` feature provides `testing::TestDb` (a temporary SQLite file, or a fresh
+//! PostgreSQL schema on the server named by `CORRAL_TEST_POSTGRES_URL`; skipped with a message
+//! when unset, failing instead when `CORRAL_REQUIRE_POSTGRES=1`) and
+//! `testing::dump_all_rows`.
 
 mod clock;
 mod db;

@@ -67,8 +67,9 @@ pub(crate) async fn run_sqlite(conn: &mut SqliteConn) -> Result<()> {
         // BEGIN IMMEDIATE takes the write lock first, so two processes starting at once run
         // each migration exactly once: the second sees the version recorded and skips it.
         conn.immediate_transaction(async |c| {
-            let applied: Vec<Applied> =
-                sql_query("SELECT version FROM corral_migrations").load(c).await?;
+            let applied: Vec<Applied> = sql_query("SELECT version FROM corral_migrations")
+                .load(c)
+                .await?;
             if applied.iter().any(|a| a.version == m.version) {
                 return Ok(());
             }

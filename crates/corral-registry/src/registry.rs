@@ -55,7 +55,9 @@ macro_rules! write_tx {
             .timed(async {
                 let mut conn = $self.db.connection().await?;
                 match &mut conn {
-                    PooledConnection::Sqlite(c0) => c0.immediate_transaction(async |$c| $body).await,
+                    PooledConnection::Sqlite(c0) => {
+                        c0.immediate_transaction(async |$c| $body).await
+                    }
                     PooledConnection::Postgres(c0) => {
                         use diesel_async::AsyncConnection as _;
                         c0.transaction(async |$c| $body).await
@@ -96,7 +98,9 @@ fn decode_cursor(cursor: &str) -> Result<(i64, String)> {
         .decode(cursor)
         .map_err(|_| RegistryError::InvalidCursor)?;
     let text = String::from_utf8(bytes).map_err(|_| RegistryError::InvalidCursor)?;
-    let rest = text.strip_prefix("v1:").ok_or(RegistryError::InvalidCursor)?;
+    let rest = text
+        .strip_prefix("v1:")
+        .ok_or(RegistryError::InvalidCursor)?;
     let (created, id) = rest.split_once(':').ok_or(RegistryError::InvalidCursor)?;
     let created: i64 = created.parse().map_err(|_| RegistryError::InvalidCursor)?;
     let id: SandboxId = id.parse().map_err(|_| RegistryError::InvalidCursor)?;
@@ -212,7 +216,9 @@ impl Registry {
                 .await
                 .map_err(|e| match db_error(e) {
                     // The only foreign key: the project.
-                    RegistryError::Internal { message } if message.contains("FOREIGN KEY") || message.contains("foreign key") => {
+                    RegistryError::Internal { message }
+                        if message.contains("FOREIGN KEY") || message.contains("foreign key") =>
+                    {
                         RegistryError::NotFound { what: "project" }
                     }
                     other => other,
@@ -342,9 +348,8 @@ impl Registry {
             // Verifications of replaced credentials are unreachable now; drop them.
             diesel::delete(
                 profile_verifications::table.filter(
-                    profile_verifications::profile_id.ne_all(
-                        provider_profiles::table.select(provider_profiles::id),
-                    ),
+                    profile_verifications::profile_id
+                        .ne_all(provider_profiles::table.select(provider_profiles::id)),
                 ),
             )
             .execute(c)
@@ -368,7 +373,11 @@ impl Registry {
         self.profile_view(stored, Vec::new())
     }
 
-    fn profile_view(&self, row: ProfileRow, verifications: Vec<VerificationRow>) -> Result<ProviderProfile> {
+    fn profile_view(
+        &self,
+        row: ProfileRow,
+        verifications: Vec<VerificationRow>,
+    ) -> Result<ProviderProfile> {
         let mut verifications = verifications
             .into_iter()
             .map(VerificationRow::into_verification)
@@ -650,12 +659,20 @@ impl Registry {
     }
 
     /// The sandbox `id` if it belongs to `project` (tombstones included).
-    pub async fn sandbox(&self, project: ProjectId, id: SandboxId) -> Result<Option<SandboxRecord>> {
-        self.fetch_sandbox(&project.to_string(), &id.to_string()).await
+    pub async fn sandbox(
+        &self,
+        project: ProjectId,
+        id: SandboxId,
+    ) -> Result<Option<SandboxRecord>> {
+        self.fetch_sandbox(&project.to_string(), &id.to_string())
+            .await
     }
 
     /// The sandbox created by `operation` (in any project; operation ids are unique).
-    pub async fn sandbox_by_operation(&self, operation: OperationId) -> Result<Option<SandboxRecord>> {
+    pub async fn sandbox_by_operation(
+        &self,
+        operation: OperationId,
+    ) -> Result<Option<SandboxRecord>> {
         let operation = operation.to_string();
         let row: Option<SandboxRow> = run!(self, |c| {
             sandboxes::table
@@ -848,14 +865,18 @@ impl Registry {
 
     /// Creates still `pending` or `unknown` that were recorded before `older_than`, oldest
     /// first, across projects (for the reconciler).
-    pub async fn stale_creates(&self, older_than: Timestamp, limit: u32) -> Result<Vec<SandboxRecord>> {
+    pub async fn stale_creates(
+        &self,
+        older_than: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<SandboxRecord>> {
         let before = to_micros(older_than);
         let rows: Vec<SandboxRow> = run!(self, |c| {
             sandboxes::table
-                .filter(sandboxes::create_state.eq_any([
-                    CreateState::Pending.as_str(),
-                    CreateState::Unknown.as_str(),
-                ]))
+                .filter(
+                    sandboxes::create_state
+                        .eq_any([CreateState::Pending.as_str(), CreateState::Unknown.as_str()]),
+                )
                 .filter(sandboxes::created_at.lt(before))
                 .order((sandboxes::created_at.asc(), sandboxes::id.asc()))
                 .limit(i64::from(limit))

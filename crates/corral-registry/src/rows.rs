@@ -141,7 +141,10 @@ impl SandboxRow {
             id: r.id.to_string(),
             project_id: r.project_id.to_string(),
             provider: r.id.provider().as_str().to_owned(),
-            native_id: r.native_id.clone().or(r.metadata.native_provider_id.clone()),
+            native_id: r
+                .native_id
+                .clone()
+                .or(r.metadata.native_provider_id.clone()),
             status: r.status.as_str().to_owned(),
             status_observed_at: r.status_observed_at.timestamp_micros(),
             metadata: serde_json::to_string(&metadata).map_err(|e| RegistryError::Internal {

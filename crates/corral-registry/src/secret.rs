@@ -82,7 +82,10 @@ impl MasterKey {
         for (i, byte) in bytes.iter_mut().enumerate() {
             let pair = hex.get(2 * i..2 * i + 2).unwrap_or("00");
             *byte = u8::from_str_radix(pair, 16).map_err(|_| {
-                key_error(format!("{} holds a non-hexadecimal character", path.display()))
+                key_error(format!(
+                    "{} holds a non-hexadecimal character",
+                    path.display()
+                ))
             })?;
         }
         Ok(Self::from_bytes(bytes))
@@ -123,8 +126,8 @@ impl MasterKey {
     /// Derives a 32-byte subkey for one purpose (HMAC-SHA256 of the label under the master key),
     /// so the API-key hash key and the encryption key are independent.
     fn subkey(&self, label: &[u8]) -> Zeroizing<[u8; 32]> {
-        let mut mac = HmacSha256::new_from_slice(&self.bytes[..])
-            .unwrap_or_else(|_| unreachable_hmac());
+        let mut mac =
+            HmacSha256::new_from_slice(&self.bytes[..]).unwrap_or_else(|_| unreachable_hmac());
         mac.update(label);
         let out = mac.finalize().into_bytes();
         let mut key = [0u8; 32];
@@ -229,7 +232,10 @@ pub(crate) fn parse_api_key(presented: &str) -> Option<ParsedApiKey<'_>> {
     let (key_id, tail) = rest.split_once('_')?;
     let well_formed = key_id.len() == KEY_ID_LEN
         && tail.len() == SECRET_LEN + CHECKSUM_LEN
-        && key_id.bytes().chain(tail.bytes()).all(|b| CROCKFORD_LOWER.contains(&b));
+        && key_id
+            .bytes()
+            .chain(tail.bytes())
+            .all(|b| CROCKFORD_LOWER.contains(&b));
     if !well_formed {
         return None;
     }
@@ -257,7 +263,8 @@ impl MasterKey {
     /// associated data binding it to its row.
     pub(crate) fn seal(&self, aad: &[u8], plaintext: &SecretString) -> Result<Vec<u8>> {
         let key = self.subkey(b"corral/profile-credential/v1");
-        let cipher = XChaCha20Poly1305::new_from_slice(&key[..]).map_err(|_| internal("aead key"))?;
+        let cipher =
+            XChaCha20Poly1305::new_from_slice(&key[..]).map_err(|_| internal("aead key"))?;
         let mut nonce = [0u8; 24];
         random_fill(&mut nonce)?;
         let sealed = cipher
@@ -278,7 +285,8 @@ impl MasterKey {
     /// Decrypts what [`MasterKey::seal`] produced for the same associated data.
     pub(crate) fn open(&self, aad: &[u8], stored: &[u8]) -> Result<SecretString> {
         let key = self.subkey(b"corral/profile-credential/v1");
-        let cipher = XChaCha20Poly1305::new_from_slice(&key[..]).map_err(|_| internal("aead key"))?;
+        let cipher =
+            XChaCha20Poly1305::new_from_slice(&key[..]).map_err(|_| internal("aead key"))?;
         if stored.len() < 24 {
             return Err(RegistryError::CredentialUndecryptable);
         }
@@ -290,7 +298,8 @@ impl MasterKey {
                 .decrypt(&nonce_bytes.into(), Payload { msg: sealed, aad })
                 .map_err(|_| RegistryError::CredentialUndecryptable)?,
         );
-        let text = std::str::from_utf8(&plain).map_err(|_| RegistryError::CredentialUndecryptable)?;
+        let text =
+            std::str::from_utf8(&plain).map_err(|_| RegistryError::CredentialUndecryptable)?;
         Ok(SecretString::from(text.to_owned()))
     }
 }

@@ -33,7 +33,9 @@ pub struct TestDb {
 
 impl std::fmt::Debug for TestDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestDb").field("backend", &self.backend()).finish()
+        f.debug_struct("TestDb")
+            .field("backend", &self.backend())
+            .finish()
     }
 }
 
@@ -109,7 +111,8 @@ impl TestDb {
 
     /// Connects (and migrates) with the system clock.
     pub async fn connect(&self) -> Database {
-        self.connect_with(self.config(), Arc::new(SystemClock)).await
+        self.connect_with(self.config(), Arc::new(SystemClock))
+            .await
     }
 
     /// Connects (and migrates) with a given configuration and clock.
@@ -189,7 +192,10 @@ pub async fn dump_all_rows(db: &Database) -> String {
                     .iter()
                     .map(|col| format!("quote(\"{}\")", col.name))
                     .collect();
-                format!("SELECT {} AS line FROM \"{table}\"", parts.join(" || ',' || "))
+                format!(
+                    "SELECT {} AS line FROM \"{table}\"",
+                    parts.join(" || ',' || ")
+                )
             }
             PooledConnection::Postgres(_) => format!("SELECT t::text AS line FROM \"{table}\" t"),
         };

@@ -15,7 +15,12 @@ on_both_backends!(claims:
 );
 
 fn fingerprint(body: serde_json::Value) -> Fingerprint {
-    Fingerprint::compute("POST", "/v1/sandboxes", Some(&body), &[("x-provider", "e2b")])
+    Fingerprint::compute(
+        "POST",
+        "/v1/sandboxes",
+        Some(&body),
+        &[("x-provider", "e2b")],
+    )
 }
 
 pub(crate) async fn fifty_concurrent_claims_of_one_key_have_exactly_one_winner(db: &TestDb) {
@@ -30,7 +35,10 @@ pub(crate) async fn fifty_concurrent_claims_of_one_key_have_exactly_one_winner(d
                 if let ClaimOutcome::Claimed(claim) = &outcome {
                     // The winner finishes while others are still arriving: they see the
                     // claim in progress or the replay, never a second win.
-                    store.complete(claim, 201, b"{\"id\":\"sbx\"}").await.unwrap();
+                    store
+                        .complete(claim, 201, b"{\"id\":\"sbx\"}")
+                        .await
+                        .unwrap();
                 }
                 outcome
             })
@@ -42,13 +50,19 @@ pub(crate) async fn fifty_concurrent_claims_of_one_key_have_exactly_one_winner(d
             ClaimOutcome::Claimed(_) => claimed += 1,
             ClaimOutcome::InProgress { retry_after } => assert!(retry_after > Duration::ZERO),
             ClaimOutcome::Replay(stored) => {
-                assert_eq!((stored.status, &stored.body[..]), (201, &b"{\"id\":\"sbx\"}"[..]));
+                assert_eq!(
+                    (stored.status, &stored.body[..]),
+                    (201, &b"{\"id\":\"sbx\"}"[..])
+                );
             }
             other => panic!("unexpected outcome {other:?}"),
         }
     }
     assert_eq!(claimed, 1, "exactly one claimant wins");
-    assert!(matches!(w.store.claim(w.p, &key, &fp).await.unwrap(), ClaimOutcome::Replay(_)));
+    assert!(matches!(
+        w.store.claim(w.p, &key, &fp).await.unwrap(),
+        ClaimOutcome::Replay(_)
+    ));
 }
 
 pub(crate) async fn a_completed_key_replays_byte_for_byte_and_a_different_request_conflicts(
@@ -69,7 +83,9 @@ pub(crate) async fn a_completed_key_replays_byte_for_byte_and_a_different_reques
     w.store.attach_operation(&mut claim, op).await.unwrap();
     assert_eq!(claim.operation_id, Some(op));
     // Every byte value, including invalid UTF-8 and NUL, comes back as stored.
-    let body: Vec<u8> = (0..=255u8).chain(b"\r\n  {\"a\": 1}  ".iter().copied()).collect();
+    let body: Vec<u8> = (0..=255u8)
+        .chain(b"\r\n  {\"a\": 1}  ".iter().copied())
+        .collect();
     w.store.complete(&claim, 201, &body).await.unwrap();
     let ClaimOutcome::Replay(stored) = w.store.claim(w.p, &key, &fp).await.unwrap() else {
         panic!("replay expected");
@@ -78,11 +94,23 @@ pub(crate) async fn a_completed_key_replays_byte_for_byte_and_a_different_reques
     assert_eq!(stored.body, body);
     // Same key, different request: conflict, and the record is untouched.
     let other = fingerprint(json!({"provider": "e2b", "timeoutSeconds": 61}));
-    assert_eq!(w.store.claim(w.p, &key, &other).await.unwrap(), ClaimOutcome::Conflict);
-    assert!(matches!(w.store.claim(w.p, &key, &fp).await.unwrap(), ClaimOutcome::Replay(_)));
+    assert_eq!(
+        w.store.claim(w.p, &key, &other).await.unwrap(),
+        ClaimOutcome::Conflict
+    );
+    assert!(matches!(
+        w.store.claim(w.p, &key, &fp).await.unwrap(),
+        ClaimOutcome::Replay(_)
+    ));
     // The finished claim cannot be released or completed again.
-    assert!(matches!(w.store.release(&claim).await, Err(IdempotencyError::ClaimLost)));
-    assert!(matches!(w.store.complete(&claim, 500, b"x").await, Err(IdempotencyError::ClaimLost)));
+    assert!(matches!(
+        w.store.release(&claim).await,
+        Err(IdempotencyError::ClaimLost)
+    ));
+    assert!(matches!(
+        w.store.complete(&claim, 500, b"x").await,
+        Err(IdempotencyError::ClaimLost)
+    ));
 }
 
 pub(crate) async fn keys_are_scoped_per_project_and_released_keys_can_be_reused(db: &TestDb) {
@@ -125,15 +153,22 @@ pub(crate) async fn no_credential_reaches_the_idempotency_table(db: &TestDb) {
     let ClaimOutcome::Claimed(claim) = w.store.claim(w.p, &key, &fp).await.unwrap() else {
         panic!("claimed");
     };
-    w.store.complete(&claim, 201, b"{\"id\":\"sbx_e2b_x\"}").await.unwrap();
+    w.store
+        .complete(&claim, 201, b"{\"id\":\"sbx_e2b_x\"}")
+        .await
+        .unwrap();
     let dump = dump_all_rows(w.store_db()).await;
-    assert!(dump.contains("canary-key"), "the dump covers the idempotency table");
-    assert!(!dump.contains(canary) && !dump.contains(&hex(canary.as_bytes())), "{dump}");
+    assert!(
+        dump.contains("canary-key"),
+        "the dump covers the idempotency table"
+    );
+    assert!(
+        !dump.contains(canary) && !dump.contains(&hex(canary.as_bytes())),
+        "{dump}"
+    );
 }
 
-pub(crate) async fn an_unavailable_store_is_a_retryable_error_within_the_pool_timeout(
-    db: &TestDb,
-) {
+pub(crate) async fn an_unavailable_store_is_a_retryable_error_within_the_pool_timeout(db: &TestDb) {
     let mut config = db.config();
     config.max_connections = 1;
     config.wait_timeout = Duration::from_millis(300);
@@ -142,11 +177,18 @@ pub(crate) async fn an_unavailable_store_is_a_retryable_error_within_the_pool_ti
     let started = Instant::now();
     let err = w
         .store
-        .claim(w.p, &IdempotencyKey::parse("k").unwrap(), &fingerprint(json!({})))
+        .claim(
+            w.p,
+            &IdempotencyKey::parse("k").unwrap(),
+            &fingerprint(json!({})),
+        )
         .await
         .unwrap_err();
     let elapsed = started.elapsed();
-    assert!(matches!(err, IdempotencyError::Unavailable { .. }), "{err:?}");
+    assert!(
+        matches!(err, IdempotencyError::Unavailable { .. }),
+        "{err:?}"
+    );
     assert!(err.is_retryable());
     assert_eq!(err.code().as_str(), "idempotency_unavailable");
     assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");

@@ -16,7 +16,10 @@ fn keys_of_1_to_255_printable_ascii_characters_are_accepted_and_others_are_typed
         "del\x7f".to_owned(),
     ] {
         let err = IdempotencyKey::parse(&bad).unwrap_err();
-        assert!(matches!(err, IdempotencyError::InvalidKey { .. }), "{bad:?}");
+        assert!(
+            matches!(err, IdempotencyError::InvalidKey { .. }),
+            "{bad:?}"
+        );
         assert_eq!(err.code().as_str(), "invalid_idempotency_key");
         assert!(!err.is_retryable());
     }
@@ -31,8 +34,14 @@ fn fingerprints_ignore_json_key_order_and_whitespace_but_not_meaning() {
         "{ \"n\" : [1, 2],\n \"image\": {\"tag\":\"1\", \"name\":\"x\"}, \"provider\":\"e2b\" }",
     )
     .unwrap();
-    let headers = [("X-Provider", "e2b"), ("x-provider-bridge-url", "https://b")];
-    let swapped = [("x-provider-bridge-url", "https://b"), ("x-provider", "e2b")];
+    let headers = [
+        ("X-Provider", "e2b"),
+        ("x-provider-bridge-url", "https://b"),
+    ];
+    let swapped = [
+        ("x-provider-bridge-url", "https://b"),
+        ("x-provider", "e2b"),
+    ];
     let fp = |body: &serde_json::Value, h: &[(&str, &str)]| {
         Fingerprint::compute("POST", "/v1/sandboxes", Some(body), h)
     };

@@ -14,7 +14,12 @@ on_both_backends!(lifecycle:
 );
 
 fn fp() -> Fingerprint {
-    Fingerprint::compute("POST", "/v1/sandboxes", Some(&json!({"provider": "local"})), &[])
+    Fingerprint::compute(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"provider": "local"})),
+        &[],
+    )
 }
 
 pub(crate) async fn a_claim_whose_owner_died_is_handed_to_reconciliation_after_its_lease(
@@ -40,7 +45,10 @@ pub(crate) async fn a_claim_whose_owner_died_is_handed_to_reconciliation_after_i
     w.clock.advance(Duration::from_secs(2));
     let candidates = w.store.needing_reconciliation(10).await.unwrap();
     assert_eq!(candidates.len(), 1);
-    assert_eq!((candidates[0].operation_id, candidates[0].unknown), (Some(op), false));
+    assert_eq!(
+        (candidates[0].operation_id, candidates[0].unknown),
+        (Some(op), false)
+    );
 
     // A retry after the lease: the caller reconciles operation `op`; it does not create again.
     let ClaimOutcome::NeedsReconciliation(reconciler) =
@@ -60,8 +68,14 @@ pub(crate) async fn a_claim_whose_owner_died_is_handed_to_reconciliation_after_i
         w.store.complete(&dead, 201, b"late").await,
         Err(IdempotencyError::ClaimLost)
     ));
-    assert!(matches!(w.store.release(&dead).await, Err(IdempotencyError::ClaimLost)));
-    w.store.complete(&reconciler, 201, b"adopted").await.unwrap();
+    assert!(matches!(
+        w.store.release(&dead).await,
+        Err(IdempotencyError::ClaimLost)
+    ));
+    w.store
+        .complete(&reconciler, 201, b"adopted")
+        .await
+        .unwrap();
     let ClaimOutcome::Replay(stored) = w.store.claim(w.p, &key, &fp()).await.unwrap() else {
         panic!("replay");
     };
@@ -78,25 +92,46 @@ pub(crate) async fn an_unknown_outcome_is_reported_until_a_reconciler_settles_it
     w.store.mark_unknown(&claim, op).await.unwrap();
     assert_eq!(
         w.store.claim(w.p, &key, &fp()).await.unwrap(),
-        ClaimOutcome::Unknown { operation_id: Some(op) }
+        ClaimOutcome::Unknown {
+            operation_id: Some(op)
+        }
     );
     let candidates = w.store.needing_reconciliation(10).await.unwrap();
     assert_eq!(candidates.len(), 1);
     assert!(candidates[0].unknown);
     assert_eq!(candidates[0].key, key);
 
-    let taken = w.store.take_over_for_reconciliation(w.p, &key).await.unwrap().unwrap();
+    let taken = w
+        .store
+        .take_over_for_reconciliation(w.p, &key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(taken.operation_id, Some(op));
-    assert!(w.store.take_over_for_reconciliation(w.p, &key).await.unwrap().is_none());
+    assert!(
+        w.store
+            .take_over_for_reconciliation(w.p, &key)
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(matches!(
         w.store.claim(w.p, &key, &fp()).await.unwrap(),
         ClaimOutcome::InProgress { .. }
     ));
     // Reconciliation found nothing yet: back to unknown.
     w.store.mark_unknown(&taken, op).await.unwrap();
-    let again = w.store.take_over_for_reconciliation(w.p, &key).await.unwrap().unwrap();
+    let again = w
+        .store
+        .take_over_for_reconciliation(w.p, &key)
+        .await
+        .unwrap()
+        .unwrap();
     w.store.complete(&again, 201, b"found").await.unwrap();
-    assert!(matches!(w.store.claim(w.p, &key, &fp()).await.unwrap(), ClaimOutcome::Replay(_)));
+    assert!(matches!(
+        w.store.claim(w.p, &key, &fp()).await.unwrap(),
+        ClaimOutcome::Replay(_)
+    ));
     assert!(w.store.needing_reconciliation(10).await.unwrap().is_empty());
     // Unknown records survive the reaper.
     let key2 = IdempotencyKey::parse("lost-2").unwrap();
@@ -126,7 +161,10 @@ pub(crate) async fn completed_keys_are_kept_24_hours_then_reaped(db: &TestDb) {
     }
     w.clock.advance(day - Duration::from_secs(1));
     assert_eq!(w.store.reap(w.registry.database().now()).await.unwrap(), 0);
-    assert!(matches!(w.store.claim(w.p, &a, &fp()).await.unwrap(), ClaimOutcome::Replay(_)));
+    assert!(matches!(
+        w.store.claim(w.p, &a, &fp()).await.unwrap(),
+        ClaimOutcome::Replay(_)
+    ));
 
     w.clock.advance(Duration::from_secs(1));
     // Expired but not yet reaped: the key is new again (even for another request).
@@ -137,7 +175,10 @@ pub(crate) async fn completed_keys_are_kept_24_hours_then_reaped(db: &TestDb) {
     w.store.complete(&fresh, 201, b"second").await.unwrap();
     // The reaper removes `b` (expired) and keeps the renewed `a`.
     assert_eq!(w.store.reap(w.registry.database().now()).await.unwrap(), 1);
-    assert!(matches!(w.store.claim(w.p, &b, &fp()).await.unwrap(), ClaimOutcome::Claimed(_)));
+    assert!(matches!(
+        w.store.claim(w.p, &b, &fp()).await.unwrap(),
+        ClaimOutcome::Claimed(_)
+    ));
     let ClaimOutcome::Replay(stored) = w.store.claim(w.p, &a, &other).await.unwrap() else {
         panic!("replay");
     };

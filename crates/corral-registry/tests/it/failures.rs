@@ -2,9 +2,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_registry::testing::TestDb;
-use corral_registry::{
-    Database, DatabaseConfig, MasterKey, Registry, RegistryError, SystemClock,
-};
+use corral_registry::{Database, DatabaseConfig, MasterKey, Registry, RegistryError, SystemClock};
 
 use crate::on_both_backends;
 
@@ -23,10 +21,19 @@ pub(crate) async fn an_exhausted_pool_is_a_retryable_error_within_the_wait_timeo
     assert!(matches!(err, RegistryError::Unavailable { .. }), "{err:?}");
     assert!(err.is_retryable());
     assert_eq!(err.code().as_str(), "sandbox_registry_unavailable");
-    assert!(elapsed >= Duration::from_millis(250), "gave up too early: {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(2), "waited too long: {elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_millis(250),
+        "gave up too early: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "waited too long: {elapsed:?}"
+    );
     drop(held);
-    assert!(reg.list_projects().await.unwrap().is_empty(), "recovers once a connection is free");
+    assert!(
+        reg.list_projects().await.unwrap().is_empty(),
+        "recovers once a connection is free"
+    );
 }
 
 fn free_port() -> u16 {
@@ -45,9 +52,19 @@ async fn a_stopped_postgres_is_a_retryable_error_within_the_pool_timeouts() {
     let started = Instant::now();
     let err = Database::connect(config.clone()).await.unwrap_err();
     assert!(matches!(err, RegistryError::Unavailable { .. }), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    assert!(!err.to_string().contains("hunter2"), "no password in errors: {err}");
-    assert!(!format!("{config:?}").contains("hunter2"), "no password in Debug");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        !err.to_string().contains("hunter2"),
+        "no password in errors: {err}"
+    );
+    assert!(
+        !format!("{config:?}").contains("hunter2"),
+        "no password in Debug"
+    );
 
     // A pool built while the database is down answers each call quickly too.
     let db = Database::open(config, Arc::new(SystemClock)).unwrap();
@@ -95,7 +112,10 @@ async fn an_unusable_sqlite_path_is_an_error_not_a_hang() {
 fn urls_choose_the_backend() {
     use corral_registry::Backend;
     let backend = |url: &str| DatabaseConfig::new(url).backend().ok();
-    assert_eq!(backend("sqlite:///var/lib/corral/db.sqlite"), Some(Backend::Sqlite));
+    assert_eq!(
+        backend("sqlite:///var/lib/corral/db.sqlite"),
+        Some(Backend::Sqlite)
+    );
     assert_eq!(backend("sqlite://corral.db"), Some(Backend::Sqlite));
     assert_eq!(backend("/var/lib/corral/db.sqlite"), Some(Backend::Sqlite));
     assert_eq!(backend("postgres://u@h/db"), Some(Backend::Postgres));
@@ -117,13 +137,23 @@ fn a_master_key_file_is_created_private_and_reloaded() {
     assert_eq!(format!("{created:?}"), "MasterKey(<redacted>)");
     assert!(!format!("{created:?}").contains(text.trim()));
     let _reloaded = MasterKey::load_or_create(&path).unwrap();
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "an existing key is kept");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "an existing key is kept"
+    );
 
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    assert!(matches!(MasterKey::load(&path), Err(RegistryError::MasterKey { .. })));
+    assert!(matches!(
+        MasterKey::load(&path),
+        Err(RegistryError::MasterKey { .. })
+    ));
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::write(&path, "not hex").unwrap();
-    assert!(matches!(MasterKey::load(&path), Err(RegistryError::MasterKey { .. })));
+    assert!(matches!(
+        MasterKey::load(&path),
+        Err(RegistryError::MasterKey { .. })
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,6 +178,10 @@ async fn a_reloaded_master_key_reads_what_the_created_one_sealed() {
         .await
         .unwrap();
     let second = Registry::new(database, MasterKey::load(&path).unwrap());
-    let got = second.profile(project.id, Provider::Vercel).await.unwrap().unwrap();
+    let got = second
+        .profile(project.id, Provider::Vercel)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.credential.unwrap().expose_secret(), "vercel-token");
 }

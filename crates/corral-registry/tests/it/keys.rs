@@ -1,8 +1,6 @@
-use corral_registry::testing::{TestDb, dump_all_rows, hex};
-use corral_registry::{
-    API_KEY_PREFIX, MasterKey, ProfileInput, Registry, RegistryError,
-};
 use corral_domain::Provider;
+use corral_registry::testing::{TestDb, dump_all_rows, hex};
+use corral_registry::{API_KEY_PREFIX, MasterKey, ProfileInput, Registry, RegistryError};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::{on_both_backends, registry};
@@ -20,17 +18,28 @@ pub(crate) async fn an_api_key_authenticates_its_project_until_revoked(db: &Test
     let key = issued.key.expose_secret().to_owned();
     assert!(key.starts_with(API_KEY_PREFIX));
     assert!(key.contains(&issued.info.key_id));
-    assert!(!format!("{issued:?}").contains(&key), "Debug must not show the key");
+    assert!(
+        !format!("{issued:?}").contains(&key),
+        "Debug must not show the key"
+    );
 
     assert_eq!(reg.authenticate(&key).await.unwrap(), Some(project.id));
     let other_key = reg.issue_api_key(other.id).await.unwrap();
     assert_eq!(
-        reg.authenticate(other_key.key.expose_secret()).await.unwrap(),
+        reg.authenticate(other_key.key.expose_secret())
+            .await
+            .unwrap(),
         Some(other.id)
     );
 
     // Malformed, wrong checksum, unknown id, and a right id with a wrong secret.
-    for bad in ["", "crl_", "sk_live_abc", &key[..key.len() - 1], &format!("{key}x")] {
+    for bad in [
+        "",
+        "crl_",
+        "sk_live_abc",
+        &key[..key.len() - 1],
+        &format!("{key}x"),
+    ] {
         assert_eq!(reg.authenticate(bad).await.unwrap(), None, "{bad:?}");
     }
     let forged = forge_with_valid_checksum(&issued.info.key_id);
@@ -48,7 +57,9 @@ pub(crate) async fn an_api_key_authenticates_its_project_until_revoked(db: &Test
     ));
     // The other project's key is unaffected.
     assert_eq!(
-        reg.authenticate(other_key.key.expose_secret()).await.unwrap(),
+        reg.authenticate(other_key.key.expose_secret())
+            .await
+            .unwrap(),
         Some(other.id)
     );
     let listed = reg.list_api_keys(project.id).await.unwrap();
@@ -109,21 +120,44 @@ pub(crate) async fn canary_secrets_appear_in_no_table(db: &TestDb) {
     let key = issued.key.expose_secret().to_owned();
     let secret_part = key.rsplit('_').next().unwrap().to_owned();
     // Sanity: the credential is really stored and readable through the registry.
-    let back = reg.profile(project.id, Provider::E2b).await.unwrap().unwrap();
+    let back = reg
+        .profile(project.id, Provider::E2b)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(back.credential.unwrap().expose_secret(), canary);
 
     let dump = dump_all_rows(&database).await;
-    assert!(dump.contains(&issued.info.key_id), "the dump must cover api_keys");
-    for needle in [canary.to_owned(), hex(canary.as_bytes()), key.clone(), secret_part.clone()] {
-        assert!(!dump.contains(&needle), "a secret is stored in clear:\n{dump}");
+    assert!(
+        dump.contains(&issued.info.key_id),
+        "the dump must cover api_keys"
+    );
+    for needle in [
+        canary.to_owned(),
+        hex(canary.as_bytes()),
+        key.clone(),
+        secret_part.clone(),
+    ] {
+        assert!(
+            !dump.contains(&needle),
+            "a secret is stored in clear:\n{dump}"
+        );
     }
     // On SQLite, the raw database and WAL files too.
     if let Some(path) = db.sqlite_path() {
         for file in [path.clone(), path.with_extension("db-wal")] {
             if let Ok(bytes) = std::fs::read(&file) {
                 let text = String::from_utf8_lossy(&bytes);
-                assert!(!text.contains(canary), "{} holds the canary", file.display());
-                assert!(!text.contains(&secret_part), "{} holds the key", file.display());
+                assert!(
+                    !text.contains(canary),
+                    "{} holds the canary",
+                    file.display()
+                );
+                assert!(
+                    !text.contains(&secret_part),
+                    "{} holds the key",
+                    file.display()
+                );
             }
         }
     }

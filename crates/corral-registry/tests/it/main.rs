@@ -36,5 +36,8 @@ pub(crate) use on_both_backends;
 
 /// A registry with a random master key over `db`.
 pub(crate) async fn registry(db: &TestDb) -> corral_registry::Registry {
-    corral_registry::Registry::new(db.connect().await, corral_registry::MasterKey::generate().unwrap())
+    corral_registry::Registry::new(
+        db.connect().await,
+        corral_registry::MasterKey::generate().unwrap(),
+    )
 }

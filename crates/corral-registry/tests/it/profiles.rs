@@ -1,9 +1,7 @@
 use corral_domain::{Provider, ProviderContext};
 use corral_registry::schema::provider_profiles;
 use corral_registry::testing::TestDb;
-use corral_registry::{
-    MasterKey, ProfileInput, Registry, RegistryError, Verification, with_conn,
-};
+use corral_registry::{MasterKey, ProfileInput, Registry, RegistryError, Verification, with_conn};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use secrecy::{ExposeSecret, SecretString};
@@ -33,8 +31,16 @@ pub(crate) async fn a_profile_round_trips_its_credential_context_settings_and_ve
 ) {
     let reg = registry(db).await;
     let project = reg.create_project("p").await.unwrap();
-    assert!(reg.profile(project.id, Provider::Fly).await.unwrap().is_none());
-    let stored = reg.put_profile(project.id, Provider::Fly, input("tok-1")).await.unwrap();
+    assert!(
+        reg.profile(project.id, Provider::Fly)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let stored = reg
+        .put_profile(project.id, Provider::Fly, input("tok-1"))
+        .await
+        .unwrap();
     assert!(stored.has_credential);
     assert_eq!(stored.context.team_id.as_deref(), Some("team_1"));
 
@@ -65,16 +71,30 @@ pub(crate) async fn a_profile_round_trips_its_credential_context_settings_and_ve
     )
     .await
     .unwrap();
-    let got = reg.profile(project.id, Provider::Fly).await.unwrap().unwrap();
+    let got = reg
+        .profile(project.id, Provider::Fly)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.credential.as_ref().unwrap().expose_secret(), "tok-1");
     assert_eq!(got.profile.settings["app"], "my-fly-app");
-    assert_eq!(got.profile.verifications.len(), 1, "one result per operation");
+    assert_eq!(
+        got.profile.verifications.len(),
+        1,
+        "one result per operation"
+    );
     assert!(got.profile.verifications[0].ok);
     assert_eq!(got.profile.verifications[0].checked_at, checked_at);
 
     // Replacing the credential forgets verifications about the old one.
-    reg.put_profile(project.id, Provider::Fly, input("tok-2")).await.unwrap();
-    let got = reg.profile(project.id, Provider::Fly).await.unwrap().unwrap();
+    reg.put_profile(project.id, Provider::Fly, input("tok-2"))
+        .await
+        .unwrap();
+    let got = reg
+        .profile(project.id, Provider::Fly)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.credential.unwrap().expose_secret(), "tok-2");
     assert!(got.profile.verifications.is_empty());
     assert_eq!(reg.list_profiles(project.id).await.unwrap().len(), 1);
@@ -96,7 +116,12 @@ pub(crate) async fn a_profile_round_trips_its_credential_context_settings_and_ve
     ));
     assert!(reg.delete_profile(project.id, Provider::Fly).await.unwrap());
     assert!(!reg.delete_profile(project.id, Provider::Fly).await.unwrap());
-    assert!(reg.profile(project.id, Provider::Fly).await.unwrap().is_none());
+    assert!(
+        reg.profile(project.id, Provider::Fly)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn stored_credential(reg: &Registry, project: &str) -> Vec<u8> {
@@ -127,8 +152,12 @@ pub(crate) async fn a_tampered_or_moved_credential_does_not_decrypt(db: &TestDb)
     let reg = Registry::new(database.clone(), MasterKey::generate().unwrap());
     let a = reg.create_project("a").await.unwrap();
     let b = reg.create_project("b").await.unwrap();
-    reg.put_profile(a.id, Provider::E2b, input("secret-a")).await.unwrap();
-    reg.put_profile(b.id, Provider::E2b, input("secret-b")).await.unwrap();
+    reg.put_profile(a.id, Provider::E2b, input("secret-a"))
+        .await
+        .unwrap();
+    reg.put_profile(b.id, Provider::E2b, input("secret-b"))
+        .await
+        .unwrap();
 
     // Project A's ciphertext moved into project B's row does not authenticate there.
     let sealed_a = stored_credential(&reg, &a.id.to_string()).await;
@@ -140,7 +169,13 @@ pub(crate) async fn a_tampered_or_moved_credential_does_not_decrypt(db: &TestDb)
     ));
     overwrite_credential(&reg, &b.id.to_string(), sealed_b).await;
     assert_eq!(
-        reg.profile(b.id, Provider::E2b).await.unwrap().unwrap().credential.unwrap().expose_secret(),
+        reg.profile(b.id, Provider::E2b)
+            .await
+            .unwrap()
+            .unwrap()
+            .credential
+            .unwrap()
+            .expose_secret(),
         "secret-b"
     );
 
@@ -162,7 +197,13 @@ pub(crate) async fn a_tampered_or_moved_credential_does_not_decrypt(db: &TestDb)
     assert!(matches!(err, RegistryError::CredentialUndecryptable));
     assert!(!err.to_string().contains("secret-a"));
     assert_eq!(
-        reg.profile(a.id, Provider::E2b).await.unwrap().unwrap().credential.unwrap().expose_secret(),
+        reg.profile(a.id, Provider::E2b)
+            .await
+            .unwrap()
+            .unwrap()
+            .credential
+            .unwrap()
+            .expose_secret(),
         "secret-a"
     );
 }

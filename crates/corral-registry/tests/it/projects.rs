@@ -34,13 +34,18 @@ pub(crate) async fn projects_are_created_found_by_id_and_name_and_names_are_uniq
         .map(|p| p.name)
         .collect();
     assert_eq!(names, ["alpha", "beta"]);
-    assert_eq!(alpha.id.to_string().parse::<corral_registry::ProjectId>().unwrap(), alpha.id);
+    assert_eq!(
+        alpha
+            .id
+            .to_string()
+            .parse::<corral_registry::ProjectId>()
+            .unwrap(),
+        alpha.id
+    );
 }
 
 pub(crate) async fn migrations_run_once_when_several_replicas_start_together(db: &TestDb) {
-    let starts = (0..4).map(|_| async {
-        corral_registry::Database::connect(db.config()).await
-    });
+    let starts = (0..4).map(|_| async { corral_registry::Database::connect(db.config()).await });
     let dbs = futures::future::join_all(starts).await;
     for started in &dbs {
         assert!(started.is_ok(), "a replica failed to start: {started:?}");
@@ -48,6 +53,9 @@ pub(crate) async fn migrations_run_once_when_several_replicas_start_together(db:
     let first = dbs.into_iter().next().unwrap().unwrap();
     first.migrate().await.unwrap();
     first.ping().await.unwrap();
-    let reg = corral_registry::Registry::new(first, corral_registry::MasterKey::generate().unwrap());
-    reg.create_project("after-concurrent-migrations").await.unwrap();
+    let reg =
+        corral_registry::Registry::new(first, corral_registry::MasterKey::generate().unwrap());
+    reg.create_project("after-concurrent-migrations")
+        .await
+        .unwrap();
 }

@@ -38,7 +38,11 @@ pub(crate) async fn a_sandbox_moves_from_pending_to_created_and_is_scoped_to_its
     let meta = metadata();
     let op = meta.operation_id;
     let pending = reg
-        .insert_sandbox(NewSandbox { id, project_id: p, metadata: meta.clone() })
+        .insert_sandbox(NewSandbox {
+            id,
+            project_id: p,
+            metadata: meta.clone(),
+        })
         .await
         .unwrap();
     assert_eq!(pending.create_state, CreateState::Pending);
@@ -47,50 +51,101 @@ pub(crate) async fn a_sandbox_moves_from_pending_to_created_and_is_scoped_to_its
 
     // The same operation id cannot be used twice.
     let dup = reg
-        .insert_sandbox(NewSandbox { id: SandboxId::new(Provider::E2b), project_id: p, metadata: meta })
+        .insert_sandbox(NewSandbox {
+            id: SandboxId::new(Provider::E2b),
+            project_id: p,
+            metadata: meta,
+        })
         .await;
-    assert!(matches!(dup, Err(RegistryError::Conflict { .. })), "{dup:?}");
+    assert!(
+        matches!(dup, Err(RegistryError::Conflict { .. })),
+        "{dup:?}"
+    );
     // Unknown project.
     let orphan = reg
-        .insert_sandbox(NewSandbox { id: SandboxId::new(Provider::E2b), project_id: ProjectId::new(), metadata: metadata() })
+        .insert_sandbox(NewSandbox {
+            id: SandboxId::new(Provider::E2b),
+            project_id: ProjectId::new(),
+            metadata: metadata(),
+        })
         .await;
-    assert!(matches!(orphan, Err(RegistryError::NotFound { .. })), "{orphan:?}");
+    assert!(
+        matches!(orphan, Err(RegistryError::NotFound { .. })),
+        "{orphan:?}"
+    );
 
-    assert!(reg.sandbox(q, id).await.unwrap().is_none(), "other project sees nothing");
+    assert!(
+        reg.sandbox(q, id).await.unwrap().is_none(),
+        "other project sees nothing"
+    );
     assert_eq!(reg.sandbox_by_operation(op).await.unwrap().unwrap().id, id);
 
-    let created = reg.complete_create(p, id, "native-123", SandboxStatus::Running).await.unwrap();
+    let created = reg
+        .complete_create(p, id, "native-123", SandboxStatus::Running)
+        .await
+        .unwrap();
     assert_eq!(created.create_state, CreateState::Created);
     assert_eq!(created.native_id.as_deref(), Some("native-123"));
-    assert_eq!(created.metadata.native_provider_id.as_deref(), Some("native-123"));
+    assert_eq!(
+        created.metadata.native_provider_id.as_deref(),
+        Some("native-123")
+    );
     assert_eq!(created.status, SandboxStatus::Running);
     let item = created.to_list_item();
     assert_eq!(item.provider, Provider::E2b);
 
     // An older observation does not overwrite a newer one.
     let newer = created.status_observed_at + TimeDelta::seconds(10);
-    reg.record_status(p, id, SandboxStatus::Paused, newer).await.unwrap();
+    reg.record_status(p, id, SandboxStatus::Paused, newer)
+        .await
+        .unwrap();
     let after = reg
         .record_status(p, id, SandboxStatus::Running, newer - TimeDelta::seconds(5))
         .await
         .unwrap();
     assert_eq!(after.status, SandboxStatus::Paused);
     assert!(matches!(
-        reg.record_status(q, id, SandboxStatus::Running, newer).await,
+        reg.record_status(q, id, SandboxStatus::Running, newer)
+            .await,
         Err(RegistryError::NotFound { .. })
     ));
 
     // A failed create, and the reconciler's view of unfinished ones.
     let failed_id = SandboxId::new(Provider::Daytona);
-    reg.insert_sandbox(NewSandbox { id: failed_id, project_id: p, metadata: metadata() }).await.unwrap();
-    let failed = reg.set_create_state(p, failed_id, CreateState::Failed).await.unwrap();
-    assert_eq!((failed.create_state, failed.status), (CreateState::Failed, SandboxStatus::Failed));
+    reg.insert_sandbox(NewSandbox {
+        id: failed_id,
+        project_id: p,
+        metadata: metadata(),
+    })
+    .await
+    .unwrap();
+    let failed = reg
+        .set_create_state(p, failed_id, CreateState::Failed)
+        .await
+        .unwrap();
+    assert_eq!(
+        (failed.create_state, failed.status),
+        (CreateState::Failed, SandboxStatus::Failed)
+    );
     let unknown_id = SandboxId::new(Provider::Daytona);
-    reg.insert_sandbox(NewSandbox { id: unknown_id, project_id: q, metadata: metadata() }).await.unwrap();
-    reg.set_create_state(q, unknown_id, CreateState::Unknown).await.unwrap();
+    reg.insert_sandbox(NewSandbox {
+        id: unknown_id,
+        project_id: q,
+        metadata: metadata(),
+    })
+    .await
+    .unwrap();
+    reg.set_create_state(q, unknown_id, CreateState::Unknown)
+        .await
+        .unwrap();
     let later = reg.database().now() + TimeDelta::seconds(1);
-    let stale: Vec<SandboxId> =
-        reg.stale_creates(later, 10).await.unwrap().into_iter().map(|r| r.id).collect();
+    let stale: Vec<SandboxId> = reg
+        .stale_creates(later, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
     assert_eq!(stale, [unknown_id]);
     let earlier = reg.database().now() - TimeDelta::hours(1);
     assert!(reg.stale_creates(earlier, 10).await.unwrap().is_empty());
@@ -100,8 +155,16 @@ pub(crate) async fn tombstoning_is_idempotent_and_freezes_the_record(db: &TestDb
     let reg = registry(db).await;
     let p = reg.create_project("p").await.unwrap().id;
     let id = SandboxId::new(Provider::Local);
-    reg.insert_sandbox(NewSandbox { id, project_id: p, metadata: metadata() }).await.unwrap();
-    reg.complete_create(p, id, "n1", SandboxStatus::Running).await.unwrap();
+    reg.insert_sandbox(NewSandbox {
+        id,
+        project_id: p,
+        metadata: metadata(),
+    })
+    .await
+    .unwrap();
+    reg.complete_create(p, id, "n1", SandboxStatus::Running)
+        .await
+        .unwrap();
     let first = reg.tombstone(p, id).await.unwrap();
     assert_eq!(first.status, SandboxStatus::Deleted);
     let deleted_at = first.deleted_at.expect("tombstone has deletedAt");
@@ -110,12 +173,24 @@ pub(crate) async fn tombstoning_is_idempotent_and_freezes_the_record(db: &TestDb
     assert_eq!(second, first, "a second tombstone changes nothing");
     // Later observations and completions never resurrect it.
     let later = deleted_at + TimeDelta::seconds(60);
-    let still = reg.record_status(p, id, SandboxStatus::Running, later).await.unwrap();
+    let still = reg
+        .record_status(p, id, SandboxStatus::Running, later)
+        .await
+        .unwrap();
     assert_eq!(still.status, SandboxStatus::Deleted);
-    let still = reg.complete_create(p, id, "n2", SandboxStatus::Running).await.unwrap();
-    assert_eq!((still.status, still.deleted_at), (SandboxStatus::Deleted, Some(deleted_at)));
+    let still = reg
+        .complete_create(p, id, "n2", SandboxStatus::Running)
+        .await
+        .unwrap();
+    assert_eq!(
+        (still.status, still.deleted_at),
+        (SandboxStatus::Deleted, Some(deleted_at))
+    );
     let other = reg.create_project("q").await.unwrap().id;
-    assert!(matches!(reg.tombstone(other, id).await, Err(RegistryError::NotFound { .. })));
+    assert!(matches!(
+        reg.tombstone(other, id).await,
+        Err(RegistryError::NotFound { .. })
+    ));
     let page = reg.list_sandboxes(p, 10, None).await.unwrap();
     assert_eq!(page.items.len(), 1);
     assert_eq!(page.into_page().items[0].deleted_at, Some(deleted_at));
@@ -138,7 +213,11 @@ pub(crate) async fn pagination_visits_ten_thousand_records_once_newest_first_wit
                 id: SandboxId::new(Provider::ALL[i % Provider::ALL.len()]),
                 project_id: if i % 10 == 9 { q } else { p },
                 native_id: Some(format!("n{i}")),
-                status: if deleted { SandboxStatus::Deleted } else { SandboxStatus::Running },
+                status: if deleted {
+                    SandboxStatus::Deleted
+                } else {
+                    SandboxStatus::Running
+                },
                 status_observed_at: created_at,
                 metadata: metadata(),
                 create_state: CreateState::Created,
@@ -172,14 +251,18 @@ pub(crate) async fn pagination_visits_ten_thousand_records_once_newest_first_wit
     for pair in seen.windows(2) {
         // Newest first, ties broken by id (byte order on both backends).
         assert!(
-            (pair[0].created_at, pair[0].id.to_string()) > (pair[1].created_at, pair[1].id.to_string()),
+            (pair[0].created_at, pair[0].id.to_string())
+                > (pair[1].created_at, pair[1].id.to_string()),
             "not newest first"
         );
     }
     let seen_ids: Vec<SandboxId> = seen.iter().map(|r| r.id).collect();
     let expected_ids: Vec<SandboxId> = expected.iter().map(|r| r.id).collect();
     assert_eq!(seen_ids, expected_ids);
-    assert!(seen.iter().any(|r| r.deleted_at.is_some()), "tombstones are listed");
+    assert!(
+        seen.iter().any(|r| r.deleted_at.is_some()),
+        "tombstones are listed"
+    );
     assert_eq!(
         seen.iter().filter(|r| r.deleted_at.is_some()).count(),
         expected.iter().filter(|r| r.deleted_at.is_some()).count()
@@ -192,12 +275,28 @@ pub(crate) async fn a_malformed_cursor_or_limit_is_a_typed_error(db: &TestDb) {
     let p = reg.create_project("p").await.unwrap().id;
     for id in 0..3 {
         let _ = id;
-        reg.insert_sandbox(NewSandbox { id: SandboxId::new(Provider::Local), project_id: p, metadata: metadata() })
-            .await
-            .unwrap();
+        reg.insert_sandbox(NewSandbox {
+            id: SandboxId::new(Provider::Local),
+            project_id: p,
+            metadata: metadata(),
+        })
+        .await
+        .unwrap();
     }
-    let good = reg.list_sandboxes(p, 1, None).await.unwrap().next_cursor.unwrap();
-    assert_eq!(reg.list_sandboxes(p, 1, Some(&good)).await.unwrap().items.len(), 1);
+    let good = reg
+        .list_sandboxes(p, 1, None)
+        .await
+        .unwrap()
+        .next_cursor
+        .unwrap();
+    assert_eq!(
+        reg.list_sandboxes(p, 1, Some(&good))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     for bad in [
@@ -210,7 +309,10 @@ pub(crate) async fn a_malformed_cursor_or_limit_is_a_typed_error(db: &TestDb) {
         format!("{good}="),
     ] {
         let err = reg.list_sandboxes(p, 10, Some(&bad)).await.unwrap_err();
-        assert!(matches!(err, RegistryError::InvalidCursor), "{bad:?}: {err:?}");
+        assert!(
+            matches!(err, RegistryError::InvalidCursor),
+            "{bad:?}: {err:?}"
+        );
         assert_eq!(err.code().as_str(), "invalid_request");
     }
     for limit in [0, 201] {
