@@ -352,7 +352,10 @@ pub fn db_error(e: DieselError) -> RegistryError {
         DieselError::NotFound => RegistryError::NotFound { what: "record" },
         DieselError::DatabaseError(kind, info) => match kind {
             DatabaseErrorKind::UniqueViolation => RegistryError::Conflict { what: "record" },
+            // Every foreign key in the schema references `projects`.
+            DatabaseErrorKind::ForeignKeyViolation => RegistryError::NotFound { what: "project" },
             DatabaseErrorKind::ClosedConnection
+            | DatabaseErrorKind::UnableToSendCommand
             | DatabaseErrorKind::SerializationFailure
             | DatabaseErrorKind::ReadOnlyTransaction => RegistryError::Unavailable {
                 message: info.message().to_owned(),
@@ -388,6 +391,8 @@ fn is_transient_message(message: &str) -> bool {
         "terminating",
         "shutting down",
         "i/o error",
+        "deadlock detected",
+        "timeout",
     ]
     .iter()
     .any(|needle| m.contains(needle))

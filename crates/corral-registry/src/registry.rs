@@ -214,15 +214,7 @@ impl Registry {
                 .values(&row)
                 .execute(c)
                 .await
-                .map_err(|e| match db_error(e) {
-                    // The only foreign key: the project.
-                    RegistryError::Internal { message }
-                        if message.contains("FOREIGN KEY") || message.contains("foreign key") =>
-                    {
-                        RegistryError::NotFound { what: "project" }
-                    }
-                    other => other,
-                })
+                .map_err(db_error)
         })?;
         Ok(NewApiKey {
             info: row.info()?,
@@ -361,14 +353,6 @@ impl Registry {
                     .first(c)
                     .await?,
             )
-        })
-        .map_err(|e| match e {
-            RegistryError::Internal { message }
-                if message.contains("FOREIGN KEY") || message.contains("foreign key") =>
-            {
-                RegistryError::NotFound { what: "project" }
-            }
-            other => other,
         })?;
         self.profile_view(stored, Vec::new())
     }
@@ -578,11 +562,6 @@ impl Registry {
                     RegistryError::Conflict { .. } => RegistryError::Conflict {
                         what: "sandbox id or operation id",
                     },
-                    RegistryError::Internal { message }
-                        if message.contains("FOREIGN KEY") || message.contains("foreign key") =>
-                    {
-                        RegistryError::NotFound { what: "project" }
-                    }
                     other => other,
                 })
         })?;
