@@ -185,3 +185,67 @@ async fn a_reloaded_master_key_reads_what_the_created_one_sealed() {
         .unwrap();
     assert_eq!(got.credential.unwrap().expose_secret(), "vercel-token");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pools_writing_one_sqlite_file_concurrently_never_see_busy() {
+    use corral_domain::{CredentialSource, OperationId, Provider, SandboxId, SandboxMetadata};
+    use corral_registry::NewSandbox;
+    let test_db = TestDb::sqlite();
+    // Two pools on one file stand for two processes; each writes through all its connections.
+    let mut config = test_db.config();
+    config.sqlite_busy_timeout = Duration::from_secs(10);
+    let a = Registry::new(
+        test_db
+            .connect_with(config.clone(), Arc::new(SystemClock))
+            .await,
+        MasterKey::generate().unwrap(),
+    );
+    let b = Registry::new(
+        test_db.connect_with(config, Arc::new(SystemClock)).await,
+        MasterKey::generate().unwrap(),
+    );
+    let project = a.create_project("p").await.unwrap().id;
+    let writes = (0..100).map(|i| {
+        let reg = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tokio::spawn(async move {
+            let id = SandboxId::new(Provider::Local);
+            let metadata = SandboxMetadata {
+                native_provider_id: None,
+                operation_id: OperationId::new(),
+                credential_source: CredentialSource::None,
+                workspace: None,
+                team_id: None,
+                project_id: None,
+                bridge_url: None,
+            };
+            reg.insert_sandbox(NewSandbox {
+                id,
+                project_id: project,
+                metadata,
+            })
+            .await?;
+            reg.complete_create(
+                project,
+                id,
+                &format!("n{i}"),
+                corral_domain::SandboxStatus::Running,
+            )
+            .await?;
+            reg.tombstone(project, id).await?;
+            // A multi-statement write transaction too.
+            reg.put_profile(
+                project,
+                Provider::Local,
+                corral_registry::ProfileInput::default(),
+            )
+            .await
+            .map(|_| ())
+        })
+    });
+    for result in futures::future::join_all(writes).await {
+        result.unwrap().unwrap();
+    }
+    let page = a.list_sandboxes(project, 200, None).await.unwrap();
+    assert_eq!(page.items.len(), 100);
+    assert!(page.items.iter().all(|r| r.deleted_at.is_some()));
+}
