@@ -102,6 +102,12 @@ impl MasterKey {
                 .map_err(|e| key_error(format!("cannot create {}: {e}", parent.display())))?;
         }
         let key = Self::generate()?;
+        // Write a complete private file under a temporary name, then link it into place: the
+        // link fails if the key exists, so concurrent starters never see a half-written key
+        // and never replace one another's.
+        let mut suffix = [0u8; 8];
+        random_fill(&mut suffix)?;
+        let tmp = path.with_extension(format!("tmp-{}", to_hex(&suffix)));
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
         #[cfg(unix)]
@@ -109,17 +115,20 @@ impl MasterKey {
             use std::os::unix::fs::OpenOptionsExt as _;
             options.mode(0o600);
         }
-        let mut file = match options.open(path) {
-            Ok(file) => file,
+        let written = options.open(&tmp).and_then(|mut file| {
+            let hex = Zeroizing::new(to_hex(&key.bytes[..]));
+            file.write_all(hex.as_bytes())?;
+            file.write_all(b"\n")?;
+            file.sync_all()
+        });
+        let linked = written.and_then(|()| std::fs::hard_link(&tmp, path));
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
             // Another process created it first: use theirs.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Self::load(path),
             Err(e) => return Err(key_error(format!("cannot create {}: {e}", path.display()))),
-        };
-        let hex = Zeroizing::new(to_hex(&key.bytes[..]));
-        file.write_all(hex.as_bytes())
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.sync_all())
-            .map_err(|e| key_error(format!("cannot write {}: {e}", path.display())))?;
+        }
         Ok(key)
     }
 

@@ -249,3 +249,21 @@ async fn two_pools_writing_one_sqlite_file_concurrently_never_see_busy() {
     assert_eq!(page.items.len(), 100);
     assert!(page.items.iter().all(|r| r.deleted_at.is_some()));
 }
+
+#[test]
+fn concurrent_starters_all_load_one_complete_master_key_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("master.key");
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || MasterKey::load_or_create(&path).map(|_| ()))
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap().unwrap();
+    }
+    let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(files.len(), 1, "no temporary file is left behind");
+    assert!(MasterKey::load(&path).is_ok());
+}
