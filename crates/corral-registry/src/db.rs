@@ -285,19 +285,32 @@ fn sqlite_pool(config: &DatabaseConfig) -> Result<Pool<SqliteConn>> {
             message: format!("cannot create the directory of the SQLite file: {e}"),
         })?;
     }
-    let busy_ms = config.sqlite_busy_timeout.as_millis();
+    let busy = config.sqlite_busy_timeout;
+    let busy_ms = busy.as_millis();
     let mut manager_config = ManagerConfig::<SqliteConn>::default();
     manager_config.custom_setup = Box::new(move |url| {
         let url = url.to_owned();
         Box::pin(async move {
             let mut conn = SqliteConn::establish(&url).await?;
-            // busy_timeout first, so that switching to WAL waits for other openers.
             conn.batch_execute(&format!(
-                "PRAGMA busy_timeout = {busy_ms}; PRAGMA journal_mode = WAL; \
-                 PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
+                "PRAGMA busy_timeout = {busy_ms}; PRAGMA synchronous = NORMAL; \
+                 PRAGMA foreign_keys = ON;"
             ))
             .await
             .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            // Switching a fresh file to WAL needs an exclusive lock and SQLite does not run the
+            // busy handler for it, so connections opened at the same moment retry here (within
+            // the busy timeout). WAL is persistent: later opens find it already set.
+            let started = std::time::Instant::now();
+            loop {
+                match conn.batch_execute("PRAGMA journal_mode = WAL;").await {
+                    Ok(()) => break,
+                    Err(e) if is_transient_message(&e.to_string()) && started.elapsed() < busy => {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    Err(e) => return Err(diesel::ConnectionError::CouldntSetupConfiguration(e)),
+                }
+            }
             Ok(conn)
         })
     });
