@@ -8,7 +8,8 @@ use corral_registry::{CreateState, SandboxRecord};
 use crate::create::Lookup;
 use crate::{Caller, InlineAccess, Service};
 
-/// Records younger than this are left to the request that is still creating them.
+/// Records younger than this (or the grace period, if shorter) are left to the request that is
+/// still creating them.
 const MIN_AGE: Duration = Duration::from_secs(30);
 /// Records handled per pass.
 const BATCH: u32 = 50;
@@ -31,7 +32,8 @@ impl Service {
         let mut report = ReconcileReport::default();
         let registry = &self.inner.registry;
         let now = registry.database().now();
-        let cutoff = now - chrono::Duration::from_std(MIN_AGE).unwrap_or_default();
+        let min_age = MIN_AGE.min(self.inner.config.reconcile_grace);
+        let cutoff = now - chrono::Duration::from_std(min_age).unwrap_or_default();
         let stale = match registry.stale_creates(cutoff, BATCH).await {
             Ok(s) => s,
             Err(e) => {

@@ -1,0 +1,516 @@
+//! End to end: the real `corral serve` binary over HTTP, on the `local` provider and on the
+//! Morph adapter pointed at its loopback fake.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+
+/// The inline provider credential that must never reach disk or logs.
+const CANARY: &str = "canary-credential-5b1e7c93";
+
+struct Server {
+    child: Child,
+    base: String,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+fn start(data: &Path, config: &Path, run: usize) -> Server {
+    let stdout = data.with_extension(format!("stdout{run}"));
+    let stderr = data.with_extension(format!("stderr{run}"));
+    let child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .env("CORRAL_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    // Owned by `Server` at once, so a failed start still kills and reaps it.
+    let mut server = Server {
+        child,
+        base: String::new(),
+        stdout,
+        stderr,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = std::fs::read_to_string(&server.stdout).unwrap_or_default();
+        if let Some(line) = out.lines().find(|l| l.starts_with("corral: listening on ")) {
+            server.base = line.trim_start_matches("corral: listening on ").to_owned();
+            return server;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not start: {out} {}",
+            std::fs::read_to_string(&server.stderr).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Server {
+    fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success());
+        let exit = self.child.wait().unwrap();
+        assert!(exit.success(), "graceful shutdown exits 0: {exit}");
+        let mut logs = std::fs::read_to_string(&self.stdout).unwrap();
+        logs.push_str(&std::fs::read_to_string(&self.stderr).unwrap());
+        logs
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Api {
+    client: Client,
+    base: String,
+    key: String,
+}
+
+impl Api {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, reqwest::header::HeaderMap, String) {
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        (status, headers, resp.text().await.unwrap())
+    }
+
+    async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+        want: u16,
+    ) -> Value {
+        let (status, _, text) = self.call(method, path, body, headers).await;
+        assert_eq!(status.as_u16(), want, "{path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+fn grep_tree(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(p);
+            } else if meta.is_file()
+                && let Ok(bytes) = std::fs::read(&p)
+                && bytes.windows(needle.len()).any(|w| w == needle)
+            {
+                hits.push(p);
+            }
+        }
+    }
+    hits
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_projects_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let morph = corral_provider_morph::fake::start(CANARY).await;
+    let config = tmp.path().join("corral.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}/api\"\n",
+            morph.base_url()
+        ),
+    )
+    .unwrap();
+
+    let server = start(&data, &config, 1);
+    let banner = std::fs::read_to_string(&server.stdout).unwrap();
+    let key = banner
+        .split_whitespace()
+        .find(|w| w.starts_with("crl_"))
+        .expect("the first start prints the default project's key")
+        .to_owned();
+    assert!(banner.contains("curl"), "{banner}");
+    let api = Api {
+        client: Client::new(),
+        base: server.base.clone(),
+        key,
+    };
+    let get = Method::GET;
+    let post = Method::POST;
+
+    // Providers: local and the wired adapter.
+    let cat = api.json(get.clone(), "/v1/providers", None, &[], 200).await;
+    let names: Vec<&str> = cat["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["provider"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["morph", "local"]);
+
+    // Create with a key, replay, conflict.
+    let k = [("Idempotency-Key", "e2e-1")];
+    let (st, _, first) = api
+        .call(
+            post.clone(),
+            "/v1/sandboxes",
+            Some(json!({"provider": "local"})),
+            &k,
+        )
+        .await;
+    assert_eq!(st, 201, "{first}");
+    let (st, h, again) = api
+        .call(
+            post.clone(),
+            "/v1/sandboxes",
+            Some(json!({"provider": "local"})),
+            &k,
+        )
+        .await;
+    assert_eq!(
+        (
+            st.as_u16(),
+            h.get("idempotent-replayed").unwrap().to_str().unwrap()
+        ),
+        (200, "true")
+    );
+    assert_eq!(again, first);
+    let (st, h, _) = api
+        .call(
+            post.clone(),
+            "/v1/sandboxes",
+            Some(json!({"provider": "local", "timeout": 60})),
+            &k,
+        )
+        .await;
+    assert_eq!(st, 422);
+    assert!(h.contains_key("x-request-id"));
+    let sb: Value = serde_json::from_str(&first).unwrap();
+    let id = sb["id"].as_str().unwrap().to_owned();
+
+    // Get, exec, files.
+    let got = api
+        .json(get.clone(), &format!("/v1/sandboxes/{id}"), None, &[], 200)
+        .await;
+    assert_eq!(got["status"], "running");
+    let ran = api
+        .json(
+            post.clone(),
+            &format!("/v1/sandboxes/{id}/exec"),
+            Some(json!({"command": "echo hello > /workspace/note && cat /workspace/note"})),
+            &[],
+            200,
+        )
+        .await;
+    assert_eq!(ran["stdout"], "hello\n");
+    api.json(
+        post.clone(),
+        &format!("/v1/sandboxes/{id}/files/write"),
+        Some(json!({"path": "/workspace/f.txt", "content": "persisted"})),
+        &[],
+        200,
+    )
+    .await;
+    let read = api
+        .json(
+            post.clone(),
+            &format!("/v1/sandboxes/{id}/files/read"),
+            Some(json!({"path": "/workspace/f.txt"})),
+            &[],
+            200,
+        )
+        .await;
+    assert_eq!(read["content"], "persisted");
+
+    // List pages: three sandboxes, two per page, newest first.
+    let mut made = vec![id.clone()];
+    for _ in 0..2 {
+        let s = api
+            .json(
+                post.clone(),
+                "/v1/sandboxes",
+                Some(json!({"provider": "local"})),
+                &[],
+                201,
+            )
+            .await;
+        made.push(s["id"].as_str().unwrap().to_owned());
+    }
+    made.reverse();
+    let p1 = api
+        .json(get.clone(), "/v1/sandboxes?limit=2", None, &[], 200)
+        .await;
+    let cursor = p1["nextCursor"].as_str().unwrap().to_owned();
+    let p2 = api
+        .json(
+            get.clone(),
+            &format!("/v1/sandboxes?limit=2&cursor={cursor}"),
+            None,
+            &[],
+            200,
+        )
+        .await;
+    assert!(p2["nextCursor"].is_null());
+    let listed: Vec<String> = p1["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(p2["items"].as_array().unwrap())
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, made);
+
+    // Delete and the tombstone.
+    let doomed = made[0].clone();
+    let tomb = api
+        .json(
+            Method::DELETE,
+            &format!("/v1/sandboxes/{doomed}"),
+            None,
+            &[],
+            200,
+        )
+        .await;
+    assert_eq!(tomb["status"], "deleted");
+    assert_eq!(
+        api.json(
+            get.clone(),
+            &format!("/v1/sandboxes/{doomed}"),
+            None,
+            &[],
+            200
+        )
+        .await,
+        tomb
+    );
+    api.json(
+        post.clone(),
+        &format!("/v1/sandboxes/{doomed}/exec"),
+        Some(json!({"command": "true"})),
+        &[],
+        404,
+    )
+    .await;
+
+    // The Morph adapter, through its fake, with an inline credential.
+    let cred = [("X-Provider-Credential", CANARY)];
+    let m = api
+        .json(
+            post.clone(),
+            "/v1/sandboxes",
+            Some(json!({"provider": "morph", "image": "snapshot_e2e"})),
+            &cred,
+            201,
+        )
+        .await;
+    assert_eq!(m["metadata"]["credentialSource"], "inline");
+    let mid = m["id"].as_str().unwrap().to_owned();
+    // A new instance boots: poll get (which asks the provider) until it runs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen = api
+            .json(
+                get.clone(),
+                &format!("/v1/sandboxes/{mid}"),
+                None,
+                &cred,
+                200,
+            )
+            .await;
+        if seen["status"] == "running" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "morph sandbox never ran: {seen}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ran = api
+        .json(
+            post.clone(),
+            &format!("/v1/sandboxes/{mid}/exec"),
+            Some(json!({"command": "echo from-morph"})),
+            &cred,
+            200,
+        )
+        .await;
+    assert_eq!(ran["stdout"], "from-morph\n");
+    let dir = api
+        .json(
+            post.clone(),
+            &format!("/v1/sandboxes/{mid}/exec"),
+            Some(json!({"command": "mktemp -d"})),
+            &cred,
+            200,
+        )
+        .await;
+    let path = format!("{}/m.txt", dir["stdout"].as_str().unwrap().trim());
+    api.json(
+        post.clone(),
+        &format!("/v1/sandboxes/{mid}/files/write"),
+        Some(json!({"path": path, "content": "via morph"})),
+        &cred,
+        200,
+    )
+    .await;
+    let back = api
+        .json(
+            post.clone(),
+            &format!("/v1/sandboxes/{mid}/files/read"),
+            Some(json!({"path": path})),
+            &cred,
+            200,
+        )
+        .await;
+    assert_eq!(back["content"], "via morph");
+    // Without the credential: no profile.
+    api.json(get.clone(), &format!("/v1/sandboxes/{mid}"), None, &[], 422)
+        .await;
+    // A wrong credential is the provider rejecting it.
+    let (st, _, text) = api
+        .call(
+            get.clone(),
+            &format!("/v1/sandboxes/{mid}"),
+            None,
+            &[("X-Provider-Credential", "wrong")],
+        )
+        .await;
+    assert_eq!(st, 401, "{text}");
+    assert!(
+        morph
+            .log()
+            .all()
+            .iter()
+            .any(|r| r.path.contains("/instance")),
+        "the fake was reached"
+    );
+    api.json(
+        Method::DELETE,
+        &format!("/v1/sandboxes/{mid}"),
+        None,
+        &cred,
+        200,
+    )
+    .await;
+
+    // A second project, made by the CLI while the server runs, sees nothing of the first.
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["project", "create", "--name", "second", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let created: Value =
+        serde_json::from_slice(&out.stdout).expect("exactly one JSON object on stdout");
+    assert!(created["projectId"].as_str().unwrap().starts_with("prj_"));
+    let second = Api {
+        client: Client::new(),
+        base: server.base.clone(),
+        key: created["apiKey"].as_str().unwrap().to_owned(),
+    };
+    let empty = second
+        .json(get.clone(), "/v1/sandboxes", None, &[], 200)
+        .await;
+    assert_eq!(empty["items"].as_array().unwrap().len(), 0);
+    second
+        .json(get.clone(), &format!("/v1/sandboxes/{id}"), None, &[], 404)
+        .await;
+    second
+        .json(
+            post.clone(),
+            &format!("/v1/sandboxes/{id}/exec"),
+            Some(json!({"command": "true"})),
+            &[],
+            404,
+        )
+        .await;
+
+    // Restart on the same data dir: records, files and exec survive; no new banner.
+    let mut logs = server.stop();
+    let server = start(&data, &config, 2);
+    assert!(
+        !std::fs::read_to_string(&server.stdout)
+            .unwrap()
+            .contains("crl_"),
+        "the key is printed once"
+    );
+    let api = Api {
+        client: Client::new(),
+        base: server.base.clone(),
+        key: api.key,
+    };
+    let page = api.json(get.clone(), "/v1/sandboxes", None, &[], 200).await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 4);
+    let read = api
+        .json(
+            post.clone(),
+            &format!("/v1/sandboxes/{id}/files/read"),
+            Some(json!({"path": "/workspace/f.txt"})),
+            &[],
+            200,
+        )
+        .await;
+    assert_eq!(read["content"], "persisted");
+    let ran = api
+        .json(
+            post.clone(),
+            &format!("/v1/sandboxes/{id}/exec"),
+            Some(json!({"command": "cat /workspace/note"})),
+            &[],
+            200,
+        )
+        .await;
+    assert_eq!(ran["stdout"], "hello\n");
+    logs.push_str(&server.stop());
+
+    // The inline credential reached neither disk nor logs.
+    assert!(logs.contains("request"), "logs were captured");
+    assert!(
+        !logs.contains(CANARY),
+        "the canary credential is in the logs"
+    );
+    let hits = grep_tree(&data, CANARY.as_bytes());
+    assert!(
+        hits.is_empty(),
+        "the canary credential is on disk: {hits:?}"
+    );
+}

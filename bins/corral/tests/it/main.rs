@@ -1,0 +1,10 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
+//! The server's tests: in-process HTTP through actix's test utilities, and end to end through
+//! the real binary.
+
+mod api;
+mod bridge;
+mod codes;
+mod e2e;
+mod idempotency;
+mod support;
