@@ -111,7 +111,7 @@ const IN_PROGRESS: &str = "in_progress";
 const COMPLETED: &str = "completed";
 const UNKNOWN: &str = "unknown";
 
-#[derive(Debug, Queryable, Selectable, Insertable)]
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
 #[diesel(table_name = ik)]
 #[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
 struct Row {
@@ -157,18 +157,20 @@ fn new_owner() -> String {
 }
 
 /// Runs `$body` (yielding `Result<T, RegistryError>`) on a pooled connection of either
-/// backend under the database's operation timeout.
+/// backend, as a detached task under the database's operation timeout (see
+/// `corral_registry::Database::detached`: an operation is never dropped half-way).
 macro_rules! run {
-    ($self:ident, |$c:ident| $body:expr) => {
+    ($self:ident, |$c:ident| $body:expr) => {{
+        let db = $self.db.clone();
         $self
             .db
-            .timed(async {
-                let mut conn = $self.db.connection().await?;
+            .detached(async move {
+                let mut conn = db.connection().await?;
                 with_conn!(&mut conn, |$c| $body)
             })
             .await
             .map_err(IdempotencyError::from)
-    };
+    }};
 }
 
 impl IdempotencyStore {
@@ -184,9 +186,10 @@ impl IdempotencyStore {
     }
 
     async fn fetch(&self, project: &str, key: &str) -> Result<Option<Row>> {
+        let (project, key) = (project.to_owned(), key.to_owned());
         run!(self, |c| ik::table
-            .filter(ik::project_id.eq(project))
-            .filter(ik::idempotency_key.eq(key))
+            .filter(ik::project_id.eq(&project))
+            .filter(ik::idempotency_key.eq(&key))
             .select(Row::as_select())
             .first(c)
             .await
@@ -223,8 +226,9 @@ impl IdempotencyStore {
                 updated_at: micros(now),
                 expires_at: micros(now).saturating_add(span(self.config.retention)),
             };
+            let candidate = row.clone();
             let inserted = run!(self, |c| diesel::insert_into(ik::table)
-                .values(&row)
+                .values(&candidate)
                 .on_conflict((ik::project_id, ik::idempotency_key))
                 .do_nothing()
                 .execute(c)
@@ -298,6 +302,7 @@ impl IdempotencyStore {
     }
 
     async fn replace_expired(&self, row: &Row, now: i64) -> Result<bool> {
+        let row = row.clone();
         let n = run!(self, |c| diesel::update(
             ik::table
                 .filter(ik::project_id.eq(&row.project_id))
@@ -330,6 +335,8 @@ impl IdempotencyStore {
         lease_until: i64,
         now: i64,
     ) -> Result<bool> {
+        let existing = existing.clone();
+        let owner = owner.to_owned();
         let n = run!(self, |c| diesel::update(
             ik::table
                 .filter(ik::project_id.eq(&existing.project_id))
@@ -339,7 +346,7 @@ impl IdempotencyStore {
                 .filter(ik::lease_until.le(now)),
         )
         .set((
-            ik::owner.eq(owner),
+            ik::owner.eq(&owner),
             ik::lease_until.eq(lease_until),
             ik::updated_at.eq(now),
         ))
@@ -352,12 +359,13 @@ impl IdempotencyStore {
     /// Attaches the logical operation id (call before the provider call).
     pub async fn attach_operation(&self, claim: &mut Claim, operation: OperationId) -> Result<()> {
         let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let key = claim.key.as_str().to_owned();
         let now = micros(self.db.now());
         let op = operation.to_string();
         let n = run!(self, |c| diesel::update(
             ik::table
                 .filter(ik::project_id.eq(&project))
-                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::idempotency_key.eq(&key))
                 .filter(ik::owner.eq(&owner))
                 .filter(ik::state.eq(IN_PROGRESS)),
         )
@@ -375,12 +383,13 @@ impl IdempotencyStore {
     /// Extends the lease of a claim still held (long provider calls).
     pub async fn renew(&self, claim: &mut Claim) -> Result<()> {
         let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let key = claim.key.as_str().to_owned();
         let now = self.db.now();
         let lease_until = micros(now).saturating_add(span(self.config.lease));
         let n = run!(self, |c| diesel::update(
             ik::table
                 .filter(ik::project_id.eq(&project))
-                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::idempotency_key.eq(&key))
                 .filter(ik::owner.eq(&owner))
                 .filter(ik::state.eq(IN_PROGRESS)),
         )
@@ -401,20 +410,22 @@ impl IdempotencyStore {
     /// Stores the definitive response; later claims with the same fingerprint replay it.
     /// Retention restarts now.
     pub async fn complete(&self, claim: &Claim, status: u16, body: &[u8]) -> Result<()> {
+        let body = body.to_vec();
         let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let key = claim.key.as_str().to_owned();
         let now = micros(self.db.now());
         let expires = now.saturating_add(span(self.config.retention));
         let n = run!(self, |c| diesel::update(
             ik::table
                 .filter(ik::project_id.eq(&project))
-                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::idempotency_key.eq(&key))
                 .filter(ik::owner.eq(&owner))
                 .filter(ik::state.ne(COMPLETED)),
         )
         .set((
             ik::state.eq(COMPLETED),
             ik::response_status.eq(Some(i32::from(status))),
-            ik::response_body.eq(Some(body)),
+            ik::response_body.eq(Some(&body)),
             ik::updated_at.eq(now),
             ik::expires_at.eq(expires),
         ))
@@ -431,10 +442,11 @@ impl IdempotencyStore {
     /// used again.
     pub async fn release(&self, claim: &Claim) -> Result<()> {
         let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let key = claim.key.as_str().to_owned();
         let n = run!(self, |c| diesel::delete(
             ik::table
                 .filter(ik::project_id.eq(&project))
-                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::idempotency_key.eq(&key))
                 .filter(ik::owner.eq(&owner))
                 .filter(ik::state.ne(COMPLETED)),
         )
@@ -451,12 +463,13 @@ impl IdempotencyStore {
     /// [`ClaimOutcome::Unknown`] until reconciliation completes or releases the key.
     pub async fn mark_unknown(&self, claim: &Claim, operation: OperationId) -> Result<()> {
         let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
+        let key = claim.key.as_str().to_owned();
         let now = micros(self.db.now());
         let op = operation.to_string();
         let n = run!(self, |c| diesel::update(
             ik::table
                 .filter(ik::project_id.eq(&project))
-                .filter(ik::idempotency_key.eq(claim.key.as_str()))
+                .filter(ik::idempotency_key.eq(&key))
                 .filter(ik::owner.eq(&owner))
                 .filter(ik::state.ne(COMPLETED)),
         )
@@ -486,10 +499,11 @@ impl IdempotencyStore {
         let now = micros(self.db.now());
         let owner = new_owner();
         let lease_until = now.saturating_add(span(self.config.lease));
+        let (p, k, o) = (project_text.clone(), key.as_str().to_owned(), owner.clone());
         let n = run!(self, |c| diesel::update(
             ik::table
-                .filter(ik::project_id.eq(&project_text))
-                .filter(ik::idempotency_key.eq(key.as_str()))
+                .filter(ik::project_id.eq(&p))
+                .filter(ik::idempotency_key.eq(&k))
                 .filter(
                     ik::state
                         .eq(UNKNOWN)
@@ -498,7 +512,7 @@ impl IdempotencyStore {
         )
         .set((
             ik::state.eq(IN_PROGRESS),
-            ik::owner.eq(&owner),
+            ik::owner.eq(&o),
             ik::lease_until.eq(lease_until),
             ik::updated_at.eq(now),
         ))

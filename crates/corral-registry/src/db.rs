@@ -243,7 +243,8 @@ impl Database {
     }
 
     /// Runs `fut` under the configured `query_timeout`; a timeout is
-    /// [`RegistryError::Unavailable`], so a stalled database never hangs a request.
+    /// [`RegistryError::Unavailable`]. Unlike [`Database::detached`] the future is dropped on
+    /// timeout, which on SQLite blocks until a running query ends: prefer `detached`.
     pub async fn timed<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
         let limit = self.inner.config.query_timeout;
         match tokio::time::timeout(limit, fut).await {
@@ -254,10 +255,37 @@ impl Database {
         }
     }
 
+    /// Runs `fut` as a task of its own and waits for it at most `query_timeout`; a timeout is
+    /// [`RegistryError::Unavailable`]. Every registry and idempotency operation goes through
+    /// here, for two reasons: a stalled database never hangs a request, and the operation is
+    /// never dropped half-way (neither by the timeout nor by a caller that gives up, e.g. a
+    /// disconnected HTTP client). The latter matters for SQLite, whose connection wrapper, when
+    /// a query future is dropped mid-flight, blocks until the query finishes (and panics on a
+    /// current-thread runtime); a detached task simply runs to completion and returns its
+    /// connection to the pool.
+    pub async fn detached<T, F>(&self, fut: F) -> Result<T>
+    where
+        F: Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let limit = self.inner.config.query_timeout;
+        let task = tokio::spawn(fut);
+        match tokio::time::timeout(limit, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(join)) => Err(RegistryError::Internal {
+                message: format!("database task failed: {join}"),
+            }),
+            Err(_) => Err(RegistryError::Unavailable {
+                message: format!("database operation took longer than {limit:?}"),
+            }),
+        }
+    }
+
     /// Readiness: takes a connection and runs `SELECT 1`.
     pub async fn ping(&self) -> Result<()> {
-        self.timed(async {
-            let mut conn = self.connection().await?;
+        let db = self.clone();
+        self.detached(async move {
+            let mut conn = db.connection().await?;
             with_conn!(&mut conn, |c| c.batch_execute("SELECT 1").await).map_err(db_error)
         })
         .await

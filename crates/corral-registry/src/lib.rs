@@ -28,6 +28,11 @@
 //!   with `busy_timeout`, `foreign_keys = ON` and `synchronous = NORMAL`; every write is a
 //!   single statement or a `BEGIN IMMEDIATE` transaction, so writers queue on the busy timeout
 //!   instead of failing with `SQLITE_BUSY`.
+//! - **Cancellation.** Every operation runs as a detached task ([`Database::detached`]): a
+//!   caller that gives up (timeout, disconnected client) never drops a query half-way, which
+//!   on SQLite would block the thread and, on a current-thread runtime such as actix-web's
+//!   workers, panic. Abandoned operations finish in the background and return their
+//!   connection to the pool. Call the registry from inside a tokio runtime.
 //! - **Migrations** are SQL files embedded from `migrations/sqlite` and `migrations/postgres`
 //!   (same versions, same meaning), recorded in `corral_migrations`, and applied by
 //!   [`Database::connect`] or [`Database::migrate`] (`corral migrate`). Several replicas may

@@ -34,26 +34,28 @@ pub struct Registry {
 /// Runs `$body` (which yields `Result<T>`) on a pooled connection of either backend, under the
 /// database's operation timeout.
 macro_rules! run {
-    ($self:ident, |$c:ident| $body:expr) => {
+    ($self:ident, |$c:ident| $body:expr) => {{
+        let db = $self.db.clone();
         $self
             .db
-            .timed(async {
-                let mut conn = $self.db.connection().await?;
+            .detached(async move {
+                let mut conn = db.connection().await?;
                 $crate::with_conn!(&mut conn, |$c| $body)
             })
             .await
-    };
+    }};
 }
 
 /// Runs `$body` in a write transaction: `BEGIN IMMEDIATE` on SQLite (the write lock is taken
 /// up front, so the busy timeout applies and no reader-to-writer upgrade can fail with
-/// `SQLITE_BUSY`), an ordinary transaction on PostgreSQL.
+/// `SQLITE_BUSY`), an ordinary transaction on PostgreSQL. Detached like `run!`.
 macro_rules! write_tx {
-    ($self:ident, |$c:ident| $body:expr) => {
+    ($self:ident, |$c:ident| $body:expr) => {{
+        let db = $self.db.clone();
         $self
             .db
-            .timed(async {
-                let mut conn = $self.db.connection().await?;
+            .detached(async move {
+                let mut conn = db.connection().await?;
                 match &mut conn {
                     PooledConnection::Sqlite(c0) => {
                         c0.immediate_transaction(async |$c| $body).await
@@ -65,7 +67,7 @@ macro_rules! write_tx {
                 }
             })
             .await
-    };
+    }};
 }
 
 /// The associated data that binds a stored credential to its row.
@@ -134,6 +136,12 @@ impl Registry {
             name: name.to_owned(),
             created_at: to_micros(self.db.now()),
         };
+        let project = ProjectRow {
+            id: row.id.clone(),
+            name: row.name.clone(),
+            created_at: row.created_at,
+        }
+        .into_project()?;
         run!(self, |c| {
             diesel::insert_into(projects::table)
                 .values(&row)
@@ -146,7 +154,7 @@ impl Registry {
                     other => other,
                 })
         })?;
-        row.into_project()
+        Ok(project)
     }
 
     /// The project with this id ([`RegistryError::NotFound`] if none).
@@ -167,9 +175,10 @@ impl Registry {
 
     /// The project with this name ([`RegistryError::NotFound`] if none).
     pub async fn project_by_name(&self, name: &str) -> Result<Project> {
+        let name = name.to_owned();
         let row: Option<ProjectRow> = run!(self, |c| {
             projects::table
-                .filter(projects::name.eq(name))
+                .filter(projects::name.eq(&name))
                 .select(ProjectRow::as_select())
                 .first(c)
                 .await
@@ -209,6 +218,7 @@ impl Registry {
             created_at: to_micros(self.db.now()),
             revoked_at: None,
         };
+        let info = row.info()?;
         run!(self, |c| {
             diesel::insert_into(api_keys::table)
                 .values(&row)
@@ -216,10 +226,7 @@ impl Registry {
                 .await
                 .map_err(db_error)
         })?;
-        Ok(NewApiKey {
-            info: row.info()?,
-            key,
-        })
+        Ok(NewApiKey { info, key })
     }
 
     /// The project a presented key authenticates, or `None` when the key is malformed (shape or
@@ -229,10 +236,10 @@ impl Registry {
         let Some(parsed) = parse_api_key(presented) else {
             return Ok(None);
         };
-        let key_id = parsed.key_id;
+        let key_id = parsed.key_id.to_owned();
         let row: Option<ApiKeyRow> = run!(self, |c| {
             api_keys::table
-                .filter(api_keys::key_id.eq(key_id))
+                .filter(api_keys::key_id.eq(&key_id))
                 .select(ApiKeyRow::as_select())
                 .first(c)
                 .await
@@ -253,11 +260,12 @@ impl Registry {
     /// Revokes a key by its key id. Idempotent (the first revocation time is kept);
     /// [`RegistryError::NotFound`] when no such key exists.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<ApiKeyInfo> {
+        let key_id = key_id.to_owned();
         let now = to_micros(self.db.now());
         let row: Option<ApiKeyRow> = run!(self, |c| {
             diesel::update(
                 api_keys::table
-                    .filter(api_keys::key_id.eq(key_id))
+                    .filter(api_keys::key_id.eq(&key_id))
                     .filter(api_keys::revoked_at.is_null()),
             )
             .set(api_keys::revoked_at.eq(Some(now)))
@@ -265,7 +273,7 @@ impl Registry {
             .await
             .map_err(db_error)?;
             api_keys::table
-                .filter(api_keys::key_id.eq(key_id))
+                .filter(api_keys::key_id.eq(&key_id))
                 .select(ApiKeyRow::as_select())
                 .first(c)
                 .await
@@ -553,6 +561,7 @@ impl Registry {
             deleted_at: None,
         };
         let row = SandboxRow::from_record(&record)?;
+        let stored = row.clone().into_record()?;
         run!(self, |c| {
             diesel::insert_into(sandboxes::table)
                 .values(&row)
@@ -565,7 +574,7 @@ impl Registry {
                     other => other,
                 })
         })?;
-        row.into_record()
+        Ok(stored)
     }
 
     /// Stores records exactly as given, in one transaction (restores, bulk loads, tests).
@@ -574,9 +583,10 @@ impl Registry {
             .iter()
             .map(SandboxRow::from_record)
             .collect::<Result<Vec<_>>>()?;
+        let db = self.db.clone();
         self.db
-            .timed(async {
-                let mut conn = self.db.connection().await?;
+            .detached(async move {
+                let mut conn = db.connection().await?;
                 match &mut conn {
                     PooledConnection::Sqlite(c) => {
                         // One blocking task for the whole import, in one `BEGIN IMMEDIATE`
@@ -618,10 +628,11 @@ impl Registry {
     }
 
     async fn fetch_sandbox(&self, project: &str, id: &str) -> Result<Option<SandboxRecord>> {
+        let (project, id) = (project.to_owned(), id.to_owned());
         let row: Option<SandboxRow> = run!(self, |c| {
             sandboxes::table
-                .filter(sandboxes::project_id.eq(project))
-                .filter(sandboxes::id.eq(id))
+                .filter(sandboxes::project_id.eq(&project))
+                .filter(sandboxes::id.eq(&id))
                 .select(SandboxRow::as_select())
                 .first(c)
                 .await
@@ -675,7 +686,9 @@ impl Registry {
         status: SandboxStatus,
     ) -> Result<SandboxRecord> {
         let (project, id) = (project.to_string(), id.to_string());
+        let native_id = native_id.to_owned();
         let now = to_micros(self.db.now());
+        let (p, i) = (project.clone(), id.clone());
         run!(self, |c| {
             diesel::update(
                 sandboxes::table
@@ -684,7 +697,7 @@ impl Registry {
                     .filter(sandboxes::deleted_at.is_null()),
             )
             .set((
-                sandboxes::native_id.eq(Some(native_id)),
+                sandboxes::native_id.eq(Some(&native_id)),
                 sandboxes::status.eq(status.as_str()),
                 sandboxes::status_observed_at.eq(now),
                 sandboxes::create_state.eq(CreateState::Created.as_str()),
@@ -694,7 +707,7 @@ impl Registry {
             .await
             .map_err(db_error)
         })?;
-        self.fetch_existing(&project, &id).await
+        self.fetch_existing(&p, &i).await
     }
 
     /// Moves the create state (e.g. to `failed` or `unknown`); a `failed` create also gets
@@ -707,6 +720,7 @@ impl Registry {
     ) -> Result<SandboxRecord> {
         let (project, id) = (project.to_string(), id.to_string());
         let now = to_micros(self.db.now());
+        let (p, i) = (project.clone(), id.clone());
         run!(self, |c| {
             let target = sandboxes::table
                 .filter(sandboxes::project_id.eq(&project))
@@ -732,7 +746,7 @@ impl Registry {
             }
             .map_err(db_error)
         })?;
-        self.fetch_existing(&project, &id).await
+        self.fetch_existing(&p, &i).await
     }
 
     /// Caches a status observed at `observed_at`. Ignored for tombstones and when a newer
@@ -747,6 +761,7 @@ impl Registry {
         let (project, id) = (project.to_string(), id.to_string());
         let observed = to_micros(observed_at);
         let now = to_micros(self.db.now());
+        let (p, i) = (project.clone(), id.clone());
         run!(self, |c| {
             diesel::update(
                 sandboxes::table
@@ -764,7 +779,7 @@ impl Registry {
             .await
             .map_err(db_error)
         })?;
-        self.fetch_existing(&project, &id).await
+        self.fetch_existing(&p, &i).await
     }
 
     /// Marks the sandbox deleted (status `deleted`, `deletedAt` now). Idempotent: a second call
@@ -772,6 +787,7 @@ impl Registry {
     pub async fn tombstone(&self, project: ProjectId, id: SandboxId) -> Result<SandboxRecord> {
         let (project, id) = (project.to_string(), id.to_string());
         let now = to_micros(self.db.now());
+        let (p, i) = (project.clone(), id.clone());
         run!(self, |c| {
             diesel::update(
                 sandboxes::table
@@ -789,7 +805,7 @@ impl Registry {
             .await
             .map_err(db_error)
         })?;
-        self.fetch_existing(&project, &id).await
+        self.fetch_existing(&p, &i).await
     }
 
     /// One page of the project's records, newest first by (createdAt, id), tombstones included.

@@ -19,7 +19,7 @@ pub(crate) fn parse_project_id(s: &str) -> Result<ProjectId> {
     s.parse().map_err(|_| corrupt("project id"))
 }
 
-#[derive(Debug, Queryable, Selectable, Insertable)]
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
 #[diesel(table_name = projects)]
 #[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
 pub(crate) struct ProjectRow {

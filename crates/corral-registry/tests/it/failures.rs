@@ -6,7 +6,10 @@ use corral_registry::{Database, DatabaseConfig, MasterKey, Registry, RegistryErr
 
 use crate::on_both_backends;
 
-on_both_backends!(failures: an_exhausted_pool_is_a_retryable_error_within_the_wait_timeout);
+on_both_backends!(failures:
+    an_exhausted_pool_is_a_retryable_error_within_the_wait_timeout,
+    a_write_blocked_by_a_lock_is_a_retryable_error_within_the_query_timeout,
+);
 
 pub(crate) async fn an_exhausted_pool_is_a_retryable_error_within_the_wait_timeout(db: &TestDb) {
     let mut config = db.config();
@@ -34,6 +37,34 @@ pub(crate) async fn an_exhausted_pool_is_a_retryable_error_within_the_wait_timeo
         reg.list_projects().await.unwrap().is_empty(),
         "recovers once a connection is free"
     );
+}
+
+pub(crate) async fn a_write_blocked_by_a_lock_is_a_retryable_error_within_the_query_timeout(
+    db: &TestDb,
+) {
+    use diesel_async::SimpleAsyncConnection as _;
+    let mut config = db.config();
+    config.max_connections = 2;
+    config.query_timeout = Duration::from_millis(300);
+    config.sqlite_busy_timeout = Duration::from_secs(5);
+    let database = db.connect_with(config, Arc::new(SystemClock)).await;
+    let reg = Registry::new(database.clone(), MasterKey::generate().unwrap());
+    // Another session holds the write lock and never lets go (a stuck writer or a wedged
+    // database, as far as this caller can tell).
+    let mut blocker = database.connection().await.unwrap();
+    let lock = match database.backend() {
+        corral_registry::Backend::Sqlite => "BEGIN IMMEDIATE",
+        corral_registry::Backend::Postgres => "BEGIN; LOCK TABLE projects IN ACCESS EXCLUSIVE MODE",
+    };
+    corral_registry::with_conn!(&mut blocker, |c| c.batch_execute(lock).await).unwrap();
+    let started = Instant::now();
+    let err = reg.create_project("blocked").await.unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(matches!(err, RegistryError::Unavailable { .. }), "{err:?}");
+    assert!(err.is_retryable());
+    assert!(elapsed >= Duration::from_millis(250), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?} {err:?}");
+    corral_registry::with_conn!(&mut blocker, |c| c.batch_execute("ROLLBACK").await).unwrap();
 }
 
 fn free_port() -> u16 {
@@ -266,4 +297,29 @@ fn concurrent_starters_all_load_one_complete_master_key_file() {
     let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(files.len(), 1, "no temporary file is left behind");
     assert!(MasterKey::load(&path).is_ok());
+}
+
+/// actix-web runs handlers on current-thread runtimes and drops a handler's future when the
+/// client goes away; a registry call abandoned that way must neither panic nor wedge the pool.
+#[tokio::test(flavor = "current_thread")]
+async fn an_abandoned_sqlite_call_on_a_current_thread_runtime_neither_panics_nor_wedges() {
+    use diesel_async::SimpleAsyncConnection as _;
+    let test_db = TestDb::sqlite();
+    let mut config = test_db.config();
+    config.max_connections = 2;
+    config.sqlite_busy_timeout = Duration::from_millis(500);
+    let database = test_db.connect_with(config, Arc::new(SystemClock)).await;
+    let reg = Registry::new(database.clone(), MasterKey::generate().unwrap());
+    let mut blocker = database.connection().await.unwrap();
+    corral_registry::with_conn!(&mut blocker, |c| c.batch_execute("BEGIN IMMEDIATE").await)
+        .unwrap();
+    // The caller gives up while the write waits for the lock.
+    let abandoned = tokio::time::timeout(Duration::from_millis(50), reg.create_project("x")).await;
+    assert!(abandoned.is_err(), "the call was still waiting");
+    corral_registry::with_conn!(&mut blocker, |c| c.batch_execute("ROLLBACK").await).unwrap();
+    drop(blocker);
+    // The pool still serves; the abandoned insert ran to its own end in the background.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    reg.create_project("y").await.unwrap();
+    assert!(reg.project_by_name("y").await.is_ok());
 }
