@@ -296,11 +296,19 @@ impl Database {
     /// on PostgreSQL the run holds an advisory lock scoped to the current schema; on SQLite
     /// each migration runs in a `BEGIN IMMEDIATE` transaction and re-checks what is applied.
     pub async fn migrate(&self) -> Result<()> {
-        let mut conn = self.connection().await?;
-        match &mut conn {
-            PooledConnection::Sqlite(c) => crate::migrations::run_sqlite(c).await,
-            PooledConnection::Postgres(c) => crate::migrations::run_postgres(c).await,
-        }
+        let db = self.clone();
+        // Detached (without the per-operation timeout: a migration may take long) so that a
+        // cancelled start-up never leaves a migration half-applied on this connection.
+        let task = tokio::spawn(async move {
+            let mut conn = db.connection().await?;
+            match &mut conn {
+                PooledConnection::Sqlite(c) => crate::migrations::run_sqlite(c).await,
+                PooledConnection::Postgres(c) => crate::migrations::run_postgres(c).await,
+            }
+        });
+        task.await.map_err(|join| RegistryError::Internal {
+            message: format!("migration task failed: {join}"),
+        })?
     }
 }
 
