@@ -17,6 +17,7 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // Test code: panics are the reports.
 
 pub mod fake;
+pub mod faults;
 pub mod host_shell;
 
 use std::collections::BTreeMap;
