@@ -141,8 +141,14 @@ pub(crate) fn read(fs_root: &Path, path: &str, max_bytes: usize) -> Result<Vec<u
 }
 
 /// Replaces the file at `path` with `content`, atomically (temporary file + rename in the
-/// same directory). The parent directory must exist.
-pub(crate) fn write(fs_root: &Path, path: &str, content: &[u8]) -> Result<(), ProviderError> {
+/// same directory). The parent directory must exist. The file belongs to `uid` (the
+/// sandbox's root) when given, so commands can change it.
+pub(crate) fn write(
+    fs_root: &Path,
+    path: &str,
+    content: &[u8],
+    uid: Option<u32>,
+) -> Result<(), ProviderError> {
     let parts = components(path)?;
     let Some((name, parent)) = parts.split_last() else {
         return Err(refused(path, "the path names the sandbox root, not a file"));
@@ -191,6 +197,9 @@ pub(crate) fn write(fs_root: &Path, path: &str, content: &[u8]) -> Result<(), Pr
     .map_err(|e| lookup_error(path, e, parent_missing()))?;
     let result = (|| {
         let mut file = File::from(fd);
+        if let Some(uid) = uid {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(uid)).map_err(io_error)?;
+        }
         file.write_all(content).map_err(io_error)?;
         // The mode asked for at creation is filtered by the umask; set it as it was.
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))

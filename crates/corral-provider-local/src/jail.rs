@@ -23,6 +23,12 @@ use crate::LocalLimits;
 
 /// `PATH` inside a sandbox.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// util-linux `unshare`, run inside the sandbox to lock its mounts (see `Jail::run`; the
+/// path is also spelled out in its script).
+const UNSHARE: &str = "/usr/bin/unshare";
+/// util-linux `setpriv`, which drops a command to its sandbox's uid when the server is root
+/// (the path is also spelled out in the script of `Jail::run`).
+const SETPRIV: &str = "/usr/bin/setpriv";
 /// Home and default working directory inside a sandbox.
 pub(crate) const WORKSPACE: &str = "/workspace";
 
@@ -30,6 +36,7 @@ pub(crate) const WORKSPACE: &str = "/workspace";
 #[derive(Debug, Clone)]
 pub(crate) struct Jail {
     template: Container,
+    as_root: bool,
 }
 
 /// What to run.
@@ -54,13 +61,35 @@ pub(crate) enum Outcome {
 }
 
 impl Jail {
-    /// The template: fresh user (the server's uid mapped to root), mount, pid (with a fresh
-    /// `/proc`), ipc and uts namespaces, and a network namespace with no interfaces but a
-    /// down loopback unless `allow_network`. The host's system directories are bind-mounted
+    /// Whether commands drop to a per-sandbox uid (the server runs as root); otherwise they
+    /// run as the server's own uid.
+    pub(crate) fn per_sandbox_uid(&self) -> bool {
+        self.as_root
+    }
+
+    /// The template: fresh mount, pid (with a fresh `/proc`), ipc and uts namespaces (and a
+    /// user namespace when the server is not root), and a network namespace with no
+    /// interfaces but a down loopback unless `allow_network`. The host's system directories are bind-mounted
     /// read-only, `/dev` is a minimal devfs, and the sandbox root itself stays writable.
     pub(crate) fn new(allow_network: bool, limits: &LocalLimits) -> Result<Self, String> {
-        let mut c = Container::new();
+        for tool in [UNSHARE, SETPRIV] {
+            if !Path::new(tool).exists() {
+                return Err(format!("{tool} (util-linux) is missing"));
+            }
+        }
+        let as_root = rustix::process::geteuid().is_root();
+        let mut c = if as_root {
+            // As root, hakoniwa needs no user namespace to build the mounts; the command
+            // itself then drops to the sandbox's own unprivileged uid (see `run`).
+            let mut c = Container::empty();
+            c.unshare(Namespace::Mount).unshare(Namespace::Pid);
+            c
+        } else {
+            // Otherwise a user namespace maps the server's own (unprivileged) uid to root.
+            Container::new()
+        };
         c.unshare(Namespace::Ipc).unshare(Namespace::Uts);
+        c.procfsmount("/proc");
         if !allow_network {
             c.unshare(Namespace::Network);
         }
@@ -86,7 +115,10 @@ impl Jail {
                 limits.file_size_bytes,
             )
             .setrlimit(Rlimit::Cpu, limits.cpu_seconds, limits.cpu_seconds);
-        Ok(Self { template: c })
+        Ok(Self {
+            template: c,
+            as_root,
+        })
     }
 
     /// Runs `run` over `fs_root` and waits for it, its deadline, or `cancel` becoming readable
@@ -99,17 +131,43 @@ impl Jail {
     pub(crate) fn run(
         &self,
         fs_root: &Path,
+        uid: Option<u32>,
         run: &Run<'_>,
         cancel: Option<&OwnedFd>,
         setup: &Mutex<()>,
     ) -> Result<Outcome, String> {
         let mut container = self.template.clone();
         container.rootdir(fs_root);
+        // The mounts above belong to the sandbox's user namespace (or to the host's, as root):
+        // a root holding capabilities there could unmount or remount them (revealing
+        // /etc/shadow, or writing to the host's /usr through a read-write remount). So the
+        // command first becomes the sandbox's own unprivileged uid (as root: `setpriv`), then
+        // `unshare` moves it into a nested user and mount namespace where it is root again.
+        // Mounts copied into a less privileged mount namespace are locked: they cannot be
+        // unmounted to reveal what is beneath, and read-only, nosuid and nodev cannot be
+        // cleared — the kernel's own guarantee. Being an unprivileged uid on the host also
+        // keeps it out of what checks for uid 0 rather than a capability (/proc/sys,
+        // /proc/sysrq-trigger), and makes `RLIMIT_NPROC` count this sandbox alone.
+        //
+        // pid 1 stays a plain shell that waits for the command: its parent-death signal (which
+        // a change of uid would clear) is what ends the namespace when the supervisor is
+        // killed; pid 1 ignores signals it has no handler for, so the command must not be pid 1
+        // for `kill $$` to work; and death by signal n reaches us as 128 + n through `$?`. The
+        // `exit` keeps the shell from exec'ing its last command. The command and uid travel as
+        // positional parameters, never spliced into the script.
+        let script = match (self.as_root, uid) {
+            (true, Some(_)) => concat!(
+                "/usr/bin/setpriv --reuid \"$2\" --regid \"$2\" --clear-groups -- ",
+                "/usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c \"$1\"; exit $?"
+            ),
+            (true, None) => return Err("a sandbox without its own uid cannot run as root".into()),
+            (false, _) => {
+                "/usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c \"$1\"; exit $?"
+            }
+        };
+        let uid = uid.map(|u| u.to_string()).unwrap_or_default();
         let mut cmd = container.command("/bin/sh");
-        // pid 1 of a namespace ignores signals it has no handler for, so the command runs in
-        // a child shell: `kill $$` works as anywhere else, and death by signal n reaches us
-        // as 128 + n. The `exit` keeps the outer shell from exec'ing the inner one.
-        cmd.args(["-c", "/bin/sh -c \"$1\"; exit $?", "sh", run.command]);
+        cmd.args(["-c", script, "sh", run.command, &uid]);
         cmd.env("HOME", WORKSPACE)
             .env("PATH", PATH)
             .env("USER", "root")

@@ -151,6 +151,8 @@ pub struct LocalProvider {
     store: Store,
     jail: Result<Arc<Jail>, String>,
     setup_locks: Arc<SetupLocks>,
+    /// Serialises creates, so two never pick the same sandbox uid.
+    create_lock: Arc<std::sync::Mutex<()>>,
 }
 
 /// Striped locks that keep two commands of one sandbox from setting up at the same time
@@ -224,6 +226,7 @@ impl LocalProvider {
             store,
             jail: jail.map(Arc::new),
             setup_locks: Arc::new(SetupLocks::new()),
+            create_lock: Arc::new(std::sync::Mutex::new(())),
         })
     }
 
@@ -287,8 +290,9 @@ fn probe(store: &Store, config: &LocalConfig) -> std::result::Result<Jail, Strin
         return Err(why("not Linux".into()));
     }
     let jail = Jail::new(config.allow_network, &config.limits).map_err(why)?;
+    let uid = jail.per_sandbox_uid().then_some(store::PROBE_UID);
     let root = store
-        .probe_root()
+        .probe_root(uid)
         .map_err(|e| why(format!("cannot prepare the probe sandbox: {e}")))?;
     let env = BTreeMap::new();
     let run = Run {
@@ -298,7 +302,7 @@ fn probe(store: &Store, config: &LocalConfig) -> std::result::Result<Jail, Strin
         timeout: Duration::from_secs(20),
         max_output_bytes: 4096,
     };
-    match jail.run(&root, &run, None, &std::sync::Mutex::new(())) {
+    match jail.run(&root, uid, &run, None, &std::sync::Mutex::new(())) {
         Ok(Outcome::Finished(out)) if out.exit_code == 0 => Ok(jail),
         Ok(Outcome::Finished(out)) => Err(why(format!(
             "the probe command exited with {}: {}",
@@ -346,22 +350,36 @@ impl SandboxProvider for LocalProvider {
                 "timeout {t} is outside 1..={MAX_TIMEOUT_SECONDS} seconds"
             )));
         }
+        let per_sandbox_uid = self.jail()?.per_sandbox_uid();
         let now = store::now_unix();
-        let meta = Metadata {
+        let mut meta = Metadata {
             native_id: store::new_native_id(),
             operation_id: spec.operation_id.to_string(),
             created_at_unix: now,
             timeout_seconds: spec.timeout_seconds,
             expires_at_unix: spec.timeout_seconds.map(|t| now.saturating_add(t)),
+            uid: None,
         };
         let store = self.store.clone();
-        let record = meta.clone();
-        blocking(move || {
+        let lock = self.create_lock.clone();
+        let mut record = meta.clone();
+        meta = blocking(move || {
+            let _one_at_a_time = lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if per_sandbox_uid {
+                record.uid = Some(
+                    store
+                        .free_uid()
+                        .map_err(|e| unavailable(format!("cannot pick a sandbox uid: {e}")))?,
+                );
+            }
             store.create(&record).map_err(|e| {
                 // Without its metadata the directory is not a sandbox; clean it up.
                 let _ = store.delete(&record.native_id);
                 unavailable(format!("cannot create the sandbox directory: {e}"))
-            })
+            })?;
+            Ok::<_, ProviderError>(record)
         })
         .await??;
         Ok(observed(&meta, SandboxStatus::Running))
@@ -395,7 +413,7 @@ impl SandboxProvider for LocalProvider {
     ) -> Result<ExecOutput> {
         let jail = self.jail()?;
         check_exec(spec)?;
-        self.live(native_id).await?;
+        let meta = self.live(native_id).await?;
         let fs_root = self.store.fs_root(native_id);
         let timeout = ctx.bounded(spec.timeout);
         let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
@@ -415,8 +433,14 @@ impl SandboxProvider for LocalProvider {
                 timeout,
                 max_output_bytes: spec.max_output_bytes,
             };
-            jail.run(&fs_root, &run, Some(&cancel), locks.for_sandbox(&id))
-                .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
+            jail.run(
+                &fs_root,
+                meta.uid,
+                &run,
+                Some(&cancel),
+                locks.for_sandbox(&id),
+            )
+            .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
         })
         .await??;
         match outcome {
@@ -446,11 +470,11 @@ impl SandboxProvider for LocalProvider {
         path: &str,
         content: &[u8],
     ) -> Result<()> {
-        self.live(native_id).await?;
+        let meta = self.live(native_id).await?;
         let fs_root = self.store.fs_root(native_id);
         let path = path.to_owned();
         let content = content.to_vec();
-        blocking(move || files::write(&fs_root, &path, &content)).await?
+        blocking(move || files::write(&fs_root, &path, &content, meta.uid)).await?
     }
 
     async fn find_by_operation_id(

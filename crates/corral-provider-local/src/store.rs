@@ -37,7 +37,17 @@ pub(crate) struct Metadata {
     pub(crate) timeout_seconds: Option<u64>,
     /// When the lifetime ends, seconds since the Unix epoch (absent: never).
     pub(crate) expires_at_unix: Option<u64>,
+    /// The sandbox's own host uid (and gid), when the server runs as root; absent: commands
+    /// run as the server's uid.
+    #[serde(default)]
+    pub(crate) uid: Option<u32>,
 }
+
+/// First host uid given to a sandbox: far above the ranges distributions hand to users and
+/// to subordinate-id maps (`/etc/subuid` starts at 100000).
+pub(crate) const FIRST_SANDBOX_UID: u32 = 1_500_000_000;
+/// The uid of the availability probe.
+pub(crate) const PROBE_UID: u32 = FIRST_SANDBOX_UID - 1;
 
 impl Metadata {
     /// Whether the lifetime has ended at `now` (seconds since the epoch).
@@ -76,7 +86,11 @@ pub(crate) struct Store {
 impl Store {
     /// The store at `root` (created if missing).
     pub(crate) fn open(root: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::PermissionsExt as _;
         fs::create_dir_all(root)?;
+        // Only the server's uid may enter: a sandbox's root is that uid on the host, so a file
+        // a command made setuid would otherwise be a way up for any local user.
+        fs::set_permissions(root, fs::Permissions::from_mode(0o700))?;
         fs::create_dir_all(root.join(".trash"))?;
         Ok(Self {
             root: root.to_owned(),
@@ -93,10 +107,10 @@ impl Store {
         self.dir(id).join(FS)
     }
 
-    /// The root used by the availability probe.
-    pub(crate) fn probe_root(&self) -> std::io::Result<PathBuf> {
+    /// The root used by the availability probe, owned by `uid`.
+    pub(crate) fn probe_root(&self, uid: Option<u32>) -> std::io::Result<PathBuf> {
         let dir = self.root.join(".probe").join(FS);
-        prepare_fs_root(&dir)?;
+        prepare_fs_root(&dir, uid)?;
         Ok(dir)
     }
 
@@ -104,8 +118,17 @@ impl Store {
     pub(crate) fn create(&self, meta: &Metadata) -> std::io::Result<()> {
         let dir = self.dir(&meta.native_id);
         fs::create_dir(&dir)?;
-        prepare_fs_root(&dir.join(FS))?;
+        prepare_fs_root(&dir.join(FS), meta.uid)?;
         write_atomically(&dir, META, &serde_json::to_vec_pretty(meta)?)
+    }
+
+    /// The lowest sandbox uid no recorded sandbox has. Callers serialise creates.
+    pub(crate) fn free_uid(&self) -> std::io::Result<u32> {
+        let taken: std::collections::BTreeSet<u32> =
+            self.list()?.iter().filter_map(|m| m.uid).collect();
+        (FIRST_SANDBOX_UID..u32::MAX - 1)
+            .find(|uid| !taken.contains(uid))
+            .ok_or_else(|| std::io::Error::other("no sandbox uid is left"))
     }
 
     /// The metadata of sandbox `id`, or `None` when there is no such sandbox.
@@ -177,13 +200,18 @@ impl Store {
 }
 
 /// Makes a sandbox root: `workspace` (home and default cwd) and a sticky, world-writable
-/// `tmp`, as on any Linux system.
-fn prepare_fs_root(fs_root: &Path) -> std::io::Result<()> {
+/// `tmp`, as on any Linux system, owned by the sandbox's uid (root inside).
+fn prepare_fs_root(fs_root: &Path, uid: Option<u32>) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     fs::create_dir_all(fs_root.join("workspace"))?;
     let tmp = fs_root.join("tmp");
     fs::create_dir_all(&tmp)?;
     fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777))?;
+    if let Some(uid) = uid {
+        for dir in [fs_root.to_owned(), fs_root.join("workspace"), tmp] {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(uid))?;
+        }
+    }
     Ok(())
 }
 
@@ -229,6 +257,7 @@ mod tests {
             created_at_unix: 100,
             timeout_seconds: Some(10),
             expires_at_unix: Some(110),
+            uid: None,
         };
         assert!(!meta.expired_at(109));
         assert!(meta.expired_at(110));

@@ -226,3 +226,72 @@ async fn without_network_a_connect_to_the_host_loopback_fails() {
         Err(e) => panic!("accept failed: {e}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_root_cannot_remount_or_unmask_host_mounts() {
+    let world = World::new();
+    let id = world.create().await;
+    let out = world
+        .sh(
+            &id,
+            "mount -o remount,rw,bind /usr 2>&1; touch /usr/corral-pwn 2>&1; \
+             umount /etc/shadow 2>&1; wc -c < /etc/shadow; \
+             umount -l /usr 2>&1; ls /usr | head -3; \
+             mount -o remount,rw /proc 2>&1; \
+             echo corral > /proc/sys/kernel/domainname 2>&1 || echo proc-sys-refused; \
+             test -w /proc/sysrq-trigger && echo sysrq-writable; \
+             mount -t tmpfs none /workspace/m 2>&1; echo end",
+        )
+        .await;
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("proc-sys-refused"),
+        "/proc/sys writable: {stdout}"
+    );
+    assert!(!stdout.contains("sysrq-writable"), "{stdout}");
+    assert!(stdout.ends_with("end\n"), "{stdout}");
+    let exists = std::path::Path::new("/usr/corral-pwn").exists();
+    let _ = std::fs::remove_file("/usr/corral-pwn");
+    assert!(!exists, "the sandbox wrote to the host's /usr: {stdout}");
+    assert!(stdout.contains("\n0\n"), "/etc/shadow unmasked: {stdout}");
+    let mode = std::fs::metadata(world.root()).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o700,
+        "sandboxes are reachable by other host users"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_root_each_sandbox_runs_as_its_own_unprivileged_host_uid() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: the server is not root here, so sandboxes share its uid");
+        return;
+    }
+    let world = World::new();
+    let a = world.create().await;
+    let b = world.create().await;
+    for id in [&a, &b] {
+        let out = world.sh(id, "touch /workspace/owned; id -u").await;
+        assert_eq!(text(&out.stdout), "0\n", "not root inside");
+    }
+    let owner = |id: &str| {
+        std::fs::metadata(world.root().join(id).join("fs/workspace/owned"))
+            .unwrap()
+            .uid()
+    };
+    let (ua, ub) = (owner(&a), owner(&b));
+    assert!(ua >= 1_000_000 && ub >= 1_000_000, "{ua} {ub}");
+    assert_ne!(ua, ub, "two sandboxes share a host uid");
+    // A file written through the API belongs to the sandbox too, so commands can change it.
+    world
+        .provider
+        .write_file(&ctx(), &a, "/workspace/api.txt", b"x")
+        .await
+        .unwrap();
+    let changed = world
+        .sh(&a, "echo y >> /workspace/api.txt && cat /workspace/api.txt")
+        .await;
+    assert_eq!(text(&changed.stdout), "xy\n", "{}", text(&changed.stderr));
+}
