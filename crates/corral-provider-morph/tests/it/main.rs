@@ -7,8 +7,6 @@ mod faults;
 mod live;
 mod traps;
 
-use std::time::Duration;
-
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
 use corral_provider::{CallContext, CreateSpec, SandboxProvider, SecretString};
 use corral_provider_http::HttpConfig;
@@ -56,11 +54,4 @@ pub(crate) async fn running(provider: &MorphProvider) -> String {
         .unwrap();
     provider.get(&ctx(), &created.native_id).await.unwrap();
     created.native_id
-}
-
-pub(crate) fn short_http() -> HttpConfig {
-    HttpConfig {
-        request_timeout: Duration::from_millis(300),
-        ..HttpConfig::default()
-    }
 }
