@@ -27,6 +27,11 @@
 //! [providers.e2b]
 //! base_url = "http://127.0.0.1:9000"
 //! request_timeout_seconds = 60
+//! envd_url_template = "https://{port}-{sandboxID}.{domain}"   # e2b only
+//! [providers.daytona]
+//! toolbox_url = "https://proxy.app.daytona.io/toolbox"        # daytona only
+//! [providers.morph]
+//! default_image = "snapshot_…"                                # morph, together
 //!
 //! [local]
 //! allow_network = false
@@ -137,6 +142,12 @@ pub struct ProviderSection {
     pub base_url: Option<String>,
     /// Whole-request timeout of the provider's HTTP client.
     pub request_timeout_seconds: Option<u64>,
+    /// `e2b`: the envd URL template (`{port}`, `{sandboxID}`, `{domain}`).
+    pub envd_url_template: Option<String>,
+    /// `daytona`: the toolbox proxy URL used when a sandbox names none.
+    pub toolbox_url: Option<String>,
+    /// `morph`, `together`: the snapshot booted when a create has no `image`.
+    pub default_image: Option<String>,
 }
 
 /// `[local]`.

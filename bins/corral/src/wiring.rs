@@ -15,9 +15,12 @@ use crate::config::{ProviderSection, Settings};
 type BuildHttp = fn(&ProviderSection) -> Result<Arc<dyn SandboxProvider>, ProviderError>;
 
 /// Builds an HTTP adapter from its `<Id>Config` (`Default` = the real URLs) with the section's
-/// base URL and request timeout applied.
+/// base URL and request timeout applied, then `extra` (adapter-specific keys).
 macro_rules! http_adapter {
     ($krate:ident :: $config:ident, $provider:ident) => {
+        http_adapter!($krate::$config, $provider, |_c, _s| {})
+    };
+    ($krate:ident :: $config:ident, $provider:ident, $extra:expr) => {
         |section: &ProviderSection| -> Result<Arc<dyn SandboxProvider>, ProviderError> {
             let mut config = $krate::$config::default();
             if let Some(url) = &section.base_url {
@@ -26,25 +29,30 @@ macro_rules! http_adapter {
             if let Some(t) = section.request_timeout_seconds {
                 config.http.request_timeout = Duration::from_secs(t);
             }
+            let extra: fn(&mut $krate::$config, &ProviderSection) = $extra;
+            extra(&mut config, section);
             Ok(Arc::new($krate::$provider::new(config)?))
         }
     };
 }
 
-/// Every HTTP adapter compiled in.
+/// Every HTTP adapter compiled in: one line each.
+#[rustfmt::skip]
 const HTTP_ADAPTERS: &[(Provider, BuildHttp)] = &[
-    (
-        Provider::E2b,
-        http_adapter!(corral_provider_e2b::E2bConfig, E2bProvider),
-    ),
-    (
-        Provider::Runloop,
-        http_adapter!(corral_provider_runloop::RunloopConfig, RunloopProvider),
-    ),
-    (
-        Provider::Morph,
-        http_adapter!(corral_provider_morph::MorphConfig, MorphProvider),
-    ),
+    (Provider::E2b, http_adapter!(corral_provider_e2b::E2bConfig, E2bProvider, |c, s| {
+        if let Some(t) = &s.envd_url_template { c.envd_url_template = t.clone(); }
+    })),
+    (Provider::Daytona, http_adapter!(corral_provider_daytona::DaytonaConfig, DaytonaProvider, |c, s| {
+        if let Some(u) = &s.toolbox_url { c.default_toolbox_proxy_url = u.clone(); }
+    })),
+    (Provider::Vercel, http_adapter!(corral_provider_vercel::VercelConfig, VercelProvider)),
+    (Provider::Runloop, http_adapter!(corral_provider_runloop::RunloopConfig, RunloopProvider)),
+    (Provider::Together, http_adapter!(corral_provider_together::TogetherConfig, TogetherProvider, |c, s| {
+        if s.default_image.is_some() { c.default_snapshot.clone_from(&s.default_image); }
+    })),
+    (Provider::Morph, http_adapter!(corral_provider_morph::MorphConfig, MorphProvider, |c, s| {
+        if s.default_image.is_some() { c.default_snapshot_id.clone_from(&s.default_image); }
+    })),
 ];
 
 /// The providers this binary can run, `local` first.

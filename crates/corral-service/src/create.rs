@@ -11,6 +11,8 @@ use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyError, Ide
 use corral_provider::{CallContext, CreateSpec, SandboxProvider};
 use corral_registry::{CreateState, NewSandbox, SandboxRecord};
 
+use tracing::Instrument as _;
+
 use crate::access::Access;
 use crate::error::{ServiceError, Stage, map_provider_error};
 use crate::{Caller, Created, InlineAccess, Service, registry_error};
@@ -176,10 +178,14 @@ impl Service {
             request,
         };
         let this = self.clone();
-        let task = tokio::spawn(async move {
-            this.finish_create(rec, provider, access.ctx, spec, claim)
-                .await
-        });
+        // The task carries the request's span, so its log lines keep the request id.
+        let task = tokio::spawn(
+            async move {
+                this.finish_create(rec, provider, access.ctx, spec, claim)
+                    .await
+            }
+            .instrument(tracing::Span::current()),
+        );
         match tokio::time::timeout(self.inner.config.create_wait, task).await {
             Ok(Ok(result)) => result,
             Ok(Err(_panicked)) => Err(ServiceError::CreateOutcomeUnknown { operation_id: op }),

@@ -2,6 +2,7 @@
 //! The server's tests: in-process HTTP through actix's test utilities, and end to end through
 //! the real binary.
 
+mod adapters;
 mod api;
 mod bridge;
 mod codes;
