@@ -105,8 +105,12 @@ fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// The SQLite file a URL names, if it names one.
+/// The SQLite file a URL names, if it names one. In-memory databases are refused: every pooled
+/// connection would see a different, empty database.
 fn sqlite_path(url: &str) -> Option<PathBuf> {
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        return None;
+    }
     if let Some(rest) = url.strip_prefix("sqlite://") {
         return (!rest.is_empty()).then(|| PathBuf::from(rest));
     }

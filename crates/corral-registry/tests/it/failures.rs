@@ -153,6 +153,7 @@ fn urls_choose_the_backend() {
     assert_eq!(backend("postgresql://u@h/db"), Some(Backend::Postgres));
     assert_eq!(backend("mysql://u@h/db"), None);
     assert_eq!(backend(""), None);
+    assert_eq!(backend("sqlite::memory:"), None, "each pooled connection would be empty");
 }
 
 #[test]
