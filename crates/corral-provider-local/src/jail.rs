@@ -136,6 +136,7 @@ impl Jail {
         cancel: Option<&OwnedFd>,
         setup: &Mutex<()>,
     ) -> Result<Outcome, String> {
+        repair_root(fs_root);
         let mut container = self.template.clone();
         container.rootdir(fs_root);
         // The mounts above belong to the sandbox's user namespace (or to the host's, as root):
@@ -246,6 +247,35 @@ impl Jail {
     }
 }
 
+/// Removes what a command may have planted in its root where the next setup expects its own
+/// entries: the host's top-level symlinks (`/bin -> usr/bin`, which hakoniwa recreates and
+/// would refuse to replace) and `.oldrootfs` (the `pivot_root` mount point, which must be a
+/// directory). Without this a command could make its own sandbox unusable. Everything else
+/// the setup touches is a mount point inside the sandbox, which a command cannot change.
+fn repair_root(fs_root: &Path) {
+    for name in ["bin", "sbin", "lib", "lib32", "lib64"] {
+        let Ok(host) = std::fs::read_link(Path::new("/").join(name)) else {
+            continue;
+        };
+        let entry = fs_root.join(name);
+        let Ok(meta) = entry.symlink_metadata() else {
+            continue;
+        };
+        if meta.is_symlink() && std::fs::read_link(&entry).ok() == Some(host.clone()) {
+            continue;
+        }
+        let _ = if meta.is_dir() {
+            std::fs::remove_dir_all(&entry)
+        } else {
+            std::fs::remove_file(&entry)
+        };
+    }
+    let oldroot = fs_root.join(".oldrootfs");
+    if oldroot.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+        let _ = std::fs::remove_file(&oldroot);
+    }
+}
+
 enum Ending {
     Exited,
     TimedOut,
@@ -306,10 +336,11 @@ fn join(drain: Option<thread::JoinHandle<CappedOutput>>) -> (Vec<u8>, bool) {
 }
 
 /// Files and directories under `dir` (recursively) that other users may not read but the
-/// server's uid or gid may: secrets such as `/etc/shadow` or private keys, which the sandbox's
-/// root (the server's uid, mapped) could otherwise read through the read-only bind of `/etc`.
-/// They are masked. Those of other owners stay unreadable inside anyway: the sandbox holds no
-/// capability over ids it does not map.
+/// server's uid or gid may: secrets such as `/etc/shadow` or private keys. When the server is
+/// not root, a sandbox runs as the server's uid and could read them through the read-only
+/// bind of `/etc`; they are masked (in every mode, so sandboxes look the same). Those of
+/// other owners stay unreadable inside anyway: the sandbox holds no capability over ids it
+/// does not map.
 fn unreadable_under(dir: &str) -> Vec<std::path::PathBuf> {
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
     let uid = rustix::process::geteuid().as_raw();

@@ -13,47 +13,68 @@
 //!
 //! # How a command is isolated
 //!
-//! Each command runs in **fresh Linux namespaces** — user (the server's uid mapped to root
-//! inside), mount, pid (with its own `/proc`), ipc, uts, and network (no interface but a down
-//! loopback, unless [`LocalConfig::allow_network`]) — after a `pivot_root` into the sandbox
-//! root. The host's system directories (`/usr`, `/bin`, `/lib`, `/lib64`, `/sbin`, `/etc`)
-//! are bind-mounted read-only and nosuid; files and directories under `/etc` that other users
-//! may not read (`/etc/shadow`, private keys) are masked; `/dev` is a minimal devfs (null,
-//! zero, full, random, urandom, tty, a private devpts). Nothing else of the host is mounted:
-//! not the server's data directory, not other sandboxes, not `/root`, `/home`, `/var`, the
-//! host's `/tmp` or any other writable path. `no_new_privs` is set, so setuid binaries do not
-//! raise privileges. Killing the command's supervisor kills pid 1 of the namespace and with it
-//! every process the command started, so a deadline ends the whole tree.
+//! Each command runs in **fresh Linux namespaces** — mount, pid (with its own `/proc`), ipc,
+//! uts, and network (no interface but a down loopback, unless [`LocalConfig::allow_network`])
+//! — after a `pivot_root` into the sandbox root. The host's system directories (`/usr`,
+//! `/bin`, `/lib`, `/lib64`, `/sbin`, `/etc`) are bind-mounted read-only and nosuid; files
+//! and directories under `/etc` that other users may not read but the server's uid could
+//! (`/etc/shadow`, private keys) are masked; `/dev` is a minimal devfs (null, zero, full,
+//! random, urandom, tty, a private devpts). Nothing else of the host is mounted: not the
+//! server's data directory, not other sandboxes, not `/root`, `/home`, `/work`, `/var`, the
+//! host's `/tmp` or any other writable path.
 //!
-//! The namespaces are set up by the [`hakoniwa`] crate rather than by hand-rolled syscalls:
-//! it is a maintained, documented library that does the delicate parts (user namespace maps,
-//! mount propagation, `pivot_root`, a fresh procfs in the new pid namespace, a minimal devfs,
-//! rlimits, `no_new_privs`) in one place, needs no `unsafe` from us, and needs no external
-//! binary. bubblewrap would do the same, but is not installed by default and would cost a
-//! process spawn per command.
+//! The command itself does not run with the server's privileges:
 //!
-//! Files are read and written from the host side, without a command; see `files.rs` for how
-//! lookups are confined to the sandbox root with `openat2(RESOLVE_BENEATH)`.
+//! - When the server runs as root, every sandbox gets **its own unprivileged host uid** (from
+//!   1 500 000 000 up, recorded in its metadata; its files belong to it), and the command
+//!   drops to it (`setpriv`) before anything of the caller's runs. When the server is not
+//!   root, commands run as the server's uid in a user namespace.
+//! - It then enters a **nested user and mount namespace** (`unshare --user --map-root-user
+//!   --mount`), where it is root (uid 0 inside, with capabilities over its own namespaces
+//!   only). Mounts copied into a less privileged mount namespace are locked by the kernel:
+//!   the command cannot unmount a mask to reveal what it hides, nor remount a read-only bind
+//!   read-write. Without this step a root inside could write to the host's `/usr`.
+//! - Being an unprivileged uid on the host also keeps it out of the kernel interfaces that
+//!   check for uid 0 rather than a capability (`/proc/sys`, `/proc/sysrq-trigger`).
+//! - `no_new_privs` is set, so setuid binaries do not raise privileges.
+//!
+//! pid 1 of the namespace is a small shell that waits for the command. Killing the command's
+//! supervisor kills pid 1 (its parent-death signal), and the kernel kills every other process
+//! of a pid namespace when its pid 1 dies: a deadline ends the whole tree.
+//!
+//! The namespaces and mounts are set up by the [`hakoniwa`] crate rather than by hand-rolled
+//! syscalls: it is a maintained, documented library that does the delicate parts (mount
+//! propagation, `pivot_root`, a fresh procfs in the new pid namespace, a minimal devfs,
+//! rlimits, `no_new_privs`, closing inherited descriptors) in one place and needs no `unsafe`
+//! from us. The two steps it does not offer (dropping to the sandbox uid, the nested
+//! namespace that locks the mounts) use util-linux's `setpriv` and `unshare`, which every
+//! Debian-like system has (`/usr/bin`). bubblewrap would do all of it, but is not installed
+//! by default. hakoniwa forks the server process for each command; the child only runs
+//! hakoniwa's setup code before `execve`.
+//!
+//! Files are read and written from the host side, without a command; lookups are confined
+//! to the sandbox root by the kernel (`openat2` with `RESOLVE_BENEATH`): `..`, absolute paths
+//! outside, and symlinks (absolute, or relative chains) that leave the root are refused, and
+//! a write never goes through a symlink.
 //!
 //! # Limits, and what is not isolated
 //!
 //! [`LocalLimits`] sets rlimits on every command: address space (`memory_bytes`), file size,
-//! CPU seconds, and processes (`RLIMIT_NPROC`). They are per process, not per sandbox. The
-//! kernel counts `RLIMIT_NPROC` per host uid and does not enforce it for root, so when the
-//! server runs as root the process limit does not apply (a fork bomb is contained to the
-//! sandbox's pid namespace and ends with the command's deadline, but it loads the machine).
+//! CPU seconds (all per process), and processes (`RLIMIT_NPROC`, counted per host uid: per
+//! sandbox when the server runs as root, shared with the server's own processes otherwise).
 //! There are no cgroups: CPU share, memory in total and disk space are not limited. The
-//! kernel is shared (no VM boundary), and the sandbox's root user is the server's uid on the
-//! host, so files a sandbox creates belong to that uid. With networking allowed, the sandbox
-//! shares the host's network namespace, loopback included.
+//! kernel is shared (no VM boundary): a kernel bug reachable from an unprivileged user
+//! namespace is reachable from a sandbox. With networking allowed, the sandbox shares the
+//! host's network namespace, loopback and abstract Unix sockets included.
 //!
 //! Expiry (a create's `timeout`) is enforced when the sandbox is next named by a call: it then
 //! reads as `expired`, its files are removed, and exec and file calls answer `NotFound`.
 //!
 //! On a system where the namespaces cannot be created (no user namespaces, a seccomp policy
-//! that forbids `unshare`, not Linux), [`LocalProvider::new`] still succeeds,
+//! that forbids `unshare`, no util-linux, not Linux), [`LocalProvider::new`] still succeeds,
 //! [`LocalProvider::unavailable_reason`] says why, and every call answers
-//! [`ProviderError::Unavailable`] with that reason.
+//! [`ProviderError::Unavailable`] with that reason. The probe runs one real command at
+//! construction.
 //!
 //! # Use
 //!
@@ -98,10 +119,10 @@ pub use capabilities::{MAX_TIMEOUT_SECONDS, capabilities};
 use jail::{Jail, Outcome, Run, WORKSPACE};
 use store::{Metadata, Store};
 
-/// Resource limits set on every command (rlimits, per process).
+/// Resource limits set on every command (rlimits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalLimits {
-    /// `RLIMIT_NPROC`: processes of the sandbox's host uid (not enforced when that uid is root).
+    /// `RLIMIT_NPROC`: processes of the sandbox's host uid (per sandbox when the server is root).
     pub max_processes: u64,
     /// `RLIMIT_AS`: address space of one process, in bytes.
     pub memory_bytes: u64,

@@ -295,3 +295,28 @@ async fn as_root_each_sandbox_runs_as_its_own_unprivileged_host_uid() {
         .await;
     assert_eq!(text(&changed.stdout), "xy\n", "{}", text(&changed.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_break_the_setup_of_its_next_command() {
+    let world = World::new();
+    let id = world.create().await;
+    let planted = world
+        .sh(
+            &id,
+            "for d in /bin /lib /lib64 /sbin; do [ -L $d ] && rm $d; mkdir -p $d 2>/dev/null; done; \
+             ln -s / /.oldrootfs; echo planted",
+        )
+        .await;
+    assert!(
+        text(&planted.stdout).contains("planted"),
+        "{}",
+        text(&planted.stderr)
+    );
+    let after = world.sh(&id, "ls /bin/sh && echo works").await;
+    assert_eq!(
+        text(&after.stdout),
+        "/bin/sh\nworks\n",
+        "{}",
+        text(&after.stderr)
+    );
+}
