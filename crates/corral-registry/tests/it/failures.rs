@@ -153,7 +153,11 @@ fn urls_choose_the_backend() {
     assert_eq!(backend("postgresql://u@h/db"), Some(Backend::Postgres));
     assert_eq!(backend("mysql://u@h/db"), None);
     assert_eq!(backend(""), None);
-    assert_eq!(backend("sqlite::memory:"), None, "each pooled connection would be empty");
+    assert_eq!(
+        backend("sqlite::memory:"),
+        None,
+        "each pooled connection would be empty"
+    );
 }
 
 #[test]
@@ -323,4 +327,49 @@ async fn an_abandoned_sqlite_call_on_a_current_thread_runtime_neither_panics_nor
     tokio::time::sleep(Duration::from_millis(600)).await;
     reg.create_project("y").await.unwrap();
     assert!(reg.project_by_name("y").await.is_ok());
+}
+
+/// A PostgreSQL restart or failover kills pooled connections; the pool notices on checkout
+/// (a verifying query) and opens a fresh one, so callers do not see the dead connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_postgres_connection_is_replaced_on_the_next_call() {
+    use diesel::QueryableByName;
+    use diesel::sql_types::Integer;
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    #[derive(QueryableByName)]
+    struct Pid {
+        #[diesel(sql_type = Integer)]
+        pid: i32,
+    }
+    let Some(test_db) =
+        TestDb::postgres("failures::a_killed_postgres_connection_is_replaced").await
+    else {
+        return;
+    };
+    let mut config = test_db.config();
+    config.max_connections = 1;
+    let database = test_db.connect_with(config, Arc::new(SystemClock)).await;
+    let reg = Registry::new(database.clone(), MasterKey::generate().unwrap());
+    reg.create_project("before").await.unwrap();
+    let pid = {
+        let mut conn = database.connection().await.unwrap();
+        corral_registry::with_conn!(&mut conn, |c| diesel::sql_query(
+            "SELECT pg_backend_pid() AS pid"
+        )
+        .get_result::<Pid>(c)
+        .await)
+        .unwrap()
+        .pid
+    };
+    let admin_url = std::env::var(corral_registry::testing::POSTGRES_URL_ENV).unwrap();
+    let mut admin = diesel_async::AsyncPgConnection::establish(&admin_url)
+        .await
+        .unwrap();
+    diesel::sql_query(format!("SELECT pg_terminate_backend({pid})"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    reg.create_project("after").await.unwrap();
+    assert_eq!(reg.list_projects().await.unwrap().len(), 2);
 }
