@@ -45,7 +45,7 @@ use corral_provider::{
     CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
     Result, SandboxProvider,
 };
-use corral_provider_http::{HttpConfig, ProviderHttp, Url, read_at_most, read_capped};
+use corral_provider_http::{HttpConfig, ProviderHttp, Url, read_capped, read_file_body};
 
 use crate::client::{Client, OPERATION_LABEL, toolbox_base};
 
@@ -303,13 +303,7 @@ impl SandboxProvider for DaytonaProvider {
             .download(ctx, &toolbox, path)
             .await
             .map_err(|e| file_error(path, e))?;
-        match read_at_most(P, resp, max_bytes).await? {
-            Some(bytes) => Ok(bytes.to_vec()),
-            None => Err(ProviderError::FileTooLarge {
-                path: path.to_owned(),
-                limit: max_bytes,
-            }),
-        }
+        read_file_body(P, resp, path, max_bytes).await
     }
 
     async fn write_file(

@@ -42,7 +42,7 @@ use corral_provider::{
     CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
     Result, SandboxProvider, SecretString,
 };
-use corral_provider_http::{HttpConfig, ProviderHttp, map_body_error, read_at_most};
+use corral_provider_http::{HttpConfig, ProviderHttp, map_body_error, read_file_body};
 
 use crate::client::{Client, Envd, OPERATION_KEY};
 
@@ -366,13 +366,7 @@ impl SandboxProvider for E2bProvider {
             .download(ctx, &envd, path)
             .await
             .map_err(|e| file_error(path, e))?;
-        match read_at_most(P, resp, max_bytes).await? {
-            Some(bytes) => Ok(bytes.to_vec()),
-            None => Err(ProviderError::FileTooLarge {
-                path: path.to_owned(),
-                limit: max_bytes,
-            }),
-        }
+        read_file_body(P, resp, path, max_bytes).await
     }
 
     async fn write_file(

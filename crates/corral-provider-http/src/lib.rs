@@ -437,6 +437,23 @@ pub async fn read_at_most(
     Ok(Some(buf.freeze()))
 }
 
+/// Reads a downloaded file's body of at most `max_bytes`: `FileTooLarge` for `path` when it is
+/// longer (for adapters whose download endpoint streams the raw file).
+pub async fn read_file_body(
+    provider: Provider,
+    resp: Response,
+    path: &str,
+    max_bytes: usize,
+) -> Result<Vec<u8>> {
+    match read_at_most(provider, resp, max_bytes).await? {
+        Some(bytes) => Ok(bytes.to_vec()),
+        None => Err(ProviderError::FileTooLarge {
+            path: path.to_owned(),
+            limit: max_bytes,
+        }),
+    }
+}
+
 /// Maps a failure while reading a response body (the request was sent): a timeout is
 /// `TimedOutAfterSend`, anything else a `Protocol` error.
 pub fn map_body_error(provider: Provider, e: &reqwest::Error) -> ProviderError {
@@ -548,6 +565,24 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn response(body: &'static str) -> Response {
+        Response::from(axum::http::Response::new(body))
+    }
+
+    #[tokio::test]
+    async fn a_file_body_is_read_up_to_the_limit_and_refused_past_it() {
+        let p = Provider::E2b;
+        let read = read_file_body(p, response("hello"), "/f", 5).await.unwrap();
+        assert_eq!(read, b"hello");
+        let err = read_file_body(p, response("hello!"), "/f", 5)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProviderError::FileTooLarge { path, limit: 5 } if path == "/f"),
+            "{err:?}"
+        );
+    }
 
     #[test]
     fn path_segments_cannot_add_segments_or_queries() {
