@@ -103,10 +103,13 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
              Measured {date} with `cargo xtask bench` (release build; {WARM_UP} warm-up runs \
              of each series, then {iterations} timed runs, one at a time).\n\n\
              Machine: {machine}.\n\n{table}\n\
-             Each local run creates fresh user, mount, pid, ipc, uts and network namespaces, \
+             Each local run creates fresh mount, pid, ipc, uts and network namespaces, \
              bind-mounts the host's system directories read-only, `pivot_root`s into the \
-             sandbox's persistent root, mounts a fresh `/proc` and a minimal `/dev`, and runs \
-             `sh -c` under a pid-1 shell; the plain series only forks and execs `sh`.\n{END}\n"
+             sandbox's persistent root, mounts a fresh `/proc` and a minimal `/dev`, then \
+             under a pid-1 shell drops to the sandbox's uid (`setpriv`), enters a nested user \
+             and mount namespace (`unshare`) and runs `sh -c true`: four `execve`s and three \
+             `fork`s where the plain series has one of each, so the local series suffers more \
+             when other work competes for the two cores (see the load average).\n{END}\n"
         );
         update_doc(Path::new(DOC), &section)?;
         println!("updated {DOC}");
