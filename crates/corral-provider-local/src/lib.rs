@@ -174,6 +174,50 @@ pub struct LocalProvider {
     setup_locks: Arc<SetupLocks>,
     /// Serialises creates, so two never pick the same sandbox uid.
     create_lock: Arc<std::sync::Mutex<()>>,
+    running: Arc<Running>,
+}
+
+/// The cancel handles (pipe write ends) of the commands running now, by sandbox.
+#[derive(Default)]
+struct Running {
+    next: std::sync::atomic::AtomicU64,
+    handles: std::sync::Mutex<std::collections::HashMap<u64, (String, std::os::fd::OwnedFd)>>,
+}
+
+impl Running {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, (String, std::os::fd::OwnedFd)>>
+    {
+        self.handles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn register(self: &Arc<Self>, native_id: &str, cancel: std::os::fd::OwnedFd) -> RunningGuard {
+        let token = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.lock().insert(token, (native_id.to_owned(), cancel));
+        RunningGuard {
+            running: self.clone(),
+            token,
+        }
+    }
+
+    fn cancel_all(&self, native_id: &str) {
+        self.lock().retain(|_, (id, _)| id != native_id);
+    }
+}
+
+/// Drops a command's cancel handle when its call ends.
+struct RunningGuard {
+    running: Arc<Running>,
+    token: u64,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.running.lock().remove(&self.token);
+    }
 }
 
 /// Striped locks that keep two commands of one sandbox from setting up at the same time
@@ -248,6 +292,7 @@ impl LocalProvider {
             jail: jail.map(Arc::new),
             setup_locks: Arc::new(SetupLocks::new()),
             create_lock: Arc::new(std::sync::Mutex::new(())),
+            running: Arc::new(Running::default()),
         })
     }
 
@@ -416,6 +461,8 @@ impl SandboxProvider for LocalProvider {
         if !store::is_native_id(native_id) {
             return Ok(());
         }
+        // Running commands of the sandbox are killed with it.
+        self.running.cancel_all(native_id);
         let store = self.store.clone();
         let id = native_id.to_owned();
         blocking(move || {
@@ -438,10 +485,12 @@ impl SandboxProvider for LocalProvider {
         let fs_root = self.store.fs_root(native_id);
         let timeout = ctx.bounded(spec.timeout);
         let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
-        // The write end stays in this future: if the caller drops it, the read end hangs up
-        // and the worker kills the command instead of letting it run to its deadline.
-        let (cancel, _cancel_guard) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        // The write end lives in the registry of running commands, removed when this future
+        // ends or is dropped, or when the sandbox is deleted: the read end then hangs up and
+        // the worker kills the command instead of letting it run to its deadline.
+        let (cancel, cancel_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
+        let _running = self.running.register(native_id, cancel_w);
         let spec = spec.clone();
         let locks = self.setup_locks.clone();
         let id = native_id.to_owned();
@@ -467,7 +516,7 @@ impl SandboxProvider for LocalProvider {
         match outcome {
             Outcome::Finished(out) => Ok(out),
             Outcome::TimedOut => Err(ProviderError::CommandTimedOut { after: timeout }),
-            Outcome::Cancelled => Err(unavailable("the command was cancelled")),
+            Outcome::Cancelled => Err(not_found(native_id)),
         }
     }
 

@@ -68,13 +68,15 @@ async fn a_command_cannot_see_the_data_dir_another_sandbox_or_host_paths() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_system_dirs_are_read_only_and_secrets_masked() {
+    // cargo and nextest give test processes CARGO_* variables: the server's environment.
+    assert!(std::env::vars().any(|(k, _)| k.starts_with("CARGO")));
     let world = World::new();
     let id = world.create().await;
     let out = world
         .sh(
             &id,
             "touch /usr/corral-x 2>&1; touch /etc/corral-x 2>&1; \
-             wc -c < /etc/shadow; id -u; hostname",
+             env | grep -c CARGO; wc -c < /etc/shadow; id -u; hostname",
         )
         .await;
     let out = text(&out.stdout);
@@ -82,6 +84,11 @@ async fn host_system_dirs_are_read_only_and_secrets_masked() {
     assert!(!std::path::Path::new("/usr/corral-x").exists());
     assert!(!std::path::Path::new("/etc/corral-x").exists());
     let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[lines.len() - 4],
+        "0",
+        "the server's environment leaks in: {out}"
+    );
     assert_eq!(lines[lines.len() - 3], "0", "/etc/shadow not masked: {out}");
     assert_eq!(lines[lines.len() - 2], "0", "not root inside: {out}");
     assert_eq!(lines[lines.len() - 1], "corral", "uts not private: {out}");

@@ -140,3 +140,31 @@ async fn malformed_ids_and_timeouts_are_rejected() {
         "{got:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_kills_the_sandboxs_running_commands() {
+    let world = std::sync::Arc::new(World::new());
+    let id = world.create().await;
+    let running = {
+        let world = world.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            world
+                .provider
+                .exec(&ctx(), &id, &corral_provider::ExecSpec::new("sleep 1000"))
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    world.provider.delete(&ctx(), &id).await.unwrap();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), running)
+        .await
+        .expect("the command outlived its sandbox")
+        .unwrap();
+    assert!(
+        matches!(ended, Err(ProviderError::NotFound { .. })),
+        "{ended:?}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
