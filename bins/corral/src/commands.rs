@@ -192,9 +192,23 @@ async fn find_project(registry: &Registry, project: &str) -> Result<Project, Com
     })
 }
 
+/// The one JSON object `project create` and `key create` print.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IssuedKey<'a> {
+    project_id: String,
+    api_key: &'a str,
+}
+
 fn print_key(project: ProjectId, key: &SecretString) {
-    let out = serde_json::json!({"projectId": project.to_string(), "apiKey": key.expose_secret()});
-    println!("{out}");
+    let out = IssuedKey {
+        project_id: project.to_string(),
+        api_key: key.expose_secret(),
+    };
+    match serde_json::to_string(&out) {
+        Ok(line) => println!("{line}"),
+        Err(e) => eprintln!("corral: cannot print the key: {e}"),
+    }
 }
 
 async fn project(command: ProjectCommand) -> Outcome {
