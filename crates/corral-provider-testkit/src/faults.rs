@@ -7,9 +7,11 @@
 //! panics with a message naming the provider.
 //!
 //! ```no_run
-//! # async fn demo(server: &corral_provider_testkit::fake::FakeServer,
-//! #     make: fn(&str, corral_provider_http::HttpConfig) -> Box<dyn corral_provider::SandboxProvider>,
-//! #     ctx: corral_provider::CallContext) {
+//! # async fn demo<P: corral_provider::SandboxProvider + 'static>(
+//! #     server: &corral_provider_testkit::fake::FakeServer,
+//! #     make: fn(&str, corral_provider_http::HttpConfig) -> P,
+//! #     ctx: corral_provider::CallContext,
+//! # ) {
 //! use axum::http::Method;
 //! use corral_provider_testkit::faults::FaultSuite;
 //! FaultSuite::new(server, server.base_url(), make)
@@ -455,7 +457,7 @@ impl<'a> FaultSuite<'a> {
 /// `world` is an async fn making a fresh fake (each test gets its own), `suite` a fn from
 /// `&World` to the [`FaultSuite`] for it:
 ///
-/// ```ignore
+/// ```text
 /// corral_provider_testkit::fault_suite_tests!(world: crate::world, suite: suite);
 /// ```
 #[macro_export]
