@@ -67,7 +67,8 @@
 //! namespace is reachable from a sandbox. With networking allowed, the sandbox shares the
 //! host's network namespace, loopback and abstract Unix sockets included.
 //!
-//! Expiry (a create's `timeout`) is enforced when the sandbox is next named by a call: it then
+//! Deleting a sandbox kills its running commands. Expiry (a create's `timeout`) is enforced
+//! when the sandbox is next named by a call: it then
 //! reads as `expired`, its files are removed, and exec and file calls answer `NotFound`.
 //!
 //! On a system where the namespaces cannot be created (no user namespaces, a seccomp policy

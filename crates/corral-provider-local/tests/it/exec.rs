@@ -187,3 +187,29 @@ async fn concurrent_commands_in_one_and_many_sandboxes_do_not_interfere() {
     let all = world.sh(&shared, "ls /workspace | wc -l").await;
     assert_eq!(text(&all.stdout).trim(), "8");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_runtimes_work_inside_with_the_default_limits() {
+    let world = World::new();
+    let id = world.create().await;
+    let mut ran = 0;
+    for (tool, command, expected) in [
+        ("/usr/bin/python3", "python3 -c 'print(6*7)'", "42"),
+        ("/usr/bin/node", "node -e 'console.log(6*7)'", "42"),
+        ("/usr/bin/perl", "perl -e 'print 6*7'", "42"),
+    ] {
+        if !std::path::Path::new(tool).exists() {
+            println!("skipped {tool}: not installed on this machine");
+            continue;
+        }
+        let out = world.sh(&id, command).await;
+        assert_eq!(
+            text(&out.stdout).trim(),
+            expected,
+            "{tool}: {}",
+            text(&out.stderr)
+        );
+        ran += 1;
+    }
+    assert!(ran > 0, "no runtime was available to try");
+}
