@@ -26,6 +26,9 @@ const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 /// util-linux `unshare`, run inside the sandbox to lock its mounts (see `Jail::run`; the
 /// path is also spelled out in its script).
 const UNSHARE: &str = "/usr/bin/unshare";
+/// util-linux `setsid`, which detaches a command from the server's session (the path is
+/// also spelled out in the script of `Jail::run`).
+const SETSID: &str = "/usr/bin/setsid";
 /// util-linux `setpriv`, which drops a command to its sandbox's uid when the server is root
 /// (the path is also spelled out in the script of `Jail::run`).
 const SETPRIV: &str = "/usr/bin/setpriv";
@@ -72,7 +75,7 @@ impl Jail {
     /// interfaces but a down loopback unless `allow_network`. The host's system directories are bind-mounted
     /// read-only, `/dev` is a minimal devfs, and the sandbox root itself stays writable.
     pub(crate) fn new(allow_network: bool, limits: &LocalLimits) -> Result<Self, String> {
-        for tool in [UNSHARE, SETPRIV] {
+        for tool in [UNSHARE, SETPRIV, SETSID] {
             if !Path::new(tool).exists() {
                 return Err(format!("{tool} (util-linux) is missing"));
             }
@@ -156,15 +159,20 @@ impl Jail {
         // for `kill $$` to work; and death by signal n reaches us as 128 + n through `$?`. The
         // `exit` keeps the shell from exec'ing its last command. The command and uid travel as
         // positional parameters, never spliced into the script.
+        //
+        // `setsid` first: the supervisor is in the server's session, and a command in it could
+        // open the server's controlling terminal as /dev/tty (write to the operator's
+        // terminal, or inject input) when the server runs in one.
         let script = match (self.as_root, uid) {
             (true, Some(_)) => concat!(
-                "/usr/bin/setpriv --reuid \"$2\" --regid \"$2\" --clear-groups -- ",
-                "/usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c \"$1\"; exit $?"
+                "/usr/bin/setsid /usr/bin/setpriv --reuid \"$2\" --regid \"$2\" --clear-groups ",
+                "-- /usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c \"$1\"; exit $?"
             ),
             (true, None) => return Err("a sandbox without its own uid cannot run as root".into()),
-            (false, _) => {
-                "/usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c \"$1\"; exit $?"
-            }
+            (false, _) => concat!(
+                "/usr/bin/setsid /usr/bin/unshare --user --map-root-user --mount -- ",
+                "/bin/sh -c \"$1\"; exit $?"
+            ),
         };
         let uid = uid.map(|u| u.to_string()).unwrap_or_default();
         let mut cmd = container.command("/bin/sh");

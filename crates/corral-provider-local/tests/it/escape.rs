@@ -76,6 +76,7 @@ async fn host_system_dirs_are_read_only_and_secrets_masked() {
         .sh(
             &id,
             "touch /usr/corral-x 2>&1; touch /etc/corral-x 2>&1; \
+             ps -o sid= -p $$ | tr -d ' '; ps -o pid= -p $$ | tr -d ' '; \
              env | grep -c CARGO; wc -c < /etc/shadow; id -u; hostname",
         )
         .await;
