@@ -106,9 +106,10 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
              Each local run creates fresh mount, pid, ipc, uts and network namespaces, \
              bind-mounts the host's system directories read-only, `pivot_root`s into the \
              sandbox's persistent root, mounts a fresh `/proc` and a minimal `/dev`, then \
-             under a pid-1 shell drops to the sandbox's uid (`setpriv`), enters a nested user \
-             and mount namespace (`unshare`) and runs `sh -c true`: four `execve`s and three \
-             `fork`s where the plain series has one of each, so the local series suffers more \
+             under a pid-1 shell starts a session (`setsid`), drops to the sandbox's uid \
+             (`setpriv`), enters a nested user and mount namespace (`unshare`) and runs \
+             `sh -c true`: five `execve`s and three `fork`s where the plain series has one of \
+             each, so the local series suffers more \
              when other work competes for the two cores (see the load average).\n{END}\n"
         );
         update_doc(Path::new(DOC), &section)?;

@@ -36,6 +36,8 @@
 //!   read-write. Without this step a root inside could write to the host's `/usr`.
 //! - Being an unprivileged uid on the host also keeps it out of the kernel interfaces that
 //!   check for uid 0 rather than a capability (`/proc/sys`, `/proc/sysrq-trigger`).
+//! - It leads a session of its own (`setsid`): the server's controlling terminal, if it has
+//!   one, cannot be opened as `/dev/tty`.
 //! - `no_new_privs` is set, so setuid binaries do not raise privileges.
 //!
 //! pid 1 of the namespace is a small shell that waits for the command. Killing the command's
@@ -46,10 +48,10 @@
 //! syscalls: it is a maintained, documented library that does the delicate parts (mount
 //! propagation, `pivot_root`, a fresh procfs in the new pid namespace, a minimal devfs,
 //! rlimits, `no_new_privs`, closing inherited descriptors) in one place and needs no `unsafe`
-//! from us. The two steps it does not offer (dropping to the sandbox uid, the nested
-//! namespace that locks the mounts) use util-linux's `setpriv` and `unshare`, which every
-//! Debian-like system has (`/usr/bin`). bubblewrap would do all of it, but is not installed
-//! by default. hakoniwa forks the server process for each command; the child only runs
+//! from us. The steps it does not offer (dropping to the sandbox uid, the nested namespace
+//! that locks the mounts, the new session) use util-linux's `setpriv`, `unshare` and
+//! `setsid`, which every Debian-like system has (`/usr/bin`). bubblewrap would do all of it,
+//! but is not installed by default. hakoniwa forks the server process for each command; the child only runs
 //! hakoniwa's setup code before `execve`.
 //!
 //! Files are read and written from the host side, without a command; lookups are confined
@@ -68,8 +70,8 @@
 //! host's network namespace, loopback and abstract Unix sockets included.
 //!
 //! Deleting a sandbox kills its running commands. Expiry (a create's `timeout`) is enforced
-//! when the sandbox is next named by a call: it then
-//! reads as `expired`, its files are removed, and exec and file calls answer `NotFound`.
+//! when the sandbox is next named by a call: it then reads as `expired`, its files are
+//! removed, and exec and file calls answer `NotFound`.
 //!
 //! On a system where the namespaces cannot be created (no user namespaces, a seccomp policy
 //! that forbids `unshare`, no util-linux, not Linux), [`LocalProvider::new`] still succeeds,
