@@ -151,7 +151,7 @@ async fn delete_kills_the_sandboxs_running_commands() {
         tokio::spawn(async move {
             world
                 .provider
-                .exec(&ctx(), &id, &corral_provider::ExecSpec::new("sleep 1000"))
+                .exec(&ctx(), &id, &corral_provider::ExecSpec::new("sleep 1002"))
                 .await
         })
     };
@@ -167,4 +167,13 @@ async fn delete_kills_the_sandboxs_running_commands() {
         "{ended:?}"
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let host = std::process::Command::new("pgrep")
+        .args(["-x", "-f", "sleep 1002"])
+        .output()
+        .unwrap();
+    assert!(
+        host.stdout.is_empty(),
+        "left on the host: {}",
+        text(&host.stdout)
+    );
 }
