@@ -103,6 +103,7 @@
 mod capabilities;
 mod files;
 mod jail;
+mod running;
 mod store;
 
 use std::collections::BTreeMap;
@@ -120,6 +121,7 @@ use corral_provider::{
 pub use capabilities::{MAX_TIMEOUT_SECONDS, capabilities};
 
 use jail::{Jail, Outcome, Run, WORKSPACE};
+use running::{Running, SetupLocks};
 use store::{Metadata, Store};
 
 /// Resource limits set on every command (rlimits).
@@ -178,65 +180,6 @@ pub struct LocalProvider {
     /// Serialises creates, so two never pick the same sandbox uid.
     create_lock: Arc<std::sync::Mutex<()>>,
     running: Arc<Running>,
-}
-
-/// The cancel handles (pipe write ends) of the commands running now, by sandbox.
-#[derive(Default)]
-struct Running {
-    next: std::sync::atomic::AtomicU64,
-    handles: std::sync::Mutex<std::collections::HashMap<u64, (String, std::os::fd::OwnedFd)>>,
-}
-
-impl Running {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, (String, std::os::fd::OwnedFd)>>
-    {
-        self.handles
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn register(self: &Arc<Self>, native_id: &str, cancel: std::os::fd::OwnedFd) -> RunningGuard {
-        let token = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.lock().insert(token, (native_id.to_owned(), cancel));
-        RunningGuard {
-            running: self.clone(),
-            token,
-        }
-    }
-
-    fn cancel_all(&self, native_id: &str) {
-        self.lock().retain(|_, (id, _)| id != native_id);
-    }
-}
-
-/// Drops a command's cancel handle when its call ends.
-struct RunningGuard {
-    running: Arc<Running>,
-    token: u64,
-}
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        self.running.lock().remove(&self.token);
-    }
-}
-
-/// Striped locks that keep two commands of one sandbox from setting up at the same time
-/// (see `Jail::run`); commands of different sandboxes rarely share a stripe.
-struct SetupLocks([std::sync::Mutex<()>; 64]);
-
-impl SetupLocks {
-    fn new() -> Self {
-        Self(std::array::from_fn(|_| std::sync::Mutex::new(())))
-    }
-
-    fn for_sandbox(&self, native_id: &str) -> &std::sync::Mutex<()> {
-        use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(native_id);
-        &self.0[(hash % 64) as usize]
-    }
 }
 
 impl std::fmt::Debug for LocalProvider {
@@ -484,16 +427,17 @@ impl SandboxProvider for LocalProvider {
     ) -> Result<ExecOutput> {
         let jail = self.jail()?;
         check_exec(spec)?;
-        let meta = self.live(native_id).await?;
-        let fs_root = self.store.fs_root(native_id);
-        let timeout = ctx.bounded(spec.timeout);
-        let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
         // The write end lives in the registry of running commands, removed when this future
-        // ends or is dropped, or when the sandbox is deleted: the read end then hangs up and
+        // ends or is dropped, or when the sandbox is deleted (even before the command starts:
+        // it is registered before the sandbox is looked up): the read end then hangs up and
         // the worker kills the command instead of letting it run to its deadline.
         let (cancel, cancel_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
         let _running = self.running.register(native_id, cancel_w);
+        let meta = self.live(native_id).await?;
+        let fs_root = self.store.fs_root(native_id);
+        let timeout = ctx.bounded(spec.timeout);
+        let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
         let spec = spec.clone();
         let locks = self.setup_locks.clone();
         let id = native_id.to_owned();
