@@ -54,6 +54,9 @@
 //! but is not installed by default. hakoniwa forks the server process for each command; the child only runs
 //! hakoniwa's setup code before `execve`.
 //!
+//! hakoniwa is licensed LGPL-3.0-only with the LGPL-3.0 linking exception, which permits
+//! static linking into this Apache-2.0 workspace without further obligations for it.
+//!
 //! Files are read and written from the host side, without a command; lookups are confined
 //! to the sandbox root by the kernel (`openat2` with `RESOLVE_BENEATH`): `..`, absolute paths
 //! outside, and symlinks (absolute, or relative chains) that leave the root are refused, and
