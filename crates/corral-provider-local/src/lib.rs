@@ -54,8 +54,9 @@
 //! but is not installed by default. hakoniwa forks the server process for each command; the child only runs
 //! hakoniwa's setup code before `execve`.
 //!
-//! hakoniwa is licensed LGPL-3.0-only with the LGPL-3.0 linking exception, which permits
-//! static linking into this Apache-2.0 workspace without further obligations for it.
+//! hakoniwa is licensed LGPL-3.0-only with the LGPL-3.0 linking exception: a binary may link
+//! it statically without shipping the means to relink it (the LGPL's other terms, such as
+//! its notice and keeping changes to hakoniwa itself under the LGPL, still apply).
 //!
 //! Files are read and written from the host side, without a command; lookups are confined
 //! to the sandbox root by the kernel (`openat2` with `RESOLVE_BENEATH`): `..`, absolute paths
