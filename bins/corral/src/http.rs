@@ -219,7 +219,15 @@ pub async fn request_context(
             let status = e.as_response_error().status_code();
             let code = code_for_status(status);
             let body = ErrorEnvelope::new(code, e.to_string(), id.clone());
-            let resp = envelope_response(code, status.as_u16(), body, None);
+            let mut resp =
+                envelope_response(code, status.as_u16(), body, code.retry_after_seconds(None));
+            if let Ok(v) = HeaderValue::from_str(&id) {
+                resp.headers_mut()
+                    .insert(header::HeaderName::from_static("x-request-id"), v);
+            }
+            if let Some(m) = &metrics {
+                m.observe(&["unmatched", code.as_str()], start.elapsed());
+            }
             return Err(actix_web::error::InternalError::from_response(e, resp).into());
         }
     };

@@ -45,7 +45,9 @@ impl Service {
             .await
         {
             Ok(p) => p,
-            Err(RegistryError::Unavailable { .. }) => {
+            // A credential that does not decrypt (wrong master key, tampered row) means the
+            // profile cannot be loaded, like an unreachable database.
+            Err(RegistryError::Unavailable { .. } | RegistryError::CredentialUndecryptable) => {
                 return Err(ServiceError::ProfilesUnavailable);
             }
             Err(e) => {

@@ -210,6 +210,39 @@ async fn project_key_failures() {
     )
     .await
     .expect_error(401, "authentication_error");
+    // A revoked key is refused at once.
+    let info = w.registry.list_api_keys(w.project).await.unwrap();
+    w.registry.revoke_api_key(&info[0].key_id).await.unwrap();
+    send(&app, get(&w, "/v1/sandboxes"))
+        .await
+        .expect_error(401, "authentication_error");
+}
+
+#[actix_web::test]
+async fn a_profile_that_cannot_be_loaded_is_provider_profiles_unavailable() {
+    let (w, scripted) = world_with_scripted(ServiceConfig::default()).await;
+    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    // Stored under another master key: it does not decrypt with the server's.
+    let foreign = corral_registry::Registry::new(
+        w.registry.database().clone(),
+        corral_registry::MasterKey::generate().unwrap(),
+    );
+    foreign
+        .put_profile(
+            w.project,
+            Provider::E2b,
+            ProfileInput {
+                context: ProviderContext::default(),
+                settings: serde_json::Map::new(),
+                credential: Some("sealed-elsewhere".to_owned().into()),
+            },
+        )
+        .await
+        .unwrap();
+    let r = send(&app, post(&w, "/v1/sandboxes", json!({"provider": "e2b"}))).await;
+    r.expect_error(503, "provider_profiles_unavailable");
+    assert!(r.headers.contains_key("retry-after"));
+    assert_eq!(scripted.count("create"), 0);
 }
 
 #[actix_web::test]

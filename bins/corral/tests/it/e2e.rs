@@ -331,12 +331,17 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
 
     // The Morph adapter, through its fake, with an inline credential.
     let cred = [("X-Provider-Credential", CANARY)];
+    // Keyed, so the idempotency record is on disk too when the data dir is searched below.
+    let keyed = [
+        ("X-Provider-Credential", CANARY),
+        ("Idempotency-Key", "e2e-morph"),
+    ];
     let m = api
         .json(
             post.clone(),
             "/v1/sandboxes",
             Some(json!({"provider": "morph", "image": "snapshot_e2e"})),
-            &cred,
+            &keyed,
             201,
         )
         .await;

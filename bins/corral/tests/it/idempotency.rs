@@ -238,3 +238,52 @@ async fn a_client_that_disconnects_mid_create_does_not_cancel_the_recording() {
     let replay = send(&app, keyed(&w, "k-6", json!({"provider": "local"}))).await;
     replay.expect_ok(200);
 }
+
+#[actix_web::test]
+async fn a_clean_provider_failure_releases_the_key_for_a_retry() {
+    let (w, s) = scripted_local(false, ServiceConfig::default()).await;
+    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let p = Provider::Local;
+    s.fail_next("create", move || {
+        corral_provider::ProviderError::RateLimited {
+            provider: p,
+            retry_after: Some(Duration::from_secs(2)),
+        }
+    });
+    send(&app, keyed(&w, "k-7", json!({"provider": "local"})))
+        .await
+        .expect_error(429, "rate_limited");
+    let retry = send(&app, keyed(&w, "k-7", json!({"provider": "local"}))).await;
+    retry.expect_ok(201);
+    assert_eq!(s.count("create"), 2);
+}
+
+#[actix_web::test]
+async fn a_create_slower_than_the_wait_answers_outcome_unknown_and_is_still_recorded() {
+    let config = ServiceConfig {
+        create_wait: Duration::from_millis(150),
+        ..ServiceConfig::default()
+    };
+    let (w, s) = scripted_local(true, config).await;
+    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let r = send(&app, keyed(&w, "k-8", json!({"provider": "local"}))).await;
+    r.expect_error(502, "sandbox_create_outcome_unknown");
+    let op = r.json["error"]["operationId"].clone();
+    // Still running: a same-key retry is told to wait.
+    send(&app, keyed(&w, "k-8", json!({"provider": "local"})))
+        .await
+        .expect_error(409, "idempotency_in_progress");
+    s.gate.clone().unwrap().add_permits(1);
+    let mut last = None;
+    for _ in 0..100 {
+        let r = send(&app, keyed(&w, "k-8", json!({"provider": "local"}))).await;
+        if r.status == 200 {
+            last = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let replay = last.expect("the create finished and was recorded");
+    assert_eq!(replay.json["metadata"]["operationId"], op);
+    assert_eq!(s.count("create"), 1);
+}
