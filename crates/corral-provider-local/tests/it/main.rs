@@ -6,6 +6,7 @@ mod conformance;
 mod escape;
 mod exec;
 mod lifecycle;
+mod non_root;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider};
 use corral_provider::{CallContext, CreateSpec, ExecOutput, ExecSpec, SandboxProvider};

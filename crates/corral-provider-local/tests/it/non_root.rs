@@ -1,0 +1,86 @@
+//! A server that is not root still runs isolated sandboxes (its own uid, in a user namespace).
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use crate::{World, text};
+
+const INNER: &str = "non_root::inner_sandboxes_work_for_an_unprivileged_server";
+
+#[test]
+fn an_unprivileged_server_runs_sandboxes_too() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: this process is not root, so it cannot start one that is not");
+        return;
+    }
+    // A copy of this test binary that any user may run, in a directory any user may enter.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.path().join("it");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(&exe)
+        .args([
+            INNER,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("TMPDIR", "/tmp")
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "run as an unprivileged user by an_unprivileged_server_runs_sandboxes_too"]
+fn inner_sandboxes_work_for_an_unprivileged_server() {
+    assert!(
+        !rustix::process::geteuid().is_root(),
+        "run this as a non-root user"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let world = World::new();
+        let id = world.create().await;
+        let out = world
+            .sh(
+                &id,
+                "id -u; echo kept > /workspace/f; cat /workspace/f; ls /root 2>&1",
+            )
+            .await;
+        let stdout = text(&out.stdout);
+        assert!(stdout.starts_with("0\nkept\n"), "{stdout}");
+        assert!(stdout.contains("No such file"), "{stdout}");
+        let remount = world
+            .sh(
+                &id,
+                "mount -o remount,rw,bind /usr 2>&1; touch /usr/x 2>&1 || echo refused",
+            )
+            .await;
+        assert!(
+            text(&remount.stdout).contains("refused"),
+            "{}",
+            text(&remount.stdout)
+        );
+    });
+}
