@@ -72,8 +72,9 @@ impl Jail {
 
     /// The template: fresh mount, pid (with a fresh `/proc`), ipc and uts namespaces (and a
     /// user namespace when the server is not root), and a network namespace with no
-    /// interfaces but a down loopback unless `allow_network`. The host's system directories are bind-mounted
-    /// read-only, `/dev` is a minimal devfs, and the sandbox root itself stays writable.
+    /// interfaces but a down loopback unless `allow_network`. The host's system directories
+    /// are bind-mounted read-only, `/dev` is a minimal devfs, and the sandbox root itself
+    /// stays writable.
     pub(crate) fn new(allow_network: bool, limits: &LocalLimits) -> Result<Self, String> {
         for tool in [UNSHARE, SETPRIV, SETSID] {
             if !Path::new(tool).exists() {
