@@ -40,7 +40,8 @@
 //!   one, cannot be opened as `/dev/tty`.
 //! - `no_new_privs` is set, so setuid binaries do not raise privileges.
 //!
-//! pid 1 of the namespace is a small shell that waits for the command. Killing the command's
+//! pid 1 of the namespace is a small fixed shell script, with the server's uid, that starts
+//! the command (passed as a parameter, never spliced into the script) and waits for it. Killing the command's
 //! supervisor kills pid 1 (its parent-death signal), and the kernel kills every other process
 //! of a pid namespace when its pid 1 dies: a deadline ends the whole tree.
 //!
@@ -51,8 +52,8 @@
 //! from us. The steps it does not offer (dropping to the sandbox uid, the nested namespace
 //! that locks the mounts, the new session) use util-linux's `setpriv`, `unshare` and
 //! `setsid`, which every Debian-like system has (`/usr/bin`). bubblewrap would do all of it,
-//! but is not installed by default. hakoniwa forks the server process for each command; the child only runs
-//! hakoniwa's setup code before `execve`.
+//! but is not installed by default. hakoniwa forks the server process for each command; the
+//! child only runs hakoniwa's setup code before `execve`.
 //!
 //! hakoniwa is licensed LGPL-3.0-only with the LGPL-3.0 linking exception: a binary may link
 //! it statically without shipping the means to relink it (the LGPL's other terms, such as
