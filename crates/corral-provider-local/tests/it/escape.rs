@@ -328,3 +328,20 @@ async fn a_command_cannot_break_the_setup_of_its_next_command() {
         text(&after.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_network_allowed_the_host_loopback_is_reachable() {
+    let world = World::with(|c| c.allow_network = true);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let id = world.create().await;
+    let out = world
+        .sh(
+            &id,
+            &format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' && echo connected"),
+        )
+        .await;
+    assert_eq!(text(&out.stdout), "connected\n", "{}", text(&out.stderr));
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_ok(), "the listener saw no connection");
+}
