@@ -18,7 +18,7 @@ use corral_provider::SecretString;
 use corral_service::error::ServiceError;
 use corral_service::metrics::Histograms;
 use corral_service::{Caller, InlineAccess, Service};
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument as _;
@@ -141,6 +141,22 @@ impl actix_web::ResponseError for Failure {
 }
 
 type Reply = Result<HttpResponse, Failure>;
+
+/// Runs a use case; a panic in it answers `internal_error` instead of dropping the connection.
+async fn caught<T>(
+    req: &HttpRequest,
+    fut: impl Future<Output = Result<T, ServiceError>>,
+) -> Result<T, Failure> {
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(result) => result.map_err(fail(req)),
+        Err(_panic) => {
+            tracing::error!("a request handler panicked");
+            Err(fail(req)(ServiceError::internal(
+                "the request handler failed",
+            )))
+        }
+    }
+}
 
 fn fail(req: &HttpRequest) -> impl Fn(ServiceError) -> Failure + '_ {
     move |err| Failure {
@@ -469,11 +485,7 @@ async fn create_sandbox(
     let body: CreateSandboxRequest = read_json(&req, payload, MAX_SMALL_BODY_BYTES)
         .await
         .map_err(&f)?;
-    let created = state
-        .service
-        .create(&caller, access, key, body)
-        .await
-        .map_err(&f)?;
+    let created = caught(&req, state.service.create(&caller, access, key, body)).await?;
     let status = StatusCode::from_u16(created.status).unwrap_or(StatusCode::OK);
     let mut resp = HttpResponse::build(status);
     resp.content_type("application/json");
@@ -506,11 +518,11 @@ async fn list_sandboxes(req: HttpRequest, state: web::Data<AppState>) -> Reply {
             )))
         })?),
     };
-    let page = state
-        .service
-        .list(&caller, q.cursor.as_deref(), limit)
-        .await
-        .map_err(&f)?;
+    let page = caught(
+        &req,
+        state.service.list(&caller, q.cursor.as_deref(), limit),
+    )
+    .await?;
     Ok(json_ok(StatusCode::OK, &page))
 }
 
@@ -522,11 +534,7 @@ async fn get_sandbox(
     let f = fail(&req);
     let caller = authenticate(&state, &req).await.map_err(&f)?;
     let access = inline_access(&req).map_err(&f)?;
-    let sandbox = state
-        .service
-        .get(&caller, access, &path)
-        .await
-        .map_err(&f)?;
+    let sandbox = caught(&req, state.service.get(&caller, access, &path)).await?;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
 
@@ -538,11 +546,7 @@ async fn delete_sandbox(
     let f = fail(&req);
     let caller = authenticate(&state, &req).await.map_err(&f)?;
     let access = inline_access(&req).map_err(&f)?;
-    let sandbox = state
-        .service
-        .delete(&caller, access, &path)
-        .await
-        .map_err(&f)?;
+    let sandbox = caught(&req, state.service.delete(&caller, access, &path)).await?;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
 
@@ -558,11 +562,7 @@ async fn run_command(
     let input: RunCommandInput = read_json(&req, payload, MAX_EXEC_BODY_BYTES)
         .await
         .map_err(&f)?;
-    let result = state
-        .service
-        .exec(&caller, access, &path, input)
-        .await
-        .map_err(&f)?;
+    let result = caught(&req, state.service.exec(&caller, access, &path, input)).await?;
     Ok(json_ok(StatusCode::OK, &result))
 }
 
@@ -578,11 +578,7 @@ async fn read_file(
     let input: ReadFileInput = read_json(&req, payload, MAX_SMALL_BODY_BYTES)
         .await
         .map_err(&f)?;
-    let result = state
-        .service
-        .read_file(&caller, access, &path, input)
-        .await
-        .map_err(&f)?;
+    let result = caught(&req, state.service.read_file(&caller, access, &path, input)).await?;
     Ok(json_ok(StatusCode::OK, &result))
 }
 
@@ -598,10 +594,10 @@ async fn write_file(
     let input: WriteFileInput = read_json(&req, payload, MAX_WRITE_BODY_BYTES)
         .await
         .map_err(&f)?;
-    let result = state
-        .service
-        .write_file(&caller, access, &path, input)
-        .await
-        .map_err(&f)?;
+    let result = caught(
+        &req,
+        state.service.write_file(&caller, access, &path, input),
+    )
+    .await?;
     Ok(json_ok(StatusCode::OK, &result))
 }

@@ -680,3 +680,26 @@ async fn an_unreachable_registry_or_idempotency_store_fails_closed_with_503() {
         .await
         .expect_ok(200);
 }
+
+#[actix_web::test]
+async fn a_panicking_handler_answers_internal_error() {
+    let (w, scripted) = world_with_scripted(ServiceConfig::default()).await;
+    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let id = send(
+        &app,
+        inline(post(&w, "/v1/sandboxes", json!({"provider": "e2b"}))),
+    )
+    .await
+    .expect_ok(201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    scripted.panic_on.lock().unwrap().push("get");
+    let r = send(&app, inline(get(&w, &format!("/v1/sandboxes/{id}")))).await;
+    r.expect_error(500, "internal_error");
+    assert_eq!(r.json["error"]["retryable"], true);
+    // The server keeps answering.
+    send(&app, inline(get(&w, &format!("/v1/sandboxes/{id}"))))
+        .await
+        .expect_ok(200);
+}

@@ -204,6 +204,8 @@ pub(crate) struct Scripted {
     pub(crate) gate: Option<Arc<tokio::sync::Semaphore>>,
     /// Lose the answer of the next create after creating (TimedOutAfterSend).
     pub(crate) lose_next_create_answer: Mutex<bool>,
+    /// Calls that panic (once each).
+    pub(crate) panic_on: Mutex<Vec<&'static str>>,
     /// Every call, in order.
     pub(crate) calls: Mutex<Vec<&'static str>>,
     /// Credentials seen (exposed), to prove what reached the provider.
@@ -228,6 +230,7 @@ impl Scripted {
             faults: Mutex::new(HashMap::new()),
             gate: None,
             lose_next_create_answer: Mutex::new(false),
+            panic_on: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
             credentials: Mutex::new(Vec::new()),
         }
@@ -257,6 +260,12 @@ impl Scripted {
 
     fn enter(&self, call: &'static str, ctx: &CallContext) -> Result<()> {
         self.calls.lock().unwrap().push(call);
+        let panics = {
+            let mut p = self.panic_on.lock().unwrap();
+            let hit = p.iter().position(|c| *c == call);
+            hit.map(|i| p.remove(i)).is_some()
+        };
+        assert!(!panics, "scripted panic in {call}");
         self.credentials
             .lock()
             .unwrap()
