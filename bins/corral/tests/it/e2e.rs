@@ -424,11 +424,37 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
             .any(|r| r.path.contains("/instance")),
         "the fake was reached"
     );
+    // A stored profile (credential from an environment variable, never argv) replaces the
+    // header; it is encrypted at rest, so the plaintext search below still finds nothing.
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args([
+            "profile",
+            "set",
+            "--project",
+            "default",
+            "--provider",
+            "morph",
+        ])
+        .args(["--credential-env", "E2E_MORPH_KEY", "--data-dir"])
+        .arg(&data)
+        .env("E2E_MORPH_KEY", CANARY)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
+    let seen = api
+        .json(get.clone(), &format!("/v1/sandboxes/{mid}"), None, &[], 200)
+        .await;
+    assert_eq!(seen["status"], "running");
     api.json(
         Method::DELETE,
         &format!("/v1/sandboxes/{mid}"),
         None,
-        &cred,
+        &[],
         200,
     )
     .await;
