@@ -329,17 +329,30 @@ async fn not_found(req: HttpRequest) -> HttpResponse {
 }
 
 async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
+    let pattern = req.match_pattern();
+    let allowed: Vec<&str> = ["GET", "POST", "DELETE"]
+        .into_iter()
+        .filter(|m| {
+            let method = Method::from_bytes(m.as_bytes()).unwrap_or(Method::GET);
+            operation_name(&method, pattern.as_deref()) != "unmatched"
+        })
+        .collect();
     let err = ServiceError::invalid(format!(
-        "method {} is not allowed on {}",
+        "method {} is not allowed on {} (allowed: {})",
         req.method(),
-        req.path()
+        req.path(),
+        allowed.join(", ")
     ));
-    envelope_response(
+    let mut resp = envelope_response(
         ErrorCode::InvalidRequest,
         405,
         err.envelope(&request_id(&req)),
         None,
-    )
+    );
+    if let Ok(v) = HeaderValue::from_str(&allowed.join(", ")) {
+        resp.headers_mut().insert(header::ALLOW, v);
+    }
+    resp
 }
 
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ServiceError> {

@@ -165,6 +165,14 @@ async fn request_contract_failures_are_invalid_request_envelopes() {
             "invalid_request",
         ),
     ];
+    let r = send(
+        &app,
+        TestRequest::put()
+            .uri("/v1/sandboxes")
+            .insert_header(auth.clone()),
+    )
+    .await;
+    assert_eq!(r.headers.get("allow").unwrap(), "GET, POST");
     for (req, status, code) in cases {
         let r = send(&app, req).await;
         assert_eq!(
