@@ -711,3 +711,31 @@ async fn a_panicking_handler_answers_internal_error() {
         .await
         .expect_ok(200);
 }
+
+#[actix_web::test]
+async fn list_and_tombstone_reads_never_call_the_provider() {
+    let (w, scripted) = world_with_scripted(ServiceConfig::default()).await;
+    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let id = send(
+        &app,
+        inline(post(&w, "/v1/sandboxes", json!({"provider": "e2b"}))),
+    )
+    .await
+    .expect_ok(201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    send(&app, inline(delete(&w, &format!("/v1/sandboxes/{id}"))))
+        .await
+        .expect_ok(200);
+    let calls = scripted.calls.lock().unwrap().len();
+    // No credential needed either: neither call reaches the provider.
+    send(&app, get(&w, &format!("/v1/sandboxes/{id}")))
+        .await
+        .expect_ok(200);
+    send(&app, delete(&w, &format!("/v1/sandboxes/{id}")))
+        .await
+        .expect_ok(200);
+    send(&app, get(&w, "/v1/sandboxes")).await.expect_ok(200);
+    assert_eq!(scripted.calls.lock().unwrap().len(), calls);
+}
