@@ -355,3 +355,56 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
         local,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Settings, ConfigError> {
+        let fc: FileConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        resolve(fc, &Overrides::default())
+    }
+
+    #[test]
+    fn defaults_run_the_embedded_default() {
+        let s = parse("").unwrap();
+        assert_eq!(s.listen, "127.0.0.1:8080");
+        assert_eq!(s.data_dir, PathBuf::from(".corral"));
+        assert_eq!(s.database_url, "sqlite://.corral/corral.db");
+        assert_eq!(s.exec_deadline, Duration::from_secs(300));
+        assert!(s.enabled.contains(&Provider::Local));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let fc: FileConfig = toml::from_str("listen = \"0.0.0.0:1\"\ndata_dir = \"/a\"").unwrap();
+        let s = resolve(
+            fc,
+            &Overrides {
+                listen: Some("127.0.0.1:2".into()),
+                data_dir: None,
+                database_url: Some("postgres://db/corral".into()),
+            },
+        )
+        .unwrap();
+        assert_eq!(s.listen, "127.0.0.1:2");
+        assert_eq!(s.data_dir, PathBuf::from("/a"));
+        assert_eq!(s.database_url, "postgres://db/corral");
+    }
+
+    #[test]
+    fn unknown_keys_providers_and_sections_are_refused() {
+        assert!(parse("lisen = \"x\"").is_err());
+        assert!(parse("[providers]\nenabled = [\"aws\"]").is_err());
+        assert!(parse("[providers.aws]\nbase_url = \"http://x\"").is_err());
+        assert!(parse("[providers.e2b]\nbase_urll = \"http://x\"").is_err());
+        let s = parse("[providers]\nenabled = [\"local\", \"e2b\"]\n[providers.e2b]\nbase_url = \"http://127.0.0.1:9\"\n[bridge]\nallow = [\"b.example:443\"]\n[limits]\nexec_deadline_seconds = 5").unwrap();
+        assert_eq!(s.enabled, [Provider::Local, Provider::E2b]);
+        assert_eq!(
+            s.providers["e2b"].base_url.as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+        assert_eq!(s.bridge_allow, ["b.example:443"]);
+        assert_eq!(s.exec_deadline, Duration::from_secs(5));
+    }
+}

@@ -495,6 +495,41 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
         )
         .await;
 
+    // Another key for the second project, then its revocation.
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("one JSON object on stdout")
+    };
+    let issued = cli(&["key", "create", "--project", "second"]);
+    assert_eq!(issued["projectId"], created["projectId"]);
+    let extra = Api {
+        client: Client::new(),
+        base: server.base.clone(),
+        key: issued["apiKey"].as_str().unwrap().to_owned(),
+    };
+    extra
+        .json(get.clone(), "/v1/sandboxes", None, &[], 200)
+        .await;
+    let key_id = extra.key.split('_').nth(1).unwrap().to_owned();
+    let revoked = cli(&["key", "revoke", "--key-id", &key_id]);
+    assert!(revoked["revokedAt"].is_string());
+    extra
+        .json(get.clone(), "/v1/sandboxes", None, &[], 401)
+        .await;
+    second
+        .json(get.clone(), "/v1/sandboxes", None, &[], 200)
+        .await;
+
     // Restart on the same data dir: records, files and exec survive; no new banner.
     let mut logs = server.stop();
     let server = start(&data, &config, 2);
