@@ -22,13 +22,11 @@ struct Case {
     body: Value,
 }
 
-async fn run(case: Case) {
+/// The server's state for `local` plus the adapter `id` configured by `section`, and a key.
+async fn world(id: &str, section: &str) -> (tempfile::TempDir, AppState, String) {
     let dir = tempfile::tempdir().unwrap();
-    let toml_text = format!(
-        "[providers]\nenabled = [\"local\", \"{id}\"]\n[providers.{id}]\n{section}\n",
-        id = case.id,
-        section = case.section
-    );
+    let toml_text =
+        format!("[providers]\nenabled = [\"local\", \"{id}\"]\n[providers.{id}]\n{section}\n");
     let file: FileConfig = toml::from_str(&toml_text).unwrap();
     let settings = corral::config::resolve(
         file,
@@ -61,6 +59,11 @@ async fn run(case: Case) {
         metrics: std::sync::Arc::new(corral::http::request_metrics()),
         build: BuildInfo::current(),
     };
+    (dir, state, key)
+}
+
+async fn run(case: Case) {
+    let (_dir, state, key) = world(case.id, &case.section).await;
     let app = test::init_service(corral::http::app(state)).await;
     let req = |r: TestRequest| {
         let mut r = r
@@ -240,4 +243,47 @@ async fn morph_through_its_fake() {
         body: json!({"provider": "morph", "image": "snapshot_1"}),
     })
     .await;
+}
+
+#[actix_web::test]
+async fn a_create_answer_lost_at_morph_is_reconciled_by_operation_id_on_retry() {
+    let fake = corral_provider_morph::fake::start("morph-key-2").await;
+    let section = format!(
+        "base_url = \"{}/api\"\nrequest_timeout_seconds = 1",
+        fake.base_url()
+    );
+    let (_dir, state, key) = world("morph", &section).await;
+    let app = test::init_service(corral::http::app(state)).await;
+    // The instance is started, but its answer comes after the client's timeout.
+    fake.faults().arm(
+        corral_provider_testkit::fake::Fault::new(
+            corral_provider_testkit::fake::FaultKind::DelayAfterHandler(Duration::from_secs(3)),
+        )
+        .on_path("/api/instance"),
+    );
+    let create = || {
+        TestRequest::post()
+            .uri("/v1/sandboxes")
+            .insert_header(("Authorization", format!("Bearer {key}")))
+            .insert_header(("X-Provider-Credential", "morph-key-2"))
+            .insert_header(("Idempotency-Key", "lost-1"))
+            .set_json(json!({"provider": "morph", "image": "snapshot_1"}))
+    };
+    let lost = send(&app, create()).await;
+    lost.expect_error(502, "sandbox_create_outcome_unknown");
+    let op = lost.json["error"]["operationId"].clone();
+    let adopted = send(&app, create()).await;
+    let body = adopted.expect_ok(201);
+    assert_eq!(body["metadata"]["operationId"], op);
+    assert!(body["metadata"]["nativeProviderId"].is_string());
+    let starts = fake
+        .log()
+        .all()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/api/instance")
+        .count();
+    assert_eq!(starts, 1, "reconciled by listing, never started twice");
+    let replay = send(&app, create()).await;
+    replay.expect_ok(200);
+    assert_eq!(replay.text, adopted.text);
 }
