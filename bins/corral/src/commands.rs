@@ -126,7 +126,6 @@ pub fn service(
             provider_call_timeout: settings.provider_call_timeout,
             bridge_allow: settings.bridge_allow.clone(),
             reconcile_grace: settings.reconcile_grace,
-            in_progress_retry_after: 1,
         },
     )
 }

@@ -44,7 +44,8 @@
 //! Environment overrides: `CORRAL_PROVIDERS` (comma-separated), `CORRAL_PROVIDER_<ID>_BASE_URL`,
 //! `CORRAL_EXEC_DEADLINE_SECONDS`, `CORRAL_CREATE_WAIT_SECONDS`, `CORRAL_BRIDGE_ALLOW`
 //! (comma-separated), `CORRAL_DB_MAX_CONNECTIONS`, `CORRAL_LOCAL_ALLOW_NETWORK` (`true`/`false`),
-//! `CORRAL_RECONCILE_INTERVAL_SECONDS`.
+//! `CORRAL_RECONCILE_INTERVAL_SECONDS`. Logs go to stderr, filtered by `CORRAL_LOG` (a
+//! `tracing` filter such as `info` or `corral=debug`; default `info`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

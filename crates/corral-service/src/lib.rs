@@ -54,8 +54,6 @@ pub struct ServiceConfig {
     pub bridge_allow: Vec<String>,
     /// How long an unconfirmed create stays `unknown` before the reconciler gives it up.
     pub reconcile_grace: Duration,
-    /// `Retry-After` sent with `idempotency_in_progress`.
-    pub in_progress_retry_after: u64,
 }
 
 impl Default for ServiceConfig {
@@ -66,7 +64,6 @@ impl Default for ServiceConfig {
             provider_call_timeout: Duration::from_secs(60),
             bridge_allow: Vec::new(),
             reconcile_grace: Duration::from_secs(300),
-            in_progress_retry_after: 1,
         }
     }
 }
