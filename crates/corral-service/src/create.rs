@@ -255,6 +255,13 @@ impl Service {
         }
     }
 
+    /// Whether an unconfirmed create is older than the reconciliation grace period.
+    pub(crate) fn grace_over(&self, rec: &SandboxRecord) -> bool {
+        let grace =
+            chrono::Duration::from_std(self.inner.config.reconcile_grace).unwrap_or_default();
+        rec.created_at + grace < self.inner.registry.database().now()
+    }
+
     /// Looks `rec`'s operation id up at the provider and adopts exactly one match.
     pub(crate) async fn lookup_operation(
         &self,
@@ -325,6 +332,17 @@ impl Service {
             }
             _ => match self.lookup_operation(provider, ctx, &rec).await {
                 Ok(Lookup::Adopted(r)) => Some(*r),
+                Ok(Lookup::NoneFound) if self.grace_over(&rec) => {
+                    // Absent past the grace period that covers listing lag: the create did not
+                    // happen. Record it failed and free the key; the retry creates afresh.
+                    let _ = self
+                        .inner
+                        .registry
+                        .set_create_state(rec.project_id, rec.id, CreateState::Failed)
+                        .await;
+                    store.release(&claim).await.map_err(idempotency_error)?;
+                    return Err(ServiceError::IdempotencyInProgress { retry_after: 1 });
+                }
                 Ok(Lookup::NoneFound | Lookup::Several) | Err(_) => None,
             },
         };

@@ -71,9 +71,7 @@ impl Service {
         match self.lookup_operation(&provider, &access.ctx, rec).await {
             Ok(Lookup::Adopted(_)) => report.adopted += 1,
             Ok(Lookup::NoneFound) => {
-                let grace = chrono::Duration::from_std(self.inner.config.reconcile_grace)
-                    .unwrap_or_default();
-                if rec.created_at + grace < self.inner.registry.database().now() {
+                if self.grace_over(rec) {
                     let _ = self
                         .inner
                         .registry

@@ -166,7 +166,7 @@ async fn a_lost_answer_is_outcome_unknown_and_a_same_key_retry_adopts_the_sandbo
 #[actix_web::test]
 async fn when_nothing_is_found_the_key_stays_unknown_until_the_reconciler_gives_up() {
     let config = ServiceConfig {
-        reconcile_grace: Duration::ZERO,
+        reconcile_grace: Duration::from_secs(1),
         ..ServiceConfig::default()
     };
     let (w, s) = scripted_local(false, config).await;
@@ -183,6 +183,7 @@ async fn when_nothing_is_found_the_key_stays_unknown_until_the_reconciler_gives_
     assert_eq!(retry.json["error"]["operationId"], op);
     assert_eq!(s.count("create"), 1);
     // The record shows the unconfirmed create; the reconciler gives it up after the grace.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let report = w.service.reconcile_once().await;
     assert_eq!(report.failed, 1, "{report:?}");
     let page = send(&app, get(&w, "/v1/sandboxes")).await;
@@ -286,4 +287,30 @@ async fn a_create_slower_than_the_wait_answers_outcome_unknown_and_is_still_reco
     let replay = last.expect("the create finished and was recorded");
     assert_eq!(replay.json["metadata"]["operationId"], op);
     assert_eq!(s.count("create"), 1);
+}
+
+#[actix_web::test]
+async fn past_the_grace_period_a_same_key_retry_frees_the_key_and_then_creates_afresh() {
+    let config = ServiceConfig {
+        reconcile_grace: Duration::ZERO,
+        ..ServiceConfig::default()
+    };
+    let (w, s) = scripted_local(false, config).await;
+    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let p = Provider::Local;
+    s.fail_next("create", move || {
+        corral_provider::ProviderError::TimedOutAfterSend { provider: p }
+    });
+    send(&app, keyed(&w, "k-9", json!({"provider": "local"})))
+        .await
+        .expect_error(502, "sandbox_create_outcome_unknown");
+    // Nothing carries the operation id and the grace is over: the key is freed…
+    send(&app, keyed(&w, "k-9", json!({"provider": "local"})))
+        .await
+        .expect_error(409, "idempotency_in_progress");
+    // …and the next retry creates.
+    send(&app, keyed(&w, "k-9", json!({"provider": "local"})))
+        .await
+        .expect_ok(201);
+    assert_eq!(s.count("create"), 2);
 }
