@@ -54,14 +54,18 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// Logs to stderr: human-readable, or one JSON object per line with `CORRAL_LOG_FORMAT=json`.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+        .with_ansi(false);
+    let _ = match std::env::var("CORRAL_LOG_FORMAT").as_deref() {
+        Ok("json") => builder.json().try_init(),
+        _ => builder.try_init(),
+    };
 }
 
 fn block_on(fut: impl Future<Output = Outcome>) -> Outcome {
