@@ -569,7 +569,10 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
     logs.push_str(&server.stop());
 
     // The inline credential reached neither disk nor logs.
-    assert!(logs.contains("request_id=req_"), "log lines carry the request id");
+    assert!(
+        logs.contains("request_id=req_"),
+        "log lines carry the request id"
+    );
     assert!(
         !logs.contains(CANARY),
         "the canary credential is in the logs"
