@@ -56,6 +56,12 @@ fn start(data: &Path, config: &Path, run: usize) -> Server {
 }
 
 impl Server {
+    /// SIGKILL: no chance to finish anything.
+    fn crash(mut self) {
+        self.child.kill().unwrap();
+        let _ = self.child.wait();
+    }
+
     fn stop(mut self) -> String {
         let pid = self.child.id().to_string();
         let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
@@ -582,4 +588,110 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
         hits.is_empty(),
         "the canary credential is on disk: {hits:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_cut_off_by_a_crash_is_adopted_by_the_reconciler_after_restart() {
+    const KEY: &str = "crash-morph-key-1";
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let morph = corral_provider_morph::fake::start(KEY).await;
+    let config = tmp.path().join("corral.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}/api\"\n\
+             [reconciler]\ninterval_seconds = 1\ngrace_seconds = 1\n",
+            morph.base_url()
+        ),
+    )
+    .unwrap();
+    let server = start(&data, &config, 1);
+    let banner = std::fs::read_to_string(&server.stdout).unwrap();
+    let key = banner
+        .split_whitespace()
+        .find(|w| w.starts_with("crl_"))
+        .unwrap()
+        .to_owned();
+    // A stored credential, so the reconciler can act without the client.
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args([
+            "profile",
+            "set",
+            "--project",
+            "default",
+            "--provider",
+            "morph",
+        ])
+        .args(["--credential-env", "CRASH_KEY", "--data-dir"])
+        .arg(&data)
+        .env("CRASH_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The provider starts the instance but answers late; the server dies meanwhile.
+    morph.faults().arm(
+        corral_provider_testkit::fake::Fault::new(
+            corral_provider_testkit::fake::FaultKind::DelayAfterHandler(Duration::from_secs(10)),
+        )
+        .on_path("/api/instance"),
+    );
+    let client = Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let pending = client
+        .post(format!("{}/v1/sandboxes", server.base))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "crash-1")
+        .json(&json!({"provider": "morph", "image": "snapshot_crash"}))
+        .send();
+    let _ = pending.await; // The client gives up after 1 s.
+    let started = |m: &corral_provider_testkit::fake::FakeServer| {
+        m.log()
+            .all()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path == "/api/instance")
+            .count()
+    };
+    assert_eq!(started(&morph), 1, "the instance was started");
+    server.crash();
+
+    let server = start(&data, &config, 2);
+    let api = Api {
+        client: Client::new(),
+        base: server.base.clone(),
+        key,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let page = api.json(Method::GET, "/v1/sandboxes", None, &[], 200).await;
+        let item = &page["items"][0];
+        if item["metadata"]["nativeProviderId"].is_string() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never adopted: {page}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Adopted: get asks the provider (with the stored credential) and sees it run.
+    let id = api.json(Method::GET, "/v1/sandboxes", None, &[], 200).await["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while api
+        .json(Method::GET, &format!("/v1/sandboxes/{id}"), None, &[], 200)
+        .await["status"]
+        != "running"
+    {
+        assert!(Instant::now() < deadline, "adopted sandbox never ran");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(started(&morph), 1, "adopted, never started twice");
+    server.stop();
 }
