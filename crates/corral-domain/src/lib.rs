@@ -39,5 +39,44 @@ pub use provider::{ParseProviderError, Provider};
 pub use sandbox::{Sandbox, SandboxListItem, SandboxMetadata, SandboxPage};
 pub use status::SandboxStatus;
 
-/// Timestamps on the wire: ISO 8601 in UTC.
+/// Timestamps on the wire: ISO 8601 in UTC, written with millisecond precision
+/// (`2026-11-22T10:00:00.000Z`) whatever the clock or database gave, so one instant has one
+/// spelling in create, get and list responses.
 pub type Timestamp = chrono::DateTime<chrono::Utc>;
+
+/// Serde for [`Timestamp`] fields: writes milliseconds and `Z`, reads any RFC 3339 form.
+pub(crate) mod wire_time {
+    use chrono::SecondsFormat;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::Timestamp;
+
+    pub(crate) fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        Timestamp::deserialize(d)
+    }
+
+    /// The same for `Option<Timestamp>`.
+    pub(crate) mod option {
+        use super::*;
+
+        pub(crate) fn serialize<S: Serializer>(
+            t: &Option<Timestamp>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(t) => super::serialize(t, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Timestamp>, D::Error> {
+            Option::<Timestamp>::deserialize(d)
+        }
+    }
+}

@@ -45,10 +45,18 @@ pub struct Sandbox {
     /// Provenance.
     pub metadata: SandboxMetadata,
     /// When `status` was observed (present on get and list).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::wire_time::option"
+    )]
     pub status_observed_at: Option<Timestamp>,
     /// When the sandbox was deleted (tombstones only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::wire_time::option"
+    )]
     pub deleted_at: Option<Timestamp>,
 }
 
@@ -65,12 +73,16 @@ pub struct SandboxListItem {
     /// Provenance.
     pub metadata: SandboxMetadata,
     /// When the record was created.
+    #[serde(with = "crate::wire_time")]
     pub created_at: Timestamp,
     /// When the record last changed.
+    #[serde(with = "crate::wire_time")]
     pub updated_at: Timestamp,
     /// When `status` was observed.
+    #[serde(with = "crate::wire_time")]
     pub status_observed_at: Timestamp,
     /// When the sandbox was deleted (tombstones only; `null` otherwise).
+    #[serde(default, with = "crate::wire_time::option")]
     pub deleted_at: Option<Timestamp>,
 }
 

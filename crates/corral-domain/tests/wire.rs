@@ -86,7 +86,7 @@ fn sandbox_uses_spec_field_names() {
     );
     let json = serde_json::to_value(&sandbox).unwrap();
     assert_eq!(json["status"], "creating");
-    assert_eq!(json["statusObservedAt"], "2026-11-22T10:00:00Z");
+    assert_eq!(json["statusObservedAt"], "2026-11-22T10:00:00.000Z");
     assert_eq!(
         keys(&json["metadata"]),
         [
@@ -133,6 +133,25 @@ fn list_item_and_page_use_spec_field_names_and_null_cursor() {
         serde_json::to_value(&page).unwrap()["nextCursor"],
         Value::Null
     );
+}
+
+#[test]
+fn timestamps_have_one_spelling_with_milliseconds() {
+    let at = |s: &str| Sandbox {
+        id: SandboxId::new(Provider::Local),
+        provider: Provider::Local,
+        status: SandboxStatus::Running,
+        metadata: metadata(),
+        status_observed_at: Some(ts(s)),
+        deleted_at: None,
+    };
+    for (given, wire) in [
+        ("2026-11-22T10:00:00.123456789Z", "2026-11-22T10:00:00.123Z"),
+        ("2026-11-22T10:00:00+02:00", "2026-11-22T08:00:00.000Z"),
+    ] {
+        let json = serde_json::to_value(at(given)).unwrap();
+        assert_eq!(json["statusObservedAt"], wire);
+    }
 }
 
 #[test]
