@@ -12,7 +12,7 @@
 //!
 //! [limits]
 //! exec_deadline_seconds = 300     # exec → request_timeout beyond it
-//! create_wait_seconds = 120       # create → request_timeout (recording goes on) beyond it
+//! create_wait_seconds = 120       # create → sandbox_create_outcome_unknown beyond it (recording goes on)
 //! provider_call_timeout_seconds = 60
 //!
 //! [reconciler]
