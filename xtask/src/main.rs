@@ -6,6 +6,8 @@
 //! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2.
 //! - `cargo xtask bench`: exec latency of the `local` provider against a plain spawn, written
 //!   to `docs/benchmarks.md` (`--iterations N`, `--no-write`).
+//! - `cargo xtask openapi`: regenerates `docs/openapi.json` from the server's code (a test in
+//!   `bins/corral` fails while the committed file and the served document differ).
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,8 +23,9 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("deps") => deps(),
         Some("bench") => bench::bench(&args[1..]),
+        Some("openapi") => openapi(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench>");
+            eprintln!("usage: cargo xtask <ci|deps|bench|openapi>");
             return ExitCode::from(2);
         }
     };
@@ -82,6 +85,25 @@ fn ci() -> Result<(), String> {
             "corral-errors",
         ],
     )?;
+    Ok(())
+}
+
+fn openapi() -> Result<(), String> {
+    let out = Command::new(cargo())
+        .args(["run", "--quiet", "-p", "corral", "--", "openapi"])
+        .output()
+        .map_err(|e| format!("cannot run the server's openapi command: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`corral openapi` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    // The workspace root is the parent of this crate, wherever cargo was started.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json");
+    std::fs::write(&path, &out.stdout)
+        .map_err(|e| format!("cannot write docs/openapi.json: {e}"))?;
+    println!("wrote docs/openapi.json ({} bytes)", out.stdout.len());
     Ok(())
 }
 
