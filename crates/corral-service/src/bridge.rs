@@ -3,8 +3,15 @@
 //! resolves to is loopback, private, link-local (cloud metadata), unique-local, multicast or
 //! unspecified — unless the operator allow-listed its host. A stored credential is never sent
 //! to a caller-supplied URL.
+//!
+//! The check resolves the host once and returns the addresses it vetted
+//! ([`VettedBridgeUrl::pinned`]). A client must connect to those addresses and no others
+//! (with reqwest: `ClientBuilder::resolve_to_addrs(host, pinned)`), and must not follow
+//! redirects: resolving the name again at connect time would let a DNS server answer a
+//! public address to the check and `127.0.0.1` to the connection (DNS rebinding), and a
+//! redirect is a new, unchecked URL.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use corral_domain::CredentialSource;
 use url::{Host, Url};
@@ -16,6 +23,28 @@ use crate::error::ServiceError;
 pub struct BridgeGuard {
     /// Lowercase `host` or `host:port` entries that skip the address rules.
     allow: Vec<String>,
+}
+
+/// A bridge URL that passed [`BridgeGuard::check`], with the addresses that were vetted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VettedBridgeUrl {
+    /// The parsed URL.
+    pub url: Url,
+    /// The socket addresses the check resolved and found public: connect to these only.
+    /// Empty when the host is allow-listed by the operator (the client resolves it itself).
+    pub pinned: Vec<SocketAddr>,
+}
+
+/// Host names that name this machine or a cloud metadata service whatever DNS says
+/// (RFC 6761 `localhost`; GCP, Azure and Alibaba metadata names), refused before any lookup.
+fn reserved_name(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host == "metadata"
+        || host == "metadata.google.internal"
+        || host == "metadata.azure.internal"
+        || host.ends_with(".metadata.google.internal")
 }
 
 fn refused(url_hint: &str, why: &str) -> ServiceError {
@@ -40,11 +69,13 @@ impl BridgeGuard {
         self.allow.iter().any(|a| *a == host || *a == with_port)
     }
 
-    /// Parses, resolves and checks `raw`; the URL to use when every rule passes.
+    /// Parses, resolves and checks `raw`; the URL and the addresses to connect to when every
+    /// rule passes.
     ///
     /// Rules: `http` or `https` only, no userinfo, a host; then either the host (or
-    /// `host:port`) is allow-listed, or every address it resolves to is public.
-    pub async fn check(&self, raw: &str) -> Result<Url, ServiceError> {
+    /// `host:port`) is allow-listed, or it is not a reserved name (`localhost`, metadata
+    /// services) and every address it resolves to is public.
+    pub async fn check(&self, raw: &str) -> Result<VettedBridgeUrl, ServiceError> {
         let url = Url::parse(raw.trim()).map_err(|_| refused("", "it is not a valid URL"))?;
         let shown = format!("`{}`", url.origin().ascii_serialization());
         if !matches!(url.scheme(), "http" | "https") {
@@ -65,7 +96,16 @@ impl BridgeGuard {
             Host::Ipv6(a) => format!("[{a}]"),
         };
         if self.allowed(&host_text, port) {
-            return Ok(url);
+            return Ok(VettedBridgeUrl {
+                url,
+                pinned: Vec::new(),
+            });
+        }
+        if matches!(host, Host::Domain(_)) && reserved_name(&host_text) {
+            return Err(refused(
+                &shown,
+                "its host names this machine or a metadata service; an operator can allow-list it",
+            ));
         }
         let addrs: Vec<IpAddr> = match host {
             Host::Ipv4(a) => vec![IpAddr::V4(a)],
@@ -88,7 +128,11 @@ impl BridgeGuard {
                 ),
             ));
         }
-        Ok(url)
+        let pinned = addrs
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect();
+        Ok(VettedBridgeUrl { url, pinned })
     }
 }
 
@@ -155,14 +199,20 @@ fn is_public_v6(a: Ipv6Addr) -> bool {
         let v4 = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
         return is_public_v4(v4);
     }
-    !(a.is_loopback()
-        || a.is_unspecified()
-        || a.is_multicast()
-        || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7 (incl. fd00:ec2::254 metadata)
-        || (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
-        || (s[0] & 0xffc0) == 0xfec0 // site-local fec0::/10
-        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        || s[0..6] == [0, 0, 0, 0, 0, 0]) // IPv4-compatible (deprecated) and friends
+    // 6to4 (2002::/16) embeds an IPv4 address in bits 16..48.
+    if s[0] == 0x2002 {
+        let v4 = Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8);
+        return is_public_v4(v4);
+    }
+    // Only global unicast (2000::/3) is public; everything below it (::/8 with its IPv4-
+    // compatible and IPv4-translated `::ffff:0:a.b.c.d` forms, 64:ff9b:1::/48 local NAT64,
+    // 100::/64 discard) and above it (unique local fc00::/7, link-local fe80::/10, site-local
+    // fec0::/10, multicast ff00::/8) is not.
+    (s[0] & 0xe000) == 0x2000
+        && !(s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+        && !(s[0] == 0x2001 && s[1] == 0) // Teredo: tunnels to an IPv4 address
+        && !(s[0] == 0x2001 && s[1] == 2 && s[2] == 0) // 2001:2::/48 benchmarking
+        && !(s[0] == 0x3fff && s[1] < 0x1000) // 3fff::/20 documentation
 }
 
 #[cfg(test)]
@@ -193,6 +243,66 @@ mod tests {
         for good in ["1.1.1.1", "8.8.8.8", "2606:4700:4700::1111"] {
             assert!(is_public(good.parse().unwrap()), "{good}");
         }
+    }
+
+    #[test]
+    fn ipv6_forms_that_embed_a_private_ipv4_or_are_not_global_unicast_are_refused() {
+        for bad in [
+            "::ffff:0:127.0.0.1",                   // IPv4-translated loopback
+            "::ffff:0:169.254.169.254",             // IPv4-translated metadata
+            "2002:7f00:1::1",                       // 6to4 of 127.0.0.1
+            "2002:a9fe:a9fe::1",                    // 6to4 of 169.254.169.254
+            "64:ff9b:1::a9fe:a9fe",                 // local-use NAT64 of the metadata address
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2", // Teredo
+            "100::1",                               // discard-only
+            "3fff::1",                              // documentation
+            "ff02::1",
+            "fec0::1",
+        ] {
+            let ip: IpAddr = bad.parse().unwrap();
+            assert!(!is_public(ip), "{bad}");
+        }
+        for good in [
+            "2a00:1450:4001:82a::200e",
+            "2002:808:808::1",
+            "64:ff9b::808:808",
+        ] {
+            assert!(is_public(good.parse().unwrap()), "{good}");
+        }
+    }
+
+    #[tokio::test]
+    async fn localhost_subdomains_and_metadata_names_are_refused_before_any_lookup() {
+        let guard = BridgeGuard::new(&[]);
+        for url in [
+            "http://foo.localhost:8080/",
+            "http://LOCALHOST./",
+            "http://metadata.google.internal/computeMetadata/v1/",
+            "http://metadata/",
+        ] {
+            let e = guard.check(url).await.expect_err(url);
+            assert!(
+                e.to_string().contains("this machine or a metadata service"),
+                "{url}: {e}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_check_returns_the_addresses_it_vetted_for_the_client_to_pin() {
+        let guard = BridgeGuard::new(&[]);
+        let vetted = guard.check("https://1.1.1.1:8443/bridge").await.unwrap();
+        assert_eq!(vetted.url.as_str(), "https://1.1.1.1:8443/bridge");
+        assert_eq!(vetted.pinned, vec!["1.1.1.1:8443".parse().unwrap()]);
+        let vetted = guard.check("http://[2606:4700:4700::1111]/").await.unwrap();
+        assert_eq!(
+            vetted.pinned,
+            vec!["[2606:4700:4700::1111]:80".parse().unwrap()]
+        );
+        // An allow-listed host is the operator's to trust: nothing is pinned.
+        let allowed = BridgeGuard::new(&["127.0.0.1:9000".to_owned()]);
+        let vetted = allowed.check("http://127.0.0.1:9000/").await.unwrap();
+        assert!(vetted.pinned.is_empty());
     }
 
     #[test]
