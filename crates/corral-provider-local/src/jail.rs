@@ -29,6 +29,9 @@ const UNSHARE: &str = "/usr/bin/unshare";
 /// util-linux `setsid`, which detaches a command from the server's session (the path is
 /// also spelled out in the script of `Jail::run`).
 const SETSID: &str = "/usr/bin/setsid";
+/// coreutils `env`, which sets the caller's environment on the command alone (the path is
+/// also spelled out in the script of `Jail::run`).
+const ENV: &str = "/usr/bin/env";
 /// util-linux `setpriv`, which drops a command to its sandbox's uid when the server is root
 /// (the path is also spelled out in the script of `Jail::run`).
 const SETPRIV: &str = "/usr/bin/setpriv";
@@ -76,9 +79,9 @@ impl Jail {
     /// are bind-mounted read-only, `/dev` is a minimal devfs, and the sandbox root itself
     /// stays writable.
     pub(crate) fn new(allow_network: bool, limits: &LocalLimits) -> Result<Self, String> {
-        for tool in [UNSHARE, SETPRIV, SETSID] {
+        for tool in [UNSHARE, SETPRIV, SETSID, ENV] {
             if !Path::new(tool).exists() {
-                return Err(format!("{tool} (util-linux) is missing"));
+                return Err(format!("{tool} (util-linux or coreutils) is missing"));
             }
         }
         let as_root = rustix::process::geteuid().is_root();
@@ -164,27 +167,35 @@ impl Jail {
         // `setsid` first: the supervisor is in the server's session, and a command in it could
         // open the server's controlling terminal as /dev/tty (write to the operator's
         // terminal, or inject input) when the server runs in one.
+        //
+        // The caller's environment reaches the command alone: `env` sets it as the very last
+        // step, inside the nested namespace. pid 1, `setsid`, `setpriv` and `unshare` hold
+        // capabilities over the sandbox's mounts (as root: host root itself), and a variable
+        // such as `LD_PRELOAD=/workspace/x.so` would run the caller's code in them.
         let script = match (self.as_root, uid) {
             (true, Some(_)) => concat!(
-                "/usr/bin/setsid /usr/bin/setpriv --reuid \"$2\" --regid \"$2\" --clear-groups ",
-                "-- /usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c \"$1\"; exit $?"
+                "c=\"$1\"; u=\"$2\"; shift 2; ",
+                "/usr/bin/setsid /usr/bin/setpriv --reuid \"$u\" --regid \"$u\" --clear-groups ",
+                "-- /usr/bin/unshare --user --map-root-user --mount -- ",
+                "/usr/bin/env -- \"$@\" /bin/sh -c \"$c\"; exit $?"
             ),
             (true, None) => return Err("a sandbox without its own uid cannot run as root".into()),
             (false, _) => concat!(
+                "c=\"$1\"; shift 2; ",
                 "/usr/bin/setsid /usr/bin/unshare --user --map-root-user --mount -- ",
-                "/bin/sh -c \"$1\"; exit $?"
+                "/usr/bin/env -- \"$@\" /bin/sh -c \"$c\"; exit $?"
             ),
         };
         let uid = uid.map(|u| u.to_string()).unwrap_or_default();
         let mut cmd = container.command("/bin/sh");
         cmd.args(["-c", script, "sh", run.command, &uid]);
+        // `check_exec` refused names with `=` or NUL, so each pair is one assignment; a name
+        // that `env` could take for an option cannot be one after its `--`.
+        cmd.args(run.env.iter().map(|(k, v)| format!("{k}={v}")));
         cmd.env("HOME", WORKSPACE)
             .env("PATH", PATH)
             .env("USER", "root")
             .env("LANG", "C.UTF-8");
-        for (k, v) in run.env {
-            cmd.env(k, v);
-        }
         cmd.current_dir(run.cwd);
         let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
         cmd.stdin(Stdio::from(null))

@@ -345,3 +345,71 @@ async fn with_network_allowed_the_host_loopback_is_reachable() {
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_ok(), "the listener saw no connection");
 }
+
+/// A library that, preloaded into a process with capabilities over the sandbox's mounts,
+/// unmounts the `/etc/shadow` mask and records that it could.
+const UNMASK_SO: &str = r#"
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <unistd.h>
+__attribute__((constructor)) static void unmask(void) {
+    if (umount2("/etc/shadow", MNT_DETACH) == 0) {
+        int fd = open("/workspace/unmasked", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) { write(fd, "x", 1); close(fd); }
+    }
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_environment_reaches_only_the_command_not_the_privileged_stages() {
+    let world = World::new();
+    let id = world.create().await;
+    // The dynamic loader of every process that starts with LD_DEBUG reports what it loads:
+    // only the command's own processes may see the caller's variables, never pid 1, setsid,
+    // setpriv or unshare (which hold capabilities over the sandbox's mounts, or host root).
+    let mut spec = corral_provider::ExecSpec::new("true");
+    spec.env.insert("LD_DEBUG".into(), "files".into());
+    let out = world.provider.exec(&ctx(), &id, &spec).await.unwrap();
+    let stderr = text(&out.stderr);
+    for stage in ["/usr/bin/setsid", "/usr/bin/setpriv", "/usr/bin/unshare"] {
+        assert!(
+            !stderr.contains(stage),
+            "the caller's environment reached {stage}: {stderr}"
+        );
+    }
+
+    // And the attack it enables: a library written into the sandbox and preloaded.
+    let cc = ["/usr/bin/cc", "/usr/bin/gcc"]
+        .into_iter()
+        .find(|c| std::path::Path::new(c).exists());
+    let Some(cc) = cc else {
+        println!("skipped the LD_PRELOAD half: no C compiler on this machine");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("u.c"), UNMASK_SO).unwrap();
+    let built = std::process::Command::new(cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.path().join("u.so"))
+        .arg(dir.path().join("u.c"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let so = std::fs::read(dir.path().join("u.so")).unwrap();
+    world
+        .provider
+        .write_file(&ctx(), &id, "/workspace/u.so", &so)
+        .await
+        .unwrap();
+    let mut spec = corral_provider::ExecSpec::new(
+        "wc -c < /etc/shadow; cat /workspace/unmasked 2>/dev/null; echo end",
+    );
+    spec.env
+        .insert("LD_PRELOAD".into(), "/workspace/u.so".into());
+    let out = world.provider.exec(&ctx(), &id, &spec).await.unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        stdout, "0\nend\n",
+        "a preloaded library unmasked /etc/shadow: {stdout}"
+    );
+}

@@ -71,6 +71,14 @@ fn inner_sandboxes_work_for_an_unprivileged_server() {
         let stdout = text(&out.stdout);
         assert!(stdout.starts_with("0\nkept\n"), "{stdout}");
         assert!(stdout.contains("No such file"), "{stdout}");
+        // The caller's environment reaches the command (set last, by `env`).
+        let mut spec = corral_provider::ExecSpec::new("echo \"$GREETING\"; id -u");
+        spec.env.insert("GREETING".into(), "hi there".into());
+        let out =
+            corral_provider::SandboxProvider::exec(&world.provider, &crate::ctx(), &id, &spec)
+                .await
+                .unwrap();
+        assert_eq!(text(&out.stdout), "hi there\n0\n", "{}", text(&out.stderr));
         let remount = world
             .sh(
                 &id,
