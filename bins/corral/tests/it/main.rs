@@ -8,4 +8,5 @@ mod bridge;
 mod codes;
 mod e2e;
 mod idempotency;
+mod replicas;
 mod support;
