@@ -413,3 +413,185 @@ async fn the_callers_environment_reaches_only_the_command_not_the_privileged_sta
         "a preloaded library unmasked /etc/shadow: {stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_network_abstract_unix_sockets_of_the_host_are_unreachable() {
+    use std::os::linux::net::SocketAddrExt as _;
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        println!("skipped: no /usr/bin/python3 to connect from inside the sandbox");
+        return;
+    }
+    let name = format!("corral-canary-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let world = World::new();
+    let id = world.create().await;
+    let out = world
+        .sh(
+            &id,
+            &format!(
+                "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
+                 s.connect(b'\\0{name}'); print('connected')\" 2>&1 || echo refused"
+            ),
+        )
+        .await;
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("refused"), "{stdout}");
+    assert!(!stdout.contains("connected"), "{stdout}");
+    assert!(
+        listener.accept().is_err(),
+        "the host's abstract socket was reached"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_process_of_a_command_outlives_its_exec() {
+    let world = World::new();
+    let id = world.create().await;
+    let tag = 3000 + std::process::id() % 900;
+    let out = world
+        .sh(
+            &id,
+            &format!(
+                "sleep {tag}1 & (setsid sleep {tag}2 &); nohup sleep {tag}3 >/dev/null 2>&1 & \
+                 echo started"
+            ),
+        )
+        .await;
+    assert_eq!(text(&out.stdout), "started\n");
+    let survivors = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.starts_with("sleep ") && c.contains(&format!("{tag}")))
+            .collect::<Vec<_>>()
+    };
+    // The kernel kills the rest of a pid namespace when its pid 1 exits; give it a moment.
+    let mut left = survivors();
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        left = survivors();
+    }
+    assert!(left.is_empty(), "processes outlived the exec: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptors_of_the_server_are_not_inherited() {
+    let world = World::new();
+    let canary = world.data.path().join("fd-canary.txt");
+    std::fs::write(&canary, "fd-canary-secret").unwrap();
+    // Opened without O_CLOEXEC, as a careless library might (a database, a log file).
+    let fd = rustix::fs::open(
+        &canary,
+        rustix::fs::OFlags::RDONLY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let id = world.create().await;
+    let out = world
+        .sh(
+            &id,
+            "for f in /proc/self/fd/* /proc/1/fd/* /proc/$$/fd/*; do cat \"$f\" </dev/null; done \
+             2>/dev/null; echo end",
+        )
+        .await;
+    drop(fd);
+    let stdout = text(&out.stdout);
+    assert!(stdout.ends_with("end\n"), "{stdout}");
+    assert!(!stdout.contains("fd-canary-secret"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_signal_host_processes() {
+    let mut host = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let world = World::new();
+    let id = world.create().await;
+    let out = world
+        .sh(
+            &id,
+            &format!("kill -9 {} 2>&1; kill -9 -1 2>&1; echo end", host.id()),
+        )
+        .await;
+    let _ = out;
+    std::thread::sleep(Duration::from_millis(50));
+    let alive = host.try_wait().unwrap().is_none();
+    let _ = host.kill();
+    let _ = host.wait();
+    assert!(alive, "a host process was killed from a sandbox");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_is_bounded_by_the_process_limit() {
+    let world = World::with(|c| c.limits.max_processes = 40);
+    let id = world.create().await;
+    // Forks until refused (dash gives up at the first refusal), then counts from a builtin.
+    let out = world
+        .sh(
+            &id,
+            "(i=0; while [ $i -lt 200 ]; do sleep 5 & i=$((i+1)); done) 2>/dev/null; \
+             set -- /proc/[0-9]*; echo $#",
+        )
+        .await;
+    let count: usize = text(&out.stdout).trim().parse().unwrap();
+    assert!(count <= 42, "{count} processes with a limit of 40");
+    assert!(count >= 10, "the bomb did not run: {count}");
+    // Another sandbox still works meanwhile (as root each sandbox is its own uid).
+    if rustix::process::geteuid().is_root() {
+        let other = world.create().await;
+        assert_eq!(text(&world.sh(&other, "echo ok").await.stdout), "ok\n");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_swap_race_never_takes_a_file_call_outside_the_sandbox() {
+    let world = std::sync::Arc::new(World::new());
+    let canary = world.data.path().join("canary.txt");
+    std::fs::write(&canary, "data-dir-canary").unwrap();
+    let id = world.create().await;
+    let data = world.data.path().display().to_string();
+    let swapper = {
+        let world = world.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            world
+                .sh(
+                    &id,
+                    &format!(
+                        "end=$(($(date +%s) + 2)); while [ $(date +%s) -lt $end ]; do \
+                         rm -rf /workspace/d; ln -s {data} /workspace/d; rm -f /workspace/d; \
+                         mkdir /workspace/d; done; echo swapped"
+                    ),
+                )
+                .await
+        })
+    };
+    let p = &world.provider;
+    let mut inside = 0;
+    let deadline = std::time::Instant::now() + Duration::from_millis(1500);
+    while std::time::Instant::now() < deadline {
+        if p.write_file(&ctx(), &id, "/workspace/d/canary.txt", b"pwned")
+            .await
+            .is_ok()
+        {
+            inside += 1;
+        }
+        if let Ok(read) = p
+            .read_file(&ctx(), &id, "/workspace/d/canary.txt", 1024)
+            .await
+        {
+            assert_ne!(read, b"data-dir-canary", "read outside the sandbox");
+        }
+    }
+    assert_eq!(text(&swapper.await.unwrap().stdout), "swapped\n");
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "data-dir-canary");
+    println!("{inside} writes landed inside the sandbox during the race");
+}
