@@ -3,12 +3,13 @@
 //! in a task of its own (a client that goes away does not cancel the recording of its outcome),
 //! and reconcile lost answers by operation id.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use corral_domain::{CreateSandboxRequest, OperationId, SandboxId, SandboxMetadata};
 use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyError, IdempotencyKey};
-use corral_provider::{CallContext, CreateSpec, SandboxProvider};
+use corral_provider::{CallContext, CreateSpec, ProviderError, SandboxProvider};
 use corral_registry::{CreateState, NewSandbox, SandboxRecord};
 
 use tracing::Instrument as _;
@@ -19,6 +20,11 @@ use crate::{Caller, Created, InlineAccess, Service, registry_error};
 
 /// The route the fingerprint names.
 const CREATE_ROUTE: &str = "/v1/sandboxes";
+
+/// How long a provider create may run before its outcome is declared unknown. The key's lease
+/// is renewed while the create runs (a slow create must not look like a dead owner), so this
+/// is what bounds how long a key can stay in progress.
+const CREATE_DEADLINE: Duration = Duration::from_secs(15 * 60);
 
 pub(crate) fn idempotency_error(e: IdempotencyError) -> ServiceError {
     match e {
@@ -200,14 +206,23 @@ impl Service {
         provider: Arc<dyn SandboxProvider>,
         ctx: CallContext,
         spec: CreateSpec,
-        claim: Option<Claim>,
+        mut claim: Option<Claim>,
     ) -> Result<Created, ServiceError> {
         let p = provider.provider();
         let op = spec.operation_id;
         let registry = &self.inner.registry;
         let store = &self.inner.idempotency;
         let start = Instant::now();
-        let result = provider.create(&ctx, &spec).await;
+        let ctx = ctx.with_timeout(CREATE_DEADLINE);
+        let call = tokio::time::timeout(CREATE_DEADLINE, provider.create(&ctx, &spec));
+        let result = match claim.as_mut() {
+            // Held for as long as the provider works: if the lease ran out mid-call, a same-key
+            // retry (or the reconciler) would take the key over, find nothing yet, and past the
+            // grace period free it for a second provider create.
+            Some(held) => self.renewing(held, call).await,
+            None => call.await,
+        }
+        .unwrap_or(Err(ProviderError::TimedOutAfterSend { provider: p }));
         self.observe(p, "create", start, result.is_ok());
         let (project, id) = (rec.project_id, rec.id);
         let held = claim.as_ref();
@@ -251,6 +266,27 @@ impl Service {
                     let _ = store.release(claim).await;
                 }
                 Err(map_provider_error(e, Stage::Create, Some(op)))
+            }
+        }
+    }
+
+    /// Runs `work` while renewing `claim`'s lease every third of the lease. A failed renewal
+    /// is only logged: the outcome is still recorded, and a lost claim is reported then.
+    async fn renewing<T>(&self, claim: &mut Claim, work: impl Future<Output = T>) -> T {
+        let store = &self.inner.idempotency;
+        let every = (store.config().lease / 3).max(Duration::from_millis(10));
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let work = std::pin::pin!(work);
+        let mut work = work;
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                _ = tick.tick() => {
+                    if let Err(e) = store.renew(claim).await {
+                        tracing::warn!(error = %e, "cannot renew the create's idempotency lease");
+                    }
+                }
             }
         }
     }

@@ -2,5 +2,6 @@
 //! The use cases against the contract, framework-free, over a counting provider double.
 
 mod create;
+mod races;
 mod sandboxes;
 mod support;

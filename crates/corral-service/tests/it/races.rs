@@ -1,0 +1,51 @@
+//! Races between a slow create, its same-key retries and the background reconciler.
+
+use std::time::Duration;
+
+use corral_errors::ErrorCode;
+use corral_service::{Created, ServiceConfig};
+
+use crate::create::{code, create, unknown_op};
+use crate::support::{Setup, World};
+
+/// Retries `key` until it replays; returns the replay.
+async fn until_replayed(w: &World, key: &str) -> Created {
+    for _ in 0..500 {
+        if let Ok(c) = create(w, key).await
+            && c.replayed
+        {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("`{key}` never replayed");
+}
+
+#[tokio::test]
+async fn a_create_slower_than_its_lease_keeps_the_key_so_retries_never_create_twice() {
+    let w = World::with(Setup {
+        gated: true,
+        lease: Duration::from_millis(300),
+        config: ServiceConfig {
+            create_wait: Duration::from_millis(50),
+            reconcile_grace: Duration::ZERO,
+            ..ServiceConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let op = unknown_op(create(&w, "k").await);
+    // The provider is still working, well past the lease.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for _ in 0..2 {
+        assert_eq!(
+            code(create(&w, "k").await),
+            ErrorCode::IdempotencyInProgress
+        );
+    }
+    w.double.release_creates(2);
+    let replay = until_replayed(&w, "k").await;
+    assert!(replay.body.contains(&op.to_string()));
+    assert_eq!(w.double.count("create_arrived"), 1, "one provider create");
+    assert_eq!(w.double.count("find_by_operation_id"), 0);
+}
