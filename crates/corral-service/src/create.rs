@@ -184,9 +184,11 @@ impl Service {
             request,
         };
         let this = self.clone();
+        let flight = self.enter_flight(op);
         // The task carries the request's span, so its log lines keep the request id.
         let task = tokio::spawn(
             async move {
+                let _flight = flight;
                 this.finish_create(rec, provider, access.ctx, spec, claim)
                     .await
             }

@@ -25,11 +25,11 @@ pub mod metrics;
 mod reconciler;
 mod sandboxes;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use corral_domain::{Provider, ProviderCatalog, ProviderContext, limits};
+use corral_domain::{OperationId, Provider, ProviderCatalog, ProviderContext, limits};
 use corral_idempotency::IdempotencyStore;
 use corral_provider::{SandboxProvider, SecretString};
 use corral_registry::{ProjectId, Registry, RegistryError};
@@ -116,6 +116,23 @@ struct Inner {
     config: ServiceConfig,
     bridge: BridgeGuard,
     provider_latency: Histograms,
+    /// Creates whose provider call is running in this process: the reconciler leaves them be.
+    in_flight: Arc<Mutex<HashSet<OperationId>>>,
+}
+
+/// Marks an operation in flight until dropped (also when its task panics).
+pub(crate) struct InFlight {
+    set: Arc<Mutex<HashSet<OperationId>>>,
+    op: OperationId,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.op);
+    }
 }
 
 impl Service {
@@ -140,6 +157,7 @@ impl Service {
                 registry,
                 idempotency,
                 config,
+                in_flight: Arc::default(),
                 provider_latency: Histograms::new(
                     "corral_provider_call_duration_seconds",
                     "Provider calls by provider, call and outcome",
@@ -212,6 +230,24 @@ impl Service {
                 message: format!("provider `{p}` is not configured on this server"),
                 retry_after: None,
             })
+    }
+
+    /// Marks `op`'s provider create as running here until the guard drops.
+    pub(crate) fn enter_flight(&self, op: OperationId) -> InFlight {
+        let set = self.inner.in_flight.clone();
+        set.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(op);
+        InFlight { set, op }
+    }
+
+    /// Whether `op`'s provider create is still running in this process.
+    pub(crate) fn in_flight(&self, op: OperationId) -> bool {
+        self.inner
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&op)
     }
 
     fn observe(&self, p: Provider, call: &str, start: Instant, ok: bool) {

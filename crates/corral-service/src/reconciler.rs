@@ -49,6 +49,12 @@ impl Service {
     }
 
     async fn reconcile_record(&self, rec: &SandboxRecord, report: &mut ReconcileReport) {
+        if self.in_flight(rec.operation_id()) {
+            // Its create is still running here and will record its own outcome; finding
+            // nothing at the provider now proves nothing.
+            report.unresolved += 1;
+            return;
+        }
         let Some(provider) = self.inner.providers.get(&rec.provider()).cloned() else {
             report.unresolved += 1;
             return;

@@ -2,11 +2,26 @@
 
 use std::time::Duration;
 
+use corral_domain::OperationId;
 use corral_errors::ErrorCode;
+use corral_registry::CreateState;
 use corral_service::{Created, ServiceConfig};
 
 use crate::create::{code, create, unknown_op};
 use crate::support::{Setup, World};
+
+/// Waits (real time) until the record of `op` reaches `state`.
+async fn until_state(w: &World, op: OperationId, state: CreateState) {
+    for _ in 0..500 {
+        if let Ok(Some(rec)) = w.registry.sandbox_by_operation(op).await
+            && rec.create_state == state
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the record of {op} never reached {state:?}");
+}
 
 /// Retries `key` until it replays; returns the replay.
 async fn until_replayed(w: &World, key: &str) -> Created {
@@ -48,4 +63,28 @@ async fn a_create_slower_than_its_lease_keeps_the_key_so_retries_never_create_tw
     assert!(replay.body.contains(&op.to_string()));
     assert_eq!(w.double.count("create_arrived"), 1, "one provider create");
     assert_eq!(w.double.count("find_by_operation_id"), 0);
+}
+
+#[tokio::test]
+async fn the_reconciler_leaves_a_create_still_in_flight_alone() {
+    let w = World::with(Setup {
+        gated: true,
+        config: ServiceConfig {
+            create_wait: Duration::from_millis(50),
+            reconcile_grace: Duration::ZERO,
+            ..ServiceConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let op = unknown_op(create(&w, "k").await);
+    let report = w.service.reconcile_once().await;
+    assert_eq!((report.failed, report.adopted), (0, 0), "{report:?}");
+    let rec = w.registry.sandbox_by_operation(op).await.unwrap().unwrap();
+    assert_eq!(rec.create_state, CreateState::Pending);
+    assert_eq!(rec.status.as_str(), "creating");
+    w.double.release_creates(1);
+    until_state(&w, op, CreateState::Created).await;
+    assert!(until_replayed(&w, "k").await.body.contains("running"));
+    assert_eq!(w.double.count("create"), 1);
 }
