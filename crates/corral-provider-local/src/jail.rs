@@ -29,9 +29,8 @@ const UNSHARE: &str = "/usr/bin/unshare";
 /// util-linux `setsid`, which detaches a command from the server's session (the path is
 /// also spelled out in the script of `Jail::run`).
 const SETSID: &str = "/usr/bin/setsid";
-/// coreutils `env`, which sets the caller's environment on the command alone (the path is
-/// also spelled out in the script of `Jail::run`).
-const ENV: &str = "/usr/bin/env";
+/// The variable that carries the caller's environment to the command (see `Jail::run`).
+const EXEC_ENV: &str = "CORRAL_EXEC_ENV";
 /// util-linux `setpriv`, which drops a command to its sandbox's uid when the server is root
 /// (the path is also spelled out in the script of `Jail::run`).
 const SETPRIV: &str = "/usr/bin/setpriv";
@@ -79,9 +78,9 @@ impl Jail {
     /// are bind-mounted read-only, `/dev` is a minimal devfs, and the sandbox root itself
     /// stays writable.
     pub(crate) fn new(allow_network: bool, limits: &LocalLimits) -> Result<Self, String> {
-        for tool in [UNSHARE, SETPRIV, SETSID, ENV] {
+        for tool in [UNSHARE, SETPRIV, SETSID] {
             if !Path::new(tool).exists() {
-                return Err(format!("{tool} (util-linux or coreutils) is missing"));
+                return Err(format!("{tool} (util-linux) is missing"));
             }
         }
         let as_root = rustix::process::geteuid().is_root();
@@ -168,30 +167,29 @@ impl Jail {
         // open the server's controlling terminal as /dev/tty (write to the operator's
         // terminal, or inject input) when the server runs in one.
         //
-        // The caller's environment reaches the command alone: `env` sets it as the very last
-        // step, inside the nested namespace. pid 1, `setsid`, `setpriv` and `unshare` hold
-        // capabilities over the sandbox's mounts (as root: host root itself), and a variable
-        // such as `LD_PRELOAD=/workspace/x.so` would run the caller's code in them.
+        // The caller's environment reaches the command alone. pid 1, `setsid`, `setpriv` and
+        // `unshare` hold capabilities over the sandbox's mounts (as root: host root itself),
+        // and a variable such as `LD_PRELOAD=/workspace/x.so` would run the caller's code in
+        // them. So it travels as one inert variable, a shell script of `export`s, that the
+        // command's own shell evaluates as its very first step, inside the nested namespace,
+        // then `exec`s the command. Not as arguments: a command line is readable by every
+        // user of the host (`ps`), an environment only by its owner.
         let script = match (self.as_root, uid) {
             (true, Some(_)) => concat!(
-                "c=\"$1\"; u=\"$2\"; shift 2; ",
-                "/usr/bin/setsid /usr/bin/setpriv --reuid \"$u\" --regid \"$u\" --clear-groups ",
-                "-- /usr/bin/unshare --user --map-root-user --mount -- ",
-                "/usr/bin/env -- \"$@\" /bin/sh -c \"$c\"; exit $?"
+                "/usr/bin/setsid /usr/bin/setpriv --reuid \"$2\" --regid \"$2\" --clear-groups ",
+                "-- /usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c ",
+                "'eval \"$CORRAL_EXEC_ENV\"; exec /bin/sh -c \"$1\"' sh \"$1\"; exit $?"
             ),
             (true, None) => return Err("a sandbox without its own uid cannot run as root".into()),
             (false, _) => concat!(
-                "c=\"$1\"; shift 2; ",
-                "/usr/bin/setsid /usr/bin/unshare --user --map-root-user --mount -- ",
-                "/usr/bin/env -- \"$@\" /bin/sh -c \"$c\"; exit $?"
+                "/usr/bin/setsid /usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c ",
+                "'eval \"$CORRAL_EXEC_ENV\"; exec /bin/sh -c \"$1\"' sh \"$1\"; exit $?"
             ),
         };
         let uid = uid.map(|u| u.to_string()).unwrap_or_default();
         let mut cmd = container.command("/bin/sh");
         cmd.args(["-c", script, "sh", run.command, &uid]);
-        // `check_exec` refused names with `=` or NUL, so each pair is one assignment; a name
-        // that `env` could take for an option cannot be one after its `--`.
-        cmd.args(run.env.iter().map(|(k, v)| format!("{k}={v}")));
+        cmd.env(EXEC_ENV, &exports(run.env)?);
         cmd.env("HOME", WORKSPACE)
             .env("PATH", PATH)
             .env("USER", "root")
@@ -265,6 +263,32 @@ impl Jail {
             truncated: out_cut || err_cut,
         }))
     }
+}
+
+/// The caller's environment as a shell script for the command's shell to `eval`: it first
+/// unsets its own carrier, then exports each variable, its value single-quoted. Names must be
+/// shell names (`[A-Za-z_][A-Za-z0-9_]*`, as the API requires): anything else could not be
+/// exported, and must never be spliced into the script.
+fn exports(env: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut script = format!("unset {EXEC_ENV}\n");
+    for (name, value) in env {
+        let shell_name = name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !shell_name {
+            return Err(format!("`{name}` is not a valid environment variable name"));
+        }
+        if value.contains('\0') {
+            return Err(format!("the value of `{name}` contains a NUL byte"));
+        }
+        script.push_str(&format!(
+            "export {name}='{}'\n",
+            value.replace('\'', "'\\''")
+        ));
+    }
+    Ok(script)
 }
 
 /// Removes what a command may have planted in its root where the next setup expects its own

@@ -336,7 +336,12 @@ fn check_exec(spec: &ExecSpec) -> Result<()> {
         return Err(invalid("the command contains a NUL byte"));
     }
     for (k, v) in &spec.env {
-        if k.is_empty() || k.contains('=') || k.contains('\0') {
+        let shell_name = k
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !shell_name {
             return Err(invalid(format!(
                 "`{k}` is not a valid environment variable name"
             )));

@@ -595,3 +595,57 @@ async fn a_symlink_swap_race_never_takes_a_file_call_outside_the_sandbox() {
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "data-dir-canary");
     println!("{inside} writes landed inside the sandbox during the race");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_environment_values_never_appear_on_a_host_command_line_and_arrive_verbatim() {
+    let world = std::sync::Arc::new(World::new());
+    let id = world.create().await;
+    let tricky = "it's $(touch /workspace/pwned) `id` \\\" \n'\"'second line";
+    let running = {
+        let world = world.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let mut spec = corral_provider::ExecSpec::new(
+                "sleep 1; printf '%s|%s' \"$SECRET_TOKEN\" \"$TRICKY\"; \
+                 test -e /workspace/pwned && echo pwned; env | grep -c CORRAL_EXEC_ENV",
+            );
+            spec.env
+                .insert("SECRET_TOKEN".into(), "cmdline-canary-7f3a".into());
+            spec.env.insert("TRICKY".into(), tricky.into());
+            world.provider.exec(&ctx(), &id, &spec).await.unwrap()
+        })
+    };
+    // Every command line on the host is readable by every local user (`ps`).
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            if let Ok(c) = std::fs::read(entry.path().join("cmdline"))
+                && String::from_utf8_lossy(&c).contains("cmdline-canary-7f3a")
+            {
+                seen.push(String::from_utf8_lossy(&c).replace('\0', " "));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let out = running.await.unwrap();
+    assert!(
+        seen.is_empty(),
+        "an env value is on a command line: {seen:?}"
+    );
+    assert_eq!(
+        text(&out.stdout),
+        format!("cmdline-canary-7f3a|{tricky}0\n"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Names that are not shell names are refused, never spliced.
+    for bad in ["A-B", "1X", "X;touch /workspace/pwned", ""] {
+        let mut spec = corral_provider::ExecSpec::new("true");
+        spec.env.insert(bad.into(), "v".into());
+        let got = world.provider.exec(&ctx(), &id, &spec).await;
+        assert!(
+            matches!(got, Err(ProviderError::InvalidRequest { .. })),
+            "{bad:?}: {got:?}"
+        );
+    }
+}
