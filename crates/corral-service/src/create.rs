@@ -293,11 +293,22 @@ impl Service {
         }
     }
 
-    /// Whether an unconfirmed create is older than the reconciliation grace period.
+    /// Whether an unconfirmed create was last touched more than the reconciliation grace
+    /// period ago, so that finding nothing at the provider is taken as absence.
+    ///
+    /// The clock starts when we last heard of the create: `updated_at`, which for a pending or
+    /// unknown record is when it was recorded or when its answer was declared lost (a provider
+    /// call can run up to `CREATE_DEADLINE`, far longer than the grace). Counting from
+    /// `created_at` would accept "absent" the moment a slow create's answer is lost, while the
+    /// provider's listing still lags.
+    ///
+    /// The bound: freeing the key after the grace is safe only if the provider lists a sandbox
+    /// within `reconcile_grace` of our last contact with its create (late processing plus list
+    /// lag). A provider slower than that can still end up with two sandboxes for one key.
     pub(crate) fn grace_over(&self, rec: &SandboxRecord) -> bool {
         let grace =
             chrono::Duration::from_std(self.inner.config.reconcile_grace).unwrap_or_default();
-        rec.created_at + grace < self.inner.registry.database().now()
+        rec.created_at.max(rec.updated_at) + grace < self.inner.registry.database().now()
     }
 
     /// Looks `rec`'s operation id up at the provider and adopts exactly one match.

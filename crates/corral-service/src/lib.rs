@@ -52,7 +52,10 @@ pub struct ServiceConfig {
     pub provider_call_timeout: Duration,
     /// Hosts exempt from the bridge URL address rules.
     pub bridge_allow: Vec<String>,
-    /// How long an unconfirmed create stays `unknown` before the reconciler gives it up.
+    /// How long after we last heard of an unconfirmed create (recorded, or its answer lost)
+    /// finding nothing at the provider still counts as "not listed yet"; after it the create
+    /// is recorded failed and its key freed. Must cover the provider's late processing plus
+    /// its listing lag.
     pub reconcile_grace: Duration,
 }
 

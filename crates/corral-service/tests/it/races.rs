@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
-use corral_domain::OperationId;
+use corral_domain::{OperationId, Provider};
 use corral_errors::ErrorCode;
+use corral_provider::ProviderError;
 use corral_registry::CreateState;
+use corral_service::error::ServiceError;
 use corral_service::{Created, ServiceConfig};
 
 use crate::create::{code, create, unknown_op};
@@ -87,4 +89,48 @@ async fn the_reconciler_leaves_a_create_still_in_flight_alone() {
     until_state(&w, op, CreateState::Created).await;
     assert!(until_replayed(&w, "k").await.body.contains("running"));
     assert_eq!(w.double.count("create"), 1);
+}
+
+#[tokio::test]
+async fn the_grace_period_runs_from_when_the_outcome_became_unknown() {
+    let w = World::with(Setup {
+        gated: true,
+        manual_clock: true,
+        config: ServiceConfig {
+            create_wait: Duration::from_millis(50),
+            reconcile_grace: Duration::from_secs(300),
+            ..ServiceConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let op = unknown_op(create(&w, "k").await);
+    // The provider call outlives the grace period, then its answer is lost; the provider's
+    // listing lags behind the create.
+    w.clock.advance(Duration::from_secs(400));
+    let p = Provider::Local;
+    w.double
+        .fail_next("create", move || ProviderError::TimedOutAfterSend {
+            provider: p,
+        });
+    *w.double.listing_lags.lock().unwrap() = true;
+    w.double.release_creates(1);
+    until_state(&w, op, CreateState::Unknown).await;
+    // Just lost: nothing found is no proof of absence yet.
+    match create(&w, "k").await {
+        Err(ServiceError::IdempotencyOutcomeUnknown { operation_id }) => {
+            assert_eq!(operation_id, Some(op));
+        }
+        other => panic!("expected idempotency_outcome_unknown, got {other:?}"),
+    }
+    assert_eq!(w.service.reconcile_once().await.failed, 0);
+    // A full grace period after the loss, absence is accepted and the key is freed.
+    w.clock.advance(Duration::from_secs(301));
+    assert_eq!(
+        code(create(&w, "k").await),
+        ErrorCode::IdempotencyInProgress
+    );
+    w.double.release_creates(1);
+    assert_eq!(create(&w, "k").await.unwrap().status, 201);
+    assert_eq!(w.double.count("create_arrived"), 2);
 }
