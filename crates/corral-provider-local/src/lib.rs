@@ -447,6 +447,13 @@ impl SandboxProvider for LocalProvider {
         let meta = self.live(native_id).await?;
         let fs_root = self.store.fs_root(native_id);
         let timeout = ctx.bounded(spec.timeout);
+        // A command never outlives its sandbox: the lifetime's end is a deadline too.
+        let lifetime_left = meta.expires_at_unix.map(|end| {
+            (std::time::UNIX_EPOCH + Duration::from_secs(end))
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+        });
+        let run_for = lifetime_left.map_or(timeout, |left| left.min(timeout));
         let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
         let spec = spec.clone();
         let locks = self.setup_locks.clone();
@@ -457,7 +464,7 @@ impl SandboxProvider for LocalProvider {
                 command: &spec.command,
                 cwd: &cwd,
                 env: &spec.env,
-                timeout,
+                timeout: run_for,
                 max_output_bytes: spec.max_output_bytes,
             };
             jail.run(
@@ -472,6 +479,10 @@ impl SandboxProvider for LocalProvider {
         .await??;
         match outcome {
             Outcome::Finished(out) => Ok(out),
+            Outcome::TimedOut if run_for < timeout => Err(ProviderError::NotFound {
+                provider: Provider::Local,
+                resource: format!("sandbox {native_id} (it expired while the command ran)"),
+            }),
             Outcome::TimedOut => Err(ProviderError::CommandTimedOut { after: timeout }),
             Outcome::Cancelled => Err(not_found(native_id)),
         }

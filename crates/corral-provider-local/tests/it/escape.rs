@@ -30,7 +30,7 @@ async fn a_command_cannot_see_the_data_dir_another_sandbox_or_host_paths() {
         .sh(
             &a,
             &format!(
-                "ls {data} {root} {root}/{b} /work /root /home /var 2>&1; \
+                "ls {data} {root} {root}/{b} /work /root /home /var /run /var/run 2>&1; \
                  cat {data}/canary.txt {host_tmp_path} 2>&1; \
                  cat /workspace/secret.txt 2>&1; \
                  ls -a /tmp /; echo done"
@@ -58,6 +58,8 @@ async fn a_command_cannot_see_the_data_dir_another_sandbox_or_host_paths() {
         "/root",
         "/home",
         "/var",
+        "/run",
+        "/var/run",
     ] {
         assert!(
             out.contains(&format!("{gone}': No such file or directory")),

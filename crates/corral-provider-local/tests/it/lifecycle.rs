@@ -177,3 +177,22 @@ async fn delete_kills_the_sandboxs_running_commands() {
         text(&host.stdout)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_command_ends_when_its_sandbox_expires() {
+    let world = World::new();
+    let id = create(&world.provider, Some(2)).await;
+    let mut spec = corral_provider::ExecSpec::new("sleep 30; echo outlived");
+    spec.timeout = std::time::Duration::from_secs(60);
+    let started = std::time::Instant::now();
+    let exec = world.provider.exec(&ctx(), &id, &spec).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the command ran {:?} past its sandbox's lifetime",
+        started.elapsed()
+    );
+    assert!(
+        matches!(exec, Err(ProviderError::NotFound { .. })),
+        "{exec:?}"
+    );
+}
