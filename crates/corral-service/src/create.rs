@@ -247,6 +247,14 @@ impl Service {
                     Ok(done) => done,
                     Err(e) => return Err(unknown(format!("cannot record the result: {e}")).await),
                 };
+                if done.deleted_at.is_some() {
+                    // Deleted while the provider was still creating it: the delete found
+                    // nothing to remove, so remove what was just made.
+                    let ctx = ctx.with_timeout(self.inner.config.provider_call_timeout);
+                    if let Err(e) = provider.delete(&ctx, &seen.native_id).await {
+                        tracing::warn!(operation_id = %op, sandbox_id = %id, error = %e, "cannot remove a sandbox deleted while it was being created");
+                    }
+                }
                 let body = body_of(&done)?;
                 if let Some(claim) = &claim
                     && let Err(e) = store.complete(claim, 201, body.as_bytes()).await
@@ -374,6 +382,8 @@ impl Service {
             Err(_) => return Err(keep_unknown().await),
         };
         let adopted = match (rec.create_state, &rec.native_id) {
+            // Deleted by the client meanwhile: settled, answer the tombstone, never re-create.
+            _ if rec.deleted_at.is_some() => Some(rec.clone()),
             (CreateState::Created, Some(_)) => Some(rec.clone()),
             (CreateState::Failed, _) => {
                 store.release(&claim).await.map_err(idempotency_error)?;

@@ -49,6 +49,11 @@ impl Service {
     }
 
     async fn reconcile_record(&self, rec: &SandboxRecord, report: &mut ReconcileReport) {
+        if rec.deleted_at.is_some() {
+            // Deleted by the client: nothing left to adopt or fail (a tombstone no longer
+            // changes state), so do not ask the provider.
+            return;
+        }
         if self.in_flight(rec.operation_id()) {
             // Its create is still running here and will record its own outcome; finding
             // nothing at the provider now proves nothing.
@@ -110,7 +115,9 @@ impl Service {
                 continue;
             };
             match self.inner.registry.sandbox_by_operation(op).await {
-                Ok(Some(rec)) if rec.create_state == CreateState::Created => {
+                Ok(Some(rec))
+                    if rec.create_state == CreateState::Created || rec.deleted_at.is_some() =>
+                {
                     if let Ok(body) = serde_json::to_string(&rec.to_sandbox())
                         && store.complete(&claim, 201, body.as_bytes()).await.is_ok()
                     {

@@ -169,14 +169,33 @@ impl Service {
                         .collect()
                 }
             };
-            for native in natives {
+            for native in &natives {
                 let start = Instant::now();
-                let done = provider.delete(&ctx, &native).await;
+                let done = provider.delete(&ctx, native).await;
                 self.observe(p, "delete", start, done.is_ok());
                 match done {
                     Ok(()) | Err(ProviderError::NotFound { .. }) => {}
                     Err(e) => return Err(map_provider_error(e, Stage::Other, None)),
                 }
+            }
+            // Settle an unconfirmed create before the tombstone, so the reconciler stops
+            // looking for it (it only looks at pending and unknown creates, and a tombstone
+            // can no longer change state) and a same-key retry replays the tombstone.
+            if rec.create_state != CreateState::Created {
+                let registry = &self.inner.registry;
+                let settled = match natives.first() {
+                    Some(native) => {
+                        registry
+                            .complete_create(rec.project_id, rec.id, native, SandboxStatus::Deleted)
+                            .await
+                    }
+                    None => {
+                        registry
+                            .set_create_state(rec.project_id, rec.id, CreateState::Failed)
+                            .await
+                    }
+                };
+                settled.map_err(registry_error)?;
             }
         }
         let tomb = self

@@ -134,3 +134,81 @@ async fn the_grace_period_runs_from_when_the_outcome_became_unknown() {
     assert_eq!(create(&w, "k").await.unwrap().status, 201);
     assert_eq!(w.double.count("create_arrived"), 2);
 }
+
+#[tokio::test]
+async fn deleting_an_unconfirmed_create_settles_it_so_nothing_looks_for_it_again() {
+    let w = World::with(Setup {
+        config: ServiceConfig {
+            reconcile_grace: Duration::ZERO,
+            ..ServiceConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let p = Provider::Local;
+    w.double
+        .fail_next("create", move || ProviderError::TimedOutAfterSend {
+            provider: p,
+        });
+    let op = unknown_op(create(&w, "k").await);
+    let rec = w.registry.sandbox_by_operation(op).await.unwrap().unwrap();
+    let caller = w.caller().await;
+    let tomb = w
+        .service
+        .delete(
+            &caller,
+            corral_service::InlineAccess::default(),
+            &rec.id.to_string(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(tomb.status.as_str(), "deleted");
+    let finds = w.double.count("find_by_operation_id");
+    w.service.reconcile_once().await;
+    let second = w.service.reconcile_once().await;
+    assert_eq!(second, corral_service::ReconcileReport::default());
+    assert_eq!(
+        w.double.count("find_by_operation_id"),
+        finds,
+        "no more lookups"
+    );
+    // A late same-key retry answers the tombstone and creates nothing.
+    let late = create(&w, "k").await.unwrap();
+    assert!(late.body.contains("deleted"), "{}", late.body);
+    assert_eq!(w.double.count("create"), 1);
+}
+
+#[tokio::test]
+async fn a_sandbox_deleted_while_its_create_runs_is_removed_when_the_create_lands() {
+    let w = World::with(Setup {
+        gated: true,
+        config: ServiceConfig {
+            create_wait: Duration::from_millis(50),
+            ..ServiceConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let op = unknown_op(create(&w, "k").await);
+    let rec = w.registry.sandbox_by_operation(op).await.unwrap().unwrap();
+    let caller = w.caller().await;
+    w.service
+        .delete(
+            &caller,
+            corral_service::InlineAccess::default(),
+            &rec.id.to_string(),
+        )
+        .await
+        .unwrap();
+    w.double.release_creates(1);
+    let replay = until_replayed(&w, "k").await;
+    assert!(replay.body.contains("deleted"), "{}", replay.body);
+    let left = corral_provider::SandboxProvider::find_by_operation_id(
+        &*w.double,
+        &corral_provider::CallContext::anonymous(),
+        &op,
+    )
+    .await
+    .unwrap();
+    assert!(left.is_empty(), "the provider still holds {left:?}");
+}
