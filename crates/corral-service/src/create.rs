@@ -327,10 +327,17 @@ impl Service {
         rec: &SandboxRecord,
     ) -> Result<Lookup, ServiceError> {
         let p = provider.provider();
+        // Bounded: a same-key retry (and the reconciler) wait on this lookup, and the claim
+        // it runs under is not renewed meanwhile.
+        let within = self.inner.config.provider_call_timeout;
+        let ctx = ctx.clone().with_timeout(within);
         let start = Instant::now();
-        let found = provider
-            .find_by_operation_id(ctx, &rec.operation_id())
-            .await;
+        let found = tokio::time::timeout(
+            within,
+            provider.find_by_operation_id(&ctx, &rec.operation_id()),
+        )
+        .await
+        .unwrap_or(Err(ProviderError::TimedOutAfterSend { provider: p }));
         self.observe(p, "find_by_operation_id", start, found.is_ok());
         let found = found.map_err(|e| map_provider_error(e, Stage::Other, None))?;
         match found.as_slice() {

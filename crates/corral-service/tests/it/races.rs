@@ -212,3 +212,36 @@ async fn a_sandbox_deleted_while_its_create_runs_is_removed_when_the_create_land
     .unwrap();
     assert!(left.is_empty(), "the provider still holds {left:?}");
 }
+
+#[tokio::test]
+async fn a_reconciling_retry_does_not_wait_forever_on_a_provider_listing_that_hangs() {
+    let w = World::with(Setup {
+        config: ServiceConfig {
+            provider_call_timeout: Duration::from_millis(100),
+            ..ServiceConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let p = Provider::Local;
+    w.double
+        .fail_next("create", move || ProviderError::TimedOutAfterSend {
+            provider: p,
+        });
+    let op = unknown_op(create(&w, "k").await);
+    *w.double.listing_hangs.lock().unwrap() = true;
+    let retry = tokio::time::timeout(Duration::from_secs(5), create(&w, "k"))
+        .await
+        .expect("the retry answers within the provider call timeout");
+    match retry {
+        Err(ServiceError::IdempotencyOutcomeUnknown { operation_id }) => {
+            assert_eq!(operation_id, Some(op));
+        }
+        other => panic!("expected idempotency_outcome_unknown, got {other:?}"),
+    }
+    let report = tokio::time::timeout(Duration::from_secs(5), w.service.reconcile_once())
+        .await
+        .expect("a reconciler pass is not stuck on one provider");
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert_eq!(w.double.count("create"), 1);
+}

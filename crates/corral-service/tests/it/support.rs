@@ -33,6 +33,8 @@ pub(crate) struct Counting {
     pub(crate) panic_next_create: Mutex<bool>,
     /// `find_by_operation_id` finds nothing while set.
     pub(crate) listing_lags: Mutex<bool>,
+    /// `find_by_operation_id` never answers while set.
+    pub(crate) listing_hangs: Mutex<bool>,
     /// The credentials seen, exposed, in call order.
     pub(crate) credentials: Mutex<Vec<Option<String>>>,
 }
@@ -51,6 +53,7 @@ impl Counting {
             gate: gated.then(|| Arc::new(tokio::sync::Semaphore::new(0))),
             panic_next_create: Mutex::new(false),
             listing_lags: Mutex::new(false),
+            listing_hangs: Mutex::new(false),
             credentials: Mutex::new(Vec::new()),
         }
     }
@@ -176,6 +179,10 @@ impl SandboxProvider for Counting {
         op: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
         self.enter("find_by_operation_id", ctx)?;
+        let hangs = *self.listing_hangs.lock().unwrap();
+        if hangs {
+            std::future::pending::<()>().await;
+        }
         if *self.listing_lags.lock().unwrap() {
             return Ok(Vec::new());
         }
