@@ -23,11 +23,13 @@ pub struct ReconcileReport {
     pub failed: usize,
     /// Creates still unresolved.
     pub unresolved: usize,
+    /// Completed idempotency records past their retention, deleted.
+    pub reaped: u64,
 }
 
 impl Service {
     /// One pass over stale creates (records still `pending` or `unknown`) and idempotency keys
-    /// needing reconciliation.
+    /// needing reconciliation; then reaps completed keys past their retention.
     pub async fn reconcile_once(&self) -> ReconcileReport {
         let mut report = ReconcileReport::default();
         let registry = &self.inner.registry;
@@ -45,6 +47,12 @@ impl Service {
             self.reconcile_record(&rec, &mut report).await;
         }
         self.reconcile_keys(&mut report).await;
+        // Completed keys past retention are new again anyway (a claim replaces them); reaping
+        // keeps the table from growing without bound.
+        match self.inner.idempotency.reap(now).await {
+            Ok(n) => report.reaped = n,
+            Err(e) => tracing::warn!(error = %e, "reconciler: cannot reap expired keys"),
+        }
         report
     }
 
@@ -156,6 +164,7 @@ impl Service {
                         adopted = r.adopted,
                         failed = r.failed,
                         unresolved = r.unresolved,
+                        reaped = r.reaped,
                         "reconciler pass"
                     );
                 }

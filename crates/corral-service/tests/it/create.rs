@@ -422,3 +422,19 @@ async fn id20_outcome_unknown_answers_carry_the_operation_id_and_say_same_key() 
         "{again}"
     );
 }
+
+#[tokio::test]
+async fn id16_the_reconciler_reaps_completed_keys_past_retention_only() {
+    let w = World::with(Setup {
+        manual_clock: true,
+        ..Setup::default()
+    })
+    .await;
+    create(&w, "old").await.unwrap();
+    w.clock.advance(Duration::from_secs(12 * 3600));
+    create(&w, "young").await.unwrap();
+    assert_eq!(w.service.reconcile_once().await.reaped, 0);
+    w.clock.advance(Duration::from_secs(12 * 3600 + 1));
+    assert_eq!(w.service.reconcile_once().await.reaped, 1);
+    assert!(create(&w, "young").await.unwrap().replayed);
+}
