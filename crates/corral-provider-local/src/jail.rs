@@ -29,6 +29,34 @@ const UNSHARE: &str = "/usr/bin/unshare";
 /// util-linux `setsid`, which detaches a command from the server's session (the path is
 /// also spelled out in the script of `Jail::run`).
 const SETSID: &str = "/usr/bin/setsid";
+/// The variable that names the mount points pid 1 checks before anything else runs.
+const EXPECTED_MOUNTS: &str = "CORRAL_EXPECTED_MOUNTS";
+
+/// Run first by pid 1, before anything of the caller's: refuses to go on unless `/proc` is
+/// the namespace's own, it is the only procfs mounted, and every mount point named in
+/// `$CORRAL_EXPECTED_MOUNTS` (escaped as in mountinfo, space-separated) is still mounted.
+///
+/// Why: hakoniwa builds the mounts inside the sandbox root, which a command of the same
+/// sandbox running concurrently can write. It creates `.oldproc-<uuid>` and `.oldrootfs` there,
+/// mounts the host's `/proc` (and, at `pivot_root`, the host's whole root) on them, and
+/// unmounts them by path. A command that swaps such a directory for a symlink at the right
+/// moment could make the mount land elsewhere, or the unmount hit another mount (the new
+/// `/proc`, a mask), leaving the host's `/proc` or root filesystem inside the new sandbox.
+/// Either leaves a second procfs (the host root holds one) or removes an expected mount, so
+/// the command is refused (exit 125) rather than run in a tampered namespace.
+pub(crate) const MOUNT_GUARD: &str = concat!(
+    "corral_t() { echo \"corral: the sandbox's mounts changed during setup; the command was ",
+    "not run\" >&2; exit 125; }; set -f; ",
+    "[ /proc/self -ef /proc/$$ ] || corral_t; corral_n=0; corral_m=' '; ",
+    "while read -r corral_a corral_b corral_c corral_d corral_p corral_o; do ",
+    "corral_m=\"$corral_m$corral_p \"; ",
+    "case \" $corral_o \" in *' - proc '*) corral_n=$((corral_n + 1));; esac; ",
+    "done < /proc/self/mountinfo; [ \"$corral_n\" = 1 ] || corral_t; ",
+    "for corral_p in $CORRAL_EXPECTED_MOUNTS; do case \"$corral_m\" in *\" $corral_p \"*) ;; ",
+    "*) corral_t;; esac; done; set +f; unset CORRAL_EXPECTED_MOUNTS corral_a corral_b corral_c ",
+    "corral_d corral_p corral_o corral_n corral_m; "
+);
+
 /// The variable that carries the caller's environment to the command (see `Jail::run`).
 const EXEC_ENV: &str = "CORRAL_EXEC_ENV";
 /// util-linux `setpriv`, which drops a command to its sandbox's uid when the server is root
@@ -42,6 +70,8 @@ pub(crate) const WORKSPACE: &str = "/workspace";
 pub(crate) struct Jail {
     template: Container,
     as_root: bool,
+    /// Mount points pid 1 checks (see [`MOUNT_GUARD`]), escaped as in mountinfo.
+    expected_mounts: String,
 }
 
 /// What to run.
@@ -106,7 +136,12 @@ impl Jail {
             .hostname("corral")
             .runctl(Runctl::RootdirRW)
             .runctl(Runctl::MountFallback);
+        let mut expected: Vec<String> = ["/proc", "/dev", "/etc", "/usr"]
+            .iter()
+            .map(|p| (*p).to_owned())
+            .collect();
         for secret in unreadable_under("/etc") {
+            expected.push(mountinfo_escaped(&secret.to_string_lossy()));
             if secret.is_dir() {
                 c.tmpfsmount(&secret.to_string_lossy());
             } else {
@@ -124,6 +159,7 @@ impl Jail {
         Ok(Self {
             template: c,
             as_root,
+            expected_mounts: expected.join(" "),
         })
     }
 
@@ -186,10 +222,12 @@ impl Jail {
                 "'eval \"$CORRAL_EXEC_ENV\"; exec /bin/sh -c \"$1\"' sh \"$1\"; exit $?"
             ),
         };
+        let script = format!("{MOUNT_GUARD}{script}");
         let uid = uid.map(|u| u.to_string()).unwrap_or_default();
         let mut cmd = container.command("/bin/sh");
-        cmd.args(["-c", script, "sh", run.command, &uid]);
+        cmd.args(["-c", &script, "sh", run.command, &uid]);
         cmd.env(EXEC_ENV, &exports(run.env)?);
+        cmd.env(EXPECTED_MOUNTS, &self.expected_mounts);
         cmd.env("HOME", WORKSPACE)
             .env("PATH", PATH)
             .env("USER", "root")
@@ -263,6 +301,21 @@ impl Jail {
             truncated: out_cut || err_cut,
         }))
     }
+}
+
+/// `path` as `/proc/self/mountinfo` spells it: space, tab, newline and backslash in octal.
+fn mountinfo_escaped(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            ' ' => out.push_str("\\040"),
+            '\t' => out.push_str("\\011"),
+            '\n' => out.push_str("\\012"),
+            '\\' => out.push_str("\\134"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The caller's environment as a shell script for the command's shell to `eval`: it first
@@ -415,4 +468,80 @@ fn unreadable_under(dir: &str) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_in(jail: &Jail, command: &str) -> ExecOutput {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("workspace")).unwrap();
+        let uid = jail.per_sandbox_uid().then_some(crate::store::PROBE_UID);
+        if let Some(uid) = uid {
+            for dir in [root.path().to_owned(), root.path().join("workspace")] {
+                std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+            }
+        }
+        let env = BTreeMap::new();
+        let run = Run {
+            command,
+            cwd: WORKSPACE,
+            env: &env,
+            timeout: Duration::from_secs(20),
+            max_output_bytes: 1 << 16,
+        };
+        match jail.run(root.path(), uid, &run, None, &Mutex::new(())) {
+            Ok(Outcome::Finished(out)) => out,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_namespace_left_with_the_hosts_proc_or_without_an_expected_mount_runs_nothing() {
+        let jail = Jail::new(false, &LocalLimits::default()).unwrap();
+        let clean = run_in(&jail, "echo ran");
+        assert_eq!(
+            clean.stdout,
+            b"ran\n",
+            "{}",
+            String::from_utf8_lossy(&clean.stderr)
+        );
+
+        // What a won race against hakoniwa's `.oldproc-*` / `.oldrootfs` would leave: the
+        // host's procfs (or root, which holds it) somewhere in the new namespace.
+        let mut raced = jail.clone();
+        raced.template.bindmount_ro("/proc", "/workspace/hostproc");
+        let out = run_in(&raced, "echo ran; ls /workspace/hostproc | head -3");
+        assert_eq!(
+            out.exit_code,
+            125,
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("mounts changed during setup"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // A mask or system bind that an unmount through a swapped symlink took away.
+        let mut unmasked = jail.clone();
+        unmasked
+            .expected_mounts
+            .push_str(" /etc/corral-mask-that-is-gone");
+        let out = run_in(&unmasked, "echo ran");
+        assert_eq!(out.exit_code, 125);
+        assert!(out.stdout.is_empty());
+    }
+
+    #[test]
+    fn mount_points_are_escaped_as_mountinfo_spells_them() {
+        assert_eq!(mountinfo_escaped("/etc/a b\\c"), "/etc/a\\040b\\134c");
+    }
 }

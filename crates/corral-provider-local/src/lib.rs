@@ -43,7 +43,15 @@
 //! pid 1 of the namespace is a small fixed shell script, with the server's uid, that starts
 //! the command (passed as a parameter, never spliced into the script) and waits for it. Killing the command's
 //! supervisor kills pid 1 (its parent-death signal), and the kernel kills every other process
-//! of a pid namespace when its pid 1 dies: a deadline ends the whole tree.
+//! of a pid namespace when its pid 1 dies: a deadline ends the whole tree. Before anything
+//! else, pid 1 checks that `/proc` is the namespace's own and the only procfs, and that the
+//! system binds and masks are all still mounted (a concurrent command of the same sandbox
+//! can write the root hakoniwa builds the mounts in); otherwise the command is not run
+//! (exit 125). The caller's environment reaches the command alone: it travels in one inert
+//! variable that the command's own shell evaluates inside the nested namespace, never
+//! through pid 1, `setsid`, `setpriv` or `unshare` (an `LD_PRELOAD` there would run the
+//! caller's code with their privileges), and never on a command line (readable by every
+//! host user). A command never runs past its sandbox's lifetime.
 //!
 //! The namespaces and mounts are set up by the [`hakoniwa`] crate rather than by hand-rolled
 //! syscalls: it is a maintained, documented library that does the delicate parts (mount
