@@ -537,7 +537,9 @@ impl IdempotencyStore {
         }))
     }
 
-    /// Keys with unknown outcomes or stale claims, oldest first (for the reconciler).
+    /// Keys with unknown outcomes or stale claims, least recently touched first (for the
+    /// reconciler): a key that a pass took over and put back (`mark_unknown`) goes to the back,
+    /// so keys that cannot be settled yet never hold a bounded batch forever.
     pub async fn needing_reconciliation(&self, limit: u32) -> Result<Vec<ReconcileCandidate>> {
         let now = micros(self.db.now());
         let rows: Vec<Row> = run!(self, |c| ik::table
@@ -546,7 +548,7 @@ impl IdempotencyStore {
                     .eq(UNKNOWN)
                     .or(ik::state.eq(IN_PROGRESS).and(ik::lease_until.le(now))),
             )
-            .order((ik::created_at.asc(), ik::idempotency_key.asc()))
+            .order((ik::updated_at.asc(), ik::idempotency_key.asc()))
             .limit(i64::from(limit))
             .select(Row::as_select())
             .load(c)

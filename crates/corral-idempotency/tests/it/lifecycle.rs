@@ -11,6 +11,7 @@ on_both_backends!(lifecycle:
     a_claim_whose_owner_died_is_handed_to_reconciliation_after_its_lease,
     an_unknown_outcome_is_reported_until_a_reconciler_settles_it,
     completed_keys_are_kept_24_hours_then_reaped,
+    keys_that_stay_unresolved_rotate_to_the_back_of_the_reconcilers_queue,
 );
 
 fn fp() -> Fingerprint {
@@ -183,4 +184,38 @@ pub(crate) async fn completed_keys_are_kept_24_hours_then_reaped(db: &TestDb) {
         panic!("replay");
     };
     assert_eq!(stored.body, b"second");
+}
+
+/// A key the reconciler cannot settle (e.g. its create used an inline credential the server
+/// never kept) must not hold the head of a bounded batch forever.
+pub(crate) async fn keys_that_stay_unresolved_rotate_to_the_back_of_the_reconcilers_queue(
+    db: &TestDb,
+) {
+    let w = world(db).await;
+    let mut keys = Vec::new();
+    for name in ["first", "second"] {
+        let key = IdempotencyKey::parse(name).unwrap();
+        let ClaimOutcome::Claimed(mut claim) = w.store.claim(w.p, &key, &fp()).await.unwrap()
+        else {
+            panic!("a new key is claimed");
+        };
+        let op = OperationId::new();
+        w.store.attach_operation(&mut claim, op).await.unwrap();
+        w.store.mark_unknown(&claim, op).await.unwrap();
+        keys.push((key, op));
+        w.clock.advance(Duration::from_secs(1));
+    }
+    let head = w.store.needing_reconciliation(1).await.unwrap();
+    assert_eq!(head[0].key, keys[0].0);
+    // The reconciler tries the first, cannot settle it, and puts it back.
+    let taken = w
+        .store
+        .take_over_for_reconciliation(w.p, &keys[0].0)
+        .await
+        .unwrap()
+        .unwrap();
+    w.clock.advance(Duration::from_secs(1));
+    w.store.mark_unknown(&taken, keys[0].1).await.unwrap();
+    let head = w.store.needing_reconciliation(1).await.unwrap();
+    assert_eq!(head[0].key, keys[1].0, "the other key gets its turn");
 }
