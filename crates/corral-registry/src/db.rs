@@ -95,9 +95,14 @@ impl fmt::Debug for DatabaseConfig {
 }
 
 fn redacted_url(url: &str) -> String {
+    // Only a SQLite path is shown whole; any other URL (PostgreSQL, or an unsupported one such
+    // as `mysql://user:password@host`) may carry a password, so only its scheme is.
+    if url.starts_with("sqlite:") || (!url.contains("://") && !url.contains('@')) {
+        return url.to_owned();
+    }
     match url.split_once("://") {
-        Some((scheme, _)) if is_postgres_url(url) => format!("{scheme}://…"),
-        _ => url.to_owned(),
+        Some((scheme, _)) => format!("{scheme}://…"),
+        None => "…".to_owned(),
     }
 }
 
@@ -461,4 +466,27 @@ pub(crate) fn from_micros(us: i64) -> Result<Timestamp> {
     chrono::DateTime::from_timestamp_micros(us).ok_or_else(|| RegistryError::Internal {
         message: format!("stored timestamp {us} is out of range"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_a_password_of_any_url() {
+        for url in [
+            "postgres://corral:hunter2@db/corral",
+            "postgresql://db/corral?password=hunter2",
+            "mysql://corral:hunter2@db/corral",
+            "corral:hunter2@db",
+        ] {
+            let shown = format!("{:?}", DatabaseConfig::new(url));
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+        let shown = format!(
+            "{:?}",
+            DatabaseConfig::new("sqlite:///var/lib/corral/corral.db")
+        );
+        assert!(shown.contains("/var/lib/corral/corral.db"), "{shown}");
+    }
 }
