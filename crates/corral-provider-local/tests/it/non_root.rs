@@ -79,6 +79,20 @@ fn inner_sandboxes_work_for_an_unprivileged_server() {
                 .await
                 .unwrap();
         assert_eq!(text(&out.stdout), "hi there\n0\n", "{}", text(&out.stderr));
+        // ... and never the stages with capabilities over the sandbox's mounts.
+        let mut spec = corral_provider::ExecSpec::new("true");
+        spec.env.insert("LD_DEBUG".into(), "files".into());
+        let out =
+            corral_provider::SandboxProvider::exec(&world.provider, &crate::ctx(), &id, &spec)
+                .await
+                .unwrap();
+        let stderr = text(&out.stderr);
+        for stage in ["/usr/bin/setsid", "/usr/bin/unshare"] {
+            assert!(
+                !stderr.contains(stage),
+                "{stage} saw the caller's env: {stderr}"
+            );
+        }
         let remount = world
             .sh(
                 &id,
