@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -167,16 +166,16 @@ impl Jail {
     /// or hung up (the caller dropped its end). Blocking: call from a thread that lives until
     /// this returns (the supervisor's parent-death signal is tied to the forking thread).
     ///
-    /// `setup` is held while the namespaces and mounts are set up (until `spawn` returns):
-    /// hakoniwa prepares mount points inside the sandbox root (`.oldrootfs`), so two commands
-    /// of one sandbox must not set up at the same time. The commands then run concurrently.
+    /// The sandbox's `setup.lock` (beside `fs_root`) is held while the namespaces and mounts
+    /// are set up (until `spawn` returns): hakoniwa prepares mount points inside the sandbox
+    /// root (`.oldrootfs`), so two commands of one sandbox — from this process or another
+    /// sharing the root — must not set up at the same time. The commands then run concurrently.
     pub(crate) fn run(
         &self,
         fs_root: &Path,
         uid: Option<u32>,
         run: &Run<'_>,
         cancel: Option<&OwnedFd>,
-        setup: &Mutex<()>,
     ) -> Result<Outcome, String> {
         repair_root(fs_root);
         let mut container = self.template.clone();
@@ -239,9 +238,8 @@ impl Jail {
             .stderr(Stdio::piped());
 
         let mut child = {
-            let _setup = setup
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let _setup = crate::store::FileLock::exclusive(&crate::store::setup_lock_path(fs_root))
+                .map_err(|e| format!("cannot lock the sandbox's setup: {e}"))?;
             cmd.spawn().map_err(|e| format!("cannot start: {e}"))?
         };
         // Opened before the child is reaped, so the pid cannot have been reused.
@@ -475,11 +473,12 @@ mod tests {
     use super::*;
 
     fn run_in(jail: &Jail, command: &str) -> ExecOutput {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(root.path().join("workspace")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("fs");
+        std::fs::create_dir_all(root.join("workspace")).unwrap();
         let uid = jail.per_sandbox_uid().then_some(crate::store::PROBE_UID);
         if let Some(uid) = uid {
-            for dir in [root.path().to_owned(), root.path().join("workspace")] {
+            for dir in [root.clone(), root.join("workspace")] {
                 std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
             }
         }
@@ -491,7 +490,7 @@ mod tests {
             timeout: Duration::from_secs(20),
             max_output_bytes: 1 << 16,
         };
-        match jail.run(root.path(), uid, &run, None, &Mutex::new(())) {
+        match jail.run(&root, uid, &run, None) {
             Ok(Outcome::Finished(out)) => out,
             other => panic!("{other:?}"),
         }

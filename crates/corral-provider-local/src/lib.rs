@@ -134,7 +134,7 @@ use corral_provider::{
 pub use capabilities::{MAX_TIMEOUT_SECONDS, capabilities};
 
 use jail::{Jail, Outcome, Run, WORKSPACE};
-use running::{Running, SetupLocks};
+use running::Running;
 use store::{Metadata, Store};
 
 /// Resource limits set on every command (rlimits).
@@ -189,9 +189,6 @@ pub struct LocalProvider {
     caps: ProviderCapabilities,
     store: Store,
     jail: Result<Arc<Jail>, String>,
-    setup_locks: Arc<SetupLocks>,
-    /// Serialises creates, so two never pick the same sandbox uid.
-    create_lock: Arc<std::sync::Mutex<()>>,
     running: Arc<Running>,
 }
 
@@ -249,8 +246,6 @@ impl LocalProvider {
             caps: capabilities::capabilities(),
             store,
             jail: jail.map(Arc::new),
-            setup_locks: Arc::new(SetupLocks::new()),
-            create_lock: Arc::new(std::sync::Mutex::new(())),
             running: Arc::new(Running::default()),
         })
     }
@@ -327,7 +322,9 @@ fn probe(store: &Store, config: &LocalConfig) -> std::result::Result<Jail, Strin
         timeout: Duration::from_secs(20),
         max_output_bytes: 4096,
     };
-    match jail.run(&root, uid, &run, None, &std::sync::Mutex::new(())) {
+    let outcome = jail.run(&root, uid, &run, None);
+    store.remove_probe(&root);
+    match outcome {
         Ok(Outcome::Finished(out)) if out.exit_code == 0 => Ok(jail),
         Ok(Outcome::Finished(out)) => Err(why(format!(
             "the probe command exited with {}: {}",
@@ -391,12 +388,13 @@ impl SandboxProvider for LocalProvider {
             uid: None,
         };
         let store = self.store.clone();
-        let lock = self.create_lock.clone();
         let mut record = meta.clone();
         meta = blocking(move || {
-            let _one_at_a_time = lock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // One create at a time across every process sharing the root, so no two sandboxes
+            // ever pick the same uid.
+            let _one_at_a_time = store
+                .lock_creates()
+                .map_err(|e| unavailable(format!("cannot lock the sandboxes root: {e}")))?;
             if per_sandbox_uid {
                 record.uid = Some(
                     store
@@ -464,8 +462,6 @@ impl SandboxProvider for LocalProvider {
         let run_for = lifetime_left.map_or(timeout, |left| left.min(timeout));
         let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
         let spec = spec.clone();
-        let locks = self.setup_locks.clone();
-        let id = native_id.to_owned();
         let outcome = blocking(move || {
             files::check_cwd(&fs_root, &cwd).map_err(invalid)?;
             let run = Run {
@@ -475,14 +471,8 @@ impl SandboxProvider for LocalProvider {
                 timeout: run_for,
                 max_output_bytes: spec.max_output_bytes,
             };
-            jail.run(
-                &fs_root,
-                meta.uid,
-                &run,
-                Some(&cancel),
-                locks.for_sandbox(&id),
-            )
-            .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
+            jail.run(&fs_root, meta.uid, &run, Some(&cancel))
+                .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
         })
         .await??;
         match outcome {

@@ -44,21 +44,3 @@ impl Drop for RunningGuard {
         self.running.lock().remove(&self.token);
     }
 }
-
-/// Striped locks that keep two commands of one sandbox from setting up at the same time
-/// (see `Jail::run`); commands of different sandboxes rarely share a stripe.
-pub(crate) struct SetupLocks([Mutex<()>; 64]);
-
-impl SetupLocks {
-    /// Unlocked stripes.
-    pub(crate) fn new() -> Self {
-        Self(std::array::from_fn(|_| Mutex::new(())))
-    }
-
-    /// The stripe of `native_id`.
-    pub(crate) fn for_sandbox(&self, native_id: &str) -> &Mutex<()> {
-        use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(native_id);
-        &self.0[(hash % 64) as usize]
-    }
-}

@@ -5,9 +5,15 @@
 //!   <native-id>/          one sandbox
 //!     meta.json           operation id, creation time, lifetime (written atomically, last)
 //!     fs/                 the sandbox's own root: workspace/, tmp/, whatever commands create
-//!   .probe/fs/            the root of the availability probe
+//!     setup.lock          held (flock) while a command of the sandbox is set up
+//!   .create.lock          held (flock) while a sandbox is created and picks its uid
+//!   .probe-<ulid>/fs/     the root of one process's availability probe (removed after it)
 //!   .trash/               sandboxes being deleted (renamed here first, then removed)
 //! ```
+//!
+//! The locks are advisory file locks, not in-process mutexes, so that several server
+//! processes sharing one root (replicas on one machine) never pick the same uid or set up two
+//! commands of one sandbox at once.
 //!
 //! A directory without `meta.json` is a create that did not finish: it is not a sandbox.
 
@@ -107,11 +113,30 @@ impl Store {
         self.dir(id).join(FS)
     }
 
-    /// The root used by the availability probe, owned by `uid`.
+    /// A fresh root for this process's availability probe, owned by `uid`: its own directory,
+    /// so probes of two processes starting at once never share mount points. Remove it with
+    /// [`Store::remove_probe`].
     pub(crate) fn probe_root(&self, uid: Option<u32>) -> std::io::Result<PathBuf> {
-        let dir = self.root.join(".probe").join(FS);
+        let dir = self
+            .root
+            .join(format!(".probe-{}", new_native_id()))
+            .join(FS);
         prepare_fs_root(&dir, uid)?;
         Ok(dir)
+    }
+
+    /// Removes a probe root made by [`Store::probe_root`] (its `fs` directory and parent).
+    pub(crate) fn remove_probe(&self, fs_root: &Path) {
+        if let Some(dir) = fs_root.parent()
+            && dir.parent() == Some(self.root.as_path())
+        {
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+
+    /// Holds the lock that serialises creates (and so the choice of uids) across processes.
+    pub(crate) fn lock_creates(&self) -> std::io::Result<FileLock> {
+        FileLock::exclusive(&self.root.join(".create.lock"))
     }
 
     /// Creates the directory tree of a new sandbox, then records `meta` (last, atomically).
@@ -197,6 +222,33 @@ impl Store {
             }
         }
     }
+}
+
+/// An exclusive advisory lock on a file, released when dropped (the file is closed).
+#[derive(Debug)]
+pub(crate) struct FileLock {
+    // Held only to keep the lock: closing the file releases it.
+    _file: fs::File,
+}
+
+impl FileLock {
+    /// Blocks until this process holds the lock on `path` (created, mode 0600, if missing).
+    pub(crate) fn exclusive(path: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(path)?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+        Ok(Self { _file: file })
+    }
+}
+
+/// The lock held while a command of the sandbox whose root is `fs_root` is set up.
+pub(crate) fn setup_lock_path(fs_root: &Path) -> PathBuf {
+    fs_root.with_file_name("setup.lock")
 }
 
 /// Makes a sandbox root: `workspace` (home and default cwd) and a sticky, world-writable

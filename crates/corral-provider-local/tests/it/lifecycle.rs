@@ -196,3 +196,59 @@ async fn a_running_command_ends_when_its_sandbox_expires() {
         "{exec:?}"
     );
 }
+
+/// Replicas on one machine may share a sandboxes root: their probes, uid choices and command
+/// setups must not collide (they are serialised by file locks, not in-process mutexes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_providers_sharing_a_root_start_together_and_never_share_a_uid_or_a_setup() {
+    let data = tempfile::tempdir().unwrap();
+    let root = data.path().join("sandboxes");
+    // Start-up: the two probes run at the same moment, several times over.
+    let mut pair = Vec::new();
+    for _ in 0..6 {
+        let (a, b) = (root.clone(), root.clone());
+        let (a, b) = tokio::join!(
+            tokio::task::spawn_blocking(move || LocalProvider::new(LocalConfig::new(a)).unwrap()),
+            tokio::task::spawn_blocking(move || LocalProvider::new(LocalConfig::new(b)).unwrap()),
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.unavailable_reason(), None);
+        assert_eq!(b.unavailable_reason(), None);
+        pair = vec![a, b];
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".probe"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "probe roots left behind: {leftovers:?}"
+    );
+
+    // Creates from both at once: every sandbox gets its own uid (as root; otherwise none).
+    let creates = (0..8).map(|i| create(&pair[i % 2], None));
+    let ids = futures::future::join_all(creates).await;
+    let uids: Vec<Option<u64>> = ids
+        .iter()
+        .map(|id| {
+            let meta: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(root.join(id).join("meta.json")).unwrap())
+                    .unwrap();
+            meta["uid"].as_u64()
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<_> = uids.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        uids.len(),
+        "two sandboxes share a uid: {uids:?}"
+    );
+
+    // Commands of one sandbox from both providers at once all set up and run.
+    let runs = (0..8).map(|i| sh(&pair[i % 2], &ids[0], "echo ok"));
+    for out in futures::future::join_all(runs).await {
+        assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, b"ok\n");
+    }
+}
