@@ -177,13 +177,11 @@ async fn two_replicas_on_one_postgres_schema_share_keys_idempotency_and_sandboxe
     // The CLI migrates the schema, writes the master key both replicas then read from the
     // shared data directory, and prints the only copy of the key.
     let (_project, key) = create_project(&data, db.url(), "replicas");
-    // One after the other: `local` probes namespaces at start-up in one fixed directory of
-    // its sandboxes root, so two processes starting at once on one root can fail each other's
-    // probe (and the loser's `local` stays unavailable). The migration race on an empty schema
-    // is the next test's; this one is about serving.
+    // Both at once on one sandboxes root: `local`'s probes and setups must not collide
+    // (the migration race on an empty schema is the next test's).
     let mut a = spawn(&data, db.url(), "a");
-    a.listening().await;
     let mut b = spawn(&data, db.url(), "b");
+    a.listening().await;
     b.listening().await;
     assert_ne!(a.base, b.base);
     let bases = [a.base.clone(), b.base.clone()];
