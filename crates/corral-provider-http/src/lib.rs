@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use corral_domain::Provider;
-use corral_provider::{CallContext, ProviderError, Result, excerpt};
+use corral_provider::{CallContext, ExposeSecret as _, ProviderError, Result, excerpt};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -164,7 +164,7 @@ impl ProviderHttp {
         if resp.status().is_success() {
             return Ok(resp);
         }
-        let failure = self.failure(resp).await;
+        let failure = self.failure(ctx, resp).await;
         Err(failure.error)
     }
 
@@ -193,10 +193,12 @@ impl ProviderHttp {
         if resp.status().is_success() {
             return Ok(resp);
         }
-        Err(self.failure(resp).await)
+        Err(self.failure(ctx, resp).await)
     }
 
-    async fn failure(&self, resp: Response) -> Failure {
+    /// Maps a non-2xx answer. The call's credential is scrubbed from the message, in case the
+    /// provider echoed it (the raw body stays in `Failure::body` for the adapter only).
+    async fn failure(&self, ctx: &CallContext, resp: Response) -> Failure {
         let status = resp.status();
         let headers = resp.headers().clone();
         let path = resp.url().path().to_owned();
@@ -204,8 +206,12 @@ impl ProviderHttp {
         let body = read_capped(self.provider, resp, 64 * 1024)
             .await
             .unwrap_or_default();
+        let mut error = map_status(self.provider, status, &headers, &body, &path);
+        if let Some(credential) = ctx.credential() {
+            error = error.redact(credential.expose_secret());
+        }
         Failure {
-            error: map_status(self.provider, status, &headers, &body, &path),
+            error,
             status: Some(status.as_u16()),
             body,
         }

@@ -117,3 +117,40 @@ fn multipart_bodies_round_trip_through_the_fake_parser() {
     assert_eq!(parts[0].data.as_ref(), content.as_slice());
     assert!(corral_provider_testkit::fake::parse_multipart("multipart/form-data", &body).is_none());
 }
+
+#[tokio::test]
+async fn a_credential_echoed_in_an_error_body_is_redacted() {
+    // Some APIs quote the key they refused; it must not travel into Corral's errors.
+    let router = Router::new().route(
+        "/echo",
+        get(|headers: axum::http::HeaderMap| async move {
+            let key = headers
+                .get("x-api-key")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            (
+                axum::http::StatusCode::UNAUTHORIZED,
+                format!("{{\"message\":\"invalid api key {key}\"}}"),
+            )
+        }),
+    );
+    let s = FakeServer::start(router).await;
+    let http = client(&s.base_url());
+    let secret = "sk-canary-echo-31337";
+    let ctx = CallContext::new(
+        Some(corral_provider::SecretString::from(secret)),
+        Default::default(),
+    );
+    let req = http
+        .request(Method::GET, "/echo")
+        .header("x-api-key", secret);
+    let err = http
+        .send_json::<serde_json::Value>(&ctx, req)
+        .await
+        .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(matches!(err, ProviderError::Unauthorized { .. }), "{shown}");
+    assert!(!shown.contains(secret), "{shown}");
+    assert!(shown.contains("invalid api key [redacted]"), "{shown}");
+}

@@ -204,6 +204,42 @@ impl ProviderError {
         )
     }
 
+    /// The same error with every occurrence of `secret` in its messages replaced by
+    /// `[redacted]`: a provider that echoes the credential in an error body must not carry it
+    /// into Corral's logs or error responses. Secrets shorter than 4 bytes are left alone
+    /// (they would match innocent text, and are not credentials).
+    pub fn redact(mut self, secret: &str) -> Self {
+        if secret.len() < 4 {
+            return self;
+        }
+        let scrub = |m: &mut String| {
+            if m.contains(secret) {
+                *m = m.replace(secret, "[redacted]");
+            }
+        };
+        match &mut self {
+            ProviderError::Unauthorized { message, .. }
+            | ProviderError::InvalidRequest { message, .. }
+            | ProviderError::Unavailable { message, .. }
+            | ProviderError::ServerError { message, .. }
+            | ProviderError::Protocol { message, .. }
+            | ProviderError::Unexpected { message, .. }
+            | ProviderError::FileOperation { message, .. } => scrub(message),
+            ProviderError::NotFound { resource, .. } => scrub(resource),
+            ProviderError::FileRefused { reason, .. }
+            | ProviderError::Unsupported { reason, .. } => scrub(reason),
+            ProviderError::MissingCredential { .. }
+            | ProviderError::MissingContext { .. }
+            | ProviderError::RateLimited { .. }
+            | ProviderError::TimedOutAfterSend { .. }
+            | ProviderError::CommandTimedOut { .. }
+            | ProviderError::FileNotFound { .. }
+            | ProviderError::ParentMissing { .. }
+            | ProviderError::FileTooLarge { .. } => {}
+        }
+        self
+    }
+
     /// The provider's `Retry-After`, where it sent one.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -272,6 +308,28 @@ mod tests {
                 message: String::new()
             }
             .may_have_been_applied()
+        );
+    }
+
+    #[test]
+    fn redact_scrubs_the_secret_from_every_message() {
+        let secret = "sk-canary-4242";
+        let e = ProviderError::Unauthorized {
+            provider: Provider::E2b,
+            message: format!("key {secret} is invalid ({secret})"),
+        }
+        .redact(secret);
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains(secret), "{shown}");
+        assert!(shown.contains("key [redacted] is invalid"), "{shown}");
+        let short = ProviderError::InvalidRequest {
+            provider: Provider::E2b,
+            message: "abc".into(),
+        }
+        .redact("ab");
+        assert_eq!(
+            short.to_string(),
+            "provider `e2b` rejected the request: abc"
         );
     }
 
