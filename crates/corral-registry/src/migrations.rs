@@ -16,15 +16,27 @@ struct Migration {
     up: &'static str,
 }
 
-const SQLITE: &[Migration] = &[Migration {
-    version: "0001_init",
-    up: include_str!("../migrations/sqlite/0001_init/up.sql"),
-}];
+const SQLITE: &[Migration] = &[
+    Migration {
+        version: "0001_init",
+        up: include_str!("../migrations/sqlite/0001_init/up.sql"),
+    },
+    Migration {
+        version: "0002_reconcile_attempted_at",
+        up: include_str!("../migrations/sqlite/0002_reconcile_attempted_at/up.sql"),
+    },
+];
 
-const POSTGRES: &[Migration] = &[Migration {
-    version: "0001_init",
-    up: include_str!("../migrations/postgres/0001_init/up.sql"),
-}];
+const POSTGRES: &[Migration] = &[
+    Migration {
+        version: "0001_init",
+        up: include_str!("../migrations/postgres/0001_init/up.sql"),
+    },
+    Migration {
+        version: "0002_reconcile_attempted_at",
+        up: include_str!("../migrations/postgres/0002_reconcile_attempted_at/up.sql"),
+    },
+];
 
 /// Every embedded version, in order (the same on both backends).
 pub fn versions() -> Vec<&'static str> {

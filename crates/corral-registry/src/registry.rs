@@ -858,8 +858,9 @@ impl Registry {
         })
     }
 
-    /// Creates still `pending` or `unknown` that were recorded before `older_than`, oldest
-    /// first, across projects (for the reconciler).
+    /// Creates still `pending` or `unknown` that were recorded before `older_than`, across
+    /// projects (for the reconciler): those never attempted first, oldest first, then the
+    /// longest since [`Registry::mark_reconcile_attempted`].
     pub async fn stale_creates(
         &self,
         older_than: Timestamp,
@@ -873,7 +874,17 @@ impl Registry {
                         .eq_any([CreateState::Pending.as_str(), CreateState::Unknown.as_str()]),
                 )
                 .filter(sandboxes::created_at.lt(before))
-                .order((sandboxes::created_at.asc(), sandboxes::id.asc()))
+                // Least recently attempted first, so records the reconciler cannot settle
+                // rotate to the back instead of filling every batch forever. A stamp column
+                // rather than an in-memory cursor: the rotation survives restarts and is
+                // shared by replicas. `IS NOT NULL` ascending is `NULLS FIRST` spelled the
+                // same on SQLite and PostgreSQL (whose own default puts NULLs last).
+                .order((
+                    sandboxes::reconcile_attempted_at.is_not_null().asc(),
+                    sandboxes::reconcile_attempted_at.asc(),
+                    sandboxes::created_at.asc(),
+                    sandboxes::id.asc(),
+                ))
                 .limit(i64::from(limit))
                 .select(SandboxRow::as_select())
                 .load(c)
@@ -881,5 +892,26 @@ impl Registry {
                 .map_err(db_error)
         })?;
         rows.into_iter().map(SandboxRow::into_record).collect()
+    }
+
+    /// Records that the reconciler just tried to settle this create (whatever came of it), so
+    /// [`Registry::stale_creates`] hands it out after the ones tried longer ago. Leaves
+    /// `updated_at` alone: the reconcile grace period counts from that. A record that is gone
+    /// is not an error.
+    pub async fn mark_reconcile_attempted(&self, project: ProjectId, id: SandboxId) -> Result<()> {
+        let (project, id) = (project.to_string(), id.to_string());
+        let now = to_micros(self.db.now());
+        run!(self, |c| {
+            diesel::update(
+                sandboxes::table
+                    .filter(sandboxes::project_id.eq(&project))
+                    .filter(sandboxes::id.eq(&id)),
+            )
+            .set(sandboxes::reconcile_attempted_at.eq(Some(now)))
+            .execute(c)
+            .await
+            .map_err(db_error)
+        })?;
+        Ok(())
     }
 }

@@ -58,6 +58,7 @@ diesel::table! {
         created_at -> BigInt,
         updated_at -> BigInt,
         deleted_at -> Nullable<BigInt>,
+        reconcile_attempted_at -> Nullable<BigInt>,
     }
 }
 

@@ -1,11 +1,16 @@
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::TimeDelta;
 use corral_domain::{
     CredentialSource, OperationId, Provider, SandboxId, SandboxMetadata, SandboxStatus,
 };
 use corral_registry::testing::TestDb;
-use corral_registry::{CreateState, NewSandbox, ProjectId, RegistryError, SandboxRecord};
+use corral_registry::{
+    Clock, CreateState, ManualClock, MasterKey, NewSandbox, ProjectId, Registry, RegistryError,
+    SandboxRecord,
+};
 
 use crate::{on_both_backends, registry};
 
@@ -14,6 +19,7 @@ on_both_backends!(sandboxes:
     tombstoning_is_idempotent_and_freezes_the_record,
     pagination_visits_ten_thousand_records_once_newest_first_with_tombstones,
     a_malformed_cursor_or_limit_is_a_typed_error,
+    stale_creates_hand_out_the_least_recently_attempted_first,
 );
 
 fn metadata() -> SandboxMetadata {
@@ -321,4 +327,61 @@ pub(crate) async fn a_malformed_cursor_or_limit_is_a_typed_error(db: &TestDb) {
             Err(RegistryError::InvalidInput { .. })
         ));
     }
+}
+
+/// Never-attempted creates come first (oldest first), then the ones attempted longest ago; an
+/// attempt leaves `updated_at` (the grace period's start) alone.
+pub(crate) async fn stale_creates_hand_out_the_least_recently_attempted_first(db: &TestDb) {
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let c: Arc<dyn Clock> = clock.clone();
+    let reg = Registry::new(
+        db.connect_with(db.config(), c).await,
+        MasterKey::generate().unwrap(),
+    );
+    let p = reg.create_project("p").await.unwrap().id;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = SandboxId::new(Provider::Daytona);
+        reg.insert_sandbox(NewSandbox {
+            id,
+            project_id: p,
+            metadata: metadata(),
+        })
+        .await
+        .unwrap();
+        reg.set_create_state(p, id, CreateState::Unknown)
+            .await
+            .unwrap();
+        ids.push(id);
+        clock.advance(Duration::from_millis(1));
+    }
+    let [a, b, c] = [ids[0], ids[1], ids[2]];
+    let stale = async |limit: u32| -> Vec<SandboxId> {
+        let cutoff = reg.database().now();
+        let records = reg.stale_creates(cutoff, limit).await.unwrap();
+        records.into_iter().map(|r| r.id).collect()
+    };
+    assert_eq!(stale(2).await, [a, b]);
+
+    let before = reg.sandbox(p, a).await.unwrap().unwrap();
+    reg.mark_reconcile_attempted(p, a).await.unwrap();
+    let after = reg.sandbox(p, a).await.unwrap().unwrap();
+    assert_eq!(
+        after.updated_at, before.updated_at,
+        "an attempt is not an update"
+    );
+    assert_eq!(stale(2).await, [b, c]);
+    assert_eq!(stale(3).await, [b, c, a]);
+
+    // Attempted later than `a`: now `a` is the one waiting longest.
+    clock.advance(Duration::from_millis(1));
+    reg.mark_reconcile_attempted(p, c).await.unwrap();
+    clock.advance(Duration::from_millis(1));
+    reg.mark_reconcile_attempted(p, b).await.unwrap();
+    assert_eq!(stale(3).await, [a, c, b]);
+
+    // A record that is gone is not an error.
+    reg.mark_reconcile_attempted(p, SandboxId::new(Provider::Daytona))
+        .await
+        .unwrap();
 }
