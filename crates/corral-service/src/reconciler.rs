@@ -45,6 +45,16 @@ impl Service {
         };
         for rec in stale {
             self.reconcile_record(&rec, &mut report).await;
+            // Settled or not, it goes to the back of the next batches: records that can never
+            // be settled here (an inline credential is never stored) would otherwise fill
+            // every batch and starve newer ones. `updated_at` is not touched, so the grace
+            // period still runs from when the answer was lost.
+            if let Err(e) = registry
+                .mark_reconcile_attempted(rec.project_id, rec.id)
+                .await
+            {
+                tracing::warn!(error = %e, "reconciler: cannot record the attempt");
+            }
         }
         self.reconcile_keys(&mut report).await;
         // Completed keys past retention are new again anyway (a claim replaces them); reaping

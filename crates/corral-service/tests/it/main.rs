@@ -4,4 +4,5 @@
 mod create;
 mod races;
 mod sandboxes;
+mod starvation;
 mod support;
