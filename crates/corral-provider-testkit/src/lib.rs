@@ -16,6 +16,7 @@
 //! provider's filesystem layout and works against real providers as well as fakes.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // Test code: panics are the reports.
 
+pub mod counting;
 pub mod fake;
 pub mod faults;
 pub mod host_shell;

@@ -12,7 +12,7 @@ use corral_service::bridge::BridgeGuard;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::support::{Providers, Scripted, World, post, send};
+use crate::support::{Counting, Providers, World, post, send};
 
 async fn canary() -> (TcpListener, u16) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -70,7 +70,7 @@ async fn loopback_private_metadata_and_odd_spellings_are_refused() {
 #[actix_web::test]
 async fn a_refused_bridge_url_never_reaches_the_provider_or_the_address() {
     let (listener, port) = canary().await;
-    let bridge = Arc::new(Scripted::new(Provider::Cloudflare));
+    let bridge = Arc::new(Counting::new(Provider::Cloudflare, false));
     let b2 = bridge.clone();
     let w = World::with(
         move |_| {

@@ -12,11 +12,11 @@ use corral_registry::{Database, DatabaseConfig, ProfileInput, Verification};
 use corral_service::ServiceConfig;
 use serde_json::json;
 
-use crate::support::{Providers, Scripted, World, delete, get, post, send};
+use crate::support::{Counting, Providers, World, delete, get, post, send};
 
 /// `local` plus a scripted double posing as E2B (a provider that needs a credential).
-async fn world_with_scripted(config: ServiceConfig) -> (World, Arc<Scripted>) {
-    let scripted = Arc::new(Scripted::new(Provider::E2b));
+async fn world_with_scripted(config: ServiceConfig) -> (World, Arc<Counting>) {
+    let scripted = Arc::new(Counting::new(Provider::E2b, false));
     let s2 = scripted.clone();
     let w = World::with(
         move |_| {

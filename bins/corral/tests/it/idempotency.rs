@@ -9,16 +9,12 @@ use corral_provider::SandboxProvider;
 use corral_service::ServiceConfig;
 use serde_json::json;
 
-use crate::support::{Providers, Scripted, World, get, post, send};
+use crate::support::{Counting, Providers, World, get, post, send};
 
 /// A world whose `local` is a scripted double (no credential needed, so the reconciler can
 /// act on it), with `gate` holding creates when set.
-async fn scripted_local(gate: bool, config: ServiceConfig) -> (World, Arc<Scripted>) {
-    let mut s = Scripted::new(Provider::Local);
-    if gate {
-        s.gate = Some(Arc::new(tokio::sync::Semaphore::new(0)));
-    }
-    let s = Arc::new(s);
+async fn scripted_local(gate: bool, config: ServiceConfig) -> (World, Arc<Counting>) {
+    let s = Arc::new(Counting::new(Provider::Local, gate));
     let s2 = s.clone();
     let w = World::with(
         move |_| {
@@ -105,7 +101,7 @@ async fn a_duplicate_while_the_first_runs_is_in_progress_with_retry_after() {
     let first = send(&app, keyed(&w, "k-2", json!({"provider": "local"})));
     let second = async {
         // Let the first claim the key and reach the provider.
-        while s.count("create") == 0 {
+        while s.count("create_arrived") == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let r = send(&app, keyed(&w, "k-2", json!({"provider": "local"}))).await;

@@ -19,7 +19,7 @@ use corral_service::ServiceConfig;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Providers, Scripted, World, delete, get, post, send};
+use crate::support::{Counting, Providers, World, delete, get, post, send};
 
 // ---------------------------------------------------------------------------------------------
 // The real binary.
@@ -416,10 +416,8 @@ fn keyed(w: &World, key: &str, body: Value) -> actix_web::test::TestRequest {
 
 #[actix_web::test]
 async fn on_postgres_a_keyed_create_is_in_progress_then_replays_and_conflicts_on_another_body() {
-    let mut s = Scripted::new(Provider::Local);
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    s.gate = Some(gate.clone());
-    let s = Arc::new(s);
+    let s = Arc::new(Counting::new(Provider::Local, true));
+    let gate = s.gate.clone().unwrap();
     let s2 = s.clone();
     let Some((_db, w)) = pg_world(
         "create_in_progress_replay_conflict",
@@ -437,7 +435,7 @@ async fn on_postgres_a_keyed_create_is_in_progress_then_replays_and_conflicts_on
     let app = test::init_service(corral::http::app(w.state.clone())).await;
     let first = send(&app, keyed(&w, "pg-1", json!({"provider": "local"})));
     let second = async {
-        while s.count("create") == 0 {
+        while s.count("create_arrived") == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let r = send(&app, keyed(&w, "pg-1", json!({"provider": "local"}))).await;

@@ -318,7 +318,7 @@ async fn id13_id14_a_create_whose_task_died_is_reconciled_once_its_lease_runs_ou
         ..Setup::default()
     })
     .await;
-    *w.double.panic_next_create.lock().unwrap() = true;
+    w.double.panic_on.lock().unwrap().push("create");
     let op = unknown_op(create(&w, "k").await);
     // Within the lease the key is still held.
     assert_eq!(
