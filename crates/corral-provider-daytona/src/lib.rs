@@ -159,23 +159,6 @@ fn minutes(seconds: u64) -> u64 {
     seconds.div_ceil(60)
 }
 
-fn file_error(path: &str, e: ProviderError) -> ProviderError {
-    match e {
-        ProviderError::NotFound { .. } => ProviderError::FileNotFound {
-            path: path.to_owned(),
-        },
-        ProviderError::InvalidRequest { message, .. } => ProviderError::FileRefused {
-            path: path.to_owned(),
-            reason: message,
-        },
-        ProviderError::ServerError { message, .. } => ProviderError::FileOperation {
-            path: path.to_owned(),
-            message,
-        },
-        other => other,
-    }
-}
-
 #[async_trait]
 impl SandboxProvider for DaytonaProvider {
     fn provider(&self) -> Provider {
@@ -302,7 +285,7 @@ impl SandboxProvider for DaytonaProvider {
             .client
             .download(ctx, &toolbox, path)
             .await
-            .map_err(|e| file_error(path, e))?;
+            .map_err(|e| e.for_file(path))?;
         read_file_body(P, resp, path, max_bytes).await
     }
 
@@ -331,7 +314,7 @@ impl SandboxProvider for DaytonaProvider {
         self.client
             .upload(ctx, &toolbox, path, content)
             .await
-            .map_err(|e| file_error(path, e))
+            .map_err(|e| e.for_file(path))
     }
 
     async fn find_by_operation_id(

@@ -263,23 +263,6 @@ impl E2bProvider {
     }
 }
 
-fn file_error(path: &str, e: ProviderError) -> ProviderError {
-    match e {
-        ProviderError::NotFound { .. } => ProviderError::FileNotFound {
-            path: path.to_owned(),
-        },
-        ProviderError::InvalidRequest { message, .. } => ProviderError::FileRefused {
-            path: path.to_owned(),
-            reason: message,
-        },
-        ProviderError::ServerError { message, .. } => ProviderError::FileOperation {
-            path: path.to_owned(),
-            message,
-        },
-        other => other,
-    }
-}
-
 #[async_trait]
 impl SandboxProvider for E2bProvider {
     fn provider(&self) -> Provider {
@@ -365,7 +348,7 @@ impl SandboxProvider for E2bProvider {
             .client
             .download(ctx, &envd, path)
             .await
-            .map_err(|e| file_error(path, e))?;
+            .map_err(|e| e.for_file(path))?;
         read_file_body(P, resp, path, max_bytes).await
     }
 
@@ -394,7 +377,7 @@ impl SandboxProvider for E2bProvider {
         self.client
             .upload(ctx, &envd, path, content)
             .await
-            .map_err(|e| file_error(path, e))?;
+            .map_err(|e| e.for_file(path))?;
         Ok(())
     }
 

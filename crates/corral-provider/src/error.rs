@@ -240,6 +240,24 @@ impl ProviderError {
         self
     }
 
+    /// Reads an error from a file endpoint as a file error about `path`: the provider's 404 is
+    /// the file missing (not the sandbox), a 4xx refusal is the path refused, a server error
+    /// is the file operation failing; anything else is kept.
+    pub fn for_file(self, path: &str) -> Self {
+        let path = path.to_owned();
+        match self {
+            ProviderError::NotFound { .. } => ProviderError::FileNotFound { path },
+            ProviderError::InvalidRequest { message, .. } => ProviderError::FileRefused {
+                path,
+                reason: message,
+            },
+            ProviderError::ServerError { message, .. } => {
+                ProviderError::FileOperation { path, message }
+            }
+            other => other,
+        }
+    }
+
     /// The provider's `Retry-After`, where it sent one.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -331,6 +349,40 @@ mod tests {
             short.to_string(),
             "provider `e2b` rejected the request: abc"
         );
+    }
+
+    #[test]
+    fn errors_of_file_endpoints_become_file_errors() {
+        let p = Provider::E2b;
+        let nf = ProviderError::NotFound {
+            provider: p,
+            resource: "/files".into(),
+        }
+        .for_file("/a");
+        assert!(matches!(nf, ProviderError::FileNotFound { ref path } if path == "/a"));
+        let bad = ProviderError::InvalidRequest {
+            provider: p,
+            message: "is a dir".into(),
+        }
+        .for_file("/a");
+        assert!(
+            matches!(bad, ProviderError::FileRefused { ref reason, .. } if reason == "is a dir")
+        );
+        let five = ProviderError::ServerError {
+            provider: p,
+            status: 500,
+            message: "io".into(),
+        }
+        .for_file("/a");
+        assert!(
+            matches!(five, ProviderError::FileOperation { ref message, .. } if message == "io")
+        );
+        let kept = ProviderError::RateLimited {
+            provider: p,
+            retry_after: None,
+        }
+        .for_file("/a");
+        assert!(matches!(kept, ProviderError::RateLimited { .. }));
     }
 
     #[test]
