@@ -407,7 +407,7 @@ async fn execute(
     }
     let quoted: Vec<String> = argv
         .iter()
-        .map(|a| corral_provider::files_via_exec::shell_quote(a))
+        .map(|a| corral_provider::shell::shell_quote(a))
         .collect();
     let script = format!("exec 2>&1; exec {}", quoted.join(" "));
     match run_command(&script, &cwd, &envs, deadline, 16 << 20).await {

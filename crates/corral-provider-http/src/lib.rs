@@ -8,19 +8,29 @@
 //! [`ProviderError`] taxonomy in one place ([`map_status`], [`map_send_error`]), keeping the
 //! distinction that matters for creates: was the request sent (it may have been applied) or not.
 //!
-//! [`sse::SseParser`] decodes `text/event-stream` bodies incrementally.
+//! An adapter chooses once how its credential is presented ([`Auth`], via
+//! [`ProviderHttp::with_auth`]) and then builds every authorised request with
+//! [`ProviderHttp::authed`] (or [`ProviderHttp::authed_url`] for the provider's other hosts);
+//! listings are followed with [`collect_pages`]. [`sse::SseParser`] decodes
+//! `text/event-stream` bodies incrementally.
 
+mod auth;
+mod pages;
 pub mod sse;
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use corral_domain::Provider;
-use corral_provider::{CallContext, ExposeSecret as _, ProviderError, Result, excerpt};
+use corral_provider::{
+    CallContext, ExposeSecret as _, ProviderError, Result, SecretString, excerpt,
+};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 
+pub use auth::Auth;
+pub use pages::{Page, collect_pages};
 pub use reqwest;
 pub use url::Url;
 
@@ -33,8 +43,11 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// Characters of a provider's error body kept in an error message.
 const ERROR_EXCERPT_CHARS: usize = 300;
 
-/// Timeouts and caps of one provider's HTTP client.
-#[derive(Debug, Clone)]
+/// Timeouts and caps of one provider's HTTP client. In a configuration file it is the
+/// `[providers.<id>.http]` table: `connect_timeout_seconds`, `request_timeout_seconds`,
+/// `max_response_bytes`, each optional.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(try_from = "HttpSettings", into = "HttpSettings")]
 pub struct HttpConfig {
     /// TCP/TLS connect timeout.
     pub connect_timeout: Duration,
@@ -54,6 +67,51 @@ impl Default for HttpConfig {
     }
 }
 
+/// `[providers.<id>.http]` as written.
+#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+struct HttpSettings {
+    connect_timeout_seconds: Option<u64>,
+    request_timeout_seconds: Option<u64>,
+    max_response_bytes: Option<usize>,
+}
+
+impl From<HttpConfig> for HttpSettings {
+    fn from(c: HttpConfig) -> Self {
+        HttpSettings {
+            connect_timeout_seconds: Some(c.connect_timeout.as_secs().max(1)),
+            request_timeout_seconds: Some(c.request_timeout.as_secs().max(1)),
+            max_response_bytes: Some(c.max_response_bytes),
+        }
+    }
+}
+
+impl TryFrom<HttpSettings> for HttpConfig {
+    type Error = String;
+
+    fn try_from(s: HttpSettings) -> std::result::Result<Self, String> {
+        let d = HttpConfig::default();
+        let positive = |name: &str, v: Option<u64>, default: Duration| match v {
+            Some(0) => Err(format!("`{name}` must be at least 1")),
+            Some(n) => Ok(Duration::from_secs(n)),
+            None => Ok(default),
+        };
+        Ok(HttpConfig {
+            connect_timeout: positive(
+                "connect_timeout_seconds",
+                s.connect_timeout_seconds,
+                d.connect_timeout,
+            )?,
+            request_timeout: positive(
+                "request_timeout_seconds",
+                s.request_timeout_seconds,
+                d.request_timeout,
+            )?,
+            max_response_bytes: s.max_response_bytes.unwrap_or(d.max_response_bytes),
+        })
+    }
+}
+
 /// One provider's HTTP client and base URL.
 #[derive(Debug, Clone)]
 pub struct ProviderHttp {
@@ -61,6 +119,7 @@ pub struct ProviderHttp {
     client: reqwest::Client,
     base: Url,
     config: HttpConfig,
+    auth: Auth,
 }
 
 impl ProviderHttp {
@@ -84,7 +143,56 @@ impl ProviderHttp {
             client,
             base,
             config,
+            auth: Auth::Bearer,
         })
+    }
+
+    /// Presents the call's credential as `auth` on every [`ProviderHttp::authed`] request
+    /// (default: bearer).
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// A request to `base` + `path` carrying the call's credential (`MissingCredential` when
+    /// the call has none).
+    pub fn authed(&self, ctx: &CallContext, method: Method, path: &str) -> Result<RequestBuilder> {
+        self.authed_url(ctx, method, self.url(path))
+    }
+
+    /// As [`ProviderHttp::authed`], with `query` pairs appended (form-encoded).
+    pub fn authed_query(
+        &self,
+        ctx: &CallContext,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<RequestBuilder> {
+        self.authed_url(ctx, method, with_query(self.url(path), query))
+    }
+
+    /// A request to `url` carrying the call's credential, for a provider's other hosts that
+    /// take the same credential (Daytona's toolbox). Never for a host a caller chose.
+    pub fn authed_url(
+        &self,
+        ctx: &CallContext,
+        method: Method,
+        url: Url,
+    ) -> Result<RequestBuilder> {
+        let secret = ctx.require_credential(self.provider)?;
+        Ok(self.auth.request(&self.client, method, url, secret))
+    }
+
+    /// A request to `url` carrying a token that is not the call's credential (E2B's envd
+    /// access token, Together's in-VM agent token), presented as `auth`.
+    pub fn with_token(
+        &self,
+        method: Method,
+        url: Url,
+        auth: Auth,
+        token: &SecretString,
+    ) -> RequestBuilder {
+        auth.request(&self.client, method, url, token)
     }
 
     /// The provider this client talks to.
@@ -254,6 +362,19 @@ impl ProviderHttp {
         req: RequestBuilder,
     ) -> Result<T> {
         let body = self.send_bytes(ctx, req).await?;
+        parse_json(self.provider, &body)
+    }
+
+    /// As [`ProviderHttp::send_json`], but the whole exchange may take `limit` (see
+    /// [`ProviderHttp::send_with_timeout`]): for calls that wait on a command.
+    pub async fn send_json_within<T: DeserializeOwned>(
+        &self,
+        ctx: &CallContext,
+        req: RequestBuilder,
+        limit: Duration,
+    ) -> Result<T> {
+        let resp = self.send_with_timeout(ctx, req, limit).await?;
+        let body = read_capped(self.provider, resp, self.config.max_response_bytes).await?;
         parse_json(self.provider, &body)
     }
 

@@ -15,11 +15,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
+use corral_provider::{CallContext, SecretString};
+use corral_provider_http::HttpConfig;
 use corral_provider_testkit::fake::FakeServer;
+use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
 
@@ -261,12 +265,109 @@ pub fn router(api_key: &str) -> Router {
     Router::new().nest("/api", api)
 }
 
-/// Serves [`router`] on a loopback port; the adapter's base URL is `server.base_url() + "/api"`.
-pub async fn start(api_key: &str) -> FakeServer {
-    FakeServer::start(router(api_key)).await
+/// The API key the fake accepts.
+pub const API_KEY: &str = "morph_fake_key_0123";
+/// The snapshot [`Fake::config`] boots when a create names none.
+pub const SNAPSHOT: &str = "snapshot_corraltest";
+
+/// Morph's API served on a loopback port, accepting [`API_KEY`].
+pub struct Fake {
+    server: FakeServer,
 }
 
-/// The base URL to give [`crate::MorphConfig::base_url`] for a fake served by [`start`].
-pub fn base_url(server: &FakeServer) -> String {
-    format!("{}/api", server.base_url())
+impl Fake {
+    /// Starts the fake.
+    pub async fn start() -> Self {
+        Self {
+            server: FakeServer::start(router(API_KEY)).await,
+        }
+    }
+
+    /// The HTTP server: request log and fault injection.
+    pub fn server(&self) -> &FakeServer {
+        &self.server
+    }
+
+    /// The adapter's base URL: the server's address plus Morph's `/api` prefix.
+    pub fn base_url(&self) -> String {
+        format!("{}/api", self.server.base_url())
+    }
+
+    /// The adapter's configuration pointed at the fake, booting [`SNAPSHOT`] by default.
+    pub fn config(&self) -> crate::MorphConfig {
+        crate::MorphConfig {
+            base_url: self.base_url(),
+            default_snapshot_id: Some(SNAPSHOT.into()),
+            ..Default::default()
+        }
+    }
+
+    /// A call context carrying [`API_KEY`].
+    pub fn context(&self) -> CallContext {
+        CallContext::new(
+            Some(SecretString::from(API_KEY)),
+            ProviderContext::default(),
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl Harness for Fake {
+    type Adapter = crate::MorphProvider;
+
+    async fn start() -> Self {
+        Fake::start().await
+    }
+
+    fn server(&self) -> &FakeServer {
+        &self.server
+    }
+
+    fn base_url(&self) -> String {
+        Fake::base_url(self)
+    }
+
+    fn config_at(&self, base_url: &str, http: HttpConfig) -> crate::MorphConfig {
+        crate::MorphConfig {
+            base_url: base_url.to_owned(),
+            http,
+            ..self.config()
+        }
+    }
+
+    fn context(&self) -> CallContext {
+        Fake::context(self)
+    }
+
+    fn create_call() -> (Method, &'static str) {
+        (Method::POST, "/api/instance")
+    }
+
+    fn get_call() -> (Method, &'static str) {
+        (Method::GET, "/api/instance/")
+    }
+
+    fn unknown_id() -> &'static str {
+        "morphvm_nope"
+    }
+
+    /// `CORRAL_LIVE_MORPH_API_KEY` and `CORRAL_LIVE_MORPH_SNAPSHOT_ID` (the snapshot to boot).
+    fn live() -> Result<(crate::MorphConfig, CallContext, CreateSandboxRequest), String> {
+        let (Ok(key), Ok(snapshot)) = (
+            std::env::var("CORRAL_LIVE_MORPH_API_KEY"),
+            std::env::var("CORRAL_LIVE_MORPH_SNAPSHOT_ID"),
+        ) else {
+            return Err("CORRAL_LIVE_MORPH_API_KEY and CORRAL_LIVE_MORPH_SNAPSHOT_ID".into());
+        };
+        let config = crate::MorphConfig {
+            default_snapshot_id: Some(snapshot),
+            ..crate::MorphConfig::default()
+        };
+        let ctx = CallContext::new(Some(SecretString::from(key)), ProviderContext::default());
+        Ok((
+            config,
+            ctx,
+            CreateSandboxRequest::standard(Provider::Morph, None, None),
+        ))
+    }
 }

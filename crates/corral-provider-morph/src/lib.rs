@@ -38,10 +38,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
-use corral_provider::files_via_exec::{self, shell_quote};
+use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
-    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
-    Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
+    ProviderError, Result, SandboxProvider, files_via_exec,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp};
 
@@ -61,14 +61,17 @@ const KILL_GRACE_SECONDS: u64 = 5;
 /// `timeout` fires first; this only covers a provider that never answers).
 const CLIENT_GRACE: Duration = Duration::from_secs(30);
 
-/// How to reach Morph Cloud.
-#[derive(Debug, Clone)]
+/// How to reach Morph Cloud: `[providers.morph]` in the server's configuration.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MorphConfig {
     /// API base URL (`https://cloud.morph.so/api`).
     pub base_url: String,
     /// Timeouts and caps.
     pub http: HttpConfig,
-    /// Snapshot to start from when a request has no `image` (none: `image` is required).
+    /// Snapshot to start from when a request has no `image` (none: `image` is required);
+    /// `default_image` in the configuration file.
+    #[serde(rename = "default_image")]
     pub default_snapshot_id: Option<String>,
 }
 
@@ -92,9 +95,12 @@ pub struct MorphProvider {
 
 const P: Provider = Provider::Morph;
 
-impl MorphProvider {
-    /// A provider for `config` (fails only on an unusable base URL).
-    pub fn new(config: MorphConfig) -> Result<Self> {
+impl Adapter for MorphProvider {
+    const PROVIDER: Provider = P;
+    type Config = MorphConfig;
+
+    /// Fails only on an unusable base URL.
+    fn from_config(config: MorphConfig) -> Result<Self> {
         let http = ProviderHttp::new(P, &config.base_url, config.http)?;
         Ok(Self {
             client: client::Client::new(http),
@@ -114,27 +120,6 @@ fn observed(instance: api::Instance) -> ObservedSandbox {
         native_id: instance.id,
         operation_id,
     }
-}
-
-/// The script `sh -c` runs: cwd and env applied by the shell, then the command.
-fn shell_script(spec: &ExecSpec) -> Result<String> {
-    let mut script = String::new();
-    if let Some(cwd) = &spec.cwd {
-        script.push_str(&format!("cd -- {} || exit 1\n", shell_quote(cwd)));
-    }
-    for (name, value) in &spec.env {
-        let valid = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            return Err(ProviderError::InvalidRequest {
-                provider: P,
-                message: format!("environment variable name `{name}` is not a shell name"),
-            });
-        }
-        script.push_str(&format!("export {name}={}\n", shell_quote(value)));
-    }
-    script.push_str(&spec.command);
-    Ok(script)
 }
 
 /// Runs `inner` in a subshell with its streams in temporary files, then prints at most
@@ -170,7 +155,7 @@ fn exec_argv(spec: &ExecSpec) -> Result<Vec<String>> {
         secs.max(1).to_string(),
         "sh".into(),
         "-c".into(),
-        with_output_cap(&shell_script(spec)?, spec.max_output_bytes),
+        with_output_cap(&shell::script(P, spec)?, spec.max_output_bytes),
     ])
 }
 
@@ -191,7 +176,6 @@ impl SandboxProvider for MorphProvider {
     }
 
     async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
-        let key = ctx.require_credential(P)?;
         let snapshot_id = spec
             .request
             .image()
@@ -210,26 +194,16 @@ impl SandboxProvider for MorphProvider {
             // Explicit, although it is Morph's default: Corral's lifetime ends the sandbox.
             ttl_action: spec.timeout_seconds.map(|_| api::TtlAction::Stop),
         };
-        let instance = self
-            .client
-            .start_instance(ctx, key, &snapshot_id, &body)
-            .await?;
+        let instance = self.client.start_instance(ctx, &snapshot_id, &body).await?;
         Ok(observed(instance))
     }
 
     async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
-        let key = ctx.require_credential(P)?;
-        Ok(observed(
-            self.client.get_instance(ctx, key, native_id).await?,
-        ))
+        Ok(observed(self.client.get_instance(ctx, native_id).await?))
     }
 
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
-        let key = ctx.require_credential(P)?;
-        match self.client.delete_instance(ctx, key, native_id).await {
-            Ok(()) | Err(ProviderError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.client.delete_instance(ctx, native_id).await
     }
 
     async fn exec(
@@ -238,14 +212,13 @@ impl SandboxProvider for MorphProvider {
         native_id: &str,
         spec: &ExecSpec,
     ) -> Result<ExecOutput> {
-        let key = ctx.require_credential(P)?;
         let body = api::ExecRequest {
             command: vec![exec_command_line(spec)?],
         };
         let started = Instant::now();
         let answer = self
             .client
-            .exec(ctx, key, native_id, &body, spec.timeout + CLIENT_GRACE)
+            .exec(ctx, native_id, &body, spec.timeout + CLIENT_GRACE)
             .await;
         let past_deadline = started.elapsed() >= spec.timeout;
         match answer {
@@ -301,24 +274,13 @@ impl SandboxProvider for MorphProvider {
         ctx: &CallContext,
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
-        let key = ctx.require_credential(P)?;
         let wanted = operation_id.to_string();
         let list = self
             .client
-            .list_instances(
-                ctx,
-                key,
-                &[(OPERATION_ID_METADATA_KEY.to_owned(), wanted.clone())],
-            )
+            .list_instances(ctx, &[(OPERATION_ID_METADATA_KEY.to_owned(), wanted)])
             .await?;
-        // The filter is the provider's; check it again so a provider that ignored it cannot
-        // make Corral adopt another operation's instance.
-        Ok(list
-            .data
-            .into_iter()
-            .filter(|i| i.metadata.get(OPERATION_ID_METADATA_KEY) == Some(&wanted))
-            .map(observed)
-            .collect())
+        // The tag is checked again by the contract wrapper (`corral_provider::Contracted`).
+        Ok(list.data.into_iter().map(observed).collect())
     }
 }
 

@@ -40,7 +40,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
-use corral_provider::files_via_exec::{check_write_target, explain_read_failure, shell_quote};
+use corral_provider::files_via_exec::{check_write_target, explain_read_failure};
+use corral_provider::shell::shell_quote;
 use corral_provider::{
     CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
     Result, SandboxProvider,

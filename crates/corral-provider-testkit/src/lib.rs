@@ -19,9 +19,11 @@
 pub mod counting;
 pub mod fake;
 pub mod faults;
+pub mod harness;
 pub mod host_shell;
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use corral_domain::{CreateSandboxRequest, OperationId, OutputStreams, SandboxStatus};
@@ -35,6 +37,8 @@ pub struct Conformance<'a> {
     ctx: CallContext,
     request: CreateSandboxRequest,
     ready_within: Duration,
+    /// Native ids this suite created, for [`Conformance::delete_created`].
+    created: Mutex<Vec<String>>,
 }
 
 impl<'a> Conformance<'a> {
@@ -46,6 +50,7 @@ impl<'a> Conformance<'a> {
             ctx: CallContext::anonymous(),
             request: CreateSandboxRequest::standard(provider.provider(), None, None),
             ready_within: Duration::from_secs(30),
+            created: Mutex::default(),
         }
     }
 
@@ -73,7 +78,7 @@ impl<'a> Conformance<'a> {
 
     /// Runs every scenario, each in its own sandbox.
     pub async fn run_all(&self) {
-        self.capabilities_are_valid();
+        self.capabilities_are_valid().await;
         self.create_get_find_delete().await;
         self.exec_reports_streams_and_exit_code().await;
         self.exec_honours_advertised_cwd_and_env().await;
@@ -83,7 +88,7 @@ impl<'a> Conformance<'a> {
     }
 
     /// Capabilities pass the spec's invariants and name this provider.
-    pub fn capabilities_are_valid(&self) {
+    pub async fn capabilities_are_valid(&self) {
         let caps = self.provider.capabilities();
         assert_eq!(
             caps.provider,
@@ -113,6 +118,10 @@ impl<'a> Conformance<'a> {
             "{}: empty native id",
             self.name()
         );
+        self.created
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(created.native_id.clone());
         assert!(
             matches!(
                 created.status,
@@ -124,6 +133,23 @@ impl<'a> Conformance<'a> {
         );
         self.wait_running(&created.native_id).await;
         (created.native_id, spec.operation_id)
+    }
+
+    /// Deletes every sandbox this suite created (those already deleted included: deleting
+    /// what is gone is not an error), reporting failures on stderr: the live test's clean-up,
+    /// run even when a scenario failed.
+    pub async fn delete_created(&self) {
+        let ids = std::mem::take(
+            &mut *self
+                .created
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for id in ids {
+            if let Err(e) = self.provider.delete(&self.ctx, &id).await {
+                eprintln!("{}: could not delete sandbox {id}: {e}", self.name());
+            }
+        }
     }
 
     async fn wait_running(&self, native_id: &str) {

@@ -25,7 +25,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
-use corral_provider::files_via_exec::shell_quote;
+use corral_provider::shell::shell_quote;
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};

@@ -26,7 +26,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use corral_provider::files_via_exec::shell_quote;
+use corral_provider::shell::shell_quote;
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use futures::StreamExt as _;

@@ -19,10 +19,7 @@ const EXIT_NOT_FILE: i32 = 102;
 const EXIT_IO: i32 = 103;
 const EXIT_TOO_LARGE: i32 = 104;
 
-/// Quotes `s` for a POSIX shell: a single-quoted word with embedded quotes escaped.
-pub fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
+use crate::shell::shell_quote;
 
 fn output_excerpt(out: &crate::ExecOutput) -> String {
     let mut text = String::from_utf8_lossy(&out.stderr).into_owned();

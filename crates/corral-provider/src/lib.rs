@@ -12,12 +12,20 @@
 //! [`ProviderError::may_have_been_applied`]), which decides whether a failed create is a clean
 //! failure or an outcome to reconcile.
 //!
-//! Providers with no file API implement `read_file`/`write_file` with [`files_via_exec`].
+//! Providers with no file API implement `read_file`/`write_file` with [`files_via_exec`];
+//! [`shell`] and [`files`] hold the command-line and path rules adapters share. An adapter crate
+//! exposes its provider as an [`Adapter`] (id, serde configuration, constructor), and the
+//! server wraps every adapter in [`Contracted`], which applies the rules every adapter shares
+//! (delete of an unknown sandbox is `Ok`, operation tags re-checked, per-call metrics).
 
+mod adapter;
 mod context;
+pub mod contract;
 mod error;
+pub mod files;
 pub mod files_via_exec;
 mod output;
+pub mod shell;
 
 use async_trait::async_trait;
 use corral_domain::{
@@ -26,7 +34,9 @@ use corral_domain::{
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use adapter::Adapter;
 pub use context::CallContext;
+pub use contract::{CallObserver, Contracted};
 pub use error::{ProviderError, Result, excerpt};
 pub use output::CappedOutput;
 pub use secrecy::{ExposeSecret, SecretString};

@@ -7,8 +7,8 @@ use crate::{KEY, setup};
 
 #[tokio::test]
 async fn fake_rejects_missing_snapshot_wrong_ttl_types_unknown_actions_and_bad_auth() {
-    let (server, _) = setup().await;
-    let url = format!("{}/api/instance", server.base_url());
+    let (fake, _) = setup().await;
+    let url = format!("{}/instance", fake.base_url());
     let client = Client::new();
     let post = |query: &'static str, body: serde_json::Value| {
         client

@@ -1,41 +1,29 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
-//! Morph adapter against its loopback fake.
+//! Morph adapter against its loopback fake: the shared suites through the harness, then
+//! Morph's own traps.
 
-mod conformance;
 mod fake_checks;
 mod faults;
-mod live;
 mod traps;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
-use corral_provider::{CallContext, CreateSpec, SandboxProvider, SecretString};
-use corral_provider_http::HttpConfig;
-use corral_provider_morph::{MorphConfig, MorphProvider};
-use corral_provider_testkit::fake::FakeServer;
+use corral_provider::{Adapter, CallContext, CreateSpec, SandboxProvider, SecretString};
+use corral_provider_morph::MorphProvider;
+use corral_provider_morph::fake::{self, Fake};
 
-pub(crate) const KEY: &str = "morph_test_key_0123";
-pub(crate) const SNAPSHOT: &str = "snapshot_corraltest";
+pub(crate) const KEY: &str = fake::API_KEY;
+pub(crate) const SNAPSHOT: &str = fake::SNAPSHOT;
+
+corral_provider_testkit::adapter_tests!(corral_provider_morph::fake::Fake);
 
 pub(crate) fn ctx() -> CallContext {
     CallContext::new(Some(SecretString::from(KEY)), ProviderContext::default())
 }
 
-pub(crate) fn provider_at(base_url: String, http: HttpConfig) -> MorphProvider {
-    MorphProvider::new(MorphConfig {
-        base_url,
-        http,
-        default_snapshot_id: Some(SNAPSHOT.into()),
-    })
-    .unwrap()
-}
-
-pub(crate) async fn setup() -> (FakeServer, MorphProvider) {
-    let server = corral_provider_morph::fake::start(KEY).await;
-    let provider = provider_at(
-        corral_provider_morph::fake::base_url(&server),
-        HttpConfig::default(),
-    );
-    (server, provider)
+pub(crate) async fn setup() -> (Fake, MorphProvider) {
+    let fake = Fake::start().await;
+    let provider = MorphProvider::from_config(fake.config()).unwrap();
+    (fake, provider)
 }
 
 pub(crate) fn spec(image: Option<&str>, timeout: Option<u64>) -> CreateSpec {

@@ -35,7 +35,8 @@ fn words(r: &corral_provider_testkit::fake::Recorded) -> (String, Vec<String>) {
 
 #[tokio::test]
 async fn create_sends_snapshot_query_ttl_seconds_stop_action_and_metadata_tag() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let s = spec(Some("snapshot_chosen"), Some(600));
     let created = provider.create(&ctx(), &s).await.unwrap();
     assert_eq!(created.operation_id, Some(s.operation_id));
@@ -58,7 +59,8 @@ async fn create_sends_snapshot_query_ttl_seconds_stop_action_and_metadata_tag() 
 
 #[tokio::test]
 async fn create_without_timeout_sends_no_ttl_and_uses_the_default_snapshot() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     provider.create(&ctx(), &spec(None, None)).await.unwrap();
     let r = &server.log().matching(&Method::POST, "/api/instance")[0];
     assert_eq!(
@@ -74,7 +76,8 @@ async fn create_without_timeout_sends_no_ttl_and_uses_the_default_snapshot() {
 
 #[tokio::test]
 async fn find_filters_the_listing_by_the_metadata_tag() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let s = spec(None, Some(60));
     let created = provider.create(&ctx(), &s).await.unwrap();
     provider
@@ -97,7 +100,8 @@ async fn find_filters_the_listing_by_the_metadata_tag() {
 
 #[tokio::test]
 async fn files_travel_through_exec_calls_only() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let id = running(&provider).await;
     server.log().clear();
     let dir = String::from_utf8(
@@ -141,7 +145,8 @@ async fn files_travel_through_exec_calls_only() {
 
 #[tokio::test]
 async fn exec_sends_one_shell_line_with_deadline_cwd_env_and_output_cap() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let id = running(&provider).await;
     server.log().clear();
     let mut spec = ExecSpec::new("pwd; printf %s \"$GREETING\"");
@@ -167,7 +172,7 @@ async fn exec_sends_one_shell_line_with_deadline_cwd_env_and_output_cap() {
 
 #[tokio::test]
 async fn an_expired_ttl_with_stop_leaves_no_instance_behind() {
-    let (_server, provider) = setup().await;
+    let (_fake, provider) = setup().await;
     let s = spec(None, Some(1));
     let created = provider.create(&ctx(), &s).await.unwrap();
     provider.get(&ctx(), &created.native_id).await.unwrap();
@@ -188,7 +193,7 @@ async fn an_expired_ttl_with_stop_leaves_no_instance_behind() {
 
 #[tokio::test]
 async fn exec_output_over_the_cap_is_cut_and_flagged_per_stream() {
-    let (_server, provider) = setup().await;
+    let (_fake, provider) = setup().await;
     let id = running(&provider).await;
     let mut spec = ExecSpec::new("yes 0123456789 | head -c 100000; yes e | head -c 5000 >&2");
     spec.max_output_bytes = 100;

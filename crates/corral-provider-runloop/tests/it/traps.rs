@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, SandboxStatus};
-use corral_provider::files_via_exec::shell_quote;
+use corral_provider::shell::shell_quote;
 use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider};
 use corral_provider_http::reqwest::Method;
 use corral_provider_runloop::fake::{self, FAKE_API_KEY};

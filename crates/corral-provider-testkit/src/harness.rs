@@ -1,0 +1,220 @@
+//! One harness per adapter: the few facts the shared suites need about an adapter and its
+//! fake, and [`adapter_tests!`](crate::adapter_tests), which turns them into one test per
+//! conformance scenario, one per fault scenario, and the opt-in live test.
+//!
+//! Each adapter implements it on its fake (`fake::Fake`, feature `fake`), so the adapter's own
+//! tests and the server's tests drive the same worlds:
+//!
+//! ```ignore
+//! // crates/corral-provider-morph/src/fake.rs
+//! #[async_trait::async_trait]
+//! impl Harness for Fake {
+//!     type Adapter = MorphProvider;
+//!     async fn start() -> Self { Fake::start().await }
+//!     /* server, config_at, context, calls, live … */
+//! }
+//!
+//! // crates/corral-provider-morph/tests/it/main.rs
+//! corral_provider_testkit::adapter_tests!(corral_provider_morph::fake::Fake);
+//! ```
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::http::Method;
+use corral_domain::CreateSandboxRequest;
+use corral_provider::contract::NoObserver;
+use corral_provider::{Adapter, CallContext, Contracted, SandboxProvider};
+use corral_provider_http::HttpConfig;
+use futures::FutureExt as _;
+
+use crate::Conformance;
+use crate::fake::FakeServer;
+use crate::faults::FaultSuite;
+
+/// An adapter's configuration.
+pub type ConfigOf<H> = <<H as Harness>::Adapter as Adapter>::Config;
+
+/// What the shared suites need to know about one adapter and its loopback fake.
+#[async_trait]
+pub trait Harness: Sized + Send + Sync + 'static {
+    /// The adapter under test.
+    type Adapter: Adapter;
+
+    /// Starts the adapter's fake on loopback (a fresh world per test).
+    async fn start() -> Self;
+
+    /// The fake's control-API server: its request log and fault injection.
+    fn server(&self) -> &FakeServer;
+
+    /// The base URL the adapter is pointed at: the server's address plus any API prefix.
+    fn base_url(&self) -> String {
+        self.server().base_url()
+    }
+
+    /// The adapter's configuration pointed at `base_url`, with `http` settings.
+    fn config_at(&self, base_url: &str, http: HttpConfig) -> ConfigOf<Self>;
+
+    /// A call context (credential and routing context) the fake accepts.
+    fn context(&self) -> CallContext;
+
+    /// The create request the suites send (default: no image, the default lifetime).
+    fn request(&self) -> CreateSandboxRequest {
+        CreateSandboxRequest::standard(<Self::Adapter as Adapter>::PROVIDER, None, None)
+    }
+
+    /// How long a new sandbox may stay `creating` in the conformance suite.
+    fn ready_within(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+
+    /// Called before each conformance scenario (e.g. to make the fake answer `creating`
+    /// first); nothing by default.
+    fn before_conformance(&self) {}
+
+    /// The create request's method and a substring of its path, for the fault suite.
+    fn create_call() -> (Method, &'static str);
+
+    /// The get request's method and a substring of its path, for the fault suite.
+    fn get_call() -> (Method, &'static str);
+
+    /// A native id the fake does not know.
+    fn unknown_id() -> &'static str;
+
+    /// A credential the fake rejects.
+    fn wrong_credential() -> &'static str {
+        "corral-wrong-credential"
+    }
+
+    /// The real provider's configuration, context and create request, read from environment
+    /// variables for the opt-in live test: `Err` names the variables to set.
+    fn live() -> Result<(ConfigOf<Self>, CallContext, CreateSandboxRequest), String>;
+
+    /// The adapter pointed at this fake, wrapped as the server wraps it.
+    fn provider(&self) -> Contracted {
+        contracted::<Self::Adapter>(self.config_at(&self.base_url(), HttpConfig::default()))
+    }
+
+    /// The conformance suite over `provider` with this harness's context and request.
+    fn conformance<'a>(&self, provider: &'a dyn SandboxProvider) -> Conformance<'a> {
+        self.before_conformance();
+        Conformance::new(provider)
+            .with_context(self.context())
+            .with_request(self.request())
+            .with_ready_within(self.ready_within())
+    }
+
+    /// The fault suite bound to this fake.
+    fn fault_suite(&self) -> FaultSuite<'_> {
+        let (create_method, create_path) = Self::create_call();
+        let (get_method, get_path) = Self::get_call();
+        FaultSuite::new(self.server(), self.base_url(), move |url: &str, http| {
+            contracted::<Self::Adapter>(self.config_at(url, http))
+        })
+        .with_context(self.context())
+        .with_request(self.request())
+        .create_call(create_method, create_path)
+        .get_call(get_method, get_path)
+        .unknown_id(Self::unknown_id())
+        .wrong_credential(Self::wrong_credential())
+    }
+}
+
+/// Builds the adapter from `config` and wraps it in the contract rules, as the server does.
+pub fn contracted<A: Adapter>(config: A::Config) -> Contracted {
+    let adapter = A::from_config(config)
+        .unwrap_or_else(|e| panic!("{}: the adapter cannot be built: {e}", A::PROVIDER));
+    Contracted::new(Arc::new(adapter), Arc::new(NoObserver))
+}
+
+/// The opt-in live test: runs the whole conformance suite against the real provider when
+/// [`Harness::live`] finds its variables, and deletes every sandbox it created even when a
+/// scenario fails. Without them it says so on stderr and passes.
+pub async fn run_live<H: Harness>() {
+    let (config, ctx, request) = match H::live() {
+        Ok(live) => live,
+        Err(missing) => {
+            eprintln!(
+                "skipped: the live {} test runs only with {missing} set",
+                H::Adapter::PROVIDER
+            );
+            return;
+        }
+    };
+    let provider = contracted::<H::Adapter>(config);
+    let suite = Conformance::new(&provider)
+        .with_context(ctx)
+        .with_request(request)
+        .with_ready_within(Duration::from_secs(300));
+    let outcome = AssertUnwindSafe(suite.run_all()).catch_unwind().await;
+    suite.delete_created().await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// One test per conformance scenario, one per fault scenario, and the opt-in live test, for
+/// the [`Harness`] named by a path that resolves anywhere (an adapter's `fake::Fake`), in a
+/// module `suite`:
+/// `suite::conformance::<scenario>`, `suite::faults::<scenario>`, `suite::live::…`.
+#[macro_export]
+macro_rules! adapter_tests {
+    ($harness:ty) => {
+        mod suite {
+        mod conformance {
+            $crate::adapter_tests!(@conformance $harness,
+                capabilities_are_valid,
+                create_get_find_delete,
+                exec_reports_streams_and_exit_code,
+                exec_honours_advertised_cwd_and_env,
+                exec_caps_output_and_deadline,
+                files_round_trip_utf8_and_binary,
+                files_report_missing_parent_and_missing_file,
+            );
+        }
+        mod faults {
+            $crate::adapter_tests!(@faults $harness,
+                rate_limit_carries_retry_after_and_was_not_applied,
+                server_error_on_create_may_have_been_applied,
+                timeout_after_create_was_sent_may_have_been_applied_and_is_found_again,
+                connection_refused_is_unavailable_and_not_applied,
+                slow_body_times_out_after_send,
+                oversized_body_is_a_protocol_error_that_may_have_been_applied,
+                malformed_body_is_a_protocol_error_that_may_have_been_applied,
+                wrong_credential_is_unauthorized_without_leaking_it,
+                missing_credential_is_refused_before_any_request,
+                unknown_sandbox_is_not_found_and_deleting_it_is_ok,
+            );
+        }
+        mod live {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn passes_the_conformance_suite_against_the_real_provider() {
+                $crate::harness::run_live::<$harness>().await;
+            }
+        }
+        }
+    };
+    (@conformance $harness:ty, $($scenario:ident,)+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                use $crate::harness::Harness as _;
+                let harness = <$harness>::start().await;
+                let provider = harness.provider();
+                harness.conformance(&provider).$scenario().await;
+            }
+        )+
+    };
+    (@faults $harness:ty, $($scenario:ident,)+) => {
+        $(
+            #[tokio::test]
+            async fn $scenario() {
+                use $crate::harness::Harness as _;
+                let harness = <$harness>::start().await;
+                harness.fault_suite().$scenario().await;
+            }
+        )+
+    };
+}
