@@ -24,14 +24,12 @@
 //!
 //! [providers]
 //! enabled = ["local", "e2b"]      # default: every provider compiled in
-//! [providers.e2b]
+//! [providers.e2b]                 # the adapter's own configuration type (`E2bConfig`, …)
 //! base_url = "http://127.0.0.1:9000"
-//! request_timeout_seconds = 60
-//! envd_url_template = "https://{port}-{sandboxID}.{domain}"   # e2b only
-//! [providers.daytona]
-//! toolbox_url = "https://proxy.app.daytona.io/toolbox"        # daytona only
+//! [providers.e2b.http]
+//! request_timeout_seconds = 60    # also connect_timeout_seconds, max_response_bytes
 //! [providers.morph]
-//! default_image = "snapshot_…"                                # morph, together
+//! default_image = "snapshot_…"
 //!
 //! [local]
 //! allow_network = false
@@ -40,6 +38,9 @@
 //! file_size_mib = 1024
 //! cpu_seconds = 600
 //! ```
+//!
+//! Each `[providers.<id>]` table is read by that adapter's configuration type, which documents
+//! its keys (`docs/providers/<id>.md`) and refuses unknown ones at start-up.
 //!
 //! Environment overrides: `CORRAL_PROVIDERS` (comma-separated), `CORRAL_PROVIDER_<ID>_BASE_URL`,
 //! `CORRAL_EXEC_DEADLINE_SECONDS`, `CORRAL_CREATE_WAIT_SECONDS`, `CORRAL_BRIDGE_ALLOW`
@@ -130,25 +131,9 @@ pub struct BridgeSection {
 pub struct ProvidersSection {
     /// Enabled providers; default every provider compiled in.
     pub enabled: Option<Vec<String>>,
-    /// `[providers.<id>]` sections.
+    /// `[providers.<id>]` tables, each read by its adapter's configuration type.
     #[serde(flatten)]
-    pub each: BTreeMap<String, ProviderSection>,
-}
-
-/// `[providers.<id>]`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderSection {
-    /// Base URL of the provider's API (tests point it at a fake).
-    pub base_url: Option<String>,
-    /// Whole-request timeout of the provider's HTTP client.
-    pub request_timeout_seconds: Option<u64>,
-    /// `e2b`: the envd URL template (`{port}`, `{sandboxID}`, `{domain}`).
-    pub envd_url_template: Option<String>,
-    /// `daytona`: the toolbox proxy URL used when a sandbox names none.
-    pub toolbox_url: Option<String>,
-    /// `morph`, `together`: the snapshot booted when a create has no `image`.
-    pub default_image: Option<String>,
+    pub each: BTreeMap<String, toml::Table>,
 }
 
 /// `[local]`.
@@ -196,8 +181,8 @@ pub struct Settings {
     pub bridge_allow: Vec<String>,
     /// Enabled providers.
     pub enabled: Vec<Provider>,
-    /// Per-provider sections.
-    pub providers: BTreeMap<String, ProviderSection>,
+    /// Per-provider tables, for the adapters' own configuration types.
+    pub providers: BTreeMap<String, toml::Table>,
     /// Local provider settings.
     pub local: LocalSection,
 }
@@ -301,13 +286,19 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
             p.as_str().to_ascii_uppercase()
         );
         if let Some(url) = env(&name) {
-            providers.entry(p.as_str().to_owned()).or_default().base_url = Some(url);
+            providers
+                .entry(p.as_str().to_owned())
+                .or_default()
+                .insert("base_url".into(), toml::Value::String(url));
         }
     }
     for key in providers.keys() {
-        if key.parse::<Provider>().is_err() {
+        let known = key
+            .parse::<Provider>()
+            .is_ok_and(|p| p != Provider::Local && crate::wiring::compiled_in().contains(&p));
+        if !known {
             return Err(ConfigError(format!(
-                "unknown provider section [providers.{key}]"
+                "unknown provider section [providers.{key}] (`local` is configured under [local])"
             )));
         }
     }
@@ -398,11 +389,11 @@ mod tests {
         assert!(parse("lisen = \"x\"").is_err());
         assert!(parse("[providers]\nenabled = [\"aws\"]").is_err());
         assert!(parse("[providers.aws]\nbase_url = \"http://x\"").is_err());
-        assert!(parse("[providers.e2b]\nbase_urll = \"http://x\"").is_err());
+        assert!(parse("[providers.local]\nroot = \"/x\"").is_err());
         let s = parse("[providers]\nenabled = [\"local\", \"e2b\"]\n[providers.e2b]\nbase_url = \"http://127.0.0.1:9\"\n[bridge]\nallow = [\"b.example:443\"]\n[limits]\nexec_deadline_seconds = 5").unwrap();
         assert_eq!(s.enabled, [Provider::Local, Provider::E2b]);
         assert_eq!(
-            s.providers["e2b"].base_url.as_deref(),
+            s.providers["e2b"]["base_url"].as_str(),
             Some("http://127.0.0.1:9")
         );
         assert_eq!(s.bridge_allow, ["b.example:443"]);

@@ -1,6 +1,5 @@
 //! The idempotency store's errors of meaning.
 
-use corral_errors::ErrorCode;
 use snafu::Snafu;
 
 /// What went wrong in the idempotency store, by meaning.
@@ -37,18 +36,6 @@ impl IdempotencyError {
     /// Whether retrying later (with the same key) may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(self, IdempotencyError::Unavailable { .. })
-    }
-
-    /// The v3 error code: `Unavailable` → `idempotency_unavailable`; `InvalidKey` →
-    /// `invalid_idempotency_key`; `ClaimLost` → `idempotency_outcome_unknown` (the result could
-    /// not be recorded); everything else → `internal_error`.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            IdempotencyError::Unavailable { .. } => ErrorCode::IdempotencyUnavailable,
-            IdempotencyError::InvalidKey { .. } => ErrorCode::InvalidIdempotencyKey,
-            IdempotencyError::ClaimLost => ErrorCode::IdempotencyOutcomeUnknown,
-            _ => ErrorCode::InternalError,
-        }
     }
 }
 

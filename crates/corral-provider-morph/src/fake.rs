@@ -270,16 +270,24 @@ pub const API_KEY: &str = "morph_fake_key_0123";
 /// The snapshot [`Fake::config`] boots when a create names none.
 pub const SNAPSHOT: &str = "snapshot_corraltest";
 
-/// Morph's API served on a loopback port, accepting [`API_KEY`].
+/// Morph's API served on a loopback port, accepting [`API_KEY`] (or the key it was started
+/// with).
 pub struct Fake {
     server: FakeServer,
+    api_key: String,
 }
 
 impl Fake {
     /// Starts the fake.
     pub async fn start() -> Self {
+        Self::start_with_key(API_KEY).await
+    }
+
+    /// Starts the fake accepting `api_key` instead (tests that look for a canary key).
+    pub async fn start_with_key(api_key: &str) -> Self {
         Self {
-            server: FakeServer::start(router(API_KEY)).await,
+            server: FakeServer::start(router(api_key)).await,
+            api_key: api_key.to_owned(),
         }
     }
 

@@ -1,6 +1,5 @@
 //! The registry's errors of meaning.
 
-use corral_errors::ErrorCode;
 use snafu::Snafu;
 
 /// What went wrong in the registry, by meaning. Messages never carry a secret.
@@ -73,24 +72,6 @@ impl RegistryError {
     /// Whether retrying the same call later may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(self, RegistryError::Unavailable { .. })
-    }
-
-    /// The v3 error code the service answers with when this error reaches a client of a
-    /// sandbox route.
-    ///
-    /// `Unavailable` → `sandbox_registry_unavailable`; `NotFound` → `sandbox_not_found`;
-    /// `InvalidCursor` and `InvalidInput` → `invalid_request`; `Conflict` →
-    /// `control_plane_conflict`; everything else → `internal_error`.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            RegistryError::Unavailable { .. } => ErrorCode::SandboxRegistryUnavailable,
-            RegistryError::NotFound { .. } => ErrorCode::SandboxNotFound,
-            RegistryError::InvalidCursor | RegistryError::InvalidInput { .. } => {
-                ErrorCode::InvalidRequest
-            }
-            RegistryError::Conflict { .. } => ErrorCode::ControlPlaneConflict,
-            _ => ErrorCode::InternalError,
-        }
     }
 }
 

@@ -5,10 +5,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use corral_domain::{CreateSandboxRequest, OperationId, SandboxId, SandboxMetadata};
-use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyError, IdempotencyKey};
+use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyKey};
 use corral_provider::{CallContext, CreateSpec, ProviderError, SandboxProvider};
 use corral_registry::{CreateState, NewSandbox, SandboxRecord};
 
@@ -16,7 +16,8 @@ use tracing::Instrument as _;
 
 use crate::access::Access;
 use crate::error::{ServiceError, Stage, map_provider_error};
-use crate::{Caller, Created, InlineAccess, Service, registry_error};
+use crate::error::{idempotency_error, registry_error};
+use crate::{Caller, Created, InlineAccess, Service};
 
 /// The route the fingerprint names.
 const CREATE_ROUTE: &str = "/v1/sandboxes";
@@ -25,24 +26,6 @@ const CREATE_ROUTE: &str = "/v1/sandboxes";
 /// is renewed while the create runs (a slow create must not look like a dead owner), so this
 /// is what bounds how long a key can stay in progress.
 const CREATE_DEADLINE: Duration = Duration::from_secs(15 * 60);
-
-pub(crate) fn idempotency_error(e: IdempotencyError) -> ServiceError {
-    match e {
-        IdempotencyError::InvalidKey { reason } => ServiceError::InvalidIdempotencyKey {
-            message: format!(
-                "Idempotency-Key must be 1 to 255 printable ASCII characters ({reason})"
-            ),
-        },
-        IdempotencyError::Unavailable { .. } => ServiceError::IdempotencyUnavailable,
-        IdempotencyError::ClaimLost => {
-            ServiceError::IdempotencyOutcomeUnknown { operation_id: None }
-        }
-        other => {
-            tracing::error!(error = %other, "idempotency store failure");
-            ServiceError::internal("the idempotency store failed unexpectedly")
-        }
-    }
-}
 
 fn body_of(rec: &SandboxRecord) -> Result<String, ServiceError> {
     serde_json::to_string(&rec.to_sandbox())
@@ -214,7 +197,6 @@ impl Service {
         let op = spec.operation_id;
         let registry = &self.inner.registry;
         let store = &self.inner.idempotency;
-        let start = Instant::now();
         let ctx = ctx.with_timeout(CREATE_DEADLINE);
         let call = tokio::time::timeout(CREATE_DEADLINE, provider.create(&ctx, &spec));
         let result = match claim.as_mut() {
@@ -225,7 +207,6 @@ impl Service {
             None => call.await,
         }
         .unwrap_or(Err(ProviderError::TimedOutAfterSend { provider: p }));
-        self.observe(p, "create", start, result.is_ok());
         let (project, id) = (rec.project_id, rec.id);
         let held = claim.as_ref();
         let unknown = |why: String| async move {
@@ -331,14 +312,12 @@ impl Service {
         // it runs under is not renewed meanwhile.
         let within = self.inner.config.provider_call_timeout;
         let ctx = ctx.clone().with_timeout(within);
-        let start = Instant::now();
         let found = tokio::time::timeout(
             within,
             provider.find_by_operation_id(&ctx, &rec.operation_id()),
         )
         .await
         .unwrap_or(Err(ProviderError::TimedOutAfterSend { provider: p }));
-        self.observe(p, "find_by_operation_id", start, found.is_ok());
         let found = found.map_err(|e| map_provider_error(e, Stage::Other, None))?;
         match found.as_slice() {
             [] => Ok(Lookup::NoneFound),

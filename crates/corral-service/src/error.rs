@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use corral_domain::{InputError, OperationId, Provider};
 use corral_errors::{ApiError, ErrorCode, ErrorEnvelope};
+use corral_idempotency::IdempotencyError;
 use corral_provider::ProviderError;
+use corral_registry::RegistryError;
 use snafu::Snafu;
 
 /// What a use case can fail with. Every variant maps to exactly one [`ErrorCode`]
@@ -95,6 +97,13 @@ pub enum ServiceError {
         /// Which credential is missing.
         message: String,
     },
+    /// A control-plane write conflicts with the current state (a duplicate name, a stale
+    /// version).
+    #[snafu(display("{message}"))]
+    Conflict {
+        /// What conflicts.
+        message: String,
+    },
     /// Stored provider profiles could not be loaded.
     #[snafu(display("provider profiles are temporarily unavailable"))]
     ProfilesUnavailable,
@@ -172,6 +181,44 @@ pub enum ServiceError {
     },
 }
 
+/// The one mapping of registry failures to meanings (and so to v3 codes).
+pub(crate) fn registry_error(e: RegistryError) -> ServiceError {
+    match e {
+        RegistryError::Unavailable { .. } => ServiceError::RegistryUnavailable,
+        RegistryError::NotFound { .. } => ServiceError::SandboxNotFound {
+            message: "no such sandbox in this project".into(),
+        },
+        RegistryError::InvalidCursor => ServiceError::invalid("`cursor` is malformed"),
+        RegistryError::InvalidInput { message } => ServiceError::InvalidRequest { message },
+        RegistryError::Conflict { .. } => ServiceError::Conflict {
+            message: e.to_string(),
+        },
+        other => {
+            tracing::error!(error = %other, "registry failure");
+            ServiceError::internal("the registry failed unexpectedly")
+        }
+    }
+}
+
+/// The one mapping of idempotency-store failures to meanings (and so to v3 codes).
+pub(crate) fn idempotency_error(e: IdempotencyError) -> ServiceError {
+    match e {
+        IdempotencyError::InvalidKey { reason } => ServiceError::InvalidIdempotencyKey {
+            message: format!(
+                "Idempotency-Key must be 1 to 255 printable ASCII characters ({reason})"
+            ),
+        },
+        IdempotencyError::Unavailable { .. } => ServiceError::IdempotencyUnavailable,
+        IdempotencyError::ClaimLost => {
+            ServiceError::IdempotencyOutcomeUnknown { operation_id: None }
+        }
+        other => {
+            tracing::error!(error = %other, "idempotency store failure");
+            ServiceError::internal("the idempotency store failed unexpectedly")
+        }
+    }
+}
+
 impl ServiceError {
     /// The one v3 code of this failure.
     pub fn code(&self) -> ErrorCode {
@@ -182,6 +229,7 @@ impl ServiceError {
             E::RequestTimeout { .. } => ErrorCode::RequestTimeout,
             E::InvalidIdempotencyKey { .. } => ErrorCode::InvalidIdempotencyKey,
             E::IdempotencyConflict => ErrorCode::IdempotencyConflict,
+            E::Conflict { .. } => ErrorCode::ControlPlaneConflict,
             E::IdempotencyInProgress { .. } => ErrorCode::IdempotencyInProgress,
             E::IdempotencyOutcomeUnknown { .. } => ErrorCode::IdempotencyOutcomeUnknown,
             E::IdempotencyUnavailable => ErrorCode::IdempotencyUnavailable,
@@ -351,6 +399,47 @@ pub fn context_header(field: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_failures_map_to_one_code_each_here() {
+        let reg = |e: RegistryError| registry_error(e).code();
+        let unavailable = RegistryError::Unavailable {
+            message: "down".into(),
+        };
+        assert_eq!(reg(unavailable), ErrorCode::SandboxRegistryUnavailable);
+        let missing = RegistryError::NotFound { what: "sandbox" };
+        assert_eq!(reg(missing), ErrorCode::SandboxNotFound);
+        assert_eq!(reg(RegistryError::InvalidCursor), ErrorCode::InvalidRequest);
+        let bad = RegistryError::InvalidInput {
+            message: "x".into(),
+        };
+        assert_eq!(reg(bad), ErrorCode::InvalidRequest);
+        let taken = RegistryError::Conflict {
+            what: "project name",
+        };
+        assert_eq!(reg(taken), ErrorCode::ControlPlaneConflict);
+        assert_eq!(
+            reg(RegistryError::CredentialUndecryptable),
+            ErrorCode::InternalError
+        );
+        let idem = |e: IdempotencyError| idempotency_error(e).code();
+        let down = IdempotencyError::Unavailable {
+            message: "down".into(),
+        };
+        assert_eq!(idem(down), ErrorCode::IdempotencyUnavailable);
+        let key = IdempotencyError::InvalidKey {
+            reason: "empty".into(),
+        };
+        assert_eq!(idem(key), ErrorCode::InvalidIdempotencyKey);
+        assert_eq!(
+            idem(IdempotencyError::ClaimLost),
+            ErrorCode::IdempotencyOutcomeUnknown
+        );
+        let broken = IdempotencyError::Internal {
+            message: "x".into(),
+        };
+        assert_eq!(idem(broken), ErrorCode::InternalError);
+    }
 
     #[test]
     fn lost_create_answers_become_outcome_unknown_with_the_operation_id() {

@@ -27,16 +27,16 @@ mod sandboxes;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use corral_domain::{OperationId, Provider, ProviderCatalog, ProviderContext, limits};
 use corral_idempotency::IdempotencyStore;
-use corral_provider::{SandboxProvider, SecretString};
-use corral_registry::{ProjectId, Registry, RegistryError};
+use corral_provider::{Contracted, SandboxProvider, SecretString};
+use corral_registry::{ProjectId, Registry};
 
 use crate::bridge::BridgeGuard;
-use crate::error::ServiceError;
-use crate::metrics::Histograms;
+use crate::error::{ServiceError, registry_error};
+use crate::metrics::ProviderCalls;
 
 pub use reconciler::ReconcileReport;
 
@@ -118,7 +118,7 @@ struct Inner {
     idempotency: IdempotencyStore,
     config: ServiceConfig,
     bridge: BridgeGuard,
-    provider_latency: Histograms,
+    provider_latency: Arc<ProviderCalls>,
     /// Creates whose provider call is running in this process: the reconciler leaves them be.
     in_flight: Arc<Mutex<HashSet<OperationId>>>,
 }
@@ -139,13 +139,24 @@ impl Drop for InFlight {
 }
 
 impl Service {
-    /// The use cases over `providers`, the registry and the idempotency store.
+    /// The use cases over `providers`, the registry and the idempotency store. Every provider
+    /// is wrapped in [`Contracted`], which applies the port's shared rules and reports each
+    /// call to the provider-call metrics.
     pub fn new(
         providers: BTreeMap<Provider, Arc<dyn SandboxProvider>>,
         registry: Registry,
         idempotency: IdempotencyStore,
         config: ServiceConfig,
     ) -> Self {
+        let provider_latency = Arc::new(ProviderCalls::default());
+        let providers: BTreeMap<Provider, Arc<dyn SandboxProvider>> = providers
+            .into_iter()
+            .map(|(id, adapter)| {
+                let wrapped: Arc<dyn SandboxProvider> =
+                    Arc::new(Contracted::new(adapter, provider_latency.clone()));
+                (id, wrapped)
+            })
+            .collect();
         let catalog = ProviderCatalog {
             providers: providers
                 .values()
@@ -161,11 +172,7 @@ impl Service {
                 idempotency,
                 config,
                 in_flight: Arc::default(),
-                provider_latency: Histograms::new(
-                    "corral_provider_call_duration_seconds",
-                    "Provider calls by provider, call and outcome",
-                    &["provider", "call", "outcome"],
-                ),
+                provider_latency,
             }),
         }
     }
@@ -251,28 +258,5 @@ impl Service {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .contains(&op)
-    }
-
-    fn observe(&self, p: Provider, call: &str, start: Instant, ok: bool) {
-        self.inner.provider_latency.observe(
-            &[p.as_str(), call, if ok { "ok" } else { "error" }],
-            start.elapsed(),
-        );
-    }
-}
-
-/// Maps a registry failure on a sandbox route.
-pub(crate) fn registry_error(e: RegistryError) -> ServiceError {
-    match e {
-        RegistryError::Unavailable { .. } => ServiceError::RegistryUnavailable,
-        RegistryError::NotFound { .. } => ServiceError::SandboxNotFound {
-            message: "no such sandbox in this project".into(),
-        },
-        RegistryError::InvalidCursor => ServiceError::invalid("`cursor` is malformed"),
-        RegistryError::InvalidInput { message } => ServiceError::InvalidRequest { message },
-        other => {
-            tracing::error!(error = %other, "registry failure");
-            ServiceError::internal("the registry failed unexpectedly")
-        }
     }
 }

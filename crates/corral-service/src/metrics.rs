@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use corral_domain::Provider;
+
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -17,6 +19,34 @@ struct Series {
     counts: [u64; BUCKETS.len()],
     count: u64,
     sum: f64,
+}
+
+/// The provider-call latency family, fed by `corral_provider::Contracted` for every adapter.
+#[derive(Debug)]
+pub struct ProviderCalls(Histograms);
+
+impl Default for ProviderCalls {
+    fn default() -> Self {
+        Self(Histograms::new(
+            "corral_provider_call_duration_seconds",
+            "Provider calls by provider, call and outcome",
+            &["provider", "call", "outcome"],
+        ))
+    }
+}
+
+impl ProviderCalls {
+    /// Appends the family in the Prometheus text format.
+    pub fn render(&self, out: &mut String) {
+        self.0.render(out);
+    }
+}
+
+impl corral_provider::CallObserver for ProviderCalls {
+    fn observe(&self, provider: Provider, call: &'static str, took: Duration, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
+        self.0.observe(&[provider.as_str(), call, outcome], took);
+    }
 }
 
 /// Latency histograms keyed by a tuple of label values.

@@ -1,6 +1,6 @@
 //! Get, list, delete, exec and files.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use corral_domain::{
     CommandResult, ReadFileInput, ReadFileResult, RunCommandInput, Sandbox, SandboxId, SandboxPage,
@@ -9,8 +9,9 @@ use corral_domain::{
 use corral_provider::{ExecSpec, ProviderError};
 use corral_registry::{CreateState, SandboxRecord};
 
+use crate::error::registry_error;
 use crate::error::{ServiceError, Stage, map_provider_error};
-use crate::{Caller, InlineAccess, Service, registry_error};
+use crate::{Caller, InlineAccess, Service};
 
 /// Slack past the exec deadline for the provider to report the kill before we stop waiting.
 const EXEC_SLACK: Duration = Duration::from_secs(10);
@@ -89,9 +90,7 @@ impl Service {
         let ctx = access
             .ctx
             .with_timeout(self.inner.config.provider_call_timeout);
-        let start = Instant::now();
         let seen = provider.get(&ctx, &native).await;
-        self.observe(p, "get", start, seen.is_ok());
         let updated = match seen {
             Ok(obs) => self
                 .inner
@@ -157,11 +156,9 @@ impl Service {
                 Some(n) => vec![n.clone()],
                 // An unconfirmed create: delete whatever the operation id finds.
                 None => {
-                    let start = Instant::now();
                     let found = provider
                         .find_by_operation_id(&ctx, &rec.operation_id())
                         .await;
-                    self.observe(p, "find_by_operation_id", start, found.is_ok());
                     found
                         .map_err(|e| map_provider_error(e, Stage::Other, None))?
                         .into_iter()
@@ -170,13 +167,11 @@ impl Service {
                 }
             };
             for native in &natives {
-                let start = Instant::now();
-                let done = provider.delete(&ctx, native).await;
-                self.observe(p, "delete", start, done.is_ok());
-                match done {
-                    Ok(()) | Err(ProviderError::NotFound { .. }) => {}
-                    Err(e) => return Err(map_provider_error(e, Stage::Other, None)),
-                }
+                // Gone already is fine: `Contracted` answers `Ok` for an unknown sandbox.
+                provider
+                    .delete(&ctx, native)
+                    .await
+                    .map_err(|e| map_provider_error(e, Stage::Other, None))?;
             }
             // Settle an unconfirmed create before the tombstone, so the reconciler stops
             // looking for it (it only looks at pending and unknown creates, and a tombstone
@@ -241,11 +236,9 @@ impl Service {
             timeout: deadline,
             max_output_bytes: limits::MAX_OUTPUT_BYTES_PER_STREAM,
         };
-        let start = Instant::now();
         let out = tokio::time::timeout(deadline + EXEC_SLACK, provider.exec(&ctx, &native, &spec))
             .await
             .unwrap_or(Err(ProviderError::CommandTimedOut { after: deadline }));
-        self.observe(p, "exec", start, out.is_ok());
         let out = match out {
             Ok(out) => out,
             Err(e) => return Err(self.call_failed(&rec, id, e).await),
@@ -276,11 +269,9 @@ impl Service {
         let ctx = access
             .ctx
             .with_timeout(self.inner.config.provider_call_timeout);
-        let start = Instant::now();
         let bytes = provider
             .read_file(&ctx, &native, &input.path, limits::MAX_READ_BYTES)
             .await;
-        self.observe(p, "read_file", start, bytes.is_ok());
         let bytes = match bytes {
             Ok(b) => b,
             Err(e) => return Err(self.call_failed(&rec, id, e).await),
@@ -307,11 +298,9 @@ impl Service {
         let ctx = access
             .ctx
             .with_timeout(self.inner.config.provider_call_timeout);
-        let start = Instant::now();
         let done = provider
             .write_file(&ctx, &native, &input.path, &content)
             .await;
-        self.observe(p, "write_file", start, done.is_ok());
         if let Err(e) = done {
             return Err(self.call_failed(&rec, id, e).await);
         }

@@ -1,33 +1,34 @@
-//! Every wired adapter, built by the server's own wiring table from a TOML configuration that
-//! points it at its loopback fake, driven through HTTP with an inline credential.
+//! Every registered adapter, built by the server's own wiring from a TOML configuration that
+//! points it at its loopback fake (the adapter's test harness), driven through HTTP with an
+//! inline credential and the context headers its harness uses.
 
 use std::time::{Duration, Instant};
 
 use actix_web::test::{self, TestRequest};
 use corral::config::{FileConfig, Overrides};
 use corral::http::{AppState, BuildInfo};
+use corral::wiring::FakeVisitor;
 use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
-use corral_provider::ExposeSecret as _;
+use corral_provider::{Adapter, ExposeSecret as _};
+use corral_provider_http::HttpConfig;
+use corral_provider_testkit::harness::Harness;
 use corral_registry::{Database, DatabaseConfig, MasterKey, Registry};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::send;
 
-/// One adapter under test: its config section, credential, context headers and create body.
-struct Case {
-    id: &'static str,
-    section: String,
-    credential: String,
-    headers: Vec<(&'static str, &'static str)>,
-    body: Value,
-}
-
-/// The server's state for `local` plus the adapter `id` configured by `section`, and a key.
-async fn world(id: &str, section: &str) -> (tempfile::TempDir, AppState, String) {
+/// The server's state for `local` plus the adapter `id` configured by `table`, and a key.
+async fn world(id: &str, table: toml::Table) -> (tempfile::TempDir, AppState, String) {
     let dir = tempfile::tempdir().unwrap();
-    let toml_text =
-        format!("[providers]\nenabled = [\"local\", \"{id}\"]\n[providers.{id}]\n{section}\n");
-    let file: FileConfig = toml::from_str(&toml_text).unwrap();
+    let mut providers = toml::Table::new();
+    providers.insert(
+        "enabled".into(),
+        toml::Value::try_from(["local", id]).unwrap(),
+    );
+    providers.insert(id.into(), toml::Value::Table(table));
+    let mut doc = toml::Table::new();
+    doc.insert("providers".into(), toml::Value::Table(providers));
+    let file: FileConfig = doc.try_into().unwrap();
     let settings = corral::config::resolve(
         file,
         &Overrides {
@@ -62,19 +63,35 @@ async fn world(id: &str, section: &str) -> (tempfile::TempDir, AppState, String)
     (dir, state, key)
 }
 
-async fn run(case: Case) {
-    let (_dir, state, key) = world(case.id, &case.section).await;
+/// The whole public journey for the adapter behind harness `H`.
+async fn journey<H: Harness>() {
+    let harness = H::start().await;
+    let id = H::Adapter::PROVIDER.as_str();
+    let config = harness.config_at(&harness.base_url(), HttpConfig::default());
+    let table = toml::Table::try_from(config).unwrap();
+    let (_dir, state, key) = world(id, table).await;
+    let ctx = harness.context();
+    let credential = ctx.credential().unwrap().expose_secret().to_owned();
+    let routing = ctx.context().clone();
+    let headers: Vec<(&str, String)> = [
+        ("X-Provider-Workspace", routing.workspace),
+        ("X-Provider-Team-Id", routing.team_id),
+        ("X-Provider-Project-Id", routing.project_id),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some((name, value?)))
+    .collect();
+    let body = serde_json::to_value(harness.request()).unwrap();
     let app = test::init_service(corral::http::app(state)).await;
     let req = |r: TestRequest| {
         let mut r = r
             .insert_header(("Authorization", format!("Bearer {key}")))
-            .insert_header(("X-Provider-Credential", case.credential.clone()));
-        for h in &case.headers {
-            r = r.insert_header(*h);
+            .insert_header(("X-Provider-Credential", credential.clone()));
+        for (name, value) in &headers {
+            r = r.insert_header((*name, value.clone()));
         }
         r
     };
-    let id = case.id;
 
     let cat = send(&app, req(TestRequest::get().uri("/v1/providers"))).await;
     let listed: Vec<&str> = cat.expect_ok(200)["providers"]
@@ -89,7 +106,7 @@ async fn run(case: Case) {
         &app,
         req(TestRequest::post()
             .uri("/v1/sandboxes")
-            .set_json(case.body.clone())),
+            .set_json(body.clone())),
     )
     .await;
     let sid = created.expect_ok(201)["id"].as_str().unwrap().to_owned();
@@ -151,111 +168,33 @@ async fn run(case: Case) {
     assert_eq!(gone.expect_ok(200)["status"], "deleted", "{id}");
 }
 
-#[actix_web::test]
-async fn e2b_through_its_fake() {
-    let fake = corral_provider_e2b::fake::E2bFake::start().await;
-    run(Case {
-        id: "e2b",
-        section: format!(
-            "base_url = \"{}\"\nenvd_url_template = \"{}\"",
-            fake.control.base_url(),
-            fake.envd.base_url()
-        ),
-        credential: corral_provider_e2b::fake::API_KEY.into(),
-        headers: vec![],
-        body: json!({"provider": "e2b", "timeout": 300}),
-    })
-    .await;
+struct Journey;
+
+impl FakeVisitor for Journey {
+    async fn visit<H: Harness>(&mut self) {
+        journey::<H>().await;
+    }
 }
 
 #[actix_web::test]
-async fn daytona_through_its_fake() {
-    let fake = corral_provider_daytona::fake::DaytonaFake::start().await;
-    run(Case {
-        id: "daytona",
-        section: format!("base_url = \"{}\"", fake.control.base_url()),
-        credential: corral_provider_daytona::fake::API_KEY.into(),
-        headers: vec![],
-        body: json!({"provider": "daytona"}),
-    })
-    .await;
-}
-
-#[actix_web::test]
-async fn vercel_through_its_fake_with_team_and_project_headers() {
-    let fake = corral_provider_vercel::fake::start().await;
-    run(Case {
-        id: "vercel",
-        section: format!("base_url = \"{}\"", fake.base_url()),
-        credential: corral_provider_vercel::fake::FAKE_TOKEN.into(),
-        headers: vec![
-            (
-                "X-Provider-Team-Id",
-                corral_provider_vercel::fake::FAKE_TEAM_ID,
-            ),
-            (
-                "X-Provider-Project-Id",
-                corral_provider_vercel::fake::FAKE_PROJECT_ID,
-            ),
-        ],
-        body: json!({"provider": "vercel"}),
-    })
-    .await;
-}
-
-#[actix_web::test]
-async fn runloop_through_its_fake() {
-    let fake = corral_provider_runloop::fake::start().await;
-    run(Case {
-        id: "runloop",
-        section: format!("base_url = \"{}\"", fake.base_url()),
-        credential: corral_provider_runloop::fake::FAKE_API_KEY.into(),
-        headers: vec![],
-        body: json!({"provider": "runloop"}),
-    })
-    .await;
-}
-
-#[actix_web::test]
-async fn together_through_its_fake() {
-    let fake = corral_provider_together::fake::start("tg-key-1", &["corral-base"]).await;
-    run(Case {
-        id: "together",
-        section: format!(
-            "base_url = \"{}\"",
-            corral_provider_together::fake::base_url(&fake)
-        ),
-        credential: "tg-key-1".into(),
-        headers: vec![],
-        body: json!({"provider": "together", "image": "corral-base"}),
-    })
-    .await;
-}
-
-#[actix_web::test]
-async fn morph_through_its_fake() {
-    let fake = corral_provider_morph::fake::start("morph-key-1").await;
-    run(Case {
-        id: "morph",
-        section: format!("base_url = \"{}/api\"", fake.base_url()),
-        credential: "morph-key-1".into(),
-        headers: vec![],
-        body: json!({"provider": "morph", "image": "snapshot_1"}),
-    })
-    .await;
+async fn every_registered_adapter_serves_the_public_api_through_its_fake() {
+    corral::wiring::visit_fakes(&mut Journey).await;
 }
 
 #[actix_web::test]
 async fn a_create_answer_lost_at_morph_is_reconciled_by_operation_id_on_retry() {
-    let fake = corral_provider_morph::fake::start("morph-key-2").await;
-    let section = format!(
-        "base_url = \"{}/api\"\nrequest_timeout_seconds = 1",
-        fake.base_url()
-    );
-    let (_dir, state, key) = world("morph", &section).await;
+    let fake = corral_provider_morph::fake::Fake::start_with_key("morph-key-2").await;
+    let config = corral_provider_morph::MorphConfig {
+        http: HttpConfig {
+            request_timeout: Duration::from_secs(1),
+            ..HttpConfig::default()
+        },
+        ..fake.config()
+    };
+    let (_dir, state, key) = world("morph", toml::Table::try_from(config).unwrap()).await;
     let app = test::init_service(corral::http::app(state)).await;
     // The instance is started, but its answer comes after the client's timeout.
-    fake.faults().arm(
+    fake.server().faults().arm(
         corral_provider_testkit::fake::Fault::new(
             corral_provider_testkit::fake::FaultKind::DelayAfterHandler(Duration::from_secs(3)),
         )
@@ -277,6 +216,7 @@ async fn a_create_answer_lost_at_morph_is_reconciled_by_operation_id_on_retry() 
     assert_eq!(body["metadata"]["operationId"], op);
     assert!(body["metadata"]["nativeProviderId"].is_string());
     let starts = fake
+        .server()
         .log()
         .all()
         .iter()

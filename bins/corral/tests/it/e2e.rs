@@ -154,12 +154,12 @@ fn grep_tree(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
 async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_projects_apart() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let morph = corral_provider_morph::fake::start(CANARY).await;
+    let morph = corral_provider_morph::fake::Fake::start_with_key(CANARY).await;
     let config = tmp.path().join("corral.toml");
     std::fs::write(
         &config,
         format!(
-            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}/api\"\n",
+            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n",
             morph.base_url()
         ),
     )
@@ -595,12 +595,12 @@ async fn a_create_cut_off_by_a_crash_is_adopted_by_the_reconciler_after_restart(
     const KEY: &str = "crash-morph-key-1";
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let morph = corral_provider_morph::fake::start(KEY).await;
+    let morph = corral_provider_morph::fake::Fake::start_with_key(KEY).await;
     let config = tmp.path().join("corral.toml");
     std::fs::write(
         &config,
         format!(
-            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}/api\"\n\
+            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n\
              [reconciler]\ninterval_seconds = 1\ngrace_seconds = 1\n",
             morph.base_url()
         ),
@@ -635,7 +635,7 @@ async fn a_create_cut_off_by_a_crash_is_adopted_by_the_reconciler_after_restart(
     );
 
     // The provider starts the instance but answers late; the server dies meanwhile.
-    morph.faults().arm(
+    morph.server().faults().arm(
         corral_provider_testkit::fake::Fault::new(
             corral_provider_testkit::fake::FaultKind::DelayAfterHandler(Duration::from_secs(10)),
         )
@@ -659,7 +659,7 @@ async fn a_create_cut_off_by_a_crash_is_adopted_by_the_reconciler_after_restart(
             .filter(|r| r.method == "POST" && r.path == "/api/instance")
             .count()
     };
-    assert_eq!(started(&morph), 1, "the instance was started");
+    assert_eq!(started(morph.server()), 1, "the instance was started");
     server.crash();
 
     let server = start(&data, &config, 2);
@@ -692,6 +692,6 @@ async fn a_create_cut_off_by_a_crash_is_adopted_by_the_reconciler_after_restart(
         assert!(Instant::now() < deadline, "adopted sandbox never ran");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(started(&morph), 1, "adopted, never started twice");
+    assert_eq!(started(morph.server()), 1, "adopted, never started twice");
     server.stop();
 }

@@ -319,7 +319,6 @@ pub(crate) async fn a_malformed_cursor_or_limit_is_a_typed_error(db: &TestDb) {
             matches!(err, RegistryError::InvalidCursor),
             "{bad:?}: {err:?}"
         );
-        assert_eq!(err.code().as_str(), "invalid_request");
     }
     for limit in [0, 201] {
         assert!(matches!(
