@@ -1,7 +1,8 @@
 //! Vercel Sandbox's wire types, named as its API and SDK (`@vercel/sandbox`) name them.
 //!
 //! Responses are read leniently: unknown fields are ignored and unknown status values kept as
-//! `Unknown`, since the REST reference and the SDK already disagree on the status enum.
+//! `Other` (with the value, for the log), since the REST reference and the SDK already disagree
+//! on the status enum.
 
 use std::collections::BTreeMap;
 
@@ -30,8 +31,9 @@ pub struct CreateSandboxRequest {
     pub tags: BTreeMap<String, String>,
 }
 
-/// `Session.status` (also used for `Sandbox.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `Session.status` (also used for `Sandbox.status`): the SDK's validator enum, a superset of
+/// the REST reference's `NamedSandboxStatus` (`running`, `stopped`, `stopping`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)] // The provider's documented values, one each.
 pub enum SessionStatus {
@@ -42,9 +44,9 @@ pub enum SessionStatus {
     Failed,
     Aborted,
     Snapshotting,
-    /// A value this adapter does not know yet.
-    #[serde(other)]
-    Unknown,
+    /// A value this adapter does not know yet, as sent.
+    #[serde(untagged)]
+    Other(String),
 }
 
 /// `Sandbox`: the named, long-lived object.
@@ -189,8 +191,9 @@ pub enum LogLine {
 /// `POST …/cmd/{cmdId}/kill` body.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KillCommandRequest {
-    /// Signal name, e.g. `SIGKILL`.
-    pub signal: String,
+    /// A POSIX signal **number** (`9` for SIGKILL), as the SDK's `killCommand` sends it: a
+    /// signal name is refused.
+    pub signal: u8,
 }
 
 /// `POST …/fs/read` body.

@@ -1,10 +1,10 @@
-//! One method per Vercel Sandbox endpoint: URL, `Authorization: Bearer <token>`, `teamId` on
-//! every request, body; returns api types.
+//! One method per Vercel Sandbox endpoint: path, `teamId` on every request, body; the bearer
+//! credential comes from the shared HTTP layer. Returns api types.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use corral_provider::{CallContext, ExposeSecret, ProviderError, Result, SecretString};
+use corral_provider::{CallContext, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
 use corral_provider_http::{
     Failure, ProviderHttp, parse_json, path_segment, read_at_most, read_capped,
@@ -16,10 +16,9 @@ use crate::api::{
     SandboxAndSessionResponse, SandboxesPaginationResponse,
 };
 
-/// Who the call is for: the Bearer token, the team and the project.
+/// Who the call is for: the team and the project (the credential travels in the context).
 #[derive(Clone, Copy)]
 pub(crate) struct Scope<'a> {
-    pub(crate) token: &'a SecretString,
     pub(crate) team_id: &'a str,
     pub(crate) project_id: &'a str,
 }
@@ -48,25 +47,23 @@ impl Client {
         Self { http }
     }
 
-    /// A request with `teamId` first in the query, as the SDK appends it to every call.
-    fn req(
+    /// An authorised request with `teamId` first in the query, as the SDK appends it to every
+    /// call.
+    fn scoped(
         &self,
+        ctx: &CallContext,
         method: Method,
         path: &str,
         scope: Scope<'_>,
         query: &[(&str, &str)],
-    ) -> RequestBuilder {
+    ) -> Result<RequestBuilder> {
         let mut all = vec![("teamId", scope.team_id)];
         all.extend_from_slice(query);
-        self.http
-            .request_with_query(method, path, &all)
-            .bearer_auth(scope.token.expose_secret())
+        self.http.authed_query(ctx, method, path, &all)
     }
 
-    async fn json<T: DeserializeOwned>(&self, ctx: &CallContext, req: RequestBuilder) -> Result<T> {
-        self.http.send_json(ctx, req).await
-    }
-
+    /// Sends `req` and parses the JSON answer, keeping a non-2xx answer's status and body for
+    /// the session codes (`sandbox_stopped`, …) that change what the adapter does.
     async fn json_or_failure<T: DeserializeOwned>(
         &self,
         ctx: &CallContext,
@@ -96,8 +93,8 @@ impl Client {
         } else {
             "/v3/sandboxes"
         };
-        let req = self.req(Method::POST, path, scope, &[]).json(body);
-        self.json(ctx, req).await
+        let req = self.scoped(ctx, Method::POST, path, scope, &[])?.json(body);
+        self.http.send_json(ctx, req).await
     }
 
     /// `GET /v2/sandboxes/{name}?projectId=[&resume=true]`; `resume` starts a new session from
@@ -114,7 +111,9 @@ impl Client {
         if resume {
             query.push(("resume", "true"));
         }
-        let req = self.req(Method::GET, &path, scope, &query);
+        let req = self
+            .scoped(ctx, Method::GET, &path, scope, &query)
+            .map_err(failure)?;
         self.json_or_failure(ctx, req).await
     }
 
@@ -134,8 +133,8 @@ impl Client {
         if let Some(c) = cursor {
             query.push(("cursor", c));
         }
-        let req = self.req(Method::GET, "/v2/sandboxes", scope, &query);
-        self.json(ctx, req).await
+        let req = self.scoped(ctx, Method::GET, "/v2/sandboxes", scope, &query)?;
+        self.http.send_json(ctx, req).await
     }
 
     /// `DELETE /v2/sandboxes/{name}?projectId=`: the sandbox and all its snapshots.
@@ -146,12 +145,13 @@ impl Client {
         name: &str,
     ) -> Result<()> {
         let path = format!("/v2/sandboxes/{}", path_segment(name));
-        let req = self.req(
+        let req = self.scoped(
+            ctx,
             Method::DELETE,
             &path,
             scope,
             &[("projectId", scope.project_id)],
-        );
+        )?;
         self.http.send_empty(ctx, req).await
     }
 
@@ -166,7 +166,14 @@ impl Client {
         limit: Duration,
     ) -> Result<Response, Failure> {
         let req = self
-            .req(Method::POST, &session_path(session_id, "/cmd"), scope, &[])
+            .scoped(
+                ctx,
+                Method::POST,
+                &session_path(session_id, "/cmd"),
+                scope,
+                &[],
+            )
+            .map_err(failure)?
             .json(body);
         self.http.send_for_failure(ctx, req, limit).await
     }
@@ -184,9 +191,9 @@ impl Client {
             &format!("/cmd/{}/kill", path_segment(command_id)),
         );
         let req = self
-            .req(Method::POST, &path, scope, &[])
+            .scoped(ctx, Method::POST, &path, scope, &[])?
             .json(&KillCommandRequest {
-                signal: "SIGKILL".into(),
+                signal: crate::SIGKILL,
             });
         self.http.send_empty(ctx, req).await
     }
@@ -202,12 +209,14 @@ impl Client {
         max: usize,
     ) -> Result<Option<Bytes>, Failure> {
         let req = self
-            .req(
+            .scoped(
+                ctx,
                 Method::POST,
                 &session_path(session_id, "/fs/read"),
                 scope,
                 &[],
             )
+            .map_err(failure)?
             .json(&ReadFileRequest {
                 path: path.to_owned(),
                 cwd: None,
@@ -242,12 +251,14 @@ impl Client {
         tarball: Vec<u8>,
     ) -> Result<(), Failure> {
         let req = self
-            .req(
+            .scoped(
+                ctx,
                 Method::POST,
                 &session_path(session_id, "/fs/write"),
                 scope,
                 &[],
             )
+            .map_err(failure)?
             .header("content-type", "application/gzip")
             .header("x-cwd", extract_dir)
             .body(tarball);

@@ -9,35 +9,45 @@
 //! (`POST …/sessions/{id}/stop`) makes the session's command and file endpoints answer 410
 //! `sandbox_stopped`, and `GET …?resume=true` then starts a session with a **new id**.
 //! Commands run with the host's `sh` in a temporary directory per sandbox and answer the
-//! NDJSON stream; `fs/write` un-gzips and un-tars the body (a malformed archive is a 400);
-//! `fs/read` answers `application/octet-stream` or 404.
+//! NDJSON stream, killed at their `timeout` (unless a test turns that off) or by `…/kill`,
+//! whose `signal` must be a POSIX signal **number** (a name such as `"SIGKILL"` is a 400, as
+//! Vercel's model refuses it); `fs/write` un-gzips and un-tars the body (a malformed archive
+//! is a 400); `fs/read` answers `application/octet-stream` or 404.
+//!
+//! [`Fake::start`] serves it on loopback; [`Fake::config`] and [`Fake::context`] point the
+//! adapter at it, and its [`Harness`] implementation runs the shared suites.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)] // Test double: a poisoned lock is a bug; error responses are returned early by value.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path as UrlPath, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
 use corral_provider::shell::shell_quote;
+use corral_provider::{CallContext, SecretString};
+use corral_provider_http::HttpConfig;
 use corral_provider_testkit::fake::FakeServer;
+use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use futures::StreamExt as _;
 use serde_json::{Map, Value, json};
 
-/// The token the fake accepts.
-pub const FAKE_TOKEN: &str = "vercel_fake_token";
+/// The access token the fake accepts.
+pub const API_KEY: &str = "vercel_fake_token";
 /// The team the token belongs to.
-pub const FAKE_TEAM_ID: &str = "team_fake";
+pub const TEAM_ID: &str = "team_fake";
 /// The project sandboxes are created in.
-pub const FAKE_PROJECT_ID: &str = "prj_fake";
+pub const PROJECT_ID: &str = "prj_fake";
 
 const CREATE_FIELDS: &[&str] = &[
     "projectId",
@@ -85,9 +95,13 @@ impl Inner {
     }
 }
 
+/// The router's state: the world of sandboxes, and the knobs tests turn.
 #[derive(Clone)]
-struct Fake {
+struct Api {
     inner: Arc<Mutex<Inner>>,
+    /// Whether a command's own `timeout` kills it (Vercel's behaviour); off, only a `kill`
+    /// does, which lets a test reach the adapter's own kill.
+    enforce_command_timeouts: Arc<AtomicBool>,
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
@@ -149,7 +163,7 @@ fn decode(s: &str) -> String {
 }
 
 async fn auth(req: Request, next: Next) -> Response {
-    let want = format!("Bearer {FAKE_TOKEN}");
+    let want = format!("Bearer {API_KEY}");
     match req.headers().get("authorization").map(|v| v.to_str()) {
         Some(Ok(got)) if got == want => {}
         _ => {
@@ -164,7 +178,7 @@ async fn auth(req: Request, next: Next) -> Response {
         .into_iter()
         .find(|(k, _)| k == "teamId")
         .map(|(_, v)| v);
-    if team.as_deref() != Some(FAKE_TEAM_ID) {
+    if team.as_deref() != Some(TEAM_ID) {
         return error(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -176,9 +190,13 @@ async fn auth(req: Request, next: Next) -> Response {
 
 /// The Vercel Sandbox API as an axum router.
 pub fn router() -> Router {
-    let fake = Fake {
+    router_with(Api {
         inner: Arc::default(),
-    };
+        enforce_command_timeouts: Arc::new(AtomicBool::new(true)),
+    })
+}
+
+fn router_with(fake: Api) -> Router {
     Router::new()
         .route("/v3/sandboxes", post(create_v3))
         .route("/v2/sandboxes", post(create_v2).get(list))
@@ -193,11 +211,6 @@ pub fn router() -> Router {
         .route("/v2/sandboxes/sessions/{sid}/fs/write", post(fs_write))
         .layer(axum::middleware::from_fn(auth))
         .with_state(fake)
-}
-
-/// Starts the fake on a loopback port.
-pub async fn start() -> FakeServer {
-    FakeServer::start(router()).await
 }
 
 fn json_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
@@ -217,7 +230,7 @@ fn only_fields(map: &Map<String, Value>, allowed: &[&str]) -> Result<(), Respons
 fn project_from_query(q: &HashMap<String, String>, name: &str) -> Result<(), Response> {
     match q.get(name).map(String::as_str) {
         None => Err(bad(format!("Missing query parameter `{name}`"))),
-        Some(FAKE_PROJECT_ID) => Ok(()),
+        Some(PROJECT_ID) => Ok(()),
         Some(_) => Err(not_found("Project")),
     }
 }
@@ -230,15 +243,15 @@ fn session_json(id: &str, dir: &Path, timeout: u64, status: &str) -> Value {
     })
 }
 
-async fn create_v3(state: State<Fake>, body: Bytes) -> Response {
+async fn create_v3(state: State<Api>, body: Bytes) -> Response {
     create(state, body, false)
 }
 
-async fn create_v2(state: State<Fake>, body: Bytes) -> Response {
+async fn create_v2(state: State<Api>, body: Bytes) -> Response {
     create(state, body, true)
 }
 
-fn create(State(fake): State<Fake>, body: Bytes, v2: bool) -> Response {
+fn create(State(fake): State<Api>, body: Bytes, v2: bool) -> Response {
     let map = match json_object(&body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -248,7 +261,7 @@ fn create(State(fake): State<Fake>, body: Bytes, v2: bool) -> Response {
     }
     match map.get("projectId").and_then(Value::as_str) {
         None => return bad("`projectId` is required"),
-        Some(FAKE_PROJECT_ID) => {}
+        Some(PROJECT_ID) => {}
         Some(_) => return not_found("Project"),
     }
     let timeout = match map.get("timeout") {
@@ -307,7 +320,7 @@ fn create(State(fake): State<Fake>, body: Bytes, v2: bool) -> Response {
 }
 
 async fn get_sandbox(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath(name): UrlPath<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
@@ -351,7 +364,7 @@ async fn get_sandbox(
     axum::Json(answer).into_response()
 }
 
-async fn list(State(fake): State<Fake>, req: Request) -> Response {
+async fn list(State(fake): State<Api>, req: Request) -> Response {
     let pairs = query_map(req.uri().query());
     let q: HashMap<String, String> = pairs.iter().cloned().collect();
     if q.contains_key("projectId") {
@@ -396,7 +409,7 @@ async fn list(State(fake): State<Fake>, req: Request) -> Response {
 }
 
 async fn delete_sandbox(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath(name): UrlPath<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
@@ -437,7 +450,7 @@ fn running_session(inner: &Inner, sid: &str) -> Result<(String, PathBuf), Respon
     Ok((name.clone(), sbx.dir.path().to_owned()))
 }
 
-async fn stop(State(fake): State<Fake>, UrlPath(sid): UrlPath<String>) -> Response {
+async fn stop(State(fake): State<Api>, UrlPath(sid): UrlPath<String>) -> Response {
     let mut inner = fake.inner.lock().unwrap();
     let (name, _) = match running_session(&inner, &sid) {
         Ok(x) => x,
@@ -462,7 +475,7 @@ fn line(v: &Value) -> Bytes {
     Bytes::from(s)
 }
 
-async fn run_cmd(State(fake): State<Fake>, UrlPath(sid): UrlPath<String>, body: Bytes) -> Response {
+async fn run_cmd(State(fake): State<Api>, UrlPath(sid): UrlPath<String>, body: Bytes) -> Response {
     let map = match json_object(&body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -513,6 +526,12 @@ async fn run_cmd(State(fake): State<Fake>, UrlPath(sid): UrlPath<String>, body: 
         Some(_) => return bad("`cwd` must be a string"),
     };
     let wait = map.get("wait").and_then(Value::as_bool) == Some(true);
+    // Off, the command runs until killed (capped so a forgotten one still ends).
+    let timeout = if fake.enforce_command_timeouts.load(Ordering::SeqCst) {
+        timeout
+    } else {
+        Duration::from_secs(600)
+    };
     let (cid, dir) = {
         let mut inner = fake.inner.lock().unwrap();
         let dir = match running_session(&inner, &sid) {
@@ -580,7 +599,7 @@ async fn run_cmd(State(fake): State<Fake>, UrlPath(sid): UrlPath<String>, body: 
 }
 
 async fn kill(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath((sid, cid)): UrlPath<(String, String)>,
     body: Bytes,
 ) -> Response {
@@ -588,8 +607,11 @@ async fn kill(
         Ok(m) => m,
         Err(r) => return r,
     };
-    if !map.get("signal").is_some_and(Value::is_string) {
-        return bad("`signal` is required");
+    // A POSIX signal number, as Vercel's model (and the SDK's `killCommand`) has it.
+    match map.get("signal") {
+        None => return bad("`signal` is required"),
+        Some(v) if !v.is_u64() => return bad("`signal` must be a signal number"),
+        Some(_) => {}
     }
     let inner = fake.inner.lock().unwrap();
     if let Err(r) = running_session(&inner, &sid) {
@@ -608,7 +630,7 @@ async fn kill(
     }
 }
 
-async fn fs_read(State(fake): State<Fake>, UrlPath(sid): UrlPath<String>, body: Bytes) -> Response {
+async fn fs_read(State(fake): State<Api>, UrlPath(sid): UrlPath<String>, body: Bytes) -> Response {
     let map = match json_object(&body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -673,7 +695,7 @@ fn untar(body: &[u8]) -> Result<Vec<(PathBuf, u32, Vec<u8>)>, String> {
 }
 
 async fn fs_write(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath(sid): UrlPath<String>,
     headers: HeaderMap,
     body: Bytes,
@@ -703,4 +725,130 @@ async fn fs_write(
         }
     }
     axum::Json(json!({})).into_response()
+}
+
+/// Vercel Sandbox's API served on a loopback port, accepting [`API_KEY`] for [`TEAM_ID`] and
+/// [`PROJECT_ID`].
+pub struct Fake {
+    server: FakeServer,
+    api: Api,
+}
+
+impl Fake {
+    /// Starts the fake.
+    pub async fn start() -> Self {
+        let api = Api {
+            inner: Arc::default(),
+            enforce_command_timeouts: Arc::new(AtomicBool::new(true)),
+        };
+        Self {
+            server: FakeServer::start(router_with(api.clone())).await,
+            api,
+        }
+    }
+
+    /// The HTTP server: request log and fault injection.
+    pub fn server(&self) -> &FakeServer {
+        &self.server
+    }
+
+    /// The adapter's base URL.
+    pub fn base_url(&self) -> String {
+        self.server.base_url()
+    }
+
+    /// The adapter's configuration pointed at the fake.
+    pub fn config(&self) -> crate::VercelConfig {
+        crate::VercelConfig {
+            base_url: self.base_url(),
+            ..Default::default()
+        }
+    }
+
+    /// A call context carrying [`API_KEY`], [`TEAM_ID`] and [`PROJECT_ID`].
+    pub fn context(&self) -> CallContext {
+        CallContext::new(
+            Some(SecretString::from(API_KEY)),
+            ProviderContext {
+                team_id: Some(TEAM_ID.into()),
+                project_id: Some(PROJECT_ID.into()),
+                ..ProviderContext::default()
+            },
+        )
+    }
+
+    /// Whether a command's own `timeout` kills it, as Vercel does (the default); turned off,
+    /// a command runs until the adapter kills it, so tests can watch that kill.
+    pub fn enforce_command_timeouts(&self, enforce: bool) {
+        self.api
+            .enforce_command_timeouts
+            .store(enforce, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl Harness for Fake {
+    type Adapter = crate::VercelProvider;
+
+    async fn start() -> Self {
+        Fake::start().await
+    }
+
+    fn server(&self) -> &FakeServer {
+        &self.server
+    }
+
+    fn config_at(&self, base_url: &str, http: HttpConfig) -> crate::VercelConfig {
+        crate::VercelConfig {
+            base_url: base_url.to_owned(),
+            http,
+        }
+    }
+
+    fn context(&self) -> CallContext {
+        Fake::context(self)
+    }
+
+    fn create_call() -> (Method, &'static str) {
+        (Method::POST, "/v3/sandboxes")
+    }
+
+    fn get_call() -> (Method, &'static str) {
+        (Method::GET, "/v2/sandboxes/")
+    }
+
+    fn unknown_id() -> &'static str {
+        "sandbox-nope"
+    }
+
+    fn wrong_credential() -> &'static str {
+        "vercel_wrong_token"
+    }
+
+    /// `CORRAL_LIVE_VERCEL_TOKEN`, `CORRAL_LIVE_VERCEL_TEAM_ID` and
+    /// `CORRAL_LIVE_VERCEL_PROJECT_ID`.
+    fn live() -> Result<(crate::VercelConfig, CallContext, CreateSandboxRequest), String> {
+        let (Ok(token), Ok(team), Ok(project)) = (
+            std::env::var("CORRAL_LIVE_VERCEL_TOKEN"),
+            std::env::var("CORRAL_LIVE_VERCEL_TEAM_ID"),
+            std::env::var("CORRAL_LIVE_VERCEL_PROJECT_ID"),
+        ) else {
+            return Err("CORRAL_LIVE_VERCEL_TOKEN, CORRAL_LIVE_VERCEL_TEAM_ID and \
+                        CORRAL_LIVE_VERCEL_PROJECT_ID"
+                .into());
+        };
+        let ctx = CallContext::new(
+            Some(SecretString::from(token)),
+            ProviderContext {
+                team_id: Some(team),
+                project_id: Some(project),
+                ..ProviderContext::default()
+            },
+        );
+        Ok((
+            crate::VercelConfig::default(),
+            ctx,
+            CreateSandboxRequest::standard(Provider::Vercel, None, Some(300)),
+        ))
+    }
 }

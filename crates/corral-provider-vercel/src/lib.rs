@@ -16,7 +16,8 @@
 //!   id is the tag `corral-operation-id`.
 //!   The native id is the sandbox `name` Vercel assigns.
 //! - **get** → `GET /v2/sandboxes/{name}`; **delete** → `DELETE /v2/sandboxes/{name}` (the
-//!   sandbox and all its snapshots); **find** → `GET /v2/sandboxes?tags=corral-operation-id:<op>`.
+//!   sandbox and all its snapshots); **find** → `GET /v2/sandboxes?tags=corral-operation-id:<op>`
+//!   (pages followed with `cursor`).
 //! - A sandbox is long-lived; a **session** is one VM boot, and commands and files are
 //!   addressed through `/v2/sandboxes/sessions/{sessionId}/…`. When a session stops (timeout,
 //!   stop), a persistent sandbox keeps a snapshot and the next `GET …?resume=true` starts a
@@ -26,10 +27,13 @@
 //! - **exec** → `POST …/cmd` `{command: "sh", args: ["-c", …], cwd, env, wait, logs, timeout
 //!   (ms)}`, read as the NDJSON stream (`{"command"}`, then `{"stream": "stdout"|"stderr",
 //!   "data"}` lines, then the finished `{"command"}` with `exitCode`): stdout and stderr stay
-//!   separate. Past the deadline the command is killed (`…/cmd/{id}/kill`).
+//!   separate. Past the deadline the command is killed (`…/cmd/{id}/kill` with `signal: 9`,
+//!   a POSIX signal number as Vercel's model takes it).
 //! - **files** → read: `POST …/fs/read` (`application/octet-stream`, 404 when missing); write:
 //!   `POST …/fs/write` with a **gzipped tarball** of the one file (`x-cwd: /`). Tar extraction
 //!   would create missing parents, so a write first checks its parent through exec.
+//!
+//! Configuration ([`VercelConfig`], `[providers.vercel]`): `base_url` and the `http` table.
 //!
 //! Unsupported through Corral's port: stop, snapshots, restore, ports and network policies
 //! (Vercel has them; Corral does not drive them yet).
@@ -50,11 +54,13 @@ use async_trait::async_trait;
 use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
 use corral_provider::files_via_exec::{check_write_target, explain_read_failure};
 use corral_provider::{
-    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
-    Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
+    ProviderError, Result, SandboxProvider,
 };
 use corral_provider_http::reqwest::Response;
-use corral_provider_http::{Failure, HttpConfig, ProviderHttp, map_body_error};
+use corral_provider_http::{
+    Auth, Failure, HttpConfig, Page, ProviderHttp, collect_pages, map_body_error,
+};
 
 use crate::api::{CommandResponse, CreateSandboxRequest, LogLine, RunCommandRequest, Sandbox};
 use crate::client::{Client, Scope, failure};
@@ -66,7 +72,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.vercel.com";
 /// `image` values sent as `runtime` rather than as a container image.
 pub const RUNTIMES: [&str; 4] = ["node22", "node24", "node26", "python3.13"];
 
-const PROVIDER: Provider = Provider::Vercel;
+const P: Provider = Provider::Vercel;
 /// HTTP time beyond a command's own deadline, for its last lines to arrive.
 const STREAM_GRACE: Duration = Duration::from_secs(30);
 /// How long after the deadline the adapter stops waiting for the sandbox's own kill.
@@ -75,15 +81,19 @@ const KILL_GRACE: Duration = Duration::from_secs(3);
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Pages read by a search by operation id.
 const LIST_MAX_PAGES: usize = 20;
+/// SIGKILL's number: Vercel's kill takes signal numbers, not names.
+const SIGKILL: u8 = 9;
 /// Exit code of a command killed by SIGKILL.
-const SIGKILL_EXIT: i32 = 128 + 9;
+const SIGKILL_EXIT: i32 = 128 + SIGKILL as i32;
 
-/// Configuration of the Vercel Sandbox adapter.
-#[derive(Debug, Clone)]
+/// Configuration of the Vercel Sandbox adapter: `[providers.vercel]` in the server's
+/// configuration.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct VercelConfig {
     /// API base URL (default `https://api.vercel.com`).
     pub base_url: String,
-    /// Timeouts and caps.
+    /// Timeouts and caps (the `http` table).
     pub http: HttpConfig,
 }
 
@@ -115,18 +125,18 @@ pub struct VercelProvider {
 }
 
 fn scope(ctx: &CallContext) -> Result<Scope<'_>> {
-    let token = ctx.require_credential(PROVIDER)?;
+    // A missing credential is reported before a missing team or project.
+    ctx.require_credential(P)?;
     fn field<'a>(v: &'a Option<String>, name: &'static str) -> Result<&'a str> {
         v.as_deref()
             .filter(|s| !s.trim().is_empty())
             .ok_or(ProviderError::MissingContext {
-                provider: PROVIDER,
+                provider: P,
                 field: name,
             })
     }
     let context = ctx.context();
     Ok(Scope {
-        token,
         team_id: field(&context.team_id, "teamId")?,
         project_id: field(&context.project_id, "projectId")?,
     })
@@ -135,7 +145,7 @@ fn scope(ctx: &CallContext) -> Result<Scope<'_>> {
 fn observed(sandbox: &Sandbox) -> ObservedSandbox {
     ObservedSandbox {
         native_id: sandbox.name.clone(),
-        status: map::status(sandbox.status, sandbox.persistent),
+        status: map::status(&sandbox.status, sandbox.persistent),
         operation_id: sandbox
             .tags
             .get(OPERATION_ID_TAG)
@@ -178,7 +188,7 @@ async fn read_command_stream(
     command_id: &mut Option<String>,
 ) -> Result<ExecOutput> {
     let protocol = |message: String| ProviderError::Protocol {
-        provider: PROVIDER,
+        provider: P,
         message,
     };
     let mut stdout = CappedOutput::new(cap);
@@ -187,11 +197,7 @@ async fn read_command_stream(
     let mut ended = false;
     loop {
         if !ended {
-            match resp
-                .chunk()
-                .await
-                .map_err(|e| map_body_error(PROVIDER, &e))?
-            {
+            match resp.chunk().await.map_err(|e| map_body_error(P, &e))? {
                 Some(chunk) => pending.extend_from_slice(&chunk),
                 None => ended = true,
             }
@@ -251,17 +257,22 @@ async fn read_command_stream(
     }
 }
 
-impl VercelProvider {
-    /// An adapter talking to `config.base_url`.
-    pub fn new(config: VercelConfig) -> Result<Self, ProviderError> {
-        let http = ProviderHttp::new(PROVIDER, &config.base_url, config.http)?;
+impl Adapter for VercelProvider {
+    const PROVIDER: Provider = P;
+    type Config = VercelConfig;
+
+    /// Fails only on an unusable base URL.
+    fn from_config(config: VercelConfig) -> Result<Self> {
+        let http = ProviderHttp::new(P, &config.base_url, config.http)?.with_auth(Auth::Bearer);
         Ok(Self {
             client: Client::new(http),
             caps: capabilities::capabilities(),
             sessions: Mutex::new(HashMap::new()),
         })
     }
+}
 
+impl VercelProvider {
     fn key(scope: Scope<'_>, name: &str) -> SessionKey {
         (
             scope.team_id.to_owned(),
@@ -353,7 +364,7 @@ impl VercelProvider {
             .is_some_and(|v| v.starts_with("application/x-ndjson"));
         if !ndjson {
             return Err(failure(ProviderError::Protocol {
-                provider: PROVIDER,
+                provider: P,
                 message: "expected a stream of command data (application/x-ndjson)".into(),
             }));
         }
@@ -386,7 +397,7 @@ impl VercelProvider {
 #[async_trait]
 impl SandboxProvider for VercelProvider {
     fn provider(&self) -> Provider {
-        PROVIDER
+        P
     }
 
     fn capabilities(&self) -> &ProviderCapabilities {
@@ -424,10 +435,7 @@ impl SandboxProvider for VercelProvider {
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
         let scope = scope(ctx)?;
         self.forget(scope, native_id);
-        match self.client.delete_sandbox(ctx, scope, native_id).await {
-            Ok(()) | Err(ProviderError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.client.delete_sandbox(ctx, scope, native_id).await
     }
 
     async fn exec(
@@ -522,27 +530,21 @@ impl SandboxProvider for VercelProvider {
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
         let scope = scope(ctx)?;
-        let wanted = operation_id.to_string();
-        let tag = format!("{OPERATION_ID_TAG}:{wanted}");
-        let mut found = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..LIST_MAX_PAGES {
-            let page = self
-                .client
-                .list_sandboxes(ctx, scope, &tag, cursor.as_deref())
+        let tag = format!("{OPERATION_ID_TAG}:{operation_id}");
+        let client = &self.client;
+        let tag = tag.as_str();
+        let sandboxes = collect_pages(LIST_MAX_PAGES, |cursor| async move {
+            let page = client
+                .list_sandboxes(ctx, scope, tag, cursor.as_deref())
                 .await?;
-            // The filter is the server's; the check is repeated here in case it is ignored.
-            found.extend(
-                page.sandboxes
-                    .iter()
-                    .filter(|s| s.tags.get(OPERATION_ID_TAG) == Some(&wanted))
-                    .map(observed),
-            );
-            cursor = page.pagination.next;
-            if cursor.is_none() {
-                break;
-            }
-        }
-        Ok(found)
+            Ok(Page {
+                items: page.sandboxes,
+                next: page.pagination.next,
+            })
+        })
+        .await?;
+        // The filter is Vercel's; the tag is checked again by the contract wrapper
+        // (`corral_provider::Contracted`), which reads it from `operation_id`.
+        Ok(sandboxes.iter().map(observed).collect())
     }
 }

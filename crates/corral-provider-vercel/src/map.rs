@@ -1,18 +1,21 @@
 //! Vercel's statuses and error codes in Corral's vocabulary.
 
-use corral_domain::SandboxStatus;
+use corral_domain::{Provider, SandboxStatus};
 use corral_provider_http::Failure;
 
 use crate::api::{ErrorResponse, SessionStatus};
 
+const P: Provider = Provider::Vercel;
+
 /// `Sandbox.status` → the normalized status.
 ///
 /// A stopped (or stopping, snapshotting) *persistent* sandbox keeps its filesystem and resumes
-/// on the next command: `paused`. A stopped non-persistent one has lost it: `stopped`. Unknown
-/// values are treated as still starting, the state from which Corral keeps observing.
-pub(crate) fn status(status: SessionStatus, persistent: bool) -> SandboxStatus {
+/// on the next command: `paused`. A stopped non-persistent one has lost it: `stopped`. An
+/// unknown value is logged and treated as still starting: not usable yet and not terminal, so
+/// Corral keeps observing rather than giving the sandbox up.
+pub(crate) fn status(status: &SessionStatus, persistent: bool) -> SandboxStatus {
     match status {
-        SessionStatus::Pending | SessionStatus::Unknown => SandboxStatus::Creating,
+        SessionStatus::Pending => SandboxStatus::Creating,
         SessionStatus::Running => SandboxStatus::Running,
         SessionStatus::Stopping | SessionStatus::Stopped | SessionStatus::Snapshotting => {
             if persistent {
@@ -22,6 +25,10 @@ pub(crate) fn status(status: SessionStatus, persistent: bool) -> SandboxStatus {
             }
         }
         SessionStatus::Failed | SessionStatus::Aborted => SandboxStatus::Failed,
+        SessionStatus::Other(value) => {
+            tracing::warn!(provider = %P, status = %value, "unknown sandbox status, treated as creating");
+            SandboxStatus::Creating
+        }
     }
 }
 
@@ -65,8 +72,10 @@ mod tests {
         ];
         for (wire, persistent, want) in cases {
             let parsed: SessionStatus = serde_json::from_str(&format!("\"{wire}\"")).unwrap();
-            assert_eq!(status(parsed, persistent), want, "{wire}");
+            assert_eq!(status(&parsed, persistent), want, "{wire}");
         }
+        let unknown: SessionStatus = serde_json::from_str("\"brand_new_state\"").unwrap();
+        assert_eq!(unknown, SessionStatus::Other("brand_new_state".into()));
     }
 
     #[test]

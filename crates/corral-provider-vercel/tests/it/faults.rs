@@ -1,24 +1,11 @@
-//! The shared fault suite, and Vercel's own faults: the team and project context.
+//! Vercel's own faults: the team and project context (the shared fault suite runs through
+//! the harness).
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
 use corral_provider::{CallContext, CreateSpec, ProviderError, SandboxProvider, SecretString};
-use corral_provider_http::reqwest::Method;
-use corral_provider_testkit::fake::FakeServer;
-use corral_provider_testkit::faults::FaultSuite;
-use corral_provider_vercel::fake::{self, FAKE_PROJECT_ID, FAKE_TEAM_ID, FAKE_TOKEN};
+use corral_provider_vercel::fake::{API_KEY, PROJECT_ID, TEAM_ID};
 
-use crate::{ctx, provider, provider_with};
-
-fn suite(server: &FakeServer) -> FaultSuite<'_> {
-    FaultSuite::new(server, server.base_url(), provider_with)
-        .with_context(ctx())
-        .create_call(Method::POST, "/v3/sandboxes")
-        .get_call(Method::GET, "/v2/sandboxes/")
-        .unknown_id("sandbox-nope")
-        .wrong_credential("vercel_wrong_token")
-}
-
-corral_provider_testkit::fault_suite_tests!(world: fake::start, suite: suite);
+use crate::setup;
 
 fn spec() -> CreateSpec {
     CreateSpec {
@@ -30,13 +17,12 @@ fn spec() -> CreateSpec {
 
 #[tokio::test]
 async fn missing_team_or_project_is_missing_context_and_sends_nothing() {
-    let server = fake::start().await;
-    let vercel = provider(&server.base_url());
-    let token = || Some(SecretString::from(FAKE_TOKEN));
+    let (fake, vercel) = setup().await;
+    let token = || Some(SecretString::from(API_KEY));
     let no_team = CallContext::new(
         token(),
         ProviderContext {
-            project_id: Some(FAKE_PROJECT_ID.into()),
+            project_id: Some(PROJECT_ID.into()),
             ..ProviderContext::default()
         },
     );
@@ -54,7 +40,7 @@ async fn missing_team_or_project_is_missing_context_and_sends_nothing() {
     let no_project = CallContext::new(
         token(),
         ProviderContext {
-            team_id: Some(FAKE_TEAM_ID.into()),
+            team_id: Some(TEAM_ID.into()),
             ..ProviderContext::default()
         },
     );
@@ -69,13 +55,13 @@ async fn missing_team_or_project_is_missing_context_and_sends_nothing() {
         ),
         "{err:?}"
     );
-    assert!(server.log().all().is_empty());
+    assert!(fake.server().log().all().is_empty());
     // Another team is refused by Vercel.
     let other = CallContext::new(
         token(),
         ProviderContext {
             team_id: Some("team_other".into()),
-            project_id: Some(FAKE_PROJECT_ID.into()),
+            project_id: Some(PROJECT_ID.into()),
             ..ProviderContext::default()
         },
     );

@@ -1,40 +1,33 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
-//! The Vercel Sandbox adapter against its loopback fake: conformance, faults, traps, and an
-//! opt-in live test.
+//! The Vercel Sandbox adapter against its loopback fake: the shared suites through the
+//! harness (a test per conformance scenario, the fault suite, the opt-in live test), then
+//! Vercel's own faults and traps.
 
-mod conformance;
 mod faults;
-mod live;
 mod traps;
 
 use corral_domain::ProviderContext;
-use corral_provider::{CallContext, SecretString};
-use corral_provider_http::HttpConfig;
-use corral_provider_vercel::fake::{FAKE_PROJECT_ID, FAKE_TEAM_ID, FAKE_TOKEN};
-use corral_provider_vercel::{VercelConfig, VercelProvider};
+use corral_provider::{Adapter, CallContext, SecretString};
+use corral_provider_vercel::VercelProvider;
+use corral_provider_vercel::fake::{API_KEY, Fake, PROJECT_ID, TEAM_ID};
+
+corral_provider_testkit::adapter_tests!(corral_provider_vercel::fake::Fake);
 
 /// A context carrying the fake's token, team and project.
 pub(crate) fn ctx() -> CallContext {
     CallContext::new(
-        Some(SecretString::from(FAKE_TOKEN)),
+        Some(SecretString::from(API_KEY)),
         ProviderContext {
-            team_id: Some(FAKE_TEAM_ID.into()),
-            project_id: Some(FAKE_PROJECT_ID.into()),
+            team_id: Some(TEAM_ID.into()),
+            project_id: Some(PROJECT_ID.into()),
             ..ProviderContext::default()
         },
     )
 }
 
-/// The adapter pointed at `base_url`.
-pub(crate) fn provider(base_url: &str) -> VercelProvider {
-    provider_with(base_url, HttpConfig::default())
-}
-
-/// The adapter pointed at `base_url` with these HTTP settings.
-pub(crate) fn provider_with(base_url: &str, http: HttpConfig) -> VercelProvider {
-    VercelProvider::new(VercelConfig {
-        base_url: base_url.to_owned(),
-        http,
-    })
-    .unwrap()
+/// A fresh fake and the adapter pointed at it.
+pub(crate) async fn setup() -> (Fake, VercelProvider) {
+    let fake = Fake::start().await;
+    let provider = VercelProvider::from_config(fake.config()).unwrap();
+    (fake, provider)
 }

@@ -8,11 +8,11 @@ use corral_domain::{CreateSandboxRequest, OperationId, Provider, SandboxStatus};
 use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider};
 use corral_provider_http::reqwest::Method;
 use corral_provider_testkit::fake::{FakeServer, Recorded};
-use corral_provider_vercel::fake::{self, FAKE_PROJECT_ID, FAKE_TEAM_ID, FAKE_TOKEN};
+use corral_provider_vercel::fake::{API_KEY, PROJECT_ID, TEAM_ID};
 use corral_provider_vercel::{OPERATION_ID_TAG, VercelProvider};
 use serde_json::Value;
 
-use crate::{ctx, provider};
+use crate::{ctx, setup};
 
 fn spec(image: Option<&str>, timeout: Option<u64>) -> CreateSpec {
     CreateSpec {
@@ -46,21 +46,20 @@ fn param(r: &Recorded, name: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-async fn running(server: &FakeServer) -> (VercelProvider, String) {
-    let vercel = provider(&server.base_url());
+async fn running(vercel: &VercelProvider) -> String {
     let created = vercel.create(&ctx(), &spec(None, Some(600))).await.unwrap();
     assert_eq!(created.status, SandboxStatus::Creating);
     let seen = vercel.get(&ctx(), &created.native_id).await.unwrap();
     assert_eq!(seen.status, SandboxStatus::Creating);
     let seen = vercel.get(&ctx(), &created.native_id).await.unwrap();
     assert_eq!(seen.status, SandboxStatus::Running);
-    (vercel, created.native_id)
+    created.native_id
 }
 
 #[tokio::test]
 async fn timeouts_go_out_in_milliseconds() {
-    let server = fake::start().await;
-    let vercel = provider(&server.base_url());
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
     let with = spec(None, Some(2700));
     let created = vercel.create(&ctx(), &with).await.unwrap();
     assert_eq!(created.operation_id, Some(with.operation_id));
@@ -79,7 +78,7 @@ async fn timeouts_go_out_in_milliseconds() {
         with.operation_id.to_string()
     );
     // A command's deadline also travels in ms, and the sandbox kills it then.
-    let (vercel, id) = running(&server).await;
+    let id = running(&vercel).await;
     let mut slow = ExecSpec::new("sleep 30");
     slow.timeout = Duration::from_secs(1);
     let started = std::time::Instant::now();
@@ -95,8 +94,8 @@ async fn timeouts_go_out_in_milliseconds() {
 
 #[tokio::test]
 async fn runtimes_go_to_v2_and_images_to_v3_as_the_sdk_does() {
-    let server = fake::start().await;
-    let vercel = provider(&server.base_url());
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
     vercel
         .create(&ctx(), &spec(Some("python3.13"), Some(60)))
         .await
@@ -122,8 +121,9 @@ async fn runtimes_go_to_v2_and_images_to_v3_as_the_sdk_does() {
 
 #[tokio::test]
 async fn every_call_carries_the_token_and_team_and_sandbox_calls_the_project() {
-    let server = fake::start().await;
-    let (vercel, id) = running(&server).await;
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
+    let id = running(&vercel).await;
     let op = OperationId::new();
     vercel
         .exec(&ctx(), &id, &ExecSpec::new("echo hi"))
@@ -152,14 +152,14 @@ async fn every_call_carries_the_token_and_team_and_sandbox_calls_the_project() {
     for r in &all {
         assert_eq!(
             r.headers["authorization"].to_str().unwrap(),
-            format!("Bearer {FAKE_TOKEN}"),
+            format!("Bearer {API_KEY}"),
             "{} {}",
             r.method,
             r.path
         );
         assert_eq!(
             param(r, "teamId").as_deref(),
-            Some(FAKE_TEAM_ID),
+            Some(TEAM_ID),
             "{} {}",
             r.method,
             r.path
@@ -168,13 +168,13 @@ async fn every_call_carries_the_token_and_team_and_sandbox_calls_the_project() {
         if sandbox_call {
             assert_eq!(
                 param(r, "projectId").as_deref(),
-                Some(FAKE_PROJECT_ID),
+                Some(PROJECT_ID),
                 "{}",
                 r.path
             );
         }
         if r.method == Method::POST && r.path.ends_with("/v3/sandboxes") {
-            assert_eq!(body(r)["projectId"], FAKE_PROJECT_ID);
+            assert_eq!(body(r)["projectId"], PROJECT_ID);
         }
     }
     let list = &server
@@ -184,7 +184,7 @@ async fn every_call_carries_the_token_and_team_and_sandbox_calls_the_project() {
         .find(|r| r.path == "/v2/sandboxes")
         .unwrap()
         .clone();
-    assert_eq!(param(list, "project").as_deref(), Some(FAKE_PROJECT_ID));
+    assert_eq!(param(list, "project").as_deref(), Some(PROJECT_ID));
     assert_eq!(
         param(list, "tags"),
         Some(format!("{OPERATION_ID_TAG}:{op}"))
@@ -196,10 +196,10 @@ async fn every_call_carries_the_token_and_team_and_sandbox_calls_the_project() {
 async fn stop_session(server: &FakeServer, session: &str) {
     let resp = corral_provider_http::reqwest::Client::new()
         .post(format!(
-            "{}/v2/sandboxes/sessions/{session}/stop?teamId={FAKE_TEAM_ID}",
+            "{}/v2/sandboxes/sessions/{session}/stop?teamId={TEAM_ID}",
             server.base_url()
         ))
-        .bearer_auth(FAKE_TOKEN)
+        .bearer_auth(API_KEY)
         .send()
         .await
         .unwrap();
@@ -218,8 +218,9 @@ fn session_of(r: &Recorded) -> String {
 
 #[tokio::test]
 async fn a_stopped_session_is_resumed_under_a_new_id_and_the_call_retried() {
-    let server = fake::start().await;
-    let (vercel, id) = running(&server).await;
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
+    let id = running(&vercel).await;
     let dir = vercel
         .exec(&ctx(), &id, &ExecSpec::new("mktemp -d"))
         .await
@@ -232,7 +233,7 @@ async fn a_stopped_session_is_resumed_under_a_new_id_and_the_call_retried() {
         .unwrap();
     let first = session_of(server.log().matching(&Method::POST, "/cmd").last().unwrap());
 
-    stop_session(&server, &first).await;
+    stop_session(server, &first).await;
     assert_eq!(
         vercel.get(&ctx(), &id).await.unwrap().status,
         SandboxStatus::Paused,
@@ -262,7 +263,7 @@ async fn a_stopped_session_is_resumed_under_a_new_id_and_the_call_retried() {
     assert_eq!(resumes.len(), 1);
 
     // Files follow the session too.
-    stop_session(&server, &second).await;
+    stop_session(server, &second).await;
     server.log().clear();
     assert_eq!(
         vercel.read_file(&ctx(), &id, &file, 1024).await.unwrap(),
@@ -276,8 +277,9 @@ async fn a_stopped_session_is_resumed_under_a_new_id_and_the_call_retried() {
 
 #[tokio::test]
 async fn writes_are_one_gzipped_tar_entry_extracted_at_the_root() {
-    let server = fake::start().await;
-    let (vercel, id) = running(&server).await;
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
+    let id = running(&vercel).await;
     let dir = vercel
         .exec(&ctx(), &id, &ExecSpec::new("mktemp -d"))
         .await
@@ -327,8 +329,9 @@ async fn writes_are_one_gzipped_tar_entry_extracted_at_the_root() {
 
 #[tokio::test]
 async fn the_fake_refuses_archives_that_are_not_gzipped_tars() {
-    let server = fake::start().await;
-    let (vercel, id) = running(&server).await;
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
+    let id = running(&vercel).await;
     vercel
         .exec(&ctx(), &id, &ExecSpec::new("true"))
         .await
@@ -337,10 +340,10 @@ async fn the_fake_refuses_archives_that_are_not_gzipped_tars() {
     let post = |body: Vec<u8>| {
         corral_provider_http::reqwest::Client::new()
             .post(format!(
-                "{}/v2/sandboxes/sessions/{session}/fs/write?teamId={FAKE_TEAM_ID}",
+                "{}/v2/sandboxes/sessions/{session}/fs/write?teamId={TEAM_ID}",
                 server.base_url()
             ))
-            .bearer_auth(FAKE_TOKEN)
+            .bearer_auth(API_KEY)
             .header("content-type", "application/gzip")
             .header("x-cwd", "/")
             .body(body)
@@ -358,8 +361,9 @@ async fn the_fake_refuses_archives_that_are_not_gzipped_tars() {
 
 #[tokio::test]
 async fn exec_sends_sh_c_with_native_cwd_and_env() {
-    let server = fake::start().await;
-    let (vercel, id) = running(&server).await;
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
+    let id = running(&vercel).await;
     let mut spec = ExecSpec::new("echo \"$X\"; pwd");
     spec.cwd = Some("/tmp".into());
     spec.env = BTreeMap::from([("X".to_owned(), "a b".to_owned())]);
@@ -378,8 +382,9 @@ async fn exec_sends_sh_c_with_native_cwd_and_env() {
 
 #[tokio::test]
 async fn reading_a_directory_is_refused_and_a_missing_file_is_not_found() {
-    let server = fake::start().await;
-    let (vercel, id) = running(&server).await;
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
+    let id = running(&vercel).await;
     let dir = vercel
         .exec(&ctx(), &id, &ExecSpec::new("mktemp -d"))
         .await
@@ -397,4 +402,71 @@ async fn reading_a_directory_is_refused_and_a_missing_file_is_not_found() {
         server.log().matching(&Method::POST, "/cmd").is_empty(),
         "a 404 needs no probe"
     );
+}
+
+#[tokio::test]
+async fn a_command_past_its_deadline_is_killed_with_the_signal_number_9() {
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
+    let id = running(&vercel).await;
+    // The sandbox lets the command outlive its own timeout, so the adapter's kill ends it.
+    fake.enforce_command_timeouts(false);
+    let mut slow = ExecSpec::new("sleep 30");
+    slow.timeout = Duration::from_secs(1);
+    server.log().clear();
+    let err = vercel.exec(&ctx(), &id, &slow).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::CommandTimedOut { .. }),
+        "{err:?}"
+    );
+    let kills = server.log().matching(&Method::POST, "/kill");
+    assert_eq!(kills.len(), 1);
+    assert_eq!(
+        body(&kills[0]),
+        serde_json::json!({ "signal": 9 }),
+        "Vercel's kill takes a POSIX signal number"
+    );
+}
+
+#[tokio::test]
+async fn the_fake_refuses_a_kill_signal_given_by_name() {
+    let (fake, vercel) = setup().await;
+    let server = fake.server();
+    let id = running(&vercel).await;
+    vercel
+        .exec(&ctx(), &id, &ExecSpec::new("true"))
+        .await
+        .unwrap();
+    let session = session_of(&server.log().matching(&Method::POST, "/cmd")[0]);
+    let client = corral_provider_http::reqwest::Client::new();
+    let url = |rest: &str| {
+        format!(
+            "{}/v2/sandboxes/sessions/{session}/cmd{rest}?teamId={TEAM_ID}",
+            server.base_url()
+        )
+    };
+    let started: Value = client
+        .post(url(""))
+        .bearer_auth(API_KEY)
+        .json(&serde_json::json!({ "command": "sleep", "args": ["30"], "wait": false }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cmd = started["command"]["id"].as_str().unwrap().to_owned();
+    let kill = |signal: Value| {
+        client
+            .post(url(&format!("/{cmd}/kill")))
+            .bearer_auth(API_KEY)
+            .json(&serde_json::json!({ "signal": signal }))
+            .send()
+    };
+    let by_name = kill(Value::from("SIGKILL")).await.unwrap();
+    assert_eq!(by_name.status(), 400, "a signal name is not a number");
+    let v: Value = by_name.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "bad_request");
+    let by_number = kill(Value::from(9)).await.unwrap();
+    assert_eq!(by_number.status(), 200);
 }
