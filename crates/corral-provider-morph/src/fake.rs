@@ -310,10 +310,10 @@ impl Fake {
         }
     }
 
-    /// A call context carrying [`API_KEY`].
+    /// A call context carrying the key the fake accepts.
     pub fn context(&self) -> CallContext {
         CallContext::new(
-            Some(SecretString::from(API_KEY)),
+            Some(SecretString::from(self.api_key.clone())),
             ProviderContext::default(),
         )
     }

@@ -427,9 +427,7 @@ mod tests {
             message: "down".into(),
         };
         assert_eq!(idem(down), ErrorCode::IdempotencyUnavailable);
-        let key = IdempotencyError::InvalidKey {
-            reason: "empty".into(),
-        };
+        let key = IdempotencyError::InvalidKey { reason: "empty" };
         assert_eq!(idem(key), ErrorCode::InvalidIdempotencyKey);
         assert_eq!(
             idem(IdempotencyError::ClaimLost),
