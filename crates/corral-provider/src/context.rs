@@ -1,4 +1,6 @@
 use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_domain::ProviderContext;
@@ -12,6 +14,7 @@ pub struct CallContext {
     credential: Option<SecretString>,
     context: ProviderContext,
     deadline: Option<Instant>,
+    pinned_addrs: Option<Arc<[SocketAddr]>>,
 }
 
 impl CallContext {
@@ -21,6 +24,7 @@ impl CallContext {
             credential,
             context,
             deadline: None,
+            pinned_addrs: None,
         }
     }
 
@@ -44,6 +48,20 @@ impl CallContext {
     /// The provider credential, if any. Expose it only to build the provider request.
     pub fn credential(&self) -> Option<&SecretString> {
         self.credential.as_ref()
+    }
+
+    /// The same context with the socket addresses its bridge URL may be reached at: the
+    /// addresses the server's guard resolved and vetted. A bridge client connects to these
+    /// and no others (no second DNS lookup).
+    pub fn with_pinned_addrs(mut self, addrs: Vec<SocketAddr>) -> Self {
+        self.pinned_addrs = Some(addrs.into());
+        self
+    }
+
+    /// The vetted socket addresses of the context's bridge URL, when the server checked it
+    /// (`None`: the URL, if any, was not vetted here, e.g. it is the operator's own).
+    pub fn pinned_addrs(&self) -> Option<&[SocketAddr]> {
+        self.pinned_addrs.as_deref()
     }
 
     /// The credential, or `MissingCredential` for `provider`.
@@ -87,6 +105,7 @@ impl fmt::Debug for CallContext {
             )
             .field("context", &self.context)
             .field("deadline", &self.deadline)
+            .field("pinned_addrs", &self.pinned_addrs)
             .finish()
     }
 }
@@ -104,6 +123,17 @@ mod tests {
         let shown = format!("{ctx:?}");
         assert!(!shown.contains("canary-secret-4242"), "{shown}");
         assert!(shown.contains("[redacted]"));
+    }
+
+    #[test]
+    fn pinned_addresses_are_absent_until_set_and_survive_a_deadline() {
+        let ctx = CallContext::anonymous();
+        assert!(ctx.pinned_addrs().is_none());
+        let addr: std::net::SocketAddr = "203.0.113.7:443".parse().unwrap();
+        let ctx = ctx
+            .with_pinned_addrs(vec![addr])
+            .with_timeout(Duration::from_secs(5));
+        assert_eq!(ctx.pinned_addrs(), Some(&[addr][..]));
     }
 
     #[test]

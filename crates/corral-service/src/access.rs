@@ -87,6 +87,7 @@ impl Service {
             }
         };
         let context = profile_context.clone().overridden_by(&inline.context);
+        let mut ctx = CallContext::new(credential, context.clone());
         if provider.is_bridge() {
             check_bridge_credential(
                 source,
@@ -94,11 +95,13 @@ impl Service {
                 inline.context.bridge_url.as_deref(),
             )?;
             if let Some(url) = &context.bridge_url {
-                self.inner.bridge.check(url).await?;
+                // The adapter connects to the vetted addresses only: no second lookup.
+                let vetted = self.inner.bridge.check(url).await?;
+                ctx = ctx.with_pinned_addrs(vetted.pinned);
             }
         }
         Ok(Access {
-            ctx: CallContext::new(credential, context.clone()),
+            ctx,
             source,
             context,
         })

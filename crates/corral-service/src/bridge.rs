@@ -30,8 +30,8 @@ pub struct BridgeGuard {
 pub struct VettedBridgeUrl {
     /// The parsed URL.
     pub url: Url,
-    /// The socket addresses the check resolved and found public: connect to these only.
-    /// Empty when the host is allow-listed by the operator (the client resolves it itself).
+    /// The socket addresses the check resolved (and found public, unless the host is
+    /// allow-listed): connect to these only. Never empty.
     pub pinned: Vec<SocketAddr>,
 }
 
@@ -72,9 +72,10 @@ impl BridgeGuard {
     /// Parses, resolves and checks `raw`; the URL and the addresses to connect to when every
     /// rule passes.
     ///
-    /// Rules: `http` or `https` only, no userinfo, a host; then either the host (or
-    /// `host:port`) is allow-listed, or it is not a reserved name (`localhost`, metadata
-    /// services) and every address it resolves to is public.
+    /// Rules: `http` or `https` only, no userinfo, a host that resolves; then either the host
+    /// (or `host:port`) is allow-listed, or it is not a reserved name (`localhost`, metadata
+    /// services) and every address it resolves to is public. The host is resolved once, here,
+    /// allow-listed or not.
     pub async fn check(&self, raw: &str) -> Result<VettedBridgeUrl, ServiceError> {
         let url = Url::parse(raw.trim()).map_err(|_| refused("", "it is not a valid URL"))?;
         let shown = format!("`{}`", url.origin().ascii_serialization());
@@ -95,13 +96,8 @@ impl BridgeGuard {
             Host::Ipv4(a) => a.to_string(),
             Host::Ipv6(a) => format!("[{a}]"),
         };
-        if self.allowed(&host_text, port) {
-            return Ok(VettedBridgeUrl {
-                url,
-                pinned: Vec::new(),
-            });
-        }
-        if matches!(host, Host::Domain(_)) && reserved_name(&host_text) {
+        let allowed = self.allowed(&host_text, port);
+        if !allowed && matches!(host, Host::Domain(_)) && reserved_name(&host_text) {
             return Err(refused(
                 &shown,
                 "its host names this machine or a metadata service; an operator can allow-list it",
@@ -119,7 +115,9 @@ impl BridgeGuard {
         if addrs.is_empty() {
             return Err(refused(&shown, "its host does not resolve"));
         }
-        if let Some(bad) = addrs.iter().find(|ip| !is_public(**ip)) {
+        // An allow-listed host skips the address rules, not the pinning: the client still
+        // connects only to what was resolved here.
+        if !allowed && let Some(bad) = addrs.iter().find(|ip| !is_public(**ip)) {
             return Err(refused(
                 &shown,
                 &format!(
@@ -299,10 +297,144 @@ mod tests {
             vetted.pinned,
             vec!["[2606:4700:4700::1111]:80".parse().unwrap()]
         );
-        // An allow-listed host is the operator's to trust: nothing is pinned.
-        let allowed = BridgeGuard::new(&["127.0.0.1:9000".to_owned()]);
+        // An allow-listed host skips the address rules but is still pinned.
+        let allowed = BridgeGuard::new(&["127.0.0.1:9000".to_owned(), "localhost".to_owned()]);
         let vetted = allowed.check("http://127.0.0.1:9000/").await.unwrap();
-        assert!(vetted.pinned.is_empty());
+        assert_eq!(vetted.pinned, vec!["127.0.0.1:9000".parse().unwrap()]);
+        let vetted = allowed.check("http://localhost:9001/").await.unwrap();
+        assert!(!vetted.pinned.is_empty());
+        assert!(
+            vetted
+                .pinned
+                .iter()
+                .all(|a| a.ip().is_loopback() && a.port() == 9001)
+        );
+    }
+
+    /// Refuses `url` with `invalid_request` and a message naming the header and `why`.
+    async fn assert_refused(guard: &BridgeGuard, url: &str, why: &str) {
+        let e = guard.check(url).await.expect_err(url);
+        assert_eq!(e.code().as_str(), "invalid_request", "{url}");
+        let message = e.to_string();
+        assert!(
+            message.contains("X-Provider-Bridge-Url") && message.contains(why),
+            "{url}: {message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn every_spelling_of_a_loopback_or_metadata_ipv4_address_is_refused() {
+        let guard = BridgeGuard::new(&[]);
+        for url in [
+            "http://127.0.0.1/",
+            "http://2130706433/",          // decimal
+            "http://0x7f000001/",          // hex, one part
+            "http://0x7f.0x0.0x0.0x1/",    // hex, dotted
+            "http://0x7f.1/",              // hex, two parts
+            "http://0177.0.0.1/",          // octal
+            "http://017700000001/",        // octal, one part
+            "http://127.1/",               // short form
+            "http://127.0.0.1./",          // trailing dot
+            "http://0/",                   // 0.0.0.0
+            "http://2852039166/",          // 169.254.169.254 in decimal
+            "http://0xa9fea9fe/",          // 169.254.169.254 in hex
+            "http://0251.0376.0251.0376/", // 169.254.169.254 in octal
+            "http://012.1/",               // 10.0.0.1 in octal and short
+        ] {
+            assert_refused(&guard, url, "non-public address").await;
+        }
+    }
+
+    #[tokio::test]
+    async fn ipv6_spellings_of_private_ipv4_addresses_are_refused() {
+        let guard = BridgeGuard::new(&[]);
+        for url in [
+            "http://[::1]/",
+            "http://[0:0:0:0:0:0:0:1]/",
+            "http://[::ffff:127.0.0.1]/", // IPv4-mapped
+            "http://[::ffff:7f00:1]/",    // IPv4-mapped, hex
+            "http://[::ffff:169.254.169.254]/",
+            "http://[::127.0.0.1]/",       // IPv4-compatible
+            "http://[2002:7f00:1::]/",     // 6to4 of 127.0.0.1
+            "http://[2002:a9fe:a9fe::1]/", // 6to4 of the metadata address
+            "http://[2002:c0a8:101::1]/",  // 6to4 of 192.168.1.1
+            "http://[64:ff9b::7f00:1]/",   // NAT64 of 127.0.0.1
+            "http://[fe80::1]/",
+            "http://[fd00:ec2::254]/", // AWS's IPv6 metadata address
+        ] {
+            assert_refused(&guard, url, "non-public address").await;
+        }
+    }
+
+    #[tokio::test]
+    async fn userinfo_tricks_are_refused_or_resolve_to_the_real_host() {
+        let guard = BridgeGuard::new(&[]);
+        for url in [
+            "http://user@1.1.1.1/",
+            "http://user:pass@1.1.1.1/",
+            "http://bridge.example.com@127.0.0.1/",
+            "http://1.1.1.1:443@127.0.0.1/",
+            "http://%31.1.1.1@127.0.0.1/",
+        ] {
+            assert_refused(&guard, url, "userinfo").await;
+        }
+        // An empty userinfo is dropped by the parser, and what looks like userinfo after `#`,
+        // `?`, `/` or `\\` is not: the host is the loopback address either way.
+        for url in [
+            "http://:@127.0.0.1/",
+            "http://127.0.0.1#@bridge.example.com/",
+            "http://127.0.0.1?@bridge.example.com/",
+            "http://127.0.0.1/@bridge.example.com",
+            "http://127.0.0.1\\@bridge.example.com/",
+        ] {
+            assert_refused(&guard, url, "non-public address").await;
+        }
+    }
+
+    #[tokio::test]
+    async fn names_that_resolve_to_loopback_are_refused() {
+        let guard = BridgeGuard::new(&[]);
+        // `localhost` and its spellings are refused before any lookup.
+        for url in [
+            "http://localhost/",
+            "http://LocalHost./",
+            "http://a.b.localhost/",
+        ] {
+            assert_refused(&guard, url, "this machine").await;
+        }
+        // Any other name the resolver maps to loopback (here: from /etc/hosts) is refused
+        // by its address.
+        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let names: Vec<String> = hosts
+            .lines()
+            .map(|l| l.split('#').next().unwrap_or_default())
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                let ip: IpAddr = words.next()?.parse().ok()?;
+                ip.is_loopback()
+                    .then(|| words.map(str::to_owned).collect::<Vec<_>>())
+            })
+            .flatten()
+            .filter(|n| !reserved_name(&n.to_ascii_lowercase()))
+            .collect();
+        if names.is_empty() {
+            eprintln!(
+                "/etc/hosts names loopback only as localhost: the by-address case is not run"
+            );
+        }
+        for name in names {
+            assert_refused(&guard, &format!("http://{name}:8080/"), "loopback").await;
+        }
+    }
+
+    #[tokio::test]
+    async fn other_schemes_and_malformed_urls_are_refused() {
+        let guard = BridgeGuard::new(&[]);
+        assert_refused(&guard, "file:///etc/passwd", "only http and https").await;
+        assert_refused(&guard, "gopher://1.1.1.1/", "only http and https").await;
+        assert_refused(&guard, "not a url", "not a valid URL").await;
+        assert_refused(&guard, "http://[::1/", "not a valid URL").await;
+        assert_refused(&guard, "http://256.0.0.1/", "not a valid URL").await;
     }
 
     #[test]
