@@ -125,8 +125,53 @@ pub struct ProviderHttp {
 impl ProviderHttp {
     /// A client for `provider` rooted at `base_url` (e.g. `https://api.e2b.app`).
     pub fn new(provider: Provider, base_url: &str, config: HttpConfig) -> Result<Self> {
+        Self::build(provider, base_url, config, None)
+    }
+
+    /// As [`ProviderHttp::new`], but the base URL's host is reached at `pinned` and nowhere
+    /// else: the client never resolves it (for a URL a caller chose, whose addresses were
+    /// vetted once, so that a second DNS answer cannot point it elsewhere). `pinned` empty is
+    /// an `InvalidRequest`: there would be nothing to connect to.
+    pub fn pinned(
+        provider: Provider,
+        base_url: &str,
+        config: HttpConfig,
+        pinned: &[std::net::SocketAddr],
+    ) -> Result<Self> {
+        if pinned.is_empty() {
+            return Err(ProviderError::InvalidRequest {
+                provider,
+                message: "the bridge URL has no vetted address to connect to".into(),
+            });
+        }
+        Self::build(provider, base_url, config, Some(pinned))
+    }
+
+    fn build(
+        provider: Provider,
+        base_url: &str,
+        config: HttpConfig,
+        pinned: Option<&[std::net::SocketAddr]>,
+    ) -> Result<Self> {
         let base = parse_base(provider, base_url)?;
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if let Some(addrs) = pinned {
+            match base.host() {
+                Some(url::Host::Domain(domain)) => {
+                    builder = builder.resolve_to_addrs(domain, addrs);
+                }
+                // A literal address is not resolved; it must be one of the vetted ones.
+                Some(url::Host::Ipv4(ip)) if addrs.iter().any(|a| a.ip() == ip) => {}
+                Some(url::Host::Ipv6(ip)) if addrs.iter().any(|a| a.ip() == ip) => {}
+                _ => {
+                    return Err(ProviderError::InvalidRequest {
+                        provider,
+                        message: "the bridge URL's address is not among the vetted ones".into(),
+                    });
+                }
+            }
+        }
+        let client = builder
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .redirect(reqwest::redirect::Policy::none())
@@ -787,6 +832,50 @@ mod tests {
         assert_eq!(error_message(b"plain\ntext"), "plain text");
         assert_eq!(error_message(b""), "no details");
         assert!(error_message("x".repeat(5000).as_bytes()).chars().count() <= 301);
+    }
+
+    #[tokio::test]
+    async fn a_pinned_client_connects_to_the_vetted_address_and_never_resolves_the_name() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let mut buf = [0u8; 1024];
+                let _ = sock.read(&mut buf).await;
+                let _ = sock
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+            }
+        });
+        // `.invalid` never resolves (RFC 6761): only the pin can make this request succeed.
+        let url = format!("http://bridge.corral.invalid:{}/", addr.port());
+        let http = ProviderHttp::pinned(Provider::Cloudflare, &url, HttpConfig::default(), &[addr])
+            .unwrap();
+        let ctx = CallContext::anonymous();
+        let body = http
+            .send_bytes(&ctx, http.request(Method::GET, "/health"))
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"ok");
+        let unpinned =
+            ProviderHttp::new(Provider::Cloudflare, &url, HttpConfig::default()).unwrap();
+        assert!(
+            unpinned
+                .send_bytes(&ctx, unpinned.request(Method::GET, "/health"))
+                .await
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_pinned_client_refuses_a_literal_address_it_was_not_given_and_an_empty_pin() {
+        let vetted: std::net::SocketAddr = "203.0.113.7:443".parse().unwrap();
+        let p = Provider::Cloudflare;
+        let c = HttpConfig::default();
+        assert!(ProviderHttp::pinned(p, "https://203.0.113.7/", c.clone(), &[vetted]).is_ok());
+        assert!(ProviderHttp::pinned(p, "https://127.0.0.1/", c.clone(), &[vetted]).is_err());
+        assert!(ProviderHttp::pinned(p, "https://bridge.example.com/", c, &[]).is_err());
     }
 
     #[test]

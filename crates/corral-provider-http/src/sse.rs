@@ -31,6 +31,12 @@ impl SseParser {
         self.buf.len()
     }
 
+    /// Bytes held for the event in progress: the unfinished line plus the data lines read so
+    /// far. A caller bounds memory by refusing a stream once this passes its limit.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() + self.current.data.len()
+    }
+
     /// Consumes `chunk`, returning every event it completes.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         self.buf.extend_from_slice(chunk);
@@ -103,5 +109,14 @@ mod tests {
             ]
         );
         assert_eq!(p.pending(), 0);
+        assert_eq!(p.buffered(), 0);
+    }
+
+    #[test]
+    fn buffered_counts_data_lines_of_an_unfinished_event() {
+        let mut p = SseParser::new();
+        assert!(p.push(b"data: aaaa\ndata: bbbb\nda").is_empty());
+        assert_eq!(p.pending(), 2);
+        assert_eq!(p.buffered(), 2 + "aaaa\nbbbb".len());
     }
 }
