@@ -1,0 +1,178 @@
+//! The bridge contract's wire types (docs/bridge-contract.md), named as Cloudflare's bridge
+//! Worker names them; Corral's extensions are marked.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/sandbox` body *(extension)*: the tag to store with the new sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRequest {
+    /// Corral's operation id.
+    pub tag: String,
+}
+
+/// `POST /v1/sandbox` answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Created {
+    /// The new sandbox's id (`^[a-z2-7]{1,128}$`).
+    pub id: String,
+    /// *(extension)* The tag, echoed when the bridge stored it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+/// One sandbox *(extension)*: `GET /v1/sandbox/{id}` and the items of a lookup by tag.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SandboxInfo {
+    /// The sandbox id.
+    pub id: String,
+    /// Whether its container is alive.
+    pub running: bool,
+    /// The tag stored at create, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+/// `GET /v1/sandbox?tag=…` answer *(extension)*.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SandboxList {
+    /// The sandboxes carrying the tag.
+    pub sandboxes: Vec<SandboxInfo>,
+}
+
+/// `GET /v1/sandbox/{id}/running` answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunningResponse {
+    /// Whether the sandbox container is alive and responding.
+    pub running: bool,
+}
+
+/// `POST /v1/sandbox/{id}/exec` body.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    /// The argv (Corral sends `["sh", "-c", <script>]`).
+    pub argv: Vec<String>,
+    /// Per-call timeout in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Working directory (Corral applies it in the script instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// *(extension)* Extra environment (Corral applies it in the script instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+/// The `exit` event's data.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExitEvent {
+    /// The command's exit code.
+    pub exit_code: i32,
+}
+
+/// Every error body, and the `error` event's data.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorBody {
+    /// Human-readable description.
+    pub error: String,
+    /// Stable machine-readable code.
+    pub code: String,
+}
+
+/// `PUT …/file/…` answer and other acknowledgements.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OkResponse {
+    /// Always `true`.
+    pub ok: bool,
+}
+
+/// Error codes Corral reads.
+pub mod codes {
+    /// *(extension)* The sandbox is unknown (404).
+    pub const SANDBOX_NOT_FOUND: &str = "sandbox_not_found";
+    /// *(extension)* The command ran past `timeout_ms` and was killed (`error` event).
+    pub const EXEC_TIMEOUT: &str = "exec_timeout";
+    /// The file does not exist (404).
+    pub const WORKSPACE_READ_NOT_FOUND: &str = "workspace_read_not_found";
+    /// The request is malformed or refused (400, 403).
+    pub const INVALID_REQUEST: &str = "invalid_request";
+    /// The key is missing or wrong (401).
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// The command could not be run (`error` event or 5xx).
+    pub const EXEC_ERROR: &str = "exec_error";
+}
+
+/// Whether `id` is a sandbox id the contract accepts: `^[a-z2-7]{1,128}$`.
+pub fn is_sandbox_id(id: &str) -> bool {
+    (1..=128).contains(&id.len()) && id.bytes().all(|b| matches!(b, b'a'..=b'z' | b'2'..=b'7'))
+}
+
+const BASE32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+
+/// Lowercase RFC 4648 base32 without padding: turns any bytes into a valid sandbox id
+/// alphabet (a bridge maps its backend's ids this way).
+pub fn base32(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(5) * 8);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &b in bytes {
+        acc = (acc << 8) | u32::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(char::from(BASE32[((acc >> bits) & 31) as usize]));
+        }
+    }
+    if bits > 0 {
+        out.push(char::from(BASE32[((acc << (5 - bits)) & 31) as usize]));
+    }
+    out
+}
+
+/// The inverse of [`base32`]; `None` for a character outside the alphabet or stray bits.
+pub fn unbase32(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() * 5 / 8);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = BASE32.iter().position(|&x| x == c)?;
+        acc = ((acc << 5) | v as u32) & 0xffff;
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    // Leftover bits must be padding zeros of a canonical encoding.
+    if bits >= 5 || acc & ((1 << bits) - 1) != 0 {
+        return None;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base32_round_trips_and_yields_valid_sandbox_ids() {
+        for bytes in [&b""[..], b"f", b"fo", b"foo", b"foob", b"fooba", b"foobar"] {
+            let text = base32(bytes);
+            assert_eq!(unbase32(&text).as_deref(), Some(bytes));
+        }
+        assert_eq!(base32(b"foobar"), "mzxw6ytboi");
+        let id = base32(b"01jabcdefghjkmnpqrstvwxyz0");
+        assert!(is_sandbox_id(&id), "{id}");
+        assert_eq!(unbase32("mzxw6ytbo1"), None);
+        assert_eq!(unbase32("mzxw6ytbop"), None);
+    }
+
+    #[test]
+    fn sandbox_ids_follow_the_worker_pattern() {
+        assert!(is_sandbox_id("mfrggzdfmy2tqnrzgezdgnbv"));
+        for bad in ["", "ABC", "a1", "a-b", "../x", &"a".repeat(129)] {
+            assert!(!is_sandbox_id(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! One method per bridge route. Each call picks the bridge (the context's URL, pinned to the
+//! addresses the server vetted, or the operator's configured one) and presents the call's
+//! credential as a bearer key.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use corral_domain::Provider;
+use corral_provider::{CallContext, ProviderError, Result};
+use corral_provider_http::reqwest::{Method, Response, header};
+use corral_provider_http::{
+    Auth, Failure, HttpConfig, ProviderHttp, parse_json, path_segment, read_capped,
+};
+
+use crate::api::{self, ErrorBody, codes};
+
+/// Clients kept for distinct (URL, pinned addresses) pairs; the cache is emptied when full.
+const MAX_CLIENTS: usize = 64;
+
+/// A failed call whose answer may say "this route does not exist here".
+pub(crate) struct Refusal(pub(crate) Failure);
+
+impl Refusal {
+    /// The error body's `code`, when the bridge sent the contract's error body.
+    pub(crate) fn code(&self) -> Option<String> {
+        serde_json::from_slice::<ErrorBody>(&self.0.body)
+            .ok()
+            .map(|b| b.code)
+    }
+
+    /// Whether the bridge answered that it does not have the route (an extension it lacks):
+    /// 404 without the contract's `sandbox_not_found` code, 405 or 501.
+    pub(crate) fn route_absent(&self) -> bool {
+        match self.0.status {
+            Some(404) => self.code().as_deref() != Some(codes::SANDBOX_NOT_FOUND),
+            Some(405 | 501) => true,
+            _ => false,
+        }
+    }
+
+    /// The error, with the contract's `sandbox_not_found` read as the sandbox missing.
+    pub(crate) fn into_error(self, provider: Provider, id: &str) -> ProviderError {
+        if self.code().as_deref() == Some(codes::SANDBOX_NOT_FOUND) {
+            return ProviderError::NotFound {
+                provider,
+                resource: format!("sandbox {id}"),
+            };
+        }
+        self.0.error
+    }
+}
+
+/// A bridge URL and the addresses it is pinned to (none: resolved normally).
+type Target = (String, Option<Vec<SocketAddr>>);
+
+/// The bridge client of one adapter.
+#[derive(Debug)]
+pub(crate) struct Client {
+    provider: Provider,
+    configured_url: Option<String>,
+    http: HttpConfig,
+    clients: Mutex<HashMap<Target, ProviderHttp>>,
+}
+
+pub(crate) fn sandbox_path(id: &str, rest: &str) -> String {
+    format!("/v1/sandbox/{}{rest}", path_segment(id))
+}
+
+impl Client {
+    pub(crate) fn new(
+        provider: Provider,
+        configured_url: Option<String>,
+        http: HttpConfig,
+    ) -> Result<Self> {
+        if let Some(url) = &configured_url {
+            // Fail at start-up on an unusable URL rather than on the first call.
+            ProviderHttp::new(provider, url, http.clone())?;
+        }
+        Ok(Self {
+            provider,
+            configured_url,
+            http,
+            clients: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The HTTP client for this call's bridge: the context's URL (at its pinned addresses
+    /// when the server vetted it), else the configured one.
+    pub(crate) fn http(&self, ctx: &CallContext) -> Result<ProviderHttp> {
+        let (url, pinned) = match (&ctx.context().bridge_url, &self.configured_url) {
+            (Some(url), _) => (url.clone(), ctx.pinned_addrs().map(<[SocketAddr]>::to_vec)),
+            (None, Some(url)) => (url.clone(), None),
+            (None, None) => {
+                return Err(ProviderError::MissingContext {
+                    provider: self.provider,
+                    field: "bridgeUrl",
+                });
+            }
+        };
+        let key = (url, pinned);
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(http) = clients.get(&key) {
+            return Ok(http.clone());
+        }
+        let http = match &key.1 {
+            Some(addrs) => ProviderHttp::pinned(self.provider, &key.0, self.http.clone(), addrs)?,
+            None => ProviderHttp::new(self.provider, &key.0, self.http.clone())?,
+        }
+        .with_auth(Auth::Bearer);
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, http.clone());
+        Ok(http)
+    }
+
+    async fn send(
+        &self,
+        http: &ProviderHttp,
+        ctx: &CallContext,
+        method: Method,
+        path: &str,
+        body: Option<(&'static str, Vec<u8>)>,
+        limit: Duration,
+    ) -> std::result::Result<Response, Refusal> {
+        self.send_query(http, ctx, method, path, &[], body, limit)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)] // One private helper under the route methods.
+    async fn send_query(
+        &self,
+        http: &ProviderHttp,
+        ctx: &CallContext,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<(&'static str, Vec<u8>)>,
+        limit: Duration,
+    ) -> std::result::Result<Response, Refusal> {
+        let mut req = http
+            .authed_query(ctx, method, path, query)
+            .map_err(|e| Refusal(transport(e)))?;
+        if let Some((content_type, bytes)) = body {
+            req = req.header(header::CONTENT_TYPE, content_type).body(bytes);
+        }
+        http.send_for_failure(ctx, req, limit)
+            .await
+            .map_err(Refusal)
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        http: &ProviderHttp,
+        resp: Response,
+    ) -> Result<T> {
+        let body = read_capped(self.provider, resp, http.config().max_response_bytes).await?;
+        parse_json(self.provider, &body)
+    }
+
+    /// `POST /v1/sandbox` with the tag extension.
+    pub(crate) async fn create(&self, ctx: &CallContext, tag: &str) -> Result<api::Created> {
+        let http = self.http(ctx)?;
+        let body = serde_json::to_vec(&api::CreateRequest {
+            tag: tag.to_owned(),
+        })
+        .map_err(|e| self.invalid(e))?;
+        let limit = http.config().request_timeout;
+        let resp = self
+            .send(
+                &http,
+                ctx,
+                Method::POST,
+                "/v1/sandbox",
+                Some(("application/json", body)),
+                limit,
+            )
+            .await
+            .map_err(|r| r.0.error)?;
+        self.json(&http, resp).await
+    }
+
+    /// `GET /v1/sandbox?tag=` *(extension)*; `Ok(None)` when the bridge lacks the route.
+    pub(crate) async fn find(
+        &self,
+        ctx: &CallContext,
+        tag: &str,
+    ) -> Result<Option<api::SandboxList>> {
+        let http = self.http(ctx)?;
+        let limit = http.config().request_timeout;
+        let query = [("tag", tag)];
+        match self
+            .send_query(&http, ctx, Method::GET, "/v1/sandbox", &query, None, limit)
+            .await
+        {
+            Ok(resp) => self.json(&http, resp).await.map(Some),
+            Err(r) if r.route_absent() => Ok(None),
+            Err(r) => Err(r.0.error),
+        }
+    }
+
+    /// `GET /v1/sandbox/{id}` *(extension)*; `Ok(None)` when the bridge lacks the route.
+    pub(crate) async fn observe(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> Result<Option<api::SandboxInfo>> {
+        let http = self.http(ctx)?;
+        let limit = http.config().request_timeout;
+        match self
+            .send(&http, ctx, Method::GET, &sandbox_path(id, ""), None, limit)
+            .await
+        {
+            Ok(resp) => self.json(&http, resp).await.map(Some),
+            Err(r) if r.route_absent() => Ok(None),
+            Err(r) => Err(r.into_error(self.provider, id)),
+        }
+    }
+
+    /// `GET /v1/sandbox/{id}/running`.
+    pub(crate) async fn running(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> Result<api::RunningResponse> {
+        let http = self.http(ctx)?;
+        let limit = http.config().request_timeout;
+        let resp = self
+            .send(
+                &http,
+                ctx,
+                Method::GET,
+                &sandbox_path(id, "/running"),
+                None,
+                limit,
+            )
+            .await
+            .map_err(|r| r.into_error(self.provider, id))?;
+        self.json(&http, resp).await
+    }
+
+    /// `DELETE /v1/sandbox/{id}`.
+    pub(crate) async fn delete(&self, ctx: &CallContext, id: &str) -> Result<()> {
+        let http = self.http(ctx)?;
+        let limit = http.config().request_timeout;
+        self.send(
+            &http,
+            ctx,
+            Method::DELETE,
+            &sandbox_path(id, ""),
+            None,
+            limit,
+        )
+        .await
+        .map(drop)
+        .map_err(|r| r.into_error(self.provider, id))
+    }
+
+    /// `POST /v1/sandbox/{id}/exec`: the open event stream, which may take `limit` in all.
+    pub(crate) async fn exec(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &api::ExecRequest,
+        limit: Duration,
+    ) -> std::result::Result<Response, Refusal> {
+        let http = self.http(ctx).map_err(|e| Refusal(transport(e)))?;
+        let body = serde_json::to_vec(body).map_err(|e| Refusal(transport(self.invalid(e))))?;
+        self.send(
+            &http,
+            ctx,
+            Method::POST,
+            &sandbox_path(id, "/exec"),
+            Some(("application/json", body)),
+            limit,
+        )
+        .await
+    }
+
+    /// `GET /v1/sandbox/{id}/file/{path}`.
+    pub(crate) async fn read_file(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        file_path: &str,
+    ) -> std::result::Result<Response, Refusal> {
+        let http = self.http(ctx).map_err(|e| Refusal(transport(e)))?;
+        let limit = http.config().request_timeout;
+        self.send(
+            &http,
+            ctx,
+            Method::GET,
+            &sandbox_path(id, file_path),
+            None,
+            limit,
+        )
+        .await
+    }
+
+    /// `PUT /v1/sandbox/{id}/file/{path}` with the raw bytes.
+    pub(crate) async fn write_file(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        file_path: &str,
+        content: &[u8],
+    ) -> std::result::Result<(), Refusal> {
+        let http = self.http(ctx).map_err(|e| Refusal(transport(e)))?;
+        let limit = http.config().request_timeout;
+        self.send(
+            &http,
+            ctx,
+            Method::PUT,
+            &sandbox_path(id, file_path),
+            Some(("application/octet-stream", content.to_vec())),
+            limit,
+        )
+        .await
+        .map(drop)
+    }
+
+    fn invalid(&self, e: serde_json::Error) -> ProviderError {
+        ProviderError::InvalidRequest {
+            provider: self.provider,
+            message: format!("the request cannot be encoded: {e}"),
+        }
+    }
+}
+
+/// A failure that happened before any answer (no status, no body).
+fn transport(error: ProviderError) -> Failure {
+    Failure {
+        error,
+        status: None,
+        body: Default::default(),
+    }
+}

@@ -1,0 +1,412 @@
+//! The one client of Corral's bridge HTTP contract (`docs/bridge-contract.md`), shared by the
+//! three bridge kinds — `cloudflare`, `modal`, `deno` — whose crates differ only in id,
+//! capabilities, pricing evidence and documented bridge set-up.
+//!
+//! A bridge is a small HTTP service the customer deploys, modelled on Cloudflare's sandbox
+//! bridge Worker; Corral reaches it at the call's `X-Provider-Bridge-Url` (or the profile's, or
+//! the operator's `bridge_url`) with the call's credential as a bearer key.
+//!
+//! | Corral | bridge |
+//! |---|---|
+//! | create | `POST /v1/sandbox {"tag": <operation id>}` → `{"id"}` |
+//! | find by operation id | `GET /v1/sandbox?tag=` *(extension)*; absent → `Unsupported` (the outcome stays unknown) |
+//! | get | `GET /v1/sandbox/{id}` *(extension)* → `{"running"}`; absent → `GET …/running` |
+//! | delete | `DELETE /v1/sandbox/{id}` |
+//! | exec | `POST …/exec {"argv": ["sh", "-c", <cwd/env prelude + command>], "timeout_ms"}` → SSE |
+//! | read / write file | `GET` / `PUT …/file/{path}`, raw bytes; the parent is checked with `test -d` first |
+//!
+//! **Pinning.** A URL from the call's context is reached only at the addresses the server's
+//! guard vetted ([`CallContext::pinned_addrs`]): the client resolves the host to exactly those
+//! (no second DNS lookup), follows no redirects and uses no environment proxy. A context URL
+//! without pinned addresses (an embedder calling the adapter without Corral's service) is
+//! resolved normally: whoever builds the context is then the guard. The operator's
+//! `bridge_url` is trusted like any provider base URL.
+//!
+//! Use it alone: build a [`BridgeProvider`] with [`BridgeProvider::new`]; the thin crates wrap
+//! it with [`bridge_adapter!`]. Feature `fake` adds the contract on loopback
+//! ([`fake::Fake`]) and its test harness.
+
+pub mod api;
+mod client;
+pub mod exec;
+#[cfg(feature = "fake")]
+pub mod fake;
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
+use corral_provider::shell::{self, shell_quote};
+use corral_provider::{
+    CallContext, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError, Result,
+    SandboxProvider, files,
+};
+use corral_provider_http::{HttpConfig, map_body_error, path_segment, read_file_body};
+
+#[doc(hidden)]
+pub use async_trait as __async_trait;
+
+use crate::api::codes;
+use crate::exec::ExecStream;
+
+/// Extra time an exec's HTTP exchange may take beyond the command's deadline (the bridge
+/// kills the command at `timeout_ms` first; this only covers a bridge that never answers).
+pub const EXEC_GRACE: Duration = Duration::from_secs(10);
+/// Deadline of the `test -d` that checks a write's parent directory.
+const PARENT_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How to reach a bridge: `[providers.<cloudflare|modal|deno>]` in the server's configuration.
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BridgeConfig {
+    /// The operator's own bridge, used when a call names none (`X-Provider-Bridge-Url` and the
+    /// profile's `bridgeUrl` take precedence). Trusted like any provider base URL.
+    pub bridge_url: Option<String>,
+    /// Timeouts and caps.
+    pub http: HttpConfig,
+}
+
+/// A bridge kind's [`SandboxProvider`]: the contract client for `provider`.
+#[derive(Debug)]
+pub struct BridgeProvider {
+    provider: Provider,
+    caps: ProviderCapabilities,
+    client: client::Client,
+}
+
+fn observed(info: api::SandboxInfo) -> ObservedSandbox {
+    ObservedSandbox {
+        status: status(info.running),
+        operation_id: info.tag.and_then(|t| t.parse::<OperationId>().ok()),
+        native_id: info.id,
+    }
+}
+
+/// The contract has one status bit: a container that is not running sleeps (Cloudflare's
+/// restarts on the next call) until deleted.
+fn status(running: bool) -> SandboxStatus {
+    if running {
+        SandboxStatus::Running
+    } else {
+        SandboxStatus::Paused
+    }
+}
+
+/// `/file/<segments>` for an absolute `path`, each segment percent-encoded; a relative path,
+/// or one with `.` or `..` segments (which URL normalisation would fold), is refused.
+fn file_route(path: &str) -> Result<String> {
+    let refuse = |reason: &str| ProviderError::FileRefused {
+        path: path.to_owned(),
+        reason: reason.into(),
+    };
+    let Some(rest) = path.strip_prefix('/') else {
+        return Err(refuse("the path must be absolute"));
+    };
+    let mut route = String::from("/file");
+    for segment in rest.split('/').filter(|s| !s.is_empty()) {
+        if segment == "." || segment == ".." {
+            return Err(refuse("the path must not contain `.` or `..` segments"));
+        }
+        route.push('/');
+        route.push_str(&path_segment(segment));
+    }
+    if route == "/file" {
+        return Err(refuse("the path names no file"));
+    }
+    Ok(route)
+}
+
+impl BridgeProvider {
+    /// The client for `provider` (a bridge kind) advertising `caps`; fails only on an unusable
+    /// configured `bridge_url`.
+    pub fn new(
+        provider: Provider,
+        config: BridgeConfig,
+        caps: ProviderCapabilities,
+    ) -> Result<Self> {
+        Ok(Self {
+            client: client::Client::new(provider, config.bridge_url, config.http)?,
+            provider,
+            caps,
+        })
+    }
+
+    async fn is_dir(&self, ctx: &CallContext, native_id: &str, dir: &str) -> Result<bool> {
+        let mut spec = ExecSpec::new(format!("test -d {}", shell_quote(dir)));
+        spec.timeout = PARENT_CHECK_TIMEOUT;
+        spec.max_output_bytes = 1024;
+        Ok(self.exec(ctx, native_id, &spec).await?.exit_code == 0)
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for BridgeProvider {
+    fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    fn capabilities(&self) -> &ProviderCapabilities {
+        &self.caps
+    }
+
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+        let created = self
+            .client
+            .create(ctx, &spec.operation_id.to_string())
+            .await?;
+        if !api::is_sandbox_id(&created.id) {
+            return Err(ProviderError::Protocol {
+                provider: self.provider,
+                message: "the bridge answered a sandbox id outside `^[a-z2-7]{1,128}$`".into(),
+            });
+        }
+        Ok(ObservedSandbox {
+            // A bridge without the tag extension does not echo it: the sandbox is still ours.
+            operation_id: Some(spec.operation_id),
+            native_id: created.id,
+            // The bridge accepted it; any call reaches it (Cloudflare starts the container on
+            // the first one).
+            status: SandboxStatus::Running,
+        })
+    }
+
+    async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        if let Some(info) = self.client.observe(ctx, native_id).await? {
+            return Ok(observed(info));
+        }
+        // Without the extension, only the running bit is known.
+        let running = self.client.running(ctx, native_id).await?;
+        Ok(ObservedSandbox {
+            native_id: native_id.to_owned(),
+            status: status(running.running),
+            operation_id: None,
+        })
+    }
+
+    async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
+        self.client.delete(ctx, native_id).await
+    }
+
+    async fn exec(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &ExecSpec,
+    ) -> Result<ExecOutput> {
+        let body = api::ExecRequest {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                shell::script(self.provider, spec)?,
+            ],
+            timeout_ms: Some(
+                u64::try_from(spec.timeout.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            ),
+            cwd: None,
+            env: None,
+        };
+        let started = Instant::now();
+        let timed_out = |e: ProviderError| match e {
+            ProviderError::TimedOutAfterSend { .. } if started.elapsed() >= spec.timeout => {
+                ProviderError::CommandTimedOut {
+                    after: spec.timeout,
+                }
+            }
+            other => other,
+        };
+        let mut resp = self
+            .client
+            .exec(ctx, native_id, &body, spec.timeout + EXEC_GRACE)
+            .await
+            .map_err(|r| timed_out(r.into_error(self.provider, native_id)))?;
+        let mut stream = ExecStream::new(self.provider, spec.timeout, spec.max_output_bytes);
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| timed_out(map_body_error(self.provider, &e)))?
+        {
+            if stream.push(&chunk)? {
+                break;
+            }
+        }
+        stream.finish()
+    }
+
+    async fn read_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        let route = file_route(path)?;
+        match self.client.read_file(ctx, native_id, &route).await {
+            Ok(resp) => read_file_body(self.provider, resp, path, max_bytes).await,
+            Err(r) => match r.code().as_deref() {
+                Some(codes::WORKSPACE_READ_NOT_FOUND) => Err(ProviderError::FileNotFound {
+                    path: path.to_owned(),
+                }),
+                Some(codes::SANDBOX_NOT_FOUND) => Err(r.into_error(self.provider, native_id)),
+                _ => Err(r.0.error.for_file(path)),
+            },
+        }
+    }
+
+    async fn write_file(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        let route = file_route(path)?;
+        // Cloudflare's Worker creates missing parents; Corral's contract refuses them.
+        files::check_parent_dir(path, |parent| async move {
+            self.is_dir(ctx, native_id, &parent).await
+        })
+        .await?;
+        match self
+            .client
+            .write_file(ctx, native_id, &route, content)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(r) if r.code().as_deref() == Some(codes::SANDBOX_NOT_FOUND) => {
+                Err(r.into_error(self.provider, native_id))
+            }
+            Err(r) => Err(r.0.error.for_file(path)),
+        }
+    }
+
+    async fn find_by_operation_id(
+        &self,
+        ctx: &CallContext,
+        operation_id: &OperationId,
+    ) -> Result<Vec<ObservedSandbox>> {
+        match self.client.find(ctx, &operation_id.to_string()).await? {
+            // The tag is checked again by the contract wrapper (`corral_provider::Contracted`).
+            Some(list) => Ok(list.sandboxes.into_iter().map(observed).collect()),
+            None => Err(ProviderError::Unsupported {
+                provider: self.provider,
+                operation: "find_by_operation_id",
+                reason: "the bridge does not implement the lookup-by-tag extension \
+                         (docs/bridge-contract.md), so a create whose answer was lost stays \
+                         unknown"
+                    .into(),
+            }),
+        }
+    }
+}
+
+/// Defines a thin bridge-kind adapter: `$name` wraps a [`BridgeProvider`] for `$provider`
+/// with the capabilities `$caps()`, implements `corral_provider::Adapter` (configuration:
+/// [`BridgeConfig`]) and forwards every `SandboxProvider` call.
+#[macro_export]
+macro_rules! bridge_adapter {
+    ($(#[$meta:meta])* $name:ident, $provider:expr, $caps:path) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        pub struct $name($crate::BridgeProvider);
+
+        impl ::corral_provider::Adapter for $name {
+            const PROVIDER: ::corral_domain::Provider = $provider;
+            type Config = $crate::BridgeConfig;
+
+            fn from_config(config: $crate::BridgeConfig) -> ::corral_provider::Result<Self> {
+                $crate::BridgeProvider::new($provider, config, $caps()).map(Self)
+            }
+        }
+
+        #[$crate::__async_trait::async_trait]
+        impl ::corral_provider::SandboxProvider for $name {
+            fn provider(&self) -> ::corral_domain::Provider {
+                self.0.provider()
+            }
+            fn capabilities(&self) -> &::corral_domain::ProviderCapabilities {
+                self.0.capabilities()
+            }
+            async fn create(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                spec: &::corral_provider::CreateSpec,
+            ) -> ::corral_provider::Result<::corral_provider::ObservedSandbox> {
+                self.0.create(ctx, spec).await
+            }
+            async fn get(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+            ) -> ::corral_provider::Result<::corral_provider::ObservedSandbox> {
+                self.0.get(ctx, native_id).await
+            }
+            async fn delete(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+            ) -> ::corral_provider::Result<()> {
+                self.0.delete(ctx, native_id).await
+            }
+            async fn exec(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+                spec: &::corral_provider::ExecSpec,
+            ) -> ::corral_provider::Result<::corral_provider::ExecOutput> {
+                self.0.exec(ctx, native_id, spec).await
+            }
+            async fn read_file(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+                path: &str,
+                max_bytes: usize,
+            ) -> ::corral_provider::Result<Vec<u8>> {
+                self.0.read_file(ctx, native_id, path, max_bytes).await
+            }
+            async fn write_file(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+                path: &str,
+                content: &[u8],
+            ) -> ::corral_provider::Result<()> {
+                self.0.write_file(ctx, native_id, path, content).await
+            }
+            async fn find_by_operation_id(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                operation_id: &::corral_domain::OperationId,
+            ) -> ::corral_provider::Result<Vec<::corral_provider::ObservedSandbox>> {
+                self.0.find_by_operation_id(ctx, operation_id).await
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_routes_encode_segments_and_refuse_dot_segments_and_relative_paths() {
+        assert_eq!(
+            file_route("/tmp/a b/c?.txt").unwrap(),
+            "/file/tmp/a%20b/c%3F.txt"
+        );
+        assert_eq!(file_route("/workspace//x").unwrap(), "/file/workspace/x");
+        for bad in ["tmp/x", "/tmp/../etc/passwd", "/./x", "/", ""] {
+            assert!(
+                matches!(file_route(bad), Err(ProviderError::FileRefused { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_running_bit_maps_to_running_or_paused() {
+        assert_eq!(status(true), SandboxStatus::Running);
+        assert_eq!(status(false), SandboxStatus::Paused);
+    }
+}

@@ -1,0 +1,46 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
+//! The bridge client against the contract's fake: the shared suites through a test adapter,
+//! then the contract's traps (a bridge without Corral's extensions, broken event streams,
+//! pinning, credentials).
+
+mod traps;
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+fn caps() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Cloudflare,
+        display_name: "Test bridge".into(),
+        pricing: PricingEvidence {
+            summary: "test".into(),
+            source_url: "https://example.com/pricing".into(),
+            read_on: "2026-11-23".into(),
+        },
+        image_mode: ImageMode::Fixed,
+        timeout_mode: TimeoutMode::ProviderManaged,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: None,
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        supports_persistent_resume: false,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
+        supports_delete: true,
+    }
+}
+
+corral_provider_bridge::bridge_adapter!(
+    /// A bridge kind for these tests.
+    TestBridge,
+    Provider::Cloudflare,
+    caps
+);
+
+pub(crate) type Fake = corral_provider_bridge::fake::Fake<TestBridge>;
+
+corral_provider_testkit::adapter_tests!(crate::Fake);

@@ -1,0 +1,260 @@
+//! The contract's traps.
+
+use std::time::Duration;
+
+use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
+use corral_provider::{
+    Adapter, CallContext, CreateSpec, ExecSpec, ProviderError, SandboxProvider, SecretString,
+};
+use corral_provider_bridge::fake::API_KEY;
+use corral_provider_bridge::{BridgeConfig, api};
+
+use crate::{Fake, TestBridge};
+
+fn spec() -> CreateSpec {
+    CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::standard(Provider::Cloudflare, None, None),
+        timeout_seconds: None,
+    }
+}
+
+fn adapter(fake: &Fake) -> TestBridge {
+    TestBridge::from_config(fake.config()).unwrap()
+}
+
+#[tokio::test]
+async fn a_bridge_without_the_extensions_works_but_lost_creates_stay_unknown() {
+    let fake = Fake::start_plain().await;
+    let p = adapter(&fake);
+    let ctx = fake.context();
+    let spec = spec();
+    let created = p.create(&ctx, &spec).await.unwrap();
+    assert!(api::is_sandbox_id(&created.native_id));
+    // Get falls back to `/running` (the observe route answers 405 there).
+    let seen = p.get(&ctx, &created.native_id).await.unwrap();
+    assert_eq!(seen.status, corral_domain::SandboxStatus::Running);
+    assert_eq!(seen.operation_id, None);
+    let paths: Vec<String> = fake
+        .server()
+        .log()
+        .all()
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(paths.iter().any(|p| p.ends_with("/running")), "{paths:?}");
+    // Exec with cwd and env works through the script.
+    let mut exec = ExecSpec::new("printf '%s' \"$A\"; pwd");
+    exec.env.insert("A".into(), "it's".into());
+    exec.cwd = Some("/".into());
+    let out = p.exec(&ctx, &created.native_id, &exec).await.unwrap();
+    assert_eq!(out.stdout, b"it's/\n");
+    // The lookup by tag is unsupported, never "none found".
+    let err = p
+        .find_by_operation_id(&ctx, &spec.operation_id)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::Unsupported {
+                operation: "find_by_operation_id",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(!err.may_have_been_applied());
+}
+
+#[tokio::test]
+async fn the_create_sends_the_operation_id_as_its_tag_and_the_lookup_finds_it() {
+    let fake = Fake::start().await;
+    let p = adapter(&fake);
+    let spec = spec();
+    let created = p.create(&fake.context(), &spec).await.unwrap();
+    let create = fake
+        .server()
+        .log()
+        .all()
+        .into_iter()
+        .find(|r| r.path == "/v1/sandbox" && r.method == "POST")
+        .unwrap();
+    let body: api::CreateRequest = serde_json::from_slice(&create.body).unwrap();
+    assert_eq!(body.tag, spec.operation_id.to_string());
+    assert_eq!(create.headers["authorization"], format!("Bearer {API_KEY}"));
+    let found = p
+        .find_by_operation_id(&fake.context(), &spec.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].native_id, created.native_id);
+    assert_eq!(found[0].operation_id, Some(spec.operation_id));
+}
+
+#[tokio::test]
+async fn an_error_event_after_http_200_is_a_failure_not_an_exit() {
+    let fake = Fake::start().await;
+    let p = adapter(&fake);
+    let id = p.create(&fake.context(), &spec()).await.unwrap().native_id;
+    fake.handle().script_next_exec(
+        "event: stdout\ndata: aGk=\n\nevent: error\ndata: {\"error\":\"exec failed: connection reset\",\"code\":\"exec_transport_error\"}\n\n",
+    );
+    let err = p
+        .exec(&fake.context(), &id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::ServerError { message, .. } if message.contains("exec_transport_error")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_without_an_exit_event_is_an_error_never_exit_zero() {
+    let fake = Fake::start().await;
+    let p = adapter(&fake);
+    let id = p.create(&fake.context(), &spec()).await.unwrap().native_id;
+    fake.handle()
+        .script_next_exec("event: stdout\ndata: aGk=\n\n");
+    let err = p
+        .exec(&fake.context(), &id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Protocol { .. }), "{err:?}");
+    fake.handle().script_next_exec("");
+    let err = p
+        .exec(&fake.context(), &id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Protocol { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_write_never_creates_a_missing_parent_although_the_bridge_would() {
+    let fake = Fake::start().await;
+    let p = adapter(&fake);
+    let ctx = fake.context();
+    let id = p.create(&ctx, &spec()).await.unwrap().native_id;
+    let dir = tempfile_dir();
+    let orphan = format!("{dir}/missing/file.txt");
+    let err = p.write_file(&ctx, &id, &orphan, b"x").await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::ParentMissing { .. }),
+        "{err:?}"
+    );
+    assert!(!std::path::Path::new(&format!("{dir}/missing")).exists());
+    assert!(!fake.server().log().all().iter().any(|r| r.method == "PUT"));
+}
+
+fn tempfile_dir() -> String {
+    let dir = std::env::temp_dir().join(format!("corral-bridge-{}", OperationId::new()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn no_bridge_url_and_no_credential_are_refused_before_any_request() {
+    let fake = Fake::start().await;
+    let p = TestBridge::from_config(BridgeConfig::default()).unwrap();
+    let err = p.create(&fake.context(), &spec()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProviderError::MissingContext {
+                field: "bridgeUrl",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let p = adapter(&fake);
+    let anonymous = CallContext::new(None, ProviderContext::default());
+    let err = p.create(&anonymous, &spec()).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::MissingCredential { .. }),
+        "{err:?}"
+    );
+    assert!(fake.server().log().all().is_empty());
+}
+
+#[tokio::test]
+async fn a_context_url_is_reached_only_at_its_pinned_addresses() {
+    let fake = Fake::start().await;
+    let p = TestBridge::from_config(BridgeConfig::default()).unwrap();
+    let port = fake.server().addr().port();
+    let context = |url: String| ProviderContext {
+        bridge_url: Some(url),
+        ..Default::default()
+    };
+    let key = || Some(SecretString::from(API_KEY));
+    // A name that never resolves (RFC 6761) reaches the fake only through the pin.
+    let url = format!("http://bridge.corral.invalid:{port}");
+    let pinned = CallContext::new(key(), context(url.clone()))
+        .with_pinned_addrs(vec![format!("127.0.0.1:{port}").parse().unwrap()]);
+    p.create(&pinned, &spec()).await.unwrap();
+    let unpinned = CallContext::new(key(), context(url));
+    let err = p.create(&unpinned, &spec()).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Unavailable { .. }), "{err:?}");
+    // A literal address that is not among the vetted ones is refused before connecting.
+    let elsewhere = CallContext::new(key(), context(format!("http://127.0.0.1:{port}")))
+        .with_pinned_addrs(vec!["203.0.113.7:443".parse().unwrap()]);
+    let before = fake.server().log().all().len();
+    let err = p.create(&elsewhere, &spec()).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+    assert_eq!(fake.server().log().all().len(), before);
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed() {
+    use axum::response::Redirect;
+    let target = Fake::start().await;
+    let to = format!("{}/v1/sandbox", target.base_url());
+    let router = axum::Router::new().route(
+        "/v1/sandbox",
+        axum::routing::post(move || {
+            let to = to.clone();
+            async move { Redirect::temporary(&to) }
+        }),
+    );
+    let server = corral_provider_testkit::fake::FakeServer::start(router).await;
+    let p = TestBridge::from_config(BridgeConfig {
+        bridge_url: Some(server.base_url()),
+        ..Default::default()
+    })
+    .unwrap();
+    let err = p.create(&target.context(), &spec()).await.unwrap_err();
+    assert!(
+        err.to_string().contains("redirect")
+            || matches!(err, ProviderError::Unexpected { status: 307, .. }),
+        "{err:?}"
+    );
+    assert!(target.server().log().all().is_empty());
+}
+
+#[tokio::test]
+async fn a_command_past_its_deadline_ends_with_exec_timeout_and_is_a_timeout() {
+    let fake = Fake::start().await;
+    let p = adapter(&fake);
+    let id = p.create(&fake.context(), &spec()).await.unwrap().native_id;
+    let mut slow = ExecSpec::new("sleep 20");
+    slow.timeout = Duration::from_millis(300);
+    let err = p.exec(&fake.context(), &id, &slow).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::CommandTimedOut { .. }),
+        "{err:?}"
+    );
+    let exec = fake
+        .server()
+        .log()
+        .all()
+        .into_iter()
+        .find(|r| r.path.ends_with("/exec"))
+        .unwrap();
+    let body: api::ExecRequest = serde_json::from_slice(&exec.body).unwrap();
+    assert_eq!(body.timeout_ms, Some(300));
+    assert_eq!(body.argv[..2], ["sh", "-c"]);
+}
