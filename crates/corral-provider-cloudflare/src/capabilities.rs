@@ -1,0 +1,43 @@
+//! Cloudflare Sandbox (bridge)'s honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// What the `cloudflare` bridge kind can do through Corral's bridge contract.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Cloudflare,
+        display_name: "Cloudflare Sandbox (bridge)".into(),
+        pricing: PricingEvidence {
+            summary: "Containers need Workers Paid ($5/month, with 375 vCPU-minutes, 25 GiB-hours of memory and 200 GB-hours of disk included); beyond that $0.000020 per active vCPU-second, $0.0000025 per GiB-second of memory, $0.00000007 per GB-second of disk (figures from secondary transcriptions of the official page); Durable Object and Worker request charges come on top".into(),
+            source_url: "https://developers.cloudflare.com/containers/pricing/".into(),
+            read_on: "2026-08-22".into(),
+        },
+        // The image is chosen inside the bridge, not per sandbox.
+        image_mode: ImageMode::Fixed,
+        // The lifetime is set inside the bridge (idle sleep, sandbox timeout).
+        timeout_mode: TimeoutMode::ProviderManaged,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: None,
+        // cwd and env travel inside the `sh -c` script, which every bridge runs.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // The container sleeps after `sleepAfter` idle (default 10 minutes) and its disk resets: no persistent resume.
+        supports_persistent_resume: false,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
+        supports_delete: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capabilities_pass_the_spec_invariants() {
+        super::capabilities().check().unwrap();
+    }
+}

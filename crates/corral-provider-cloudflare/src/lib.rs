@@ -1,0 +1,36 @@
+//! Cloudflare Sandbox (bridge): the `cloudflare` provider, reached through a customer-owned bridge.
+//!
+//! Cloudflare's Sandbox SDK runs only inside Workers, so Cloudflare ships a reference *bridge* Worker (`cloudflare/sandbox-sdk`, `bridge/worker`) that a customer deploys into their own account; it is the model of Corral's bridge contract.
+//!
+//! Everything that talks to the bridge lives once, in `corral-provider-bridge` (the contract's
+//! wire types, its client, the status mapping and the fake); this crate is the kind's id, its
+//! honest capabilities and pricing evidence, and its documentation
+//! (`docs/providers/cloudflare.md`). The bridge URL comes from `X-Provider-Bridge-Url`, the
+//! profile's `bridgeUrl`, or `bridge_url` in `[providers.cloudflare]`; the bridge key is the call's
+//! credential. What maps to what is in `docs/bridge-contract.md`.
+//!
+//! Unsupported: choosing an image or a lifetime per sandbox (both are set inside the bridge),
+//! pause, resume, stop and snapshots (not part of the contract).
+
+mod capabilities;
+
+use corral_domain::Provider;
+
+/// `[providers.cloudflare]`: the operator's own bridge (optional) and the HTTP settings.
+pub type CloudflareConfig = corral_provider_bridge::BridgeConfig;
+
+corral_provider_bridge::bridge_adapter!(
+    /// The `cloudflare` [`corral_provider::SandboxProvider`]: the bridge client for this kind.
+    CloudflareProvider,
+    Provider::Cloudflare,
+    capabilities::capabilities
+);
+
+/// The bridge contract on loopback with this kind's harness (feature `fake`).
+#[cfg(feature = "fake")]
+pub mod fake {
+    pub use corral_provider_bridge::fake::API_KEY;
+
+    /// The contract's fake, driving a [`CloudflareProvider`](crate::CloudflareProvider).
+    pub type Fake = corral_provider_bridge::fake::Fake<crate::CloudflareProvider>;
+}

@@ -1,0 +1,43 @@
+//! Deno Sandbox (bridge)'s honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// What the `deno` bridge kind can do through Corral's bridge contract.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Deno,
+        display_name: "Deno Sandbox (bridge)".into(),
+        pricing: PricingEvidence {
+            summary: "Deno Sandbox pricing was not found in the public sources read; see Deno Deploy's pricing page".into(),
+            source_url: "https://deno.com/deploy/pricing".into(),
+            read_on: "2026-08-22".into(),
+        },
+        // The image is chosen inside the bridge, not per sandbox.
+        image_mode: ImageMode::Fixed,
+        // The lifetime is set inside the bridge (idle sleep, sandbox timeout).
+        timeout_mode: TimeoutMode::ProviderManaged,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: None,
+        // cwd and env travel inside the `sh -c` script, which every bridge runs.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // A Deno sandbox is ephemeral and killed at its timeout: no persistent resume.
+        supports_persistent_resume: false,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
+        supports_delete: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capabilities_pass_the_spec_invariants() {
+        super::capabilities().check().unwrap();
+    }
+}

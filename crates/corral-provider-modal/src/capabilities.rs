@@ -1,0 +1,43 @@
+//! Modal Sandboxes (bridge)'s honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// What the `modal` bridge kind can do through Corral's bridge contract.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Modal,
+        display_name: "Modal Sandboxes (bridge)".into(),
+        pricing: PricingEvidence {
+            summary: "Sandboxes are billed per second on the larger of request and use: $0.00003942 per physical core per second (1 core = 2 vCPU) and $0.00000667 to $0.00000672 per GiB-second of memory (third-party transcriptions of the page); Starter plan includes $30/month of credit".into(),
+            source_url: "https://modal.com/pricing".into(),
+            read_on: "2026-08-22".into(),
+        },
+        // The image is chosen inside the bridge, not per sandbox.
+        image_mode: ImageMode::Fixed,
+        // The lifetime is set inside the bridge (idle sleep, sandbox timeout).
+        timeout_mode: TimeoutMode::ProviderManaged,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: None,
+        // cwd and env travel inside the `sh -c` script, which every bridge runs.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // A terminated Modal sandbox cannot be restarted; state survives only through snapshots, which the contract does not expose: no persistent resume.
+        supports_persistent_resume: false,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
+        supports_delete: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capabilities_pass_the_spec_invariants() {
+        super::capabilities().check().unwrap();
+    }
+}
