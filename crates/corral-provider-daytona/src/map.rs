@@ -2,8 +2,10 @@
 
 use corral_domain::SandboxStatus;
 
-/// `SandboxState` → status, for every documented value; unknown values are `creating` (not
-/// known to be usable yet), never an error.
+/// `SandboxState` → status: one arm per value of the `SandboxState` enum in Daytona's API
+/// description. A value it does not list (a newer Daytona), or none at all, is `creating`: not
+/// known to be usable, not terminal, so the service keeps observing instead of giving the
+/// sandbox up. (It is not logged: this crate does not depend on `tracing`.)
 pub(crate) fn status(state: Option<&str>) -> SandboxStatus {
     match state.unwrap_or("unknown") {
         "started" => SandboxStatus::Running,
@@ -16,7 +18,7 @@ pub(crate) fn status(state: Option<&str>) -> SandboxStatus {
         "stopping" | "stopped" | "archiving" | "archived" => SandboxStatus::Stopped,
         "error" | "build_failed" => SandboxStatus::Failed,
         "destroying" | "destroyed" => SandboxStatus::Deleted,
-        _ => SandboxStatus::Creating,
+        _undocumented => SandboxStatus::Creating,
     }
 }
 
