@@ -375,6 +375,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_configuration_table_is_read_strictly() {
+        let empty: RunloopConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.base_url, DEFAULT_BASE_URL);
+        assert_eq!(empty.max_wait_seconds, MAX_WAIT_SECONDS);
+        let set: RunloopConfig = serde_json::from_value(serde_json::json!({
+            "base_url": "http://127.0.0.1:9",
+            "max_wait_seconds": 3,
+            "http": { "request_timeout_seconds": 5 },
+        }))
+        .unwrap();
+        assert_eq!(set.base_url, "http://127.0.0.1:9");
+        assert_eq!(set.max_wait_seconds, 3);
+        assert_eq!(set.http.request_timeout, Duration::from_secs(5));
+        // A key meant for another provider is refused, not ignored.
+        let foreign = serde_json::json!({ "toolbox_url": "https://x" });
+        assert!(serde_json::from_value::<RunloopConfig>(foreign).is_err());
+    }
+
+    #[test]
     fn command_ids_are_uuid_v7() {
         let id = uuid_v7();
         assert_eq!(id.len(), 36);
