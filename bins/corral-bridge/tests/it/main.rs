@@ -1,0 +1,179 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
+//! The reference bridge over the `local` provider, driven by the bridge client (the
+//! `cloudflare` kind): the whole contract on one machine.
+
+use std::sync::Arc;
+
+use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext, SandboxStatus};
+use corral_provider::{
+    Adapter, CallContext, CreateSpec, ExecSpec, ProviderError, SandboxProvider, SecretString,
+};
+use corral_provider_bridge::BridgeConfig;
+use corral_provider_cloudflare::CloudflareProvider;
+use corral_provider_local::{LocalConfig, LocalProvider};
+use corral_provider_testkit::fake::FakeServer;
+
+const KEY: &str = "reference-bridge-key-0123456789";
+
+/// The bridge on loopback over a fresh local root, or `None` (said on stderr) where this
+/// machine cannot run local sandboxes.
+async fn bridge() -> Option<(FakeServer, tempfile::TempDir)> {
+    let root = tempfile::tempdir().unwrap();
+    let local = LocalProvider::new(LocalConfig::new(root.path().join("sandboxes"))).unwrap();
+    if let Some(why) = local.unavailable_reason() {
+        eprintln!("skipped: the local provider cannot run here: {why}");
+        return None;
+    }
+    let router = corral_bridge::router(Arc::new(local), SecretString::from(KEY));
+    Some((FakeServer::start(router).await, root))
+}
+
+fn client(server: &FakeServer) -> CloudflareProvider {
+    CloudflareProvider::from_config(BridgeConfig {
+        bridge_url: Some(server.base_url()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn ctx(key: &str) -> CallContext {
+    CallContext::new(Some(SecretString::from(key)), ProviderContext::default())
+}
+
+fn spec() -> CreateSpec {
+    CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::standard(Provider::Cloudflare, None, None),
+        timeout_seconds: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_contract_runs_against_local_sandboxes() {
+    let Some((server, _root)) = bridge().await else {
+        return;
+    };
+    let p = client(&server);
+    let ctx = ctx(KEY);
+    let spec = spec();
+    let created = p.create(&ctx, &spec).await.unwrap();
+    assert!(corral_provider_bridge::api::is_sandbox_id(
+        &created.native_id
+    ));
+    let id = created.native_id;
+    let seen = p.get(&ctx, &id).await.unwrap();
+    assert_eq!(seen.status, SandboxStatus::Running);
+    assert_eq!(seen.operation_id, Some(spec.operation_id));
+    let found = p
+        .find_by_operation_id(&ctx, &spec.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        found
+            .iter()
+            .map(|s| s.native_id.as_str())
+            .collect::<Vec<_>>(),
+        [id.as_str()]
+    );
+
+    let mut exec =
+        ExecSpec::new("echo out; echo err >&2; printf %s \"$GREETING\" > /workspace/g; exit 3");
+    exec.env.insert("GREETING".into(), "it's here".into());
+    exec.cwd = Some("/workspace".into());
+    let out = p.exec(&ctx, &id, &exec).await.unwrap();
+    assert_eq!(
+        (out.stdout.as_slice(), out.stderr.as_slice(), out.exit_code),
+        (&b"out\n"[..], &b"err\n"[..], 3)
+    );
+    assert_eq!(
+        p.read_file(&ctx, &id, "/workspace/g", 1024).await.unwrap(),
+        b"it's here"
+    );
+
+    let binary: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+    p.write_file(&ctx, &id, "/workspace/data.bin", &binary)
+        .await
+        .unwrap();
+    assert_eq!(
+        p.read_file(&ctx, &id, "/workspace/data.bin", 4096)
+            .await
+            .unwrap(),
+        binary
+    );
+    let missing = p
+        .read_file(&ctx, &id, "/workspace/nope", 1024)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(missing, ProviderError::FileNotFound { .. }),
+        "{missing:?}"
+    );
+    let orphan = p
+        .write_file(&ctx, &id, "/workspace/no/dir.txt", b"x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(orphan, ProviderError::ParentMissing { .. }),
+        "{orphan:?}"
+    );
+    let too_big = p
+        .read_file(&ctx, &id, "/workspace/data.bin", 10)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(too_big, ProviderError::FileTooLarge { .. }),
+        "{too_big:?}"
+    );
+
+    let mut slow = ExecSpec::new("sleep 30");
+    slow.timeout = std::time::Duration::from_secs(1);
+    let err = p.exec(&ctx, &id, &slow).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::CommandTimedOut { .. }),
+        "{err:?}"
+    );
+
+    p.delete(&ctx, &id).await.unwrap();
+    let gone = p.get(&ctx, &id).await.unwrap_err();
+    assert!(matches!(gone, ProviderError::NotFound { .. }), "{gone:?}");
+    p.delete(&ctx, &id).await.unwrap();
+    assert!(
+        p.find_by_operation_id(&ctx, &spec.operation_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_key_and_a_foreign_id_are_refused_as_the_contract_says() {
+    let Some((server, _root)) = bridge().await else {
+        return;
+    };
+    let p = client(&server);
+    let err = p.create(&ctx("wrong-key"), &spec()).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Unauthorized { .. }), "{err:?}");
+    // An id this bridge never issued is unknown, not an error of the bridge.
+    let err = p
+        .get(&ctx(KEY), "mfrggzdfmy2tqnrzgezdgnbv")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+    let health = reqwest_get(&format!("{}/health", server.base_url())).await;
+    assert_eq!(health, r#"{"ok":true}"#);
+}
+
+async fn reqwest_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut sock = tokio::net::TcpStream::connect(host).await.unwrap();
+    sock.write_all(
+        format!("GET /{path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    sock.read_to_string(&mut out).await.unwrap();
+    out.split("\r\n\r\n").nth(1).unwrap().to_owned()
+}
