@@ -63,6 +63,9 @@ adapters![
     corral_provider_runloop::RunloopProvider,
     corral_provider_together::TogetherProvider,
     corral_provider_morph::MorphProvider,
+    corral_provider_cloudflare::CloudflareProvider,
+    corral_provider_modal::ModalProvider,
+    corral_provider_deno::DenoProvider,
 ];
 
 /// Visits adapter fakes (see [`visit_fakes`]).

@@ -19,6 +19,15 @@ use crate::support::send;
 
 /// The server's state for `local` plus the adapter `id` configured by `table`, and a key.
 async fn world(id: &str, table: toml::Table) -> (tempfile::TempDir, AppState, String) {
+    world_allowing(id, table, &[]).await
+}
+
+/// As [`world`], with `bridge_allow` as the `[bridge] allow` list.
+pub(crate) async fn world_allowing(
+    id: &str,
+    table: toml::Table,
+    bridge_allow: &[String],
+) -> (tempfile::TempDir, AppState, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut providers = toml::Table::new();
     providers.insert(
@@ -28,6 +37,9 @@ async fn world(id: &str, table: toml::Table) -> (tempfile::TempDir, AppState, St
     providers.insert(id.into(), toml::Value::Table(table));
     let mut doc = toml::Table::new();
     doc.insert("providers".into(), toml::Value::Table(providers));
+    let mut bridge = toml::Table::new();
+    bridge.insert("allow".into(), toml::Value::try_from(bridge_allow).unwrap());
+    doc.insert("bridge".into(), toml::Value::Table(bridge));
     let file: FileConfig = doc.try_into().unwrap();
     let settings = corral::config::resolve(
         file,

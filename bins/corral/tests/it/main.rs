@@ -5,6 +5,7 @@
 mod adapters;
 mod api;
 mod bridge;
+mod bridge_e2e;
 mod codes;
 mod e2e;
 mod idempotency;
