@@ -97,6 +97,31 @@ async fn a_refused_bridge_url_never_reaches_the_provider_or_the_address() {
             .unwrap()
             .contains("X-Provider-Bridge-Url")
     );
+    // Every other spelling of this machine is refused the same way, through HTTP.
+    for url in [
+        format!("http://2130706433:{port}/"),
+        format!("http://0x7f000001:{port}/"),
+        format!("http://0177.0.0.1:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+        format!("http://[2002:7f00:1::]:{port}/"),
+        format!("http://bridge.example.com@127.0.0.1:{port}/"),
+        format!("http://127.0.0.1:{port}#@bridge.example.com/"),
+        format!("http://localhost:{port}/"),
+    ] {
+        let r = send(
+            &app,
+            post(&w, "/v1/sandboxes", json!({"provider": "cloudflare"}))
+                .insert_header(("X-Provider-Credential", "bridge-token"))
+                .insert_header(("X-Provider-Bridge-Url", url.as_str())),
+        )
+        .await;
+        r.expect_error(400, "invalid_request");
+        let message = r.json["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("X-Provider-Bridge-Url") && message.contains("is refused"),
+            "{url}: {message}"
+        );
+    }
 
     // A stored credential is never sent to a URL the caller supplies.
     w.registry

@@ -210,3 +210,49 @@ async fn deno_runs_end_to_end_through_the_reference_bridge_named_by_host_name() 
     // `localhost` is refused unless allow-listed; here it is, and it is pinned all the same.
     journey("deno", "localhost").await;
 }
+
+/// A bridge with only Cloudflare's Worker routes cannot look a tag up: a create whose answer
+/// is lost stays unknown on the same-key retry, and is never created a second time.
+#[actix_web::test]
+async fn without_the_lookup_extension_a_lost_create_stays_unknown_and_is_never_retried() {
+    let fake = corral_provider_cloudflare::fake::Fake::start_plain().await;
+    let port = fake.server().addr().port();
+    let table: toml::Table = toml::from_str("[http]\nrequest_timeout_seconds = 1").unwrap();
+    let (_dir, state, key) =
+        world_allowing("cloudflare", table, &[format!("127.0.0.1:{port}")]).await;
+    let app = test::init_service(corral::http::app(state)).await;
+    fake.server().faults().arm(
+        Fault::new(FaultKind::DelayAfterHandler(Duration::from_secs(3)))
+            .on_method(Method::POST)
+            .on_path("/v1/sandbox"),
+    );
+    let keyed = || {
+        TestRequest::post()
+            .uri("/v1/sandboxes")
+            .insert_header(("Authorization", format!("Bearer {key}")))
+            .insert_header((
+                "X-Provider-Credential",
+                corral_provider_cloudflare::fake::API_KEY,
+            ))
+            .insert_header(("X-Provider-Bridge-Url", format!("http://127.0.0.1:{port}")))
+            .insert_header(("Idempotency-Key", "plain-lost"))
+            .set_json(json!({"provider": "cloudflare"}))
+    };
+    let lost = send(&app, keyed()).await;
+    lost.expect_error(502, "sandbox_create_outcome_unknown");
+    let retry = send(&app, keyed()).await;
+    retry.expect_error(409, "idempotency_outcome_unknown");
+    assert_eq!(
+        retry.json["error"]["operationId"],
+        lost.json["error"]["operationId"]
+    );
+    assert_eq!(
+        fake.server()
+            .log()
+            .matching(&Method::POST, "/v1/sandbox")
+            .len(),
+        1,
+        "never re-created blindly"
+    );
+    assert_eq!(fake.handle().sandbox_count(), 1);
+}
