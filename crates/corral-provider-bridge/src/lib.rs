@@ -38,8 +38,8 @@ use async_trait::async_trait;
 use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
 use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
-    CallContext, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError, Result,
-    SandboxProvider, files,
+    CallContext, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _, ObservedSandbox,
+    ProviderError, Result, SandboxProvider, files,
 };
 use corral_provider_http::{HttpConfig, map_body_error, path_segment, read_file_body};
 
@@ -114,6 +114,14 @@ fn file_route(path: &str) -> Result<String> {
         return Err(refuse("the path names no file"));
     }
     Ok(route)
+}
+
+/// `e` with the call's credential scrubbed from its message.
+fn redacted(ctx: &CallContext, e: ProviderError) -> ProviderError {
+    match ctx.credential() {
+        Some(secret) => e.redact(secret.expose_secret()),
+        None => e,
+    }
 }
 
 impl BridgeProvider {
@@ -227,11 +235,12 @@ impl SandboxProvider for BridgeProvider {
             .await
             .map_err(|e| timed_out(map_body_error(self.provider, &e)))?
         {
-            if stream.push(&chunk)? {
+            if stream.push(&chunk).map_err(|e| redacted(ctx, e))? {
                 break;
             }
         }
-        stream.finish()
+        // An error event quotes the bridge, which could echo the key.
+        stream.finish().map_err(|e| redacted(ctx, e))
     }
 
     async fn read_file(

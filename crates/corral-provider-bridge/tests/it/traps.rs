@@ -111,6 +111,22 @@ async fn an_error_event_after_http_200_is_a_failure_not_an_exit() {
 }
 
 #[tokio::test]
+async fn a_bridge_echoing_the_key_in_an_error_event_does_not_leak_it() {
+    let fake = Fake::start().await;
+    let p = adapter(&fake);
+    let id = p.create(&fake.context(), &spec()).await.unwrap().native_id;
+    fake.handle().script_next_exec(format!(
+        "event: error\ndata: {{\"error\":\"bad key {API_KEY}\",\"code\":\"exec_error\"}}\n\n"
+    ));
+    let err = p
+        .exec(&fake.context(), &id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(API_KEY), "{shown}");
+}
+
+#[tokio::test]
 async fn a_stream_that_ends_without_an_exit_event_is_an_error_never_exit_zero() {
     let fake = Fake::start().await;
     let p = adapter(&fake);
