@@ -3,6 +3,7 @@
 //! then the contract's traps (a bridge without Corral's extensions, broken event streams,
 //! pinning, credentials).
 
+mod fake_checks;
 mod traps;
 
 use corral_domain::{
