@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use corral_domain::Provider;
 use corral_provider::{CallContext, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
 use corral_provider_http::{
@@ -12,7 +11,7 @@ use corral_provider_http::{
 
 use crate::api;
 
-const P: Provider = Provider::Daytona;
+use crate::P;
 /// Label carrying Corral's operation id.
 pub(crate) const OPERATION_LABEL: &str = "corral-operation-id";
 /// Page size of label listings, and how many pages a lookup reads at most.

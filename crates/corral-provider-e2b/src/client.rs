@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
-use corral_domain::Provider;
 use corral_provider::{CallContext, ProviderError, Result, SecretString};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
 use corral_provider_http::{Auth, Page, ProviderHttp, Url, join, multipart_file, with_query};
 
 use crate::api;
 
-const P: Provider = Provider::E2b;
+use crate::P;
 /// The port envd listens on inside every sandbox.
 pub(crate) const ENVD_PORT: u16 = 49983;
 /// Metadata key carrying Corral's operation id.
