@@ -3,17 +3,15 @@
 
 use std::time::Duration;
 
-use corral_domain::Provider;
 use corral_provider::{CallContext, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
 use corral_provider_http::{
-    Failure, ProviderHttp, Url, collect_pages, join, multipart_file, parse_json, read_capped,
-    with_query,
+    Failure, ProviderHttp, Url, collect_pages, join, multipart_file, with_query,
 };
 
 use crate::api;
 
-const P: Provider = Provider::Daytona;
+use crate::P;
 /// Label carrying Corral's operation id.
 pub(crate) const OPERATION_LABEL: &str = "corral-operation-id";
 /// Page size of label listings, and how many pages a lookup reads at most.
@@ -90,11 +88,6 @@ impl Client {
         self.http.send_for_failure(ctx, req, limit).await
     }
 
-    async fn json<T: serde::de::DeserializeOwned>(&self, resp: Response) -> Result<T> {
-        let body = read_capped(P, resp, self.http.config().max_response_bytes).await?;
-        parse_json(P, &body)
-    }
-
     /// `POST /sandbox`; `Ok(None)` when the name is taken (409).
     pub(crate) async fn create_sandbox(
         &self,
@@ -103,7 +96,7 @@ impl Client {
     ) -> Result<Option<api::Sandbox>> {
         let req = self.http.authed(ctx, Method::POST, "/sandbox")?.json(body);
         match self.send_for_failure(ctx, req).await {
-            Ok(resp) => self.json(resp).await.map(Some),
+            Ok(resp) => self.http.read_json(resp).await.map(Some),
             Err(failure) if failure.status == Some(409) => Ok(None),
             Err(failure) => Err(failure.error),
         }
@@ -183,7 +176,7 @@ impl Client {
         let url = with_query(join(toolbox, "/files/info"), &[("path", path)]);
         let req = self.http.authed_url(ctx, Method::GET, url)?;
         match self.send_for_failure(ctx, req).await {
-            Ok(resp) => self.json(resp).await.map(Some),
+            Ok(resp) => self.http.read_json(resp).await.map(Some),
             Err(failure) => match file_failure(failure, path) {
                 ProviderError::FileNotFound { .. } => Ok(None),
                 other => Err(other),

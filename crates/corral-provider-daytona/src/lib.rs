@@ -56,7 +56,7 @@ use corral_provider_http::{HttpConfig, ProviderHttp, Url, read_file_body};
 
 use crate::client::{Client, OPERATION_LABEL, toolbox_base};
 
-const P: Provider = Provider::Daytona;
+pub(crate) const P: Provider = Provider::Daytona;
 /// Extra time the HTTP exchange of an exec may take beyond the command's deadline.
 const EXEC_GRACE: Duration = Duration::from_secs(5);
 

@@ -1,8 +1,8 @@
 //! Daytona states in Corral's terms.
 
-use corral_domain::{Provider, SandboxStatus};
+use corral_domain::SandboxStatus;
 
-const P: Provider = Provider::Daytona;
+use crate::P;
 
 /// `SandboxState` → status: one arm per value of the `SandboxState` enum in Daytona's API
 /// description. A value it does not list (a newer Daytona) is logged; it, or no state at all, is

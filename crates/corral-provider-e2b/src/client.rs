@@ -3,16 +3,13 @@
 
 use std::time::Duration;
 
-use corral_domain::Provider;
 use corral_provider::{CallContext, ProviderError, Result, SecretString};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
-use corral_provider_http::{
-    Auth, Page, ProviderHttp, Url, join, multipart_file, parse_json, read_capped, with_query,
-};
+use corral_provider_http::{Auth, Page, ProviderHttp, Url, join, multipart_file, with_query};
 
 use crate::api;
 
-const P: Provider = Provider::E2b;
+use crate::P;
 /// The port envd listens on inside every sandbox.
 pub(crate) const ENVD_PORT: u16 = 49983;
 /// Metadata key carrying Corral's operation id.
@@ -174,16 +171,15 @@ impl Client {
         let req = self
             .http
             .authed_query(ctx, Method::GET, "/v2/sandboxes", &query)?;
-        // The kit's `send_json` drops the headers, and the token is one.
+        // The next page's token is a header, so read them before the body.
         let resp = self.http.send(ctx, req).await?;
         let next = resp
             .headers()
             .get(NEXT_TOKEN_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = read_capped(P, resp, self.http.config().max_response_bytes).await?;
         Ok(Page {
-            items: parse_json(P, &body)?,
+            items: self.http.read_json(resp).await?,
             next,
         })
     }

@@ -57,7 +57,7 @@ use corral_provider_http::{
 
 use crate::client::{API_KEY_AUTH, Client, Envd, OPERATION_KEY, envd_user};
 
-const P: Provider = Provider::E2b;
+pub(crate) const P: Provider = Provider::E2b;
 /// Largest single Connect message accepted from envd (its data events are far smaller).
 const MAX_STREAM_MESSAGE: usize = 4 * 1024 * 1024;
 /// Extra time the exec stream may take beyond the command's deadline, for envd to report it.

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use corral_domain::{Provider, SandboxStatus};
+use corral_domain::SandboxStatus;
 use corral_provider::{ProviderError, excerpt};
 
 use crate::api;
 
-const P: Provider = Provider::E2b;
+use crate::P;
 
 /// `SandboxState` → status. The description documents `running` and `paused`; E2B's
 /// orchestrator also has the transitions `pausing`, `snapshotting` and `killing` (research

@@ -271,21 +271,6 @@ impl ProviderHttp {
         self.client.request(method, self.url(path))
     }
 
-    /// A request to `base` + `path` with `query` pairs appended, form-encoded (reqwest's own
-    /// `query` needs a feature the workspace does not enable).
-    pub fn request_with_query(
-        &self,
-        method: Method,
-        path: &str,
-        query: &[(&str, &str)],
-    ) -> RequestBuilder {
-        let mut url = self.url(path);
-        if !query.is_empty() {
-            url.query_pairs_mut().extend_pairs(query);
-        }
-        self.client.request(method, url)
-    }
-
     /// Sends `req` within the call's deadline; a non-2xx answer becomes a [`ProviderError`].
     pub async fn send(&self, ctx: &CallContext, req: RequestBuilder) -> Result<Response> {
         self.send_with_timeout(ctx, req, self.config.request_timeout)
@@ -419,6 +404,13 @@ impl ProviderHttp {
         limit: Duration,
     ) -> Result<T> {
         let resp = self.send_with_timeout(ctx, req, limit).await?;
+        self.read_json(resp).await
+    }
+
+    /// Reads a successful answer's body (capped) and parses it as JSON, for callers that
+    /// looked at the status or headers first ([`ProviderHttp::send_for_failure`], a paging
+    /// header).
+    pub async fn read_json<T: DeserializeOwned>(&self, resp: Response) -> Result<T> {
         let body = read_capped(self.provider, resp, self.config.max_response_bytes).await?;
         parse_json(self.provider, &body)
     }
@@ -508,7 +500,7 @@ fn parse_base(provider: Provider, base_url: &str) -> Result<Url> {
 }
 
 /// `url` with `pairs` appended to its query (form-encoded), for requests to a provider's other
-/// hosts (E2B envd, Daytona toolbox) where [`ProviderHttp::request_with_query`] does not apply.
+/// hosts (E2B envd, Daytona toolbox).
 pub fn with_query(mut url: Url, pairs: &[(&str, &str)]) -> Url {
     if !pairs.is_empty() {
         url.query_pairs_mut().extend_pairs(pairs);

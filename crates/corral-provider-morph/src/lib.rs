@@ -93,7 +93,7 @@ pub struct MorphProvider {
     default_snapshot_id: Option<String>,
 }
 
-const P: Provider = Provider::Morph;
+pub(crate) const P: Provider = Provider::Morph;
 
 impl Adapter for MorphProvider {
     const PROVIDER: Provider = P;

@@ -71,7 +71,7 @@ const WAIT_GRACE: Duration = Duration::from_secs(15);
 const LIST_PAGE_LIMIT: u32 = 500;
 const LIST_MAX_PAGES: usize = 20;
 
-const P: Provider = Provider::Runloop;
+pub(crate) const P: Provider = Provider::Runloop;
 
 /// Configuration of the Runloop adapter: `[providers.runloop]` in the server's configuration.
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]

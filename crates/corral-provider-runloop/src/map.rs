@@ -1,10 +1,10 @@
 //! Runloop's statuses in Corral's vocabulary.
 
-use corral_domain::{Provider, SandboxStatus};
+use corral_domain::SandboxStatus;
 
 use crate::api::DevboxStatus;
 
-const P: Provider = Provider::Runloop;
+use crate::P;
 
 /// `DevboxViewStatus` (+ the shutdown reason) → the normalized status.
 ///

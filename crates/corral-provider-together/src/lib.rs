@@ -85,7 +85,7 @@ pub struct TogetherProvider {
     default_snapshot: Option<String>,
 }
 
-const P: Provider = Provider::Together;
+pub(crate) const P: Provider = Provider::Together;
 
 impl Adapter for TogetherProvider {
     const PROVIDER: Provider = P;

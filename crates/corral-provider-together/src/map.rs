@@ -1,8 +1,8 @@
 //! Together's words to Corral's: sandbox status (and its reason) to [`SandboxStatus`].
 
-use corral_domain::{Provider, SandboxStatus};
+use corral_domain::SandboxStatus;
 
-const P: Provider = Provider::Together;
+use crate::P;
 
 /// Maps a sandbox `status` and `status_reason`: one arm per value of the `Sandbox.status` enum
 /// in `api-openapi.json`.

@@ -6,9 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use corral_provider::{CallContext, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
-use corral_provider_http::{
-    Failure, ProviderHttp, parse_json, path_segment, read_at_most, read_capped,
-};
+use corral_provider_http::{Failure, ProviderHttp, path_segment, read_at_most};
 use serde::de::DeserializeOwned;
 
 use crate::api::{
@@ -71,14 +69,7 @@ impl Client {
     ) -> Result<T, Failure> {
         let limit = self.http.config().request_timeout;
         let resp = self.http.send_for_failure(ctx, req, limit).await?;
-        let body = read_capped(
-            self.http.provider(),
-            resp,
-            self.http.config().max_response_bytes,
-        )
-        .await
-        .map_err(failure)?;
-        parse_json(self.http.provider(), &body).map_err(failure)
+        self.http.read_json(resp).await.map_err(failure)
     }
 
     /// `POST /v3/sandboxes`, or `POST /v2/sandboxes` when a `runtime` is chosen (as the SDK).

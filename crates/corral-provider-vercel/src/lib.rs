@@ -72,7 +72,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.vercel.com";
 /// `image` values sent as `runtime` rather than as a container image.
 pub const RUNTIMES: [&str; 4] = ["node22", "node24", "node26", "python3.13"];
 
-const P: Provider = Provider::Vercel;
+pub(crate) const P: Provider = Provider::Vercel;
 /// HTTP time beyond a command's own deadline, for its last lines to arrive.
 const STREAM_GRACE: Duration = Duration::from_secs(30);
 /// How long after the deadline the adapter stops waiting for the sandbox's own kill.

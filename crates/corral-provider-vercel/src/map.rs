@@ -1,11 +1,11 @@
 //! Vercel's statuses and error codes in Corral's vocabulary.
 
-use corral_domain::{Provider, SandboxStatus};
+use corral_domain::SandboxStatus;
 use corral_provider_http::Failure;
 
 use crate::api::{ErrorResponse, SessionStatus};
 
-const P: Provider = Provider::Vercel;
+use crate::P;
 
 /// `Sandbox.status` → the normalized status.
 ///

@@ -313,8 +313,10 @@ async fn id11_several_sandboxes_with_one_operation_id_are_never_picked() {
 
 #[tokio::test]
 async fn id13_id14_a_create_whose_task_died_is_reconciled_once_its_lease_runs_out() {
+    // A lease long enough that the in-progress check below cannot outlive it on a loaded
+    // machine (at 200 ms it did, under a parallel build).
     let w = World::with(Setup {
-        lease: Duration::from_millis(200),
+        lease: Duration::from_secs(2),
         ..Setup::default()
     })
     .await;
@@ -325,7 +327,7 @@ async fn id13_id14_a_create_whose_task_died_is_reconciled_once_its_lease_runs_ou
         code(create(&w, "k").await),
         ErrorCode::IdempotencyInProgress
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     // The dead owner's claim is taken over into reconciliation: nothing was created, and the
     // grace period is not over, so the outcome stays unknown.
     match create(&w, "k").await {
