@@ -40,15 +40,21 @@ impl Refusal {
         }
     }
 
-    /// The error, with the contract's `sandbox_not_found` read as the sandbox missing.
+    /// The error, read with the contract's codes: `sandbox_not_found` is the sandbox missing,
+    /// and a 403 `invalid_request` (the Worker's answer to a path or cwd outside
+    /// `/workspace`) is a rejected request, not a rejected key.
     pub(crate) fn into_error(self, provider: Provider, id: &str) -> ProviderError {
-        if self.code().as_deref() == Some(codes::SANDBOX_NOT_FOUND) {
-            return ProviderError::NotFound {
+        match (self.0.status, self.code().as_deref()) {
+            (_, Some(codes::SANDBOX_NOT_FOUND)) => ProviderError::NotFound {
                 provider,
                 resource: format!("sandbox {id}"),
-            };
+            },
+            (Some(403), Some(codes::INVALID_REQUEST)) => ProviderError::InvalidRequest {
+                provider,
+                message: corral_provider_http::error_message(&self.0.body),
+            },
+            _ => self.0.error,
         }
-        self.0.error
     }
 }
 

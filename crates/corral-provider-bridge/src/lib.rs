@@ -116,6 +116,14 @@ fn file_route(path: &str) -> Result<String> {
     Ok(route)
 }
 
+/// A file route's failure as a file error about `path`; `sandbox_not_found` stays the sandbox
+/// missing.
+fn file_error(r: client::Refusal, provider: Provider, id: &str, path: &str) -> ProviderError {
+    let sandbox_gone = r.code().as_deref() == Some(codes::SANDBOX_NOT_FOUND);
+    let e = r.into_error(provider, id);
+    if sandbox_gone { e } else { e.for_file(path) }
+}
+
 /// `e` with the call's credential scrubbed from its message.
 fn redacted(ctx: &CallContext, e: ProviderError) -> ProviderError {
     match ctx.credential() {
@@ -257,8 +265,7 @@ impl SandboxProvider for BridgeProvider {
                 Some(codes::WORKSPACE_READ_NOT_FOUND) => Err(ProviderError::FileNotFound {
                     path: path.to_owned(),
                 }),
-                Some(codes::SANDBOX_NOT_FOUND) => Err(r.into_error(self.provider, native_id)),
-                _ => Err(r.0.error.for_file(path)),
+                _ => Err(file_error(r, self.provider, native_id, path)),
             },
         }
     }
@@ -282,10 +289,7 @@ impl SandboxProvider for BridgeProvider {
             .await
         {
             Ok(()) => Ok(()),
-            Err(r) if r.code().as_deref() == Some(codes::SANDBOX_NOT_FOUND) => {
-                Err(r.into_error(self.provider, native_id))
-            }
-            Err(r) => Err(r.0.error.for_file(path)),
+            Err(r) => Err(file_error(r, self.provider, native_id, path)),
         }
     }
 

@@ -274,3 +274,41 @@ async fn a_command_past_its_deadline_ends_with_exec_timeout_and_is_a_timeout() {
     assert_eq!(body.timeout_ms, Some(300));
     assert_eq!(body.argv[..2], ["sh", "-c"]);
 }
+
+#[tokio::test]
+async fn the_workers_403_for_a_path_outside_the_workspace_is_a_refused_path_not_a_bad_key() {
+    use corral_provider_testkit::fake::{Fault, FaultKind};
+    let fake = Fake::start().await;
+    let p = adapter(&fake);
+    let ctx = fake.context();
+    let id = p.create(&ctx, &spec()).await.unwrap().native_id;
+    fake.server().faults().arm(
+        Fault::new(FaultKind::Status {
+            status: 403,
+            retry_after: None,
+            body: r#"{"error":"path must resolve to a location within /workspace","code":"invalid_request"}"#.into(),
+        })
+        .on_path("/file/"),
+    );
+    let err = p
+        .read_file(&ctx, &id, "/etc/hostname", 1024)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::FileRefused { reason, .. } if reason.contains("/workspace")),
+        "{err:?}"
+    );
+    fake.server().faults().arm(
+        Fault::new(FaultKind::Status {
+            status: 403,
+            retry_after: None,
+            body: r#"{"error":"cwd must resolve to a location within /workspace","code":"invalid_request"}"#.into(),
+        })
+        .on_path("/exec"),
+    );
+    let err = p.exec(&ctx, &id, &ExecSpec::new("true")).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+}
