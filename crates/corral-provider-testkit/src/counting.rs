@@ -58,6 +58,8 @@ pub struct Counting {
     pub listing_hangs: Mutex<bool>,
     /// The credentials seen, exposed, in call order: proves what reached the provider.
     pub credentials: Mutex<Vec<Option<String>>>,
+    /// The pinned bridge addresses each call's context carried, in call order.
+    pub pinned: Mutex<Vec<Option<Vec<std::net::SocketAddr>>>>,
 }
 
 impl Counting {
@@ -88,6 +90,7 @@ impl Counting {
             listing_lags: Mutex::new(false),
             listing_hangs: Mutex::new(false),
             credentials: Mutex::new(Vec::new()),
+            pinned: Mutex::new(Vec::new()),
         }
     }
 
@@ -138,6 +141,10 @@ impl Counting {
             .lock()
             .unwrap()
             .push(ctx.credential().map(|c| c.expose_secret().to_owned()));
+        self.pinned
+            .lock()
+            .unwrap()
+            .push(ctx.pinned_addrs().map(<[std::net::SocketAddr]>::to_vec));
         let panics = {
             let mut p = self.panic_on.lock().unwrap();
             let hit = p.iter().position(|c| *c == call);

@@ -440,3 +440,36 @@ async fn id16_the_reconciler_reaps_completed_keys_past_retention_only() {
     assert_eq!(w.service.reconcile_once().await.reaped, 1);
     assert!(create(&w, "young").await.unwrap().replayed);
 }
+
+#[tokio::test]
+async fn a_bridge_call_carries_the_addresses_the_guard_vetted_and_a_refused_url_calls_nothing() {
+    let w = World::with(Setup {
+        provider: Provider::Cloudflare,
+        ..Setup::default()
+    })
+    .await;
+    let caller = w.caller().await;
+    let inline = |url: &str| InlineAccess {
+        credential: Some(SecretString::from("bridge-key".to_owned())),
+        context: ProviderContext {
+            bridge_url: Some(url.into()),
+            ..ProviderContext::default()
+        },
+    };
+    let req = || CreateSandboxRequest::standard(Provider::Cloudflare, None, None);
+    let created = w
+        .service
+        .create(&caller, inline("https://1.1.1.1:8443/bridge"), None, req())
+        .await
+        .unwrap();
+    assert_eq!(created.status, 201);
+    let pinned = w.double.pinned.lock().unwrap().clone();
+    assert_eq!(pinned, [Some(vec!["1.1.1.1:8443".parse().unwrap()])]);
+    // A loopback URL is refused before the provider is called.
+    let refused = w
+        .service
+        .create(&caller, inline("http://0x7f000001:8443/"), None, req())
+        .await;
+    assert_eq!(code(refused), ErrorCode::InvalidRequest);
+    assert_eq!(w.double.count("create"), 1);
+}
