@@ -247,8 +247,17 @@ impl SandboxProvider for BridgeProvider {
                 break;
             }
         }
-        // An error event quotes the bridge, which could echo the key.
-        stream.finish().map_err(|e| redacted(ctx, e))
+        // An error event quotes the bridge, which could echo the key. A bridge without the
+        // `exec_timeout` code (Cloudflare's Worker) ends a command it killed at `timeout_ms`
+        // with another error: past the deadline, that is the command timing out.
+        stream.finish().map_err(|e| match e {
+            ProviderError::ServerError { .. } if started.elapsed() >= spec.timeout => {
+                ProviderError::CommandTimedOut {
+                    after: spec.timeout,
+                }
+            }
+            e => redacted(ctx, e),
+        })
     }
 
     async fn read_file(

@@ -312,3 +312,23 @@ async fn the_workers_403_for_a_path_outside_the_workspace_is_a_refused_path_not_
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn a_worker_without_exec_timeout_ending_a_killed_command_with_an_error_is_a_timeout() {
+    let fake = Fake::start_plain().await;
+    let p = adapter(&fake);
+    let ctx = fake.context();
+    let id = p.create(&ctx, &spec()).await.unwrap().native_id;
+    let mut slow = ExecSpec::new("sleep 20");
+    slow.timeout = Duration::from_millis(300);
+    let err = p.exec(&ctx, &id, &slow).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::CommandTimedOut { .. }),
+        "{err:?}"
+    );
+    // Before the deadline, the same error event is the bridge failing.
+    fake.handle()
+        .script_next_exec("event: error\ndata: {\"error\":\"boom\",\"code\":\"exec_error\"}\n\n");
+    let err = p.exec(&ctx, &id, &ExecSpec::new("true")).await.unwrap_err();
+    assert!(matches!(err, ProviderError::ServerError { .. }), "{err:?}");
+}
