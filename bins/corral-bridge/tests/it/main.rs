@@ -177,3 +177,57 @@ async fn reqwest_get(url: &str) -> String {
     sock.read_to_string(&mut out).await.unwrap();
     out.split("\r\n\r\n").nth(1).unwrap().to_owned()
 }
+
+#[test]
+fn the_binary_refuses_to_start_without_a_long_enough_key() {
+    let root = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_corral-bridge"))
+        .args(["--listen", "127.0.0.1:0", "--root"])
+        .arg(root.path())
+        .env("CORRAL_BRIDGE_KEY", "short")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("at least 16 characters"), "{stderr}");
+    // The key is never echoed.
+    assert!(!stderr.contains("short"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_binary_serves_the_contract_on_the_address_it_prints() {
+    use std::io::{BufRead as _, BufReader};
+    let root = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_corral-bridge"))
+        .args(["--listen", "127.0.0.1:0", "--root"])
+        .arg(root.path())
+        .env("CORRAL_BRIDGE_KEY", KEY)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("corral-bridge: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+        .to_owned();
+    let health = reqwest_get(&format!("{url}/health")).await;
+    let p = CloudflareProvider::from_config(BridgeConfig {
+        bridge_url: Some(url),
+        ..Default::default()
+    })
+    .unwrap();
+    let err = p.create(&ctx("not-the-key"), &spec()).await.unwrap_err();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(health, r#"{"ok":true}"#);
+    assert!(matches!(err, ProviderError::Unauthorized { .. }), "{err:?}");
+}
