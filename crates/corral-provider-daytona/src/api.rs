@@ -57,16 +57,23 @@ pub enum ListSandboxes {
     Page {
         /// The sandboxes.
         items: Vec<Sandbox>,
+        /// The cursor of the next page; null on the last.
+        #[serde(default, rename = "nextCursor")]
+        next_cursor: Option<String>,
     },
-    /// A bare array.
+    /// A bare array (one page).
     Array(Vec<Sandbox>),
 }
 
 impl ListSandboxes {
-    /// The sandboxes listed.
-    pub fn into_items(self) -> Vec<Sandbox> {
+    /// The sandboxes listed and the next page's cursor.
+    pub fn into_page(self) -> corral_provider_http::Page<Sandbox> {
         match self {
-            ListSandboxes::Page { items } | ListSandboxes::Array(items) => items,
+            ListSandboxes::Page { items, next_cursor } => corral_provider_http::Page {
+                items,
+                next: next_cursor,
+            },
+            ListSandboxes::Array(items) => corral_provider_http::Page { items, next: None },
         }
     }
 }

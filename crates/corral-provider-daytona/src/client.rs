@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use corral_domain::Provider;
-use corral_provider::{CallContext, ExposeSecret, ProviderError, Result};
+use corral_provider::{CallContext, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
 use corral_provider_http::{
-    ProviderHttp, Url, join, multipart_file, parse_json, read_capped, with_query,
+    Failure, ProviderHttp, Url, collect_pages, join, multipart_file, parse_json, read_capped,
+    with_query,
 };
 
 use crate::api;
@@ -15,6 +16,9 @@ use crate::api;
 const P: Provider = Provider::Daytona;
 /// Label carrying Corral's operation id.
 pub(crate) const OPERATION_LABEL: &str = "corral-operation-id";
+/// Page size of label listings, and how many pages a lookup reads at most.
+const PAGE_LIMIT: &str = "100";
+const MAX_PAGES: usize = 10;
 
 /// The Daytona HTTP client.
 #[derive(Debug, Clone)]
@@ -57,22 +61,38 @@ pub(crate) fn toolbox_base(proxy_url: &str, id: &str) -> Result<Url> {
     Ok(join(&proxy, id))
 }
 
+/// A toolbox file endpoint's failure as a file error about `path`. The daemon answers 403 when
+/// the sandbox user may not read or write the file (`os.IsPermission`): that is the file's
+/// permissions, not a rejected key (which the proxy answers with 401).
+fn file_failure(failure: Failure, path: &str) -> ProviderError {
+    match (failure.status, failure.error) {
+        (Some(403), ProviderError::Unauthorized { message, .. }) => ProviderError::FileOperation {
+            path: path.to_owned(),
+            message: format!("permission denied: {message}"),
+        },
+        (_, error) => error.for_file(path),
+    }
+}
+
 impl Client {
     pub(crate) fn new(http: ProviderHttp) -> Self {
         Self { http }
     }
 
-    fn authed(&self, ctx: &CallContext, method: Method, url: Url) -> Result<RequestBuilder> {
-        let key = ctx.require_credential(P)?;
-        Ok(self
-            .http
-            .client()
-            .request(method, url)
-            .bearer_auth(key.expose_secret()))
+    /// Sends a request whose non-2xx answer says something its status alone tells (a 409 on
+    /// create, a 403 on a file), within the configured request timeout.
+    async fn send_for_failure(
+        &self,
+        ctx: &CallContext,
+        req: RequestBuilder,
+    ) -> std::result::Result<Response, Failure> {
+        let limit = self.http.config().request_timeout;
+        self.http.send_for_failure(ctx, req, limit).await
     }
 
-    fn control(&self, ctx: &CallContext, method: Method, path: &str) -> Result<RequestBuilder> {
-        self.authed(ctx, method, self.http.url(path))
+    async fn json<T: serde::de::DeserializeOwned>(&self, resp: Response) -> Result<T> {
+        let body = read_capped(P, resp, self.http.config().max_response_bytes).await?;
+        parse_json(P, &body)
     }
 
     /// `POST /sandbox`; `Ok(None)` when the name is taken (409).
@@ -81,13 +101,9 @@ impl Client {
         ctx: &CallContext,
         body: &api::CreateSandbox,
     ) -> Result<Option<api::Sandbox>> {
-        let req = self.control(ctx, Method::POST, "/sandbox")?.json(body);
-        let limit = self.http.config().request_timeout;
-        match self.http.send_for_failure(ctx, req, limit).await {
-            Ok(resp) => {
-                let body = read_capped(P, resp, self.http.config().max_response_bytes).await?;
-                parse_json(P, &body).map(Some)
-            }
+        let req = self.http.authed(ctx, Method::POST, "/sandbox")?.json(body);
+        match self.send_for_failure(ctx, req).await {
+            Ok(resp) => self.json(resp).await.map(Some),
             Err(failure) if failure.status == Some(409) => Ok(None),
             Err(failure) => Err(failure.error),
         }
@@ -96,18 +112,24 @@ impl Client {
     /// `GET /sandbox/{sandboxIdOrName}`.
     pub(crate) async fn get_sandbox(&self, ctx: &CallContext, id: &str) -> Result<api::Sandbox> {
         check_id(id)?;
-        let req = self.control(ctx, Method::GET, &format!("/sandbox/{id}"))?;
+        let req = self
+            .http
+            .authed(ctx, Method::GET, &format!("/sandbox/{id}"))?;
         self.http.send_json(ctx, req).await
     }
 
     /// `DELETE /sandbox/{sandboxIdOrName}`.
     pub(crate) async fn delete_sandbox(&self, ctx: &CallContext, id: &str) -> Result<()> {
         check_id(id)?;
-        let req = self.control(ctx, Method::DELETE, &format!("/sandbox/{id}"))?;
+        let req = self
+            .http
+            .authed(ctx, Method::DELETE, &format!("/sandbox/{id}"))?;
         self.http.send_empty(ctx, req).await
     }
 
-    /// `GET /sandbox?labels={"k":"v"}&includeErroredDeleted=false`.
+    /// `GET /sandbox?labels={"k":"v"}&includeErroredDeleted=true&limit=100[&cursor=…]`, every
+    /// page. Without `includeErroredDeleted` Daytona leaves out sandboxes in `error` or
+    /// `build_failed` whose desired state is `destroyed`, and a lookup must see those too.
     pub(crate) async fn list_sandboxes_by_label(
         &self,
         ctx: &CallContext,
@@ -115,13 +137,25 @@ impl Client {
         value: &str,
     ) -> Result<Vec<api::Sandbox>> {
         let labels = serde_json::json!({ key: value }).to_string();
-        let url = with_query(
-            self.http.url("/sandbox"),
-            &[("labels", labels.as_str()), ("limit", "100")],
-        );
-        let req = self.authed(ctx, Method::GET, url)?;
-        let list: api::ListSandboxes = self.http.send_json(ctx, req).await?;
-        Ok(list.into_items())
+        collect_pages(MAX_PAGES, |cursor: Option<String>| {
+            let labels = labels.as_str();
+            async move {
+                let mut query = vec![
+                    ("labels", labels),
+                    ("includeErroredDeleted", "true"),
+                    ("limit", PAGE_LIMIT),
+                ];
+                if let Some(c) = cursor.as_deref() {
+                    query.push(("cursor", c));
+                }
+                let req = self
+                    .http
+                    .authed_query(ctx, Method::GET, "/sandbox", &query)?;
+                let list: api::ListSandboxes = self.http.send_json(ctx, req).await?;
+                Ok(list.into_page())
+            }
+        })
+        .await
     }
 
     /// Toolbox `POST /process/execute`; the HTTP exchange may take `limit`.
@@ -131,11 +165,12 @@ impl Client {
         toolbox: &Url,
         body: &api::ExecuteRequest,
         limit: Duration,
-    ) -> Result<Response> {
+    ) -> Result<api::ExecuteResponse> {
         let req = self
-            .authed(ctx, Method::POST, join(toolbox, "/process/execute"))?
+            .http
+            .authed_url(ctx, Method::POST, join(toolbox, "/process/execute"))?
             .json(body);
-        self.http.send_with_timeout(ctx, req, limit).await
+        self.http.send_json_within(ctx, req, limit).await
     }
 
     /// Toolbox `GET /files/info?path=`; `None` when the daemon answers 404.
@@ -146,15 +181,17 @@ impl Client {
         path: &str,
     ) -> Result<Option<api::FileInfo>> {
         let url = with_query(join(toolbox, "/files/info"), &[("path", path)]);
-        let req = self.authed(ctx, Method::GET, url)?;
-        match self.http.send_json(ctx, req).await {
-            Ok(info) => Ok(Some(info)),
-            Err(ProviderError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
+        let req = self.http.authed_url(ctx, Method::GET, url)?;
+        match self.send_for_failure(ctx, req).await {
+            Ok(resp) => self.json(resp).await.map(Some),
+            Err(failure) => match file_failure(failure, path) {
+                ProviderError::FileNotFound { .. } => Ok(None),
+                other => Err(other),
+            },
         }
     }
 
-    /// Toolbox `GET /files/download?path=` (raw bytes).
+    /// Toolbox `GET /files/download?path=` (raw bytes); errors are about `path`.
     pub(crate) async fn download(
         &self,
         ctx: &CallContext,
@@ -162,11 +199,14 @@ impl Client {
         path: &str,
     ) -> Result<Response> {
         let url = with_query(join(toolbox, "/files/download"), &[("path", path)]);
-        let req = self.authed(ctx, Method::GET, url)?;
-        self.http.send(ctx, req).await
+        let req = self.http.authed_url(ctx, Method::GET, url)?;
+        self.send_for_failure(ctx, req)
+            .await
+            .map_err(|f| file_failure(f, path))
     }
 
-    /// Toolbox `POST /files/upload?path=` with a multipart `file` field.
+    /// Toolbox `POST /files/upload?path=` with a multipart `file` field; errors are about
+    /// `path`.
     pub(crate) async fn upload(
         &self,
         ctx: &CallContext,
@@ -178,9 +218,52 @@ impl Client {
         let name = path.rsplit('/').next().unwrap_or(path);
         let (content_type, body) = multipart_file("file", name, content);
         let req = self
-            .authed(ctx, Method::POST, url)?
+            .http
+            .authed_url(ctx, Method::POST, url)?
             .header("Content-Type", content_type)
             .body(body);
-        self.http.send_empty(ctx, req).await
+        self.send_for_failure(ctx, req)
+            .await
+            .map(drop)
+            .map_err(|f| file_failure(f, path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use corral_provider_http::reqwest::StatusCode;
+
+    use super::*;
+
+    /// A failure as `send_for_failure` returns it for `status`.
+    fn failure(status: u16) -> Failure {
+        let error = corral_provider_http::map_status(
+            P,
+            StatusCode::from_u16(status).unwrap(),
+            &Default::default(),
+            br#"{"statusCode":403,"message":"open /root/x: permission denied"}"#,
+            "/toolbox/x/files/download",
+        );
+        Failure {
+            error,
+            status: Some(status),
+            body: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_toolbox_403_on_a_file_is_a_file_failure_and_401_stays_unauthorized() {
+        assert!(matches!(
+            file_failure(failure(403), "/f"),
+            ProviderError::FileOperation { ref path, .. } if path == "/f"
+        ));
+        assert!(matches!(
+            file_failure(failure(401), "/f"),
+            ProviderError::Unauthorized { .. }
+        ));
+        assert!(matches!(
+            file_failure(failure(404), "/f"),
+            ProviderError::FileNotFound { .. }
+        ));
     }
 }

@@ -3,13 +3,17 @@
 //! on: create answers `creating` and the sandbox only reaches `started` after a couple of
 //! observations (`starting` first); `/process/execute` merges stderr into stdout and answers
 //! 408 when its `timeout` (seconds) fires; the upload creates missing parents; names are unique
-//! (409) and sandboxes are found by id or name. Request bodies
-//! are validated as Daytona's NestJS/gin handlers would (400 with `{statusCode, message,
-//! error}`). Commands run on the host (no isolation) in a per-sandbox temporary directory.
+//! (409) and sandboxes are found by id or name. A sandbox can be put in `error` ([`Fake::fail`],
+//! [`Fake::fail_deletion`]); as Daytona does, one whose desired state is `destroyed` is then
+//! hidden from `GET /sandbox/{id}` and from the listing unless `includeErroredDeleted=true`.
+//! The listing is cursor-paginated (`limit`, `cursor`, `nextCursor`). The toolbox answers 403
+//! for paths the sandbox user may not touch ([`Fake::deny`]). Request bodies are validated as
+//! Daytona's NestJS/gin handlers would (400 with `{statusCode, message, error}`). Commands run
+//! on the host (no isolation) in a per-sandbox temporary directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test double: a poisoned lock is a failed test.
 #![allow(clippy::result_large_err)] // Handlers return ready-made responses as errors.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -18,17 +22,18 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
+use corral_provider::{CallContext, SecretString};
+use corral_provider_http::HttpConfig;
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
+use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
 
 use crate::DaytonaConfig;
-
-/// The API key the fake accepts.
-pub const API_KEY: &str = "dtn_fake0123456789abcdef";
 
 struct Sandbox {
     name: String,
@@ -37,7 +42,18 @@ struct Sandbox {
     auto_stop_interval: u64,
     /// Observations left before the sandbox reports `started`.
     warming: u32,
+    /// Why it is in `error`, if it is.
+    error_reason: Option<String>,
+    /// Whether its desired state is `destroyed` (a deletion the runner could not finish).
+    desired_destroyed: bool,
     dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    /// Errored and meant to be gone: Daytona hides these unless asked.
+    fn errored_deleted(&self) -> bool {
+        self.error_reason.is_some() && self.desired_destroyed
+    }
 }
 
 #[derive(Default)]
@@ -47,26 +63,32 @@ struct Inner {
     warmup: AtomicU32,
     /// When set, the next create is rate-limited as Daytona does it (seconds to wait).
     rate_limit_next_create: Mutex<Option<u64>>,
+    /// Most sandboxes on one page of the listing, whatever `limit` asks.
+    max_page: AtomicUsize,
+    /// Paths the toolbox refuses with 403 (the sandbox user lacks the permission).
+    denied: Mutex<BTreeSet<PathBuf>>,
     toolbox_url: OnceLock<String>,
 }
 
 type Shared = Arc<Inner>;
 
-/// The fake: control API and toolbox proxy servers.
-pub struct DaytonaFake {
-    /// The control API (`app.daytona.io/api`).
-    pub control: FakeServer,
-    /// The toolbox proxy (`proxy.app.daytona.io`), serving `/toolbox/{sandboxId}/…`.
-    pub toolbox: FakeServer,
+/// The API key the fake accepts.
+pub const API_KEY: &str = "dtn_fake0123456789abcdef";
+
+/// Daytona on loopback: the control API and the toolbox proxy, accepting [`API_KEY`].
+pub struct Fake {
+    control: FakeServer,
+    toolbox: FakeServer,
     inner: Shared,
 }
 
-impl DaytonaFake {
+impl Fake {
     /// Starts both servers; new sandboxes report `starting` on their first observation and
     /// `started` from the second on.
     pub async fn start() -> Self {
         let inner: Shared = Arc::new(Inner::default());
         inner.warmup.store(1, Ordering::SeqCst);
+        inner.max_page.store(200, Ordering::SeqCst);
         let control = FakeServer::start(control_router(inner.clone())).await;
         let toolbox = FakeServer::start(toolbox_router(inner.clone())).await;
         let _ = inner
@@ -79,18 +101,48 @@ impl DaytonaFake {
         }
     }
 
-    /// A configuration pointing the adapter at this fake (the toolbox URL comes from the
+    /// The control API (`app.daytona.io/api`): request log and fault injection.
+    pub fn server(&self) -> &FakeServer {
+        &self.control
+    }
+
+    /// The toolbox proxy (`proxy.app.daytona.io`), serving `/toolbox/{sandboxId}/…`.
+    pub fn toolbox(&self) -> &FakeServer {
+        &self.toolbox
+    }
+
+    /// The adapter's base URL: the control API's address.
+    pub fn base_url(&self) -> String {
+        self.control.base_url()
+    }
+
+    /// The adapter's configuration pointed at this fake (the toolbox URL comes from the
     /// sandbox records, as in production).
     pub fn config(&self) -> DaytonaConfig {
         DaytonaConfig {
-            base_url: self.control.base_url(),
+            base_url: self.base_url(),
             ..DaytonaConfig::default()
         }
+    }
+
+    /// A call context carrying [`API_KEY`].
+    pub fn context(&self) -> CallContext {
+        CallContext::new(
+            Some(SecretString::from(API_KEY)),
+            ProviderContext::default(),
+        )
     }
 
     /// How many observations a new sandbox stays `starting` before it is `started`.
     pub fn set_warmup(&self, observations: u32) {
         self.inner.warmup.store(observations, Ordering::SeqCst);
+    }
+
+    /// Cuts listings into pages of at most `sandboxes` (to exercise `nextCursor`).
+    pub fn set_page_size(&self, sandboxes: usize) {
+        self.inner
+            .max_page
+            .store(sandboxes.max(1), Ordering::SeqCst);
     }
 
     /// Rate-limits the next create the way Daytona does: 429, its JSON body, and the
@@ -107,6 +159,106 @@ impl DaytonaFake {
             .unwrap()
             .get(id)
             .map(|s| s.auto_stop_interval)
+    }
+
+    /// Puts sandbox `id` in `error` with `reason` (a runner failure); its desired state stays
+    /// `started`, so it is still listed and found by id.
+    pub fn fail(&self, id: &str, reason: &str) {
+        self.set_error(id, reason, false);
+    }
+
+    /// Puts sandbox `id` in `error` with desired state `destroyed` (a deletion the runner
+    /// could not finish): Daytona then answers 404 for it by id or name and leaves it out of
+    /// listings unless `includeErroredDeleted=true`.
+    pub fn fail_deletion(&self, id: &str, reason: &str) {
+        self.set_error(id, reason, true);
+    }
+
+    fn set_error(&self, id: &str, reason: &str, desired_destroyed: bool) {
+        let mut sandboxes = self.inner.sandboxes.lock().unwrap();
+        let s = sandboxes
+            .get_mut(id)
+            .unwrap_or_else(|| panic!("no sandbox {id}"));
+        s.error_reason = Some(reason.to_owned());
+        s.desired_destroyed = desired_destroyed;
+    }
+
+    /// Makes the toolbox answer 403 for `path` (absolute, as the sandbox sees it) on file
+    /// info, download and upload, as the daemon does when the sandbox user lacks the
+    /// permission.
+    pub fn deny(&self, path: &str) {
+        self.inner
+            .denied
+            .lock()
+            .unwrap()
+            .insert(PathBuf::from(path));
+    }
+}
+
+#[async_trait::async_trait]
+impl Harness for Fake {
+    type Adapter = crate::DaytonaProvider;
+
+    async fn start() -> Self {
+        Fake::start().await
+    }
+
+    fn server(&self) -> &FakeServer {
+        &self.control
+    }
+
+    fn base_url(&self) -> String {
+        Fake::base_url(self)
+    }
+
+    fn config_at(&self, base_url: &str, http: HttpConfig) -> DaytonaConfig {
+        DaytonaConfig {
+            base_url: base_url.to_owned(),
+            http,
+            ..self.config()
+        }
+    }
+
+    fn context(&self) -> CallContext {
+        Fake::context(self)
+    }
+
+    /// Create answers before `started`: the suite's wait has to see `starting` first.
+    fn before_conformance(&self) {
+        self.set_warmup(2);
+    }
+
+    fn ready_within(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    fn create_call() -> (Method, &'static str) {
+        (Method::POST, "/sandbox")
+    }
+
+    fn get_call() -> (Method, &'static str) {
+        (Method::GET, "/sandbox/")
+    }
+
+    fn unknown_id() -> &'static str {
+        "00000000-0000-4000-8000-00000000beef"
+    }
+
+    fn wrong_credential() -> &'static str {
+        "dtn_wrong"
+    }
+
+    /// `CORRAL_LIVE_DAYTONA_API_KEY`; Daytona's default snapshot is booted.
+    fn live() -> Result<(DaytonaConfig, CallContext, CreateSandboxRequest), String> {
+        let Ok(key) = std::env::var("CORRAL_LIVE_DAYTONA_API_KEY") else {
+            return Err("CORRAL_LIVE_DAYTONA_API_KEY".into());
+        };
+        let ctx = CallContext::new(Some(SecretString::from(key)), ProviderContext::default());
+        Ok((
+            DaytonaConfig::default(),
+            ctx,
+            CreateSandboxRequest::standard(Provider::Daytona, None, None),
+        ))
     }
 }
 
@@ -138,7 +290,13 @@ fn authorized(headers: &HeaderMap) -> Result<(), Response> {
 }
 
 fn state_of(s: &Sandbox) -> &'static str {
-    if s.warming > 0 { "starting" } else { "started" }
+    if s.error_reason.is_some() {
+        "error"
+    } else if s.warming > 0 {
+        "starting"
+    } else {
+        "started"
+    }
 }
 
 fn record(inner: &Inner, id: &str, s: &Sandbox, state: &str) -> Value {
@@ -158,7 +316,8 @@ fn record(inner: &Inner, id: &str, s: &Sandbox, state: &str) -> Value {
         "memory": 1,
         "disk": 3,
         "state": state,
-        "desiredState": "started",
+        "desiredState": if s.desired_destroyed { "destroyed" } else { "started" },
+        "errorReason": s.error_reason,
         "autoStopInterval": s.auto_stop_interval,
         "autoArchiveInterval": 10080,
         "autoDeleteInterval": -1,
@@ -255,6 +414,8 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         labels,
         auto_stop_interval: auto_stop,
         warming: inner.warmup.load(Ordering::SeqCst),
+        error_reason: None,
+        desired_destroyed: false,
         dir: tempfile::tempdir().expect("temp dir"),
     };
     let out = record(&inner, &id, &sandbox, "creating");
@@ -271,9 +432,10 @@ async fn get_one(
         return r;
     }
     let mut sandboxes = inner.sandboxes.lock().unwrap();
+    // As Daytona's `findOneByIdOrName`: errored sandboxes meant to be gone are not found.
     let Some((id, s)) = sandboxes
         .iter_mut()
-        .find(|(key, s)| **key == id || s.name == id)
+        .find(|(key, s)| (**key == id || s.name == id) && !s.errored_deleted())
     else {
         return not_found(&id);
     };
@@ -293,7 +455,7 @@ async fn destroy(
     let mut sandboxes = inner.sandboxes.lock().unwrap();
     let key = sandboxes
         .iter()
-        .find(|(key, s)| **key == id || s.name == id)
+        .find(|(key, s)| (**key == id || s.name == id) && !s.errored_deleted())
         .map(|(key, _)| key.clone());
     match key.and_then(|k| sandboxes.remove(&k).map(|s| (k, s))) {
         Some((key, s)) => axum::Json(record(&inner, &key, &s, "destroying")).into_response(),
@@ -316,18 +478,49 @@ async fn list(
             Err(_) => return error(StatusCode::BAD_REQUEST, "labels must be JSON"),
         },
     };
-    if let Some(limit) = q.get("limit")
-        && !matches!(limit.parse::<u32>(), Ok(1..=200))
-    {
-        return error(StatusCode::BAD_REQUEST, "limit must be between 1 and 200");
-    }
+    let limit = match q.get("limit") {
+        None => 100,
+        Some(limit) => match limit.parse::<usize>() {
+            Ok(n @ 1..=200) => n,
+            _ => return error(StatusCode::BAD_REQUEST, "limit must be between 1 and 200"),
+        },
+    };
+    let include_errored_deleted = match q.get("includeErroredDeleted").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "includeErroredDeleted must be a boolean value",
+            );
+        }
+    };
     let sandboxes = inner.sandboxes.lock().unwrap();
-    let items: Vec<Value> = sandboxes
+    // Ids grow with creation: the order is stable from page to page.
+    let mut matching: Vec<(&String, &Sandbox)> = sandboxes
         .iter()
         .filter(|(_, s)| filter.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+        .filter(|(_, s)| include_errored_deleted || !s.errored_deleted())
+        .collect();
+    matching.sort_by(|a, b| a.0.cmp(b.0));
+    let start = match q.get("cursor") {
+        None => 0,
+        Some(c) => match matching.iter().position(|(id, _)| *id == c) {
+            Some(i) => i + 1,
+            None => return error(StatusCode::BAD_REQUEST, "Invalid cursor"),
+        },
+    };
+    let take = limit.min(inner.max_page.load(Ordering::SeqCst));
+    let page: Vec<(&String, &Sandbox)> = matching.iter().skip(start).take(take).copied().collect();
+    let next_cursor = match page.last() {
+        Some((id, _)) if start + page.len() < matching.len() => json!(id),
+        _ => Value::Null,
+    };
+    let items: Vec<Value> = page
+        .iter()
         .map(|(id, s)| record(&inner, id, s, state_of(s)))
         .collect();
-    axum::Json(json!({"items": items, "nextCursor": null})).into_response()
+    axum::Json(json!({"items": items, "nextCursor": next_cursor})).into_response()
 }
 
 fn toolbox_router(inner: Shared) -> Router {
@@ -344,7 +537,7 @@ fn sandbox_dir(inner: &Inner, headers: &HeaderMap, id: &str) -> Result<PathBuf, 
     authorized(headers)?;
     let sandboxes = inner.sandboxes.lock().unwrap();
     let s = sandboxes.get(id).ok_or_else(|| not_found(id))?;
-    if s.warming > 0 {
+    if s.warming > 0 || s.error_reason.is_some() {
         return Err(error(StatusCode::BAD_REQUEST, "Sandbox is not running"));
     }
     Ok(s.dir.path().to_owned())
@@ -445,6 +638,26 @@ fn split_command(command: &str) -> Vec<String> {
     args
 }
 
+/// 403 as the daemon answers it when the sandbox user lacks the permission on `full`.
+fn forbidden(inner: &Inner, full: &std::path::Path) -> Option<Response> {
+    let denied = inner.denied.lock().unwrap();
+    denied.iter().any(|d| full.starts_with(d)).then(|| {
+        error(
+            StatusCode::FORBIDDEN,
+            format!("open {}: permission denied", full.display()),
+        )
+    })
+}
+
+/// An I/O error as the daemon answers it: 403 for a permission, else `otherwise`.
+fn io_error(e: &std::io::Error, otherwise: StatusCode) -> Response {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        error(StatusCode::FORBIDDEN, e.to_string())
+    } else {
+        error(otherwise, e.to_string())
+    }
+}
+
 fn path_param(q: &HashMap<String, String>) -> Result<String, Response> {
     q.get("path")
         .filter(|p| !p.is_empty())
@@ -464,6 +677,9 @@ async fn info(
             Err(r) => return r,
         };
     let full = resolve(&home, &path);
+    if let Some(r) = forbidden(&inner, &full) {
+        return r;
+    }
     match std::fs::metadata(&full) {
         Ok(m) => axum::Json(json!({
             "name": full.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
@@ -477,7 +693,7 @@ async fn info(
             "permissions": "0755",
         }))
         .into_response(),
-        Err(e) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e) => io_error(&e, StatusCode::NOT_FOUND),
     }
 }
 
@@ -493,6 +709,9 @@ async fn download(
             Err(r) => return r,
         };
     let full = resolve(&home, &path);
+    if let Some(r) = forbidden(&inner, &full) {
+        return r;
+    }
     if full.is_dir() {
         return error(StatusCode::BAD_REQUEST, "path must be a file");
     }
@@ -503,7 +722,7 @@ async fn download(
             bytes,
         )
             .into_response(),
-        Err(e) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e) => io_error(&e, StatusCode::NOT_FOUND),
     }
 }
 
@@ -532,14 +751,17 @@ async fn upload(
         );
     };
     let full = resolve(&home, &path);
+    if let Some(r) = forbidden(&inner, &full) {
+        return r;
+    }
     // The daemon creates missing parents, then overwrites.
     if let Some(parent) = full.parent()
         && let Err(e) = std::fs::create_dir_all(parent)
     {
-        return error(StatusCode::BAD_REQUEST, e.to_string());
+        return io_error(&e, StatusCode::BAD_REQUEST);
     }
     match std::fs::write(&full, &part.data) {
         Ok(()) => StatusCode::OK.into_response(),
-        Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e) => io_error(&e, StatusCode::BAD_REQUEST),
     }
 }

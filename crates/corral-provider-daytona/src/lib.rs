@@ -3,7 +3,8 @@
 //! Two planes, one credential (`Authorization: Bearer <API key>`, the Corral provider
 //! credential; no organization header is needed with an API key):
 //! - the **control API** (`https://app.daytona.io/api`): `POST /sandbox`,
-//!   `GET /sandbox/{id}`, `DELETE /sandbox/{id}`, `GET /sandbox?labels=` (lookup by label);
+//!   `GET /sandbox/{id}`, `DELETE /sandbox/{id}`, `GET /sandbox?labels=&includeErroredDeleted=true`
+//!   (lookup by label, errored sandboxes included);
 //! - the **toolbox** of each sandbox at `{toolboxProxyUrl}/{sandboxId}` (the URL comes from the
 //!   sandbox's own record; on Daytona Cloud `https://proxy.app.daytona.io/toolbox`):
 //!   `POST /process/execute`, `GET /files/info`, `GET /files/download`, `POST /files/upload`.
@@ -25,7 +26,12 @@
 //! SDKs do), with `cwd`, `envs` and `timeout` (seconds, rounded up) as the toolbox API takes
 //! them; the daemon answers 408 when the timeout fires.
 //! Files: the upload creates missing parents, so a write checks the parent with
-//! `/files/info` first (Corral's contract is that the parent must exist).
+//! `/files/info` first (Corral's contract is that the parent must exist). The daemon answers
+//! 403 for a file the sandbox user may not read or write: a file operation failure, not a
+//! rejected key.
+//!
+//! Configuration (`[providers.daytona]`, [`DaytonaConfig`]): `base_url`, `toolbox_url` and the
+//! `http` table.
 
 pub mod api;
 pub mod capabilities;
@@ -41,11 +47,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use base64::Engine as _;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_provider::files::check_parent_dir;
 use corral_provider::{
-    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
-    Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
+    ProviderError, Result, SandboxProvider,
 };
-use corral_provider_http::{HttpConfig, ProviderHttp, Url, read_capped, read_file_body};
+use corral_provider_http::{HttpConfig, ProviderHttp, Url, read_file_body};
 
 use crate::client::{Client, OPERATION_LABEL, toolbox_base};
 
@@ -53,12 +60,15 @@ const P: Provider = Provider::Daytona;
 /// Extra time the HTTP exchange of an exec may take beyond the command's deadline.
 const EXEC_GRACE: Duration = Duration::from_secs(5);
 
-/// Configuration of the Daytona adapter.
-#[derive(Debug, Clone)]
+/// How to reach Daytona: `[providers.daytona]` in the server's configuration.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DaytonaConfig {
-    /// Control API base URL.
+    /// Control API base URL (`https://app.daytona.io/api`).
     pub base_url: String,
-    /// Toolbox proxy used when a sandbox record names none.
+    /// Toolbox proxy used when a sandbox record names none; `toolbox_url` in the
+    /// configuration file.
+    #[serde(rename = "toolbox_url")]
     pub default_toolbox_proxy_url: String,
     /// Timeouts and caps.
     pub http: HttpConfig,
@@ -80,26 +90,28 @@ pub struct DaytonaProvider {
     client: Client,
     caps: ProviderCapabilities,
     default_toolbox_proxy_url: String,
-    max_response_bytes: usize,
     /// Toolbox base per sandbox, learnt from create/get.
     toolboxes: Mutex<HashMap<String, Url>>,
 }
 
-impl DaytonaProvider {
-    /// An adapter for `config`.
-    pub fn new(config: DaytonaConfig) -> Result<Self> {
-        let max_response_bytes = config.http.max_response_bytes;
+impl Adapter for DaytonaProvider {
+    const PROVIDER: Provider = P;
+    type Config = DaytonaConfig;
+
+    /// Fails only on an unusable base or toolbox URL.
+    fn from_config(config: DaytonaConfig) -> Result<Self> {
         let http = ProviderHttp::new(P, &config.base_url, config.http)?;
         toolbox_base(&config.default_toolbox_proxy_url, "probe")?;
         Ok(Self {
             client: Client::new(http),
             caps: capabilities::capabilities(),
             default_toolbox_proxy_url: config.default_toolbox_proxy_url,
-            max_response_bytes,
             toolboxes: Mutex::new(HashMap::new()),
         })
     }
+}
 
+impl DaytonaProvider {
     fn remember(&self, sandbox: &api::Sandbox) -> Result<Url> {
         let proxy = if sandbox.toolbox_proxy_url.is_empty() {
             &self.default_toolbox_proxy_url
@@ -212,16 +224,15 @@ impl SandboxProvider for DaytonaProvider {
     }
 
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
-        match self.client.delete_sandbox(ctx, native_id).await {
-            Ok(()) | Err(ProviderError::NotFound { .. }) => {
-                self.toolboxes
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .remove(native_id);
-                Ok(())
-            }
-            Err(e) => Err(e),
+        let deleted = self.client.delete_sandbox(ctx, native_id).await;
+        if matches!(deleted, Ok(()) | Err(ProviderError::NotFound { .. })) {
+            self.toolboxes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(native_id);
         }
+        // An unknown sandbox's `NotFound` is made `Ok` by the contract wrapper.
+        deleted
     }
 
     async fn exec(
@@ -253,15 +264,11 @@ impl SandboxProvider for DaytonaProvider {
             }
             other => other,
         };
-        let resp = self
+        let answer = self
             .client
             .execute(ctx, &toolbox, &body, spec.timeout + EXEC_GRACE)
             .await
             .map_err(timed_out)?;
-        let bytes = read_capped(P, resp, self.max_response_bytes)
-            .await
-            .map_err(timed_out)?;
-        let answer: api::ExecuteResponse = corral_provider_http::parse_json(P, &bytes)?;
         let mut stdout = CappedOutput::new(spec.max_output_bytes);
         stdout.push(answer.result.as_bytes());
         let (stdout, truncated) = stdout.finish();
@@ -281,11 +288,7 @@ impl SandboxProvider for DaytonaProvider {
         max_bytes: usize,
     ) -> Result<Vec<u8>> {
         let toolbox = self.toolbox(ctx, native_id).await?;
-        let resp = self
-            .client
-            .download(ctx, &toolbox, path)
-            .await
-            .map_err(|e| e.for_file(path))?;
+        let resp = self.client.download(ctx, &toolbox, path).await?;
         read_file_body(P, resp, path, max_bytes).await
     }
 
@@ -298,23 +301,15 @@ impl SandboxProvider for DaytonaProvider {
     ) -> Result<()> {
         let toolbox = self.toolbox(ctx, native_id).await?;
         // The daemon's upload creates missing parents; Corral's contract says it must not.
-        if let Some((parent, _)) = path.rsplit_once('/') {
-            let parent = if parent.is_empty() { "/" } else { parent };
-            let is_dir = self
-                .client
-                .file_info(ctx, &toolbox, parent)
-                .await?
-                .is_some_and(|info| info.is_dir);
-            if !is_dir {
-                return Err(ProviderError::ParentMissing {
-                    path: path.to_owned(),
-                });
+        check_parent_dir(path, |parent| {
+            let toolbox = &toolbox;
+            async move {
+                let info = self.client.file_info(ctx, toolbox, &parent).await?;
+                Ok(info.is_some_and(|info| info.is_dir))
             }
-        }
-        self.client
-            .upload(ctx, &toolbox, path, content)
-            .await
-            .map_err(|e| e.for_file(path))
+        })
+        .await?;
+        self.client.upload(ctx, &toolbox, path, content).await
     }
 
     async fn find_by_operation_id(
@@ -327,11 +322,33 @@ impl SandboxProvider for DaytonaProvider {
             .client
             .list_sandboxes_by_label(ctx, OPERATION_LABEL, &value)
             .await?;
-        Ok(listed
-            .iter()
-            .map(Self::observed)
-            // Trust but verify: only sandboxes that carry the label.
-            .filter(|s| s.operation_id.as_ref() == Some(operation_id))
-            .collect())
+        // The label is checked again by the contract wrapper (`corral_provider::Contracted`).
+        Ok(listed.iter().map(Self::observed).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_reads_toolbox_url_and_refuses_other_providers_keys() {
+        let config: DaytonaConfig = serde_json::from_value(serde_json::json!({
+            "toolbox_url": "http://127.0.0.1:9/toolbox",
+            "http": { "request_timeout_seconds": 7 },
+        }))
+        .unwrap();
+        assert_eq!(
+            config.default_toolbox_proxy_url,
+            "http://127.0.0.1:9/toolbox"
+        );
+        assert_eq!(config.base_url, DaytonaConfig::default().base_url);
+        assert_eq!(config.http.request_timeout, Duration::from_secs(7));
+        let foreign = serde_json::from_value::<DaytonaConfig>(serde_json::json!({
+            "envd_url_template": "https://{port}-{sandboxID}.{domain}",
+        }));
+        assert!(foreign.is_err());
+        let written = serde_json::to_value(DaytonaConfig::default()).unwrap();
+        assert!(written.get("toolbox_url").is_some(), "{written}");
     }
 }

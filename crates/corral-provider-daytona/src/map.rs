@@ -1,9 +1,13 @@
 //! Daytona states in Corral's terms.
 
-use corral_domain::SandboxStatus;
+use corral_domain::{Provider, SandboxStatus};
 
-/// `SandboxState` → status, for every documented value; unknown values are `creating` (not
-/// known to be usable yet), never an error.
+const P: Provider = Provider::Daytona;
+
+/// `SandboxState` → status: one arm per value of the `SandboxState` enum in Daytona's API
+/// description. A value it does not list (a newer Daytona) is logged; it, or no state at all, is
+/// `creating`: not known to be usable, not terminal, so the service keeps observing instead of
+/// giving the sandbox up.
 pub(crate) fn status(state: Option<&str>) -> SandboxStatus {
     match state.unwrap_or("unknown") {
         "started" => SandboxStatus::Running,
@@ -16,7 +20,10 @@ pub(crate) fn status(state: Option<&str>) -> SandboxStatus {
         "stopping" | "stopped" | "archiving" | "archived" => SandboxStatus::Stopped,
         "error" | "build_failed" => SandboxStatus::Failed,
         "destroying" | "destroyed" => SandboxStatus::Deleted,
-        _ => SandboxStatus::Creating,
+        other => {
+            tracing::warn!(provider = %P, state = %other, "unknown sandbox state, treated as creating");
+            SandboxStatus::Creating
+        }
     }
 }
 

@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use corral_domain::Provider;
-use corral_provider::{CallContext, ExposeSecret, ProviderError, Result, SecretString};
+use corral_provider::{CallContext, ProviderError, Result, SecretString};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
-use corral_provider_http::{ProviderHttp, Url, join, multipart_file, with_query};
+use corral_provider_http::{
+    Auth, Page, ProviderHttp, Url, join, multipart_file, parse_json, read_capped, with_query,
+};
 
 use crate::api;
 
@@ -15,12 +17,57 @@ const P: Provider = Provider::E2b;
 pub(crate) const ENVD_PORT: u16 = 49983;
 /// Metadata key carrying Corral's operation id.
 pub(crate) const OPERATION_KEY: &str = "corral_operation_id";
+/// The control API's credential header.
+pub(crate) const API_KEY_AUTH: Auth = Auth::Header("X-API-Key");
+/// envd's per-sandbox token header.
+const ACCESS_TOKEN_AUTH: Auth = Auth::Header("X-Access-Token");
+/// The list endpoint's page size (its maximum).
+const PAGE_LIMIT: &str = "100";
+/// The response header naming the next page's token (`nextToken` on the next request).
+pub(crate) const NEXT_TOKEN_HEADER: &str = "X-Next-Token";
 
-/// Where one sandbox's envd answers, and with which token.
+/// The first envd version that runs requests as the template's default user when none is
+/// named, and the user the SDKs name below it. The official SDKs (`e2b-dev/E2B`,
+/// `packages/js-sdk/src/envd/versions.ts`: `ENVD_DEFAULT_USER = '0.4.0'`;
+/// `packages/js-sdk/src/envd/rpc.ts` `authenticationHeader` and
+/// `packages/js-sdk/src/sandbox/filesystem/index.ts`; the Python SDK's
+/// `e2b/envd/versions.py` and `e2b/envd/rpc.py` alike) send `defaultUsername = "user"` for
+/// older envd: as `Authorization: Basic base64("user:")` on Connect calls (process start,
+/// stat) and as the `username` query parameter on `/files`.
+const ENVD_DEFAULT_USER: (u64, u64, u64) = (0, 4, 0);
+/// The SDKs' `defaultUsername`.
+const LEGACY_USER: &str = "user";
+
+/// The user to name explicitly on envd requests for a sandbox whose envd is `envd_version`:
+/// `Some("user")` below 0.4.0, `None` from 0.4.0 on. A version that does not parse (E2B's
+/// description requires it, so only a provider change would cause that) is read as current:
+/// naming a user a current envd does not need would change who runs the command.
+pub(crate) fn envd_user(envd_version: &str) -> Option<&'static str> {
+    let version = envd_version.trim().trim_start_matches('v');
+    let version = version.split('+').next().unwrap_or_default();
+    let (core, pre_release) = match version.split_once('-') {
+        Some((core, _)) => (core, true),
+        None => (version, false),
+    };
+    let mut parts = core.split('.').map(str::parse::<u64>);
+    let (Some(Ok(major)), minor, patch) = (parts.next(), parts.next(), parts.next()) else {
+        return None;
+    };
+    let minor = minor.unwrap_or(Ok(0)).ok()?;
+    let patch = patch.unwrap_or(Ok(0)).ok()?;
+    let version = (major, minor, patch);
+    // As semver (and the SDKs' `compareVersions`) order them, `0.4.0-rc.1` is below `0.4.0`.
+    let below = version < ENVD_DEFAULT_USER || version == ENVD_DEFAULT_USER && pre_release;
+    below.then_some(LEGACY_USER)
+}
+
+/// Where one sandbox's envd answers, with which token, and as whom to ask.
 #[derive(Clone)]
 pub(crate) struct Envd {
     pub(crate) base: Url,
     pub(crate) token: Option<SecretString>,
+    /// The user named on every request (old envd only, see [`envd_user`]).
+    pub(crate) user: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Envd {
@@ -28,6 +75,7 @@ impl std::fmt::Debug for Envd {
         f.debug_struct("Envd")
             .field("base", &self.base.as_str())
             .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .field("user", &self.user)
             .finish()
     }
 }
@@ -58,6 +106,7 @@ pub(crate) fn check_id(native_id: &str) -> Result<()> {
 }
 
 impl Client {
+    /// `http` must present the call's credential as [`API_KEY_AUTH`].
     pub(crate) fn new(
         http: ProviderHttp,
         envd_url_template: String,
@@ -70,21 +119,16 @@ impl Client {
         }
     }
 
-    fn control(&self, ctx: &CallContext, method: Method, path: &str) -> Result<RequestBuilder> {
-        let key = ctx.require_credential(P)?;
-        Ok(self
-            .http
-            .request(method, path)
-            .header("X-API-Key", key.expose_secret()))
-    }
-
     /// `POST /sandboxes`.
     pub(crate) async fn create_sandbox(
         &self,
         ctx: &CallContext,
         body: &api::NewSandbox,
     ) -> Result<api::Sandbox> {
-        let req = self.control(ctx, Method::POST, "/sandboxes")?.json(body);
+        let req = self
+            .http
+            .authed(ctx, Method::POST, "/sandboxes")?
+            .json(body);
         self.http.send_json(ctx, req).await
     }
 
@@ -95,39 +139,53 @@ impl Client {
         id: &str,
     ) -> Result<api::SandboxDetail> {
         check_id(id)?;
-        let req = self.control(ctx, Method::GET, &format!("/sandboxes/{id}"))?;
+        let req = self
+            .http
+            .authed(ctx, Method::GET, &format!("/sandboxes/{id}"))?;
         self.http.send_json(ctx, req).await
     }
 
     /// `DELETE /sandboxes/{sandboxID}`.
     pub(crate) async fn kill_sandbox(&self, ctx: &CallContext, id: &str) -> Result<()> {
         check_id(id)?;
-        let req = self.control(ctx, Method::DELETE, &format!("/sandboxes/{id}"))?;
+        let req = self
+            .http
+            .authed(ctx, Method::DELETE, &format!("/sandboxes/{id}"))?;
         self.http.send_empty(ctx, req).await
     }
 
-    /// `GET /v2/sandboxes?metadata=<k>%3D<v>&state=running,paused&limit=100`.
-    pub(crate) async fn list_sandboxes_by_metadata(
+    /// One page of `GET /v2/sandboxes?metadata=<k>%3D<v>&state=running,paused&limit=100`
+    /// (`&nextToken=<token>` after the first); the next page's token is the `X-Next-Token`
+    /// response header.
+    pub(crate) async fn list_sandboxes_page(
         &self,
         ctx: &CallContext,
-        key: &str,
-        value: &str,
-    ) -> Result<Vec<api::SandboxDetail>> {
-        let key_value = ctx.require_credential(P)?;
-        let url = with_query(
-            self.http.url("/v2/sandboxes"),
-            &[
-                ("metadata", format!("{key}={value}").as_str()),
-                ("state", "running,paused"),
-                ("limit", "100"),
-            ],
-        );
+        metadata: &str,
+        next_token: Option<String>,
+    ) -> Result<Page<api::SandboxDetail>> {
+        let mut query = vec![
+            ("metadata", metadata),
+            ("state", "running,paused"),
+            ("limit", PAGE_LIMIT),
+        ];
+        if let Some(token) = next_token.as_deref() {
+            query.push(("nextToken", token));
+        }
         let req = self
             .http
-            .client()
-            .get(url)
-            .header("X-API-Key", key_value.expose_secret());
-        self.http.send_json(ctx, req).await
+            .authed_query(ctx, Method::GET, "/v2/sandboxes", &query)?;
+        // The kit's `send_json` drops the headers, and the token is one.
+        let resp = self.http.send(ctx, req).await?;
+        let next = resp
+            .headers()
+            .get(NEXT_TOKEN_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = read_capped(P, resp, self.http.config().max_response_bytes).await?;
+        Ok(Page {
+            items: parse_json(P, &body)?,
+            next,
+        })
     }
 
     /// The envd base URL of a sandbox, from the configured template.
@@ -154,16 +212,32 @@ impl Client {
         Ok(parsed)
     }
 
-    fn envd(&self, envd: &Envd, method: Method, path: &str) -> RequestBuilder {
-        self.envd_at(envd, method, join(&envd.base, path))
+    /// A request to envd carrying the sandbox's token (if it has one).
+    fn envd_request(&self, envd: &Envd, method: Method, url: Url) -> RequestBuilder {
+        match &envd.token {
+            Some(token) => self.http.with_token(method, url, ACCESS_TOKEN_AUTH, token),
+            None => self.http.client().request(method, url),
+        }
     }
 
-    fn envd_at(&self, envd: &Envd, method: Method, url: Url) -> RequestBuilder {
-        let req = self.http.client().request(method, url);
-        match &envd.token {
-            Some(t) => req.header("X-Access-Token", t.expose_secret()),
+    /// A Connect call to envd: the user, if named, as the SDKs send it there (HTTP Basic,
+    /// empty password).
+    fn envd_rpc(&self, envd: &Envd, path: &str) -> RequestBuilder {
+        let req = self.envd_request(envd, Method::POST, join(&envd.base, path));
+        match envd.user {
+            Some(user) => req.basic_auth(user, Some("")),
             None => req,
         }
+    }
+
+    /// `GET`/`POST /files?path=` (and `&username=` when the user is named).
+    fn envd_files(&self, envd: &Envd, method: Method, path: &str) -> RequestBuilder {
+        let mut query = vec![("path", path)];
+        if let Some(user) = envd.user {
+            query.push(("username", user));
+        }
+        let url = with_query(join(&envd.base, "/files"), &query);
+        self.envd_request(envd, method, url)
     }
 
     /// `POST /process.Process/Start` (Connect server stream); the body is one enveloped
@@ -177,7 +251,7 @@ impl Client {
         grace: Duration,
     ) -> Result<Response> {
         let req = self
-            .envd(envd, Method::POST, "/process.Process/Start")
+            .envd_rpc(envd, "/process.Process/Start")
             .header("Content-Type", "application/connect+json")
             .header("Connect-Protocol-Version", "1")
             .header("Connect-Timeout-Ms", timeout.as_millis().max(1).to_string())
@@ -195,7 +269,7 @@ impl Client {
         path: &str,
     ) -> Result<Option<api::StatResponse>> {
         let req = self
-            .envd(envd, Method::POST, "/filesystem.Filesystem/Stat")
+            .envd_rpc(envd, "/filesystem.Filesystem/Stat")
             .header("Connect-Protocol-Version", "1")
             .json(&api::StatRequest {
                 path: path.to_owned(),
@@ -215,11 +289,7 @@ impl Client {
         path: &str,
     ) -> Result<Response> {
         let req = self
-            .envd_at(
-                envd,
-                Method::GET,
-                with_query(join(&envd.base, "/files"), &[("path", path)]),
-            )
+            .envd_files(envd, Method::GET, path)
             .header("Accept-Encoding", "identity");
         self.http.send(ctx, req).await
     }
@@ -235,13 +305,30 @@ impl Client {
         let name = path.rsplit('/').next().unwrap_or(path);
         let (content_type, body) = multipart_file("file", name, content);
         let req = self
-            .envd_at(
-                envd,
-                Method::POST,
-                with_query(join(&envd.base, "/files"), &[("path", path)]),
-            )
+            .envd_files(envd, Method::POST, path)
             .header("Content-Type", content_type)
             .body(body);
         self.http.send_json(ctx, req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_user_is_named_below_envd_0_4_0_only() {
+        assert_eq!(envd_user("0.3.9"), Some("user"));
+        assert_eq!(envd_user("0.1.5"), Some("user"));
+        assert_eq!(envd_user("0.3"), Some("user"));
+        assert_eq!(envd_user("0.4.0"), None);
+        assert_eq!(envd_user("0.4.0-rc.1"), Some("user"));
+        assert_eq!(envd_user("0.4.0+build.7"), None);
+        assert_eq!(envd_user("0.5.7"), None);
+        assert_eq!(envd_user("1.0.0"), None);
+        assert_eq!(envd_user("v0.2.0"), Some("user"));
+        // Unknown versions are read as current.
+        assert_eq!(envd_user(""), None);
+        assert_eq!(envd_user("latest"), None);
     }
 }

@@ -5,6 +5,15 @@
 //! and removes sandboxes whose lifetime ran out, and speaks Connect streaming for
 //! `/process.Process/Start`. Commands run on the host (no isolation) in a per-sandbox
 //! temporary directory.
+//!
+//! Two of E2B's behaviours are on by default or one knob away, so the adapter cannot pass
+//! without handling them:
+//! - the metadata listing answers pages of at most [`PAGE_SIZE`] sandboxes (E2B: `limit`, at
+//!   most 100) and names the next one in the `X-Next-Token` header, taken back as
+//!   `nextToken`;
+//! - [`Fake::set_envd_version`] makes new sandboxes run an old envd (below 0.4.0), which
+//!   refuses requests that do not name a user: Connect calls without `Authorization: Basic`,
+//!   `/files` without `username`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test double: a poisoned lock is a failed test.
 #![allow(clippy::result_large_err)] // Handlers return ready-made responses as errors.
 
@@ -17,11 +26,15 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
+use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
+use corral_provider::{CallContext, SecretString};
+use corral_provider_http::HttpConfig;
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
+use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
 
@@ -32,14 +45,33 @@ use crate::connect::{self, END_STREAM};
 pub const API_KEY: &str = "e2b_fake0123456789abcdef";
 /// E2B's server-side lifetime when a create sends no `timeout`.
 pub const SERVER_DEFAULT_TIMEOUT_SECONDS: u64 = 15;
+/// The envd version of new sandboxes unless [`Fake::set_envd_version`] says otherwise.
+pub const ENVD_VERSION: &str = "0.5.7";
+/// An envd version older than 0.4.0, which needs the user named on every request.
+pub const OLD_ENVD_VERSION: &str = "0.3.9";
+/// The largest page the metadata listing answers unless [`Fake::set_page_size`] says
+/// otherwise: far below E2B's 100, so any lookup finding more than two sandboxes pages.
+pub const PAGE_SIZE: usize = 2;
+/// The users an envd knows (E2B's base image: `user`, the default, and `root`).
+const USERS: [&str; 2] = ["user", "root"];
 
 struct Sandbox {
+    /// Creation order: the listing is newest first, and its tokens point into this order.
+    seq: usize,
     template_id: String,
     metadata: BTreeMap<String, String>,
     token: String,
+    envd_version: String,
     dir: tempfile::TempDir,
     expires: Instant,
     timeout_seconds: u64,
+}
+
+impl Sandbox {
+    /// Whether this sandbox's envd needs the user named (below 0.4.0).
+    fn needs_user(&self) -> bool {
+        crate::client::envd_user(&self.envd_version).is_some()
+    }
 }
 
 #[derive(Default)]
@@ -47,24 +79,28 @@ struct Inner {
     sandboxes: Mutex<HashMap<String, Sandbox>>,
     next: AtomicUsize,
     chunk: AtomicUsize,
+    page_size: AtomicUsize,
+    envd_version: Mutex<String>,
 }
 
 type Shared = Arc<Inner>;
 
-/// The fake: control API and envd servers.
-pub struct E2bFake {
+/// E2B on loopback: the control API and envd, accepting [`API_KEY`].
+pub struct Fake {
     /// The control API (`api.e2b.app`).
-    pub control: FakeServer,
+    control: FakeServer,
     /// envd (`49983-<id>.e2b.app`): one server for every sandbox, told apart by token.
-    pub envd: FakeServer,
+    envd: FakeServer,
     inner: Shared,
 }
 
-impl E2bFake {
+impl Fake {
     /// Starts both servers.
     pub async fn start() -> Self {
         let inner: Shared = Arc::new(Inner::default());
         inner.chunk.store(64 * 1024, Ordering::SeqCst);
+        inner.page_size.store(PAGE_SIZE, Ordering::SeqCst);
+        *inner.envd_version.lock().unwrap() = ENVD_VERSION.to_owned();
         let control = FakeServer::start(control_router(inner.clone())).await;
         let envd = FakeServer::start(envd_router(inner.clone())).await;
         Self {
@@ -74,13 +110,47 @@ impl E2bFake {
         }
     }
 
-    /// A configuration pointing the adapter at this fake.
+    /// The control API's server: request log and fault injection.
+    pub fn server(&self) -> &FakeServer {
+        &self.control
+    }
+
+    /// envd's server (every sandbox's): request log and fault injection.
+    pub fn envd(&self) -> &FakeServer {
+        &self.envd
+    }
+
+    /// The control API's base URL.
+    pub fn base_url(&self) -> String {
+        self.control.base_url()
+    }
+
+    /// A configuration pointing the adapter at this fake: the control API, and envd as every
+    /// sandbox's envd host.
     pub fn config(&self) -> E2bConfig {
         E2bConfig {
             base_url: self.control.base_url(),
             envd_url_template: self.envd.base_url(),
             ..E2bConfig::default()
         }
+    }
+
+    /// A call context carrying [`API_KEY`].
+    pub fn context(&self) -> CallContext {
+        CallContext::new(
+            Some(SecretString::from(API_KEY)),
+            ProviderContext::default(),
+        )
+    }
+
+    /// Answers metadata listings in pages of at most `n` sandboxes.
+    pub fn set_page_size(&self, n: usize) {
+        self.inner.page_size.store(n.max(1), Ordering::SeqCst);
+    }
+
+    /// Sandboxes created from now on run envd `version` (see [`OLD_ENVD_VERSION`]).
+    pub fn set_envd_version(&self, version: &str) {
+        *self.inner.envd_version.lock().unwrap() = version.to_owned();
     }
 
     /// Sends exec streams in pieces of `n` bytes (envelopes then straddle pieces).
@@ -148,7 +218,7 @@ fn detail(id: &str, s: &Sandbox, with_token: bool) -> Value {
         "cpuCount": 2,
         "memoryMB": 512,
         "diskSizeMB": 2048,
-        "envdVersion": "0.5.7",
+        "envdVersion": s.envd_version,
         "metadata": s.metadata,
         "state": "running",
         "domain": null,
@@ -221,10 +291,13 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
     let token = format!("envd-token-{n}-{}", corral_domain::OperationId::new());
     let dir = tempfile::tempdir().expect("temp dir");
     let secure = v.get("secure").and_then(Value::as_bool).unwrap_or(false);
+    let envd_version = inner.envd_version.lock().unwrap().clone();
     let sandbox = Sandbox {
+        seq: n,
         template_id: template_id.to_owned(),
         metadata,
         token: token.clone(),
+        envd_version: envd_version.clone(),
         dir,
         expires: Instant::now() + Duration::from_secs(timeout),
         timeout_seconds: timeout,
@@ -234,7 +307,7 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         "templateID": template_id,
         "sandboxID": id,
         "clientID": "6532622b",
-        "envdVersion": "0.5.7",
+        "envdVersion": envd_version,
         "domain": null,
     });
     if secure {
@@ -286,12 +359,18 @@ async fn list(
         return r;
     }
     reap(&inner);
-    if let Some(limit) = q.get("limit") {
-        match limit.parse::<u32>() {
-            Ok(1..=100) => {}
-            _ => return error(StatusCode::BAD_REQUEST, "limit must be between 1 and 100"),
-        }
-    }
+    // `limit`: int32 in 1..=100, default 100.
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => 100,
+        Some(Ok(l @ 1..=100)) => l,
+        Some(_) => return error(StatusCode::BAD_REQUEST, "limit must be between 1 and 100"),
+    };
+    // `nextToken`: only a token this listing handed out (`X-Next-Token`).
+    let after = match q.get("nextToken").map(|t| page_token_seq(t)) {
+        None => None,
+        Some(Some(seq)) => Some(seq),
+        Some(None) => return error(StatusCode::BAD_REQUEST, "invalid next token"),
+    };
     if let Some(states) = q.get("state")
         && states
             .split(',')
@@ -310,16 +389,54 @@ async fn list(
         }
     }
     let sandboxes = inner.sandboxes.lock().unwrap();
-    let items: Vec<Value> = sandboxes
+    let mut matching: Vec<(&String, &Sandbox)> = sandboxes
         .iter()
         .filter(|(_, s)| {
             filter
                 .iter()
                 .all(|(k, v)| s.metadata.get(k).is_some_and(|x| x == v))
         })
+        .collect();
+    let total = matching.len();
+    // Newest first (E2B's default order), resuming after the token's sandbox.
+    matching.sort_by_key(|(_, s)| std::cmp::Reverse(s.seq));
+    matching.retain(|(_, s)| after.is_none_or(|after| s.seq < after));
+    let page_size = limit.min(inner.page_size.load(Ordering::SeqCst));
+    let more = matching.len() > page_size;
+    matching.truncate(page_size);
+    let items: Vec<Value> = matching
+        .iter()
         .map(|(id, s)| detail(id, s, false))
         .collect();
-    axum::Json(items).into_response()
+    let mut response = axum::Json(items).into_response();
+    let headers = response.headers_mut();
+    headers.insert("x-total-running", total.into());
+    if more && let Some((_, last)) = matching.last() {
+        headers.insert(
+            "x-next-token",
+            page_token(last.seq)
+                .parse()
+                .expect("base64 is a header value"),
+        );
+    }
+    response
+}
+
+/// The opaque token of the page after the sandbox created `seq`-th.
+fn page_token(seq: usize) -> String {
+    base64::engine::general_purpose::STANDARD.encode(format!("fake-cursor:{seq}"))
+}
+
+/// The sequence number a [`page_token`] names, `None` for anything else.
+fn page_token_seq(token: &str) -> Option<usize> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(token)
+        .ok()?;
+    String::from_utf8(raw)
+        .ok()?
+        .strip_prefix("fake-cursor:")?
+        .parse()
+        .ok()
 }
 
 fn envd_router(inner: Shared) -> Router {
@@ -330,8 +447,15 @@ fn envd_router(inner: Shared) -> Router {
         .with_state(inner)
 }
 
-/// The sandbox directory the access token belongs to.
-fn sandbox_dir(inner: &Inner, headers: &HeaderMap) -> Result<PathBuf, Response> {
+/// What envd needs of the sandbox an access token belongs to.
+struct Envd {
+    dir: PathBuf,
+    /// Below envd 0.4.0 every request must name its user.
+    needs_user: bool,
+}
+
+/// The sandbox the access token belongs to.
+fn sandbox_envd(inner: &Inner, headers: &HeaderMap) -> Result<Envd, Response> {
     reap(inner);
     let token = headers
         .get("x-access-token")
@@ -343,8 +467,53 @@ fn sandbox_dir(inner: &Inner, headers: &HeaderMap) -> Result<PathBuf, Response> 
         .unwrap()
         .values()
         .find(|s| s.token == token)
-        .map(|s| s.dir.path().to_owned())
+        .map(|s| Envd {
+            dir: s.dir.path().to_owned(),
+            needs_user: s.needs_user(),
+        })
         .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "invalid access token"))
+}
+
+/// Checks the user a Connect call names (`Authorization: Basic base64("<user>:")`): it must
+/// be one envd knows, and old envd needs one. `Err` is the `unauthenticated` message.
+fn check_rpc_user(headers: &HeaderMap, envd: &Envd) -> Result<(), String> {
+    let Some(value) = headers.get("authorization") else {
+        return if envd.needs_user {
+            Err("invalid authorization header: no user named".into())
+        } else {
+            Ok(())
+        };
+    };
+    let user = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .and_then(|raw| String::from_utf8(raw).ok())
+        .and_then(|up| up.split_once(':').map(|(u, _)| u.to_owned()))
+        .ok_or_else(|| "invalid authorization header".to_owned())?;
+    if USERS.contains(&user.as_str()) {
+        Ok(())
+    } else {
+        Err(format!("invalid username: '{user}'"))
+    }
+}
+
+/// Checks the `username` a `/files` request names, as [`check_rpc_user`] does.
+fn check_files_user(q: &HashMap<String, String>, envd: &Envd) -> Result<(), Response> {
+    let user = match q.get("username") {
+        Some(u) => u.as_str(),
+        None if envd.needs_user => "",
+        None => return Ok(()),
+    };
+    if USERS.contains(&user) {
+        Ok(())
+    } else {
+        Err(error(
+            StatusCode::UNAUTHORIZED,
+            format!("error looking up user '{user}': user: unknown user {user}"),
+        ))
+    }
 }
 
 fn resolve(home: &Path, path: &str) -> PathBuf {
@@ -368,14 +537,23 @@ fn event(v: Value) -> Vec<u8> {
 }
 
 async fn start(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    let home = match sandbox_dir(&inner, &headers) {
-        Ok(h) => h,
+    let envd = match sandbox_envd(&inner, &headers) {
+        Ok(e) => e,
         Err(r) => return r,
     };
     if headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/connect+json")
     {
         return StatusCode::UNSUPPORTED_MEDIA_TYPE.into_response();
     }
+    // A streaming call's error travels in the end-of-stream message (HTTP 200).
+    if let Err(message) = check_rpc_user(&headers, &envd) {
+        let trailer = json!({"error": {"code": "unauthenticated", "message": message}});
+        return connect_stream(
+            &inner,
+            connect::encode(END_STREAM, &serde_json::to_vec(&trailer).unwrap()),
+        );
+    }
+    let home = envd.dir;
     let mut decoder = connect::Decoder::new(1 << 20);
     decoder.push(&body);
     let request = match decoder.next_envelope() {
@@ -401,7 +579,7 @@ async fn start(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> 
         [.., c, script] if c == "-c" => script.clone(),
         args => std::iter::once(&p.cmd)
             .chain(args)
-            .map(|a| corral_provider::files_via_exec::shell_quote(a))
+            .map(|a| corral_provider::shell::shell_quote(a))
             .collect::<Vec<_>>()
             .join(" "),
     };
@@ -442,6 +620,11 @@ async fn start(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> 
         END_STREAM,
         &serde_json::to_vec(&trailer).unwrap(),
     ));
+    connect_stream(&inner, stream)
+}
+
+/// A Connect streaming answer of `stream`'s bytes, sent in pieces of the configured size.
+fn connect_stream(inner: &Inner, stream: Vec<u8>) -> Response {
     let chunk = inner.chunk.load(Ordering::SeqCst);
     let pieces: Vec<Result<Bytes, std::io::Error>> = stream
         .chunks(chunk)
@@ -455,10 +638,14 @@ async fn start(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> 
 }
 
 async fn stat(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    let home = match sandbox_dir(&inner, &headers) {
-        Ok(h) => h,
+    let envd = match sandbox_envd(&inner, &headers) {
+        Ok(e) => e,
         Err(r) => return r,
     };
+    if let Err(message) = check_rpc_user(&headers, &envd) {
+        return connect_error(StatusCode::UNAUTHORIZED, "unauthenticated", &message);
+    }
+    let home = envd.dir;
     let Ok(req) = serde_json::from_slice::<crate::api::StatRequest>(&body) else {
         return connect_error(
             StatusCode::BAD_REQUEST,
@@ -487,10 +674,14 @@ async fn download(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let home = match sandbox_dir(&inner, &headers) {
-        Ok(h) => h,
+    let envd = match sandbox_envd(&inner, &headers) {
+        Ok(e) => e,
         Err(r) => return r,
     };
+    if let Err(r) = check_files_user(&q, &envd) {
+        return r;
+    }
+    let home = envd.dir;
     let Some(path) = q.get("path") else {
         return error(StatusCode::BAD_REQUEST, "path is required");
     };
@@ -521,10 +712,14 @@ async fn upload(
     Query(q): Query<HashMap<String, String>>,
     body: Bytes,
 ) -> Response {
-    let home = match sandbox_dir(&inner, &headers) {
-        Ok(h) => h,
+    let envd = match sandbox_envd(&inner, &headers) {
+        Ok(e) => e,
         Err(r) => return r,
     };
+    if let Err(r) = check_files_user(&q, &envd) {
+        return r;
+    }
+    let home = envd.dir;
     let content_type = headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
@@ -567,4 +762,65 @@ async fn upload(
         .unwrap_or_default();
     axum::Json(json!([{"path": full.to_string_lossy(), "name": name, "type": "file"}]))
         .into_response()
+}
+
+#[async_trait::async_trait]
+impl Harness for Fake {
+    type Adapter = crate::E2bProvider;
+
+    async fn start() -> Self {
+        Fake::start().await
+    }
+
+    fn server(&self) -> &FakeServer {
+        &self.control
+    }
+
+    fn base_url(&self) -> String {
+        Fake::base_url(self)
+    }
+
+    fn config_at(&self, base_url: &str, http: HttpConfig) -> E2bConfig {
+        E2bConfig {
+            base_url: base_url.to_owned(),
+            http,
+            ..self.config()
+        }
+    }
+
+    fn context(&self) -> CallContext {
+        Fake::context(self)
+    }
+
+    fn create_call() -> (Method, &'static str) {
+        (Method::POST, "/sandboxes")
+    }
+
+    fn get_call() -> (Method, &'static str) {
+        (Method::GET, "/sandboxes/")
+    }
+
+    fn unknown_id() -> &'static str {
+        "inope0000000000000000"
+    }
+
+    fn wrong_credential() -> &'static str {
+        "e2b_wrong"
+    }
+
+    /// `CORRAL_LIVE_E2B_API_KEY` (the `base` template is booted).
+    fn live() -> Result<(E2bConfig, CallContext, CreateSandboxRequest), String> {
+        let Ok(key) = std::env::var("CORRAL_LIVE_E2B_API_KEY") else {
+            return Err("CORRAL_LIVE_E2B_API_KEY".into());
+        };
+        if key.is_empty() {
+            return Err("a non-empty CORRAL_LIVE_E2B_API_KEY".into());
+        }
+        let ctx = CallContext::new(Some(SecretString::from(key)), ProviderContext::default());
+        Ok((
+            E2bConfig::default(),
+            ctx,
+            CreateSandboxRequest::standard(Provider::E2b, None, None),
+        ))
+    }
 }

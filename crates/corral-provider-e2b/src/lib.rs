@@ -3,7 +3,8 @@
 //! Two planes, two credentials:
 //! - the **control API** (`https://api.e2b.app`, header `X-API-Key`: the Corral provider
 //!   credential) creates (`POST /sandboxes`), observes (`GET /sandboxes/{id}`), lists by
-//!   metadata (`GET /v2/sandboxes?metadata=`) and kills (`DELETE /sandboxes/{id}`);
+//!   metadata (`GET /v2/sandboxes?metadata=`, following the `X-Next-Token` response header
+//!   as `nextToken` page by page) and kills (`DELETE /sandboxes/{id}`);
 //! - **envd**, the agent inside each sandbox, on its own host
 //!   (`https://49983-<sandboxID>.<domain>`, see [`E2bConfig::envd_url_template`]) with the
 //!   per-sandbox `envdAccessToken` from the create answer (header `X-Access-Token`). The
@@ -11,17 +12,25 @@
 //!   `/process.Process/Start` (`application/connect+json` envelopes, decoded incrementally with
 //!   a per-message cap), files through `GET`/`POST /files`, and the parent check of a write
 //!   through the unary `/filesystem.Filesystem/Stat` (envd's upload would create parents).
+//!   envd older than 0.4.0 (the sandbox's `envdVersion`) runs nothing without a named user,
+//!   so for those the adapter names the SDKs' default user `user`, as the SDKs do: HTTP Basic
+//!   on Connect calls, the `username` query parameter on `/files`.
 //!
 //! Mapping: `image` is the `templateID` (default [`E2bConfig::default_template`]); the
 //! lifetime is `timeout` in seconds and is **always sent** (the request's, else the advertised
 //! default of 300 s), because E2B kills a sandbox created without one after 15 s. The operation
 //! id is stored in `metadata.corral_operation_id`. States: `running` → running, `paused` →
-//! paused; a killed or expired sandbox answers 404. Commands run as `/bin/bash -l -c
+//! paused (an undocumented one is logged and read as creating); a killed or expired sandbox
+//! answers 404. Commands run as `/bin/bash -l -c
 //! <command>` with `cwd` and `envs`, stdout and stderr separate; the command deadline is sent
 //! as `Connect-Timeout-Ms` and enforced locally as well.
 //!
 //! Unsupported through Corral: pause/resume, snapshots and auto-pause (the capabilities say
 //! what E2B itself can do). No context beyond the API key is needed.
+//!
+//! Configuration ([`E2bConfig`], `[providers.e2b]` in the server's file): `base_url`,
+//! `envd_url_template`, `default_domain`, `default_template` and the `http` table; every key
+//! is optional and defaults to E2B's production values.
 
 pub mod api;
 pub mod capabilities;
@@ -39,21 +48,27 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
 use corral_provider::{
-    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
-    Result, SandboxProvider, SecretString,
+    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
+    ProviderError, Result, SandboxProvider, SecretString, files,
 };
-use corral_provider_http::{HttpConfig, ProviderHttp, map_body_error, read_file_body};
+use corral_provider_http::{
+    HttpConfig, ProviderHttp, collect_pages, map_body_error, read_file_body,
+};
 
-use crate::client::{Client, Envd, OPERATION_KEY};
+use crate::client::{API_KEY_AUTH, Client, Envd, OPERATION_KEY, envd_user};
 
 const P: Provider = Provider::E2b;
 /// Largest single Connect message accepted from envd (its data events are far smaller).
 const MAX_STREAM_MESSAGE: usize = 4 * 1024 * 1024;
 /// Extra time the exec stream may take beyond the command's deadline, for envd to report it.
 const EXEC_GRACE: Duration = Duration::from_secs(5);
+/// Most pages of the metadata listing read for one lookup (100 sandboxes each): far more
+/// sandboxes than one operation ever makes, and a bound on a provider that pages forever.
+const MAX_LIST_PAGES: usize = 50;
 
-/// Configuration of the E2B adapter.
-#[derive(Debug, Clone)]
+/// How to reach E2B: `[providers.e2b]` in the server's configuration.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct E2bConfig {
     /// Control API base URL.
     pub base_url: String,
@@ -64,7 +79,7 @@ pub struct E2bConfig {
     pub default_domain: String,
     /// Template used when the request has no `image`.
     pub default_template: String,
-    /// Timeouts and caps.
+    /// Timeouts and caps (the `http` table).
     pub http: HttpConfig,
 }
 
@@ -90,10 +105,13 @@ pub struct E2bProvider {
     envds: Mutex<HashMap<String, Envd>>,
 }
 
-impl E2bProvider {
-    /// An adapter for `config`.
-    pub fn new(config: E2bConfig) -> Result<Self> {
-        let http = ProviderHttp::new(P, &config.base_url, config.http)?;
+impl Adapter for E2bProvider {
+    const PROVIDER: Provider = P;
+    type Config = E2bConfig;
+
+    /// Fails on an unusable base URL or envd URL template.
+    fn from_config(config: E2bConfig) -> Result<Self> {
+        let http = ProviderHttp::new(P, &config.base_url, config.http)?.with_auth(API_KEY_AUTH);
         let client = Client::new(http, config.envd_url_template, config.default_domain);
         // Validate the template once, so a bad configuration fails at start-up.
         client
@@ -109,11 +127,21 @@ impl E2bProvider {
             envds: Mutex::new(HashMap::new()),
         })
     }
+}
 
-    fn remember(&self, id: &str, domain: Option<&str>, token: Option<String>) -> Result<Envd> {
+impl E2bProvider {
+    /// Caches how to reach a sandbox's envd: its address, token and (old envd only) user.
+    fn remember(
+        &self,
+        id: &str,
+        domain: Option<&str>,
+        token: Option<String>,
+        envd_version: &str,
+    ) -> Result<Envd> {
         let envd = Envd {
             base: self.client.envd_base(id, domain)?,
             token: token.map(SecretString::from),
+            user: envd_user(envd_version),
         };
         self.envds
             .lock()
@@ -141,7 +169,12 @@ impl E2bProvider {
             return Ok(e);
         }
         let detail = self.client.get_sandbox(ctx, id).await?;
-        self.remember(id, detail.domain.as_deref(), detail.envd_access_token)
+        self.remember(
+            id,
+            detail.domain.as_deref(),
+            detail.envd_access_token,
+            &detail.envd_version,
+        )
     }
 
     fn observed(detail: &api::SandboxDetail) -> ObservedSandbox {
@@ -297,6 +330,7 @@ impl SandboxProvider for E2bProvider {
             &created.sandbox_id,
             created.domain.as_deref(),
             created.envd_access_token,
+            &created.envd_version,
         );
         Ok(ObservedSandbox {
             native_id: created.sandbox_id,
@@ -311,16 +345,16 @@ impl SandboxProvider for E2bProvider {
             native_id,
             detail.domain.as_deref(),
             detail.envd_access_token.clone(),
+            &detail.envd_version,
         );
         Ok(Self::observed(&detail))
     }
 
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
-        let outcome = match self.client.kill_sandbox(ctx, native_id).await {
-            Ok(()) | Err(ProviderError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
-        };
-        if outcome.is_ok() {
+        // An unknown sandbox is `Ok` by the contract wrapper (`corral_provider::Contracted`);
+        // either way its envd is no longer worth remembering.
+        let outcome = self.client.kill_sandbox(ctx, native_id).await;
+        if matches!(outcome, Ok(()) | Err(ProviderError::NotFound { .. })) {
             self.forget(native_id);
         }
         outcome
@@ -361,19 +395,15 @@ impl SandboxProvider for E2bProvider {
     ) -> Result<()> {
         let envd = self.envd(ctx, native_id).await?;
         // envd's upload creates missing parents; Corral's contract says it must not.
-        if let Some((parent, _)) = path.rsplit_once('/') {
-            let parent = if parent.is_empty() { "/" } else { parent };
-            let is_dir = self
+        let envd_ref = &envd;
+        files::check_parent_dir(path, |parent| async move {
+            Ok(self
                 .client
-                .stat(ctx, &envd, parent)
+                .stat(ctx, envd_ref, &parent)
                 .await?
-                .is_some_and(|s| s.entry.file_type == "FILE_TYPE_DIRECTORY");
-            if !is_dir {
-                return Err(ProviderError::ParentMissing {
-                    path: path.to_owned(),
-                });
-            }
-        }
+                .is_some_and(|s| s.entry.file_type == "FILE_TYPE_DIRECTORY"))
+        })
+        .await?;
         self.client
             .upload(ctx, &envd, path, content)
             .await
@@ -386,16 +416,43 @@ impl SandboxProvider for E2bProvider {
         ctx: &CallContext,
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
-        let value = operation_id.to_string();
-        let listed = self
-            .client
-            .list_sandboxes_by_metadata(ctx, OPERATION_KEY, &value)
-            .await?;
-        Ok(listed
-            .iter()
-            .map(Self::observed)
-            // Trust but verify: only sandboxes that carry the tag.
-            .filter(|s| s.operation_id.as_ref() == Some(operation_id))
-            .collect())
+        let metadata = format!("{OPERATION_KEY}={operation_id}");
+        let listed = collect_pages(MAX_LIST_PAGES, |next| {
+            self.client.list_sandboxes_page(ctx, &metadata, next)
+        })
+        .await?;
+        // The tag is checked again by the contract wrapper (`corral_provider::Contracted`).
+        Ok(listed.iter().map(Self::observed).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_is_a_key_and_foreign_keys_are_refused() {
+        let config: E2bConfig = serde_json::from_value(serde_json::json!({
+            "default_template": "my-template",
+            "default_domain": "eu.e2b.example",
+            "envd_url_template": "https://{port}-{sandboxID}.{domain}",
+            "http": {"request_timeout_seconds": 7},
+        }))
+        .unwrap();
+        assert_eq!(config.default_template, "my-template");
+        assert_eq!(config.default_domain, "eu.e2b.example");
+        assert_eq!(config.base_url, "https://api.e2b.app");
+        assert_eq!(config.http.request_timeout, Duration::from_secs(7));
+        // A key meant for another provider (Daytona's, Morph's) is an error, not ignored.
+        for foreign in ["toolbox_url", "default_image"] {
+            let err = serde_json::from_value::<E2bConfig>(serde_json::json!({ foreign: "x" }))
+                .unwrap_err();
+            assert!(err.to_string().contains(foreign), "{err}");
+        }
+        // What the server writes back for a fake reads the same.
+        let round: E2bConfig =
+            serde_json::from_value(serde_json::to_value(&config).unwrap()).unwrap();
+        assert_eq!(round.default_domain, config.default_domain);
+        assert!(E2bProvider::from_config(E2bConfig::default()).is_ok());
     }
 }

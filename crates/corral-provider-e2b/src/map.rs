@@ -9,15 +9,26 @@ use crate::api;
 
 const P: Provider = Provider::E2b;
 
-/// `SandboxState` → status. The public values are `running` and `paused`; the internal
-/// transitions (`pausing`, `snapshotting`, `killing`) are mapped too in case they leak, and
-/// anything else is `creating` (not known to be usable yet), never an error.
+/// `SandboxState` → status. The description documents `running` and `paused`; E2B's
+/// orchestrator also has the transitions `pausing`, `snapshotting` and `killing` (research
+/// part 1 §1, not exposed, mapped in case they leak). Anything else is logged and read as
+/// `creating`: not known to be usable yet, not terminal, so the service keeps observing.
 pub(crate) fn status(state: &str) -> SandboxStatus {
     match state {
-        "running" | "snapshotting" => SandboxStatus::Running,
-        "paused" | "pausing" => SandboxStatus::Paused,
+        "running" => SandboxStatus::Running,
+        "paused" => SandboxStatus::Paused,
+        // A snapshot returns to `running`; a pause ends `paused`.
+        "snapshotting" => SandboxStatus::Running,
+        "pausing" => SandboxStatus::Paused,
         "killing" => SandboxStatus::Stopped,
-        _ => SandboxStatus::Creating,
+        unknown => {
+            tracing::warn!(
+                provider = %P,
+                state = %excerpt(unknown, 40),
+                "unknown E2B sandbox state, read as creating"
+            );
+            SandboxStatus::Creating
+        }
     }
 }
 

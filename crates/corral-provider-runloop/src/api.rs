@@ -1,7 +1,7 @@
 //! Runloop's wire types, named as its API names them (`DevboxView`, `launch_parameters`, …).
 //!
-//! Responses are read leniently (unknown fields ignored, unknown enum values kept as
-//! `Unknown`): Runloop's status enum has grown before (`queued`, `scheduled`).
+//! Responses are read leniently (unknown fields ignored, unknown enum values kept): Runloop's
+//! status enum has grown before (`queued`, `scheduled`).
 
 use std::collections::BTreeMap;
 
@@ -39,8 +39,9 @@ pub struct LaunchParameters {
     pub keep_alive_time_seconds: Option<u64>,
 }
 
-/// `DevboxViewStatus`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `DevboxViewStatus`: the published description's values, and `scheduled` and `queued`,
+/// which Runloop has answered besides them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)] // The provider's documented values, one each.
 pub enum DevboxStatus {
@@ -54,9 +55,9 @@ pub enum DevboxStatus {
     Resuming,
     Failure,
     Shutdown,
-    /// A value this adapter does not know yet.
-    #[serde(other)]
-    Unknown,
+    /// A value this adapter does not know yet, as sent.
+    #[serde(untagged)]
+    Other(String),
 }
 
 /// `DevboxView`, the fields Corral reads.
@@ -69,7 +70,8 @@ pub struct DevboxView {
     /// User metadata.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
-    /// Why it shut down (`api_shutdown`, `keep_alive_timeout`, `idle`, …).
+    /// Why it shut down (`DevboxViewShutdownReason`: `api_shutdown`, `keep_alive_timeout`,
+    /// `entrypoint_exit`, `idle`, `ttl_expired`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shutdown_reason: Option<String>,
     /// Why it failed.

@@ -1,9 +1,10 @@
-//! One method per Runloop endpoint: URL, `Authorization: Bearer <key>`, body; returns api types.
+//! One method per Runloop endpoint: path, query, body; the bearer credential comes from the
+//! shared HTTP layer. Returns api types.
 
 use std::time::Duration;
 
-use corral_provider::{CallContext, ExposeSecret, ProviderError, Result, SecretString};
-use corral_provider_http::reqwest::{Method, RequestBuilder};
+use corral_provider::{CallContext, ProviderError, Result};
+use corral_provider_http::reqwest::Method;
 use corral_provider_http::{ProviderHttp, multipart_form, path_segment, read_at_most};
 
 use crate::api::{
@@ -28,46 +29,25 @@ impl Client {
         Self { http }
     }
 
-    fn req(&self, method: Method, path: &str, key: &SecretString) -> RequestBuilder {
-        self.req_q(method, path, &[], key)
-    }
-
-    fn req_q(
-        &self,
-        method: Method,
-        path: &str,
-        query: &[(&str, &str)],
-        key: &SecretString,
-    ) -> RequestBuilder {
-        self.http
-            .request_with_query(method, path, query)
-            .bearer_auth(key.expose_secret())
-    }
-
     /// `POST /v1/devboxes`, with `x-request-id: <request_id>`: the idempotency header the
     /// official SDKs send on non-GET requests (reused across retries of the same create).
     pub(crate) async fn create_devbox(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         body: &DevboxCreateParameters,
         request_id: &str,
     ) -> Result<DevboxView> {
         let req = self
-            .req(Method::POST, "/v1/devboxes", key)
+            .http
+            .authed(ctx, Method::POST, "/v1/devboxes")?
             .header("x-request-id", request_id)
             .json(body);
         self.http.send_json(ctx, req).await
     }
 
     /// `GET /v1/devboxes/{id}`.
-    pub(crate) async fn get_devbox(
-        &self,
-        ctx: &CallContext,
-        key: &SecretString,
-        id: &str,
-    ) -> Result<DevboxView> {
-        let req = self.req(Method::GET, &devbox(id), key);
+    pub(crate) async fn get_devbox(&self, ctx: &CallContext, id: &str) -> Result<DevboxView> {
+        let req = self.http.authed(ctx, Method::GET, &devbox(id))?;
         self.http.send_json(ctx, req).await
     }
 
@@ -75,7 +55,6 @@ impl Client {
     pub(crate) async fn list_devboxes(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         limit: u32,
         starting_after: Option<&str>,
     ) -> Result<DevboxListView> {
@@ -84,28 +63,26 @@ impl Client {
         if let Some(after) = starting_after {
             query.push(("starting_after", after));
         }
-        let req = self.req_q(Method::GET, "/v1/devboxes", &query, key);
+        let req = self
+            .http
+            .authed_query(ctx, Method::GET, "/v1/devboxes", &query)?;
         self.http.send_json(ctx, req).await
     }
 
     /// `POST /v1/devboxes/{id}/shutdown`: permanent, the disk is deleted.
-    pub(crate) async fn shutdown_devbox(
-        &self,
-        ctx: &CallContext,
-        key: &SecretString,
-        id: &str,
-    ) -> Result<DevboxView> {
+    pub(crate) async fn shutdown_devbox(&self, ctx: &CallContext, id: &str) -> Result<DevboxView> {
         // `force`: a delete must not be refused because a snapshot is in progress.
         let path = format!("{}/shutdown", devbox(id));
-        let req = self.req_q(Method::POST, &path, &[("force", "true")], key);
+        let req = self
+            .http
+            .authed_query(ctx, Method::POST, &path, &[("force", "true")])?;
         self.http.send_json(ctx, req).await
     }
 
-    /// `POST /v1/devboxes/{id}/execute?last_n=`.
+    /// `POST /v1/devboxes/{id}/execute?last_n=`; the whole exchange may take `limit`.
     pub(crate) async fn execute(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         id: &str,
         last_n: usize,
         body: &DevboxStartExecutionParameters,
@@ -114,25 +91,17 @@ impl Client {
         let path = format!("{}/execute", devbox(id));
         let last_n = last_n.to_string();
         let req = self
-            .req_q(Method::POST, &path, &[("last_n", &last_n)], key)
+            .http
+            .authed_query(ctx, Method::POST, &path, &[("last_n", &last_n)])?
             .json(body);
-        let resp = self.http.send_with_timeout(ctx, req, limit).await?;
-        let body = corral_provider_http::read_capped(
-            self.http.provider(),
-            resp,
-            self.http.config().max_response_bytes,
-        )
-        .await?;
-        corral_provider_http::parse_json(self.http.provider(), &body)
+        self.http.send_json_within(ctx, req, limit).await
     }
 
     /// `POST /v1/devboxes/{id}/executions/{eid}/wait_for_status?last_n=`; `None` on its `408`
     /// (still running when `timeout_seconds` passed).
-    #[allow(clippy::too_many_arguments)] // One per part of the documented request.
     pub(crate) async fn wait_for_execution(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         id: &str,
         execution_id: &str,
         last_n: usize,
@@ -146,18 +115,11 @@ impl Client {
         );
         let last_n = last_n.to_string();
         let req = self
-            .req_q(Method::POST, &path, &[("last_n", &last_n)], key)
+            .http
+            .authed_query(ctx, Method::POST, &path, &[("last_n", &last_n)])?
             .json(body);
-        match self.http.send_with_timeout(ctx, req, limit).await {
-            Ok(resp) => {
-                let body = corral_provider_http::read_capped(
-                    self.http.provider(),
-                    resp,
-                    self.http.config().max_response_bytes,
-                )
-                .await?;
-                corral_provider_http::parse_json(self.http.provider(), &body).map(Some)
-            }
+        match self.http.send_json_within(ctx, req, limit).await {
+            Ok(view) => Ok(Some(view)),
             Err(ProviderError::Unexpected { status: 408, .. }) => Ok(None),
             Err(e) => Err(e),
         }
@@ -167,7 +129,6 @@ impl Client {
     pub(crate) async fn kill_execution(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         id: &str,
         execution_id: &str,
     ) -> Result<()> {
@@ -177,7 +138,8 @@ impl Client {
             path_segment(execution_id)
         );
         let req = self
-            .req(Method::POST, &path, key)
+            .http
+            .authed(ctx, Method::POST, &path)?
             .json(&DevboxKillExecutionRequest {
                 kill_process_group: Some(true),
             });
@@ -188,13 +150,13 @@ impl Client {
     pub(crate) async fn download_file(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         id: &str,
         path: &str,
         max: usize,
     ) -> Result<Option<Vec<u8>>> {
         let req = self
-            .req(Method::POST, &format!("{}/download_file", devbox(id)), key)
+            .http
+            .authed(ctx, Method::POST, &format!("{}/download_file", devbox(id)))?
             .json(&DevboxDownloadFileParameters {
                 path: path.to_owned(),
             });
@@ -208,14 +170,14 @@ impl Client {
     pub(crate) async fn upload_file(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         id: &str,
         path: &str,
         content: &[u8],
     ) -> Result<()> {
         let (content_type, body) = multipart_form(&[("path", path)], "file", "file", content);
         let req = self
-            .req(Method::POST, &format!("{}/upload_file", devbox(id)), key)
+            .http
+            .authed(ctx, Method::POST, &format!("{}/upload_file", devbox(id)))?
             .header("content-type", content_type)
             .body(body);
         self.http.send_empty(ctx, req).await

@@ -6,6 +6,9 @@
 //! `optimistic_timeout`/`timeout_seconds` ≤ 25, a UUIDv7 `command_id`, and an integer
 //! `last_n` (default 100 lines, as Runloop). Commands really run, with the host's `sh`, in a
 //! temporary directory per devbox (its "home"); files are host paths.
+//!
+//! [`Fake::start`] serves it on loopback; [`Fake::config`] and [`Fake::context`] point the
+//! adapter at it, and its [`Harness`] implementation runs the shared suites.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)] // Test double: a poisoned lock is a bug; error responses are returned early by value.
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,17 +19,21 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
+use corral_provider::{CallContext, SecretString};
+use corral_provider_http::HttpConfig;
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
+use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-/// The API key the fake accepts unless told otherwise.
-pub const FAKE_API_KEY: &str = "ak_fake_runloop_key";
+/// The API key [`Fake`] accepts.
+pub const API_KEY: &str = "ak_fake_runloop_key";
 
 const CREATE_FIELDS: &[&str] = &[
     "name",
@@ -86,8 +93,9 @@ struct Inner {
     next: u64,
 }
 
+/// The router's state: the key it accepts and the world of devboxes.
 #[derive(Clone)]
-struct Fake {
+struct Api {
     key: Arc<str>,
     inner: Arc<Mutex<Inner>>,
 }
@@ -104,7 +112,7 @@ fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "Devbox not found.")
 }
 
-async fn auth(State(fake): State<Fake>, req: Request, next: Next) -> Response {
+async fn auth(State(fake): State<Api>, req: Request, next: Next) -> Response {
     let want = format!("Bearer {}", fake.key);
     match req.headers().get("authorization").map(|v| v.to_str()) {
         Some(Ok(got)) if got == want => next.run(req).await,
@@ -114,7 +122,7 @@ async fn auth(State(fake): State<Fake>, req: Request, next: Next) -> Response {
 
 /// The Runloop API as an axum router accepting `api_key`.
 pub fn router(api_key: &str) -> Router {
-    let fake = Fake {
+    let fake = Api {
         key: Arc::from(api_key),
         inner: Arc::default(),
     };
@@ -132,11 +140,6 @@ pub fn router(api_key: &str) -> Router {
         .route("/v1/devboxes/{id}/upload_file", post(upload_file))
         .layer(axum::middleware::from_fn_with_state(fake.clone(), auth))
         .with_state(fake)
-}
-
-/// Starts the fake on a loopback port, accepting [`FAKE_API_KEY`].
-pub async fn start() -> FakeServer {
-    FakeServer::start(router(FAKE_API_KEY)).await
 }
 
 fn json_body(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
@@ -158,7 +161,7 @@ fn string_map(v: &Value) -> bool {
         .is_some_and(|m| m.values().all(Value::is_string))
 }
 
-async fn create(State(fake): State<Fake>, body: Bytes) -> Response {
+async fn create(State(fake): State<Api>, body: Bytes) -> Response {
     let map = if body.is_empty() {
         serde_json::Map::new()
     } else {
@@ -240,7 +243,7 @@ async fn create(State(fake): State<Fake>, body: Bytes) -> Response {
     axum::Json(view).into_response()
 }
 
-async fn get_devbox(State(fake): State<Fake>, UrlPath(id): UrlPath<String>) -> Response {
+async fn get_devbox(State(fake): State<Api>, UrlPath(id): UrlPath<String>) -> Response {
     let mut inner = fake.inner.lock().unwrap();
     let Some(d) = inner.devboxes.get_mut(&id) else {
         return not_found();
@@ -254,7 +257,7 @@ async fn get_devbox(State(fake): State<Fake>, UrlPath(id): UrlPath<String>) -> R
     axum::Json(d.view.clone()).into_response()
 }
 
-async fn list(State(fake): State<Fake>, Query(q): Query<HashMap<String, String>>) -> Response {
+async fn list(State(fake): State<Api>, Query(q): Query<HashMap<String, String>>) -> Response {
     if let Some(k) = q.keys().find(|k| {
         !["status", "limit", "starting_after", "include_total_count"].contains(&k.as_str())
     }) {
@@ -288,7 +291,7 @@ async fn list(State(fake): State<Fake>, Query(q): Query<HashMap<String, String>>
 }
 
 async fn shutdown(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath(id): UrlPath<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
@@ -373,7 +376,7 @@ async fn wait_done(exec: &Execution, within: Duration) -> Option<Finished> {
 }
 
 async fn execute(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath(id): UrlPath<String>,
     Query(q): Query<HashMap<String, String>>,
     body: Bytes,
@@ -459,7 +462,7 @@ fn spawn(command: String, dir: PathBuf) -> Execution {
     Execution { done: rx, task }
 }
 
-fn find_execution(fake: &Fake, id: &str, eid: &str) -> Result<Arc<Execution>, Response> {
+fn find_execution(fake: &Api, id: &str, eid: &str) -> Result<Arc<Execution>, Response> {
     let inner = fake.inner.lock().unwrap();
     inner
         .devboxes
@@ -470,7 +473,7 @@ fn find_execution(fake: &Fake, id: &str, eid: &str) -> Result<Arc<Execution>, Re
 }
 
 async fn wait_for_status(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath((id, eid)): UrlPath<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
     body: Bytes,
@@ -518,7 +521,7 @@ async fn wait_for_status(
 }
 
 async fn kill(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath((id, eid)): UrlPath<(String, String)>,
     body: Bytes,
 ) -> Response {
@@ -559,7 +562,7 @@ fn resolve(home: &Path, path: &str) -> PathBuf {
 }
 
 async fn download_file(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath(id): UrlPath<String>,
     body: Bytes,
 ) -> Response {
@@ -596,7 +599,7 @@ async fn download_file(
 }
 
 async fn upload_file(
-    State(fake): State<Fake>,
+    State(fake): State<Api>,
     UrlPath(id): UrlPath<String>,
     headers: HeaderMap,
     body: Bytes,
@@ -633,5 +636,99 @@ async fn upload_file(
     match std::fs::write(&target, &file.data) {
         Ok(()) => axum::Json(json!({})).into_response(),
         Err(e) => bad(e.to_string()),
+    }
+}
+
+/// Runloop's API served on a loopback port, accepting [`API_KEY`].
+pub struct Fake {
+    server: FakeServer,
+}
+
+impl Fake {
+    /// Starts the fake.
+    pub async fn start() -> Self {
+        Self {
+            server: FakeServer::start(router(API_KEY)).await,
+        }
+    }
+
+    /// The HTTP server: request log and fault injection.
+    pub fn server(&self) -> &FakeServer {
+        &self.server
+    }
+
+    /// The adapter's base URL.
+    pub fn base_url(&self) -> String {
+        self.server.base_url()
+    }
+
+    /// The adapter's configuration pointed at the fake.
+    pub fn config(&self) -> crate::RunloopConfig {
+        crate::RunloopConfig {
+            base_url: self.base_url(),
+            ..Default::default()
+        }
+    }
+
+    /// A call context carrying [`API_KEY`].
+    pub fn context(&self) -> CallContext {
+        CallContext::new(
+            Some(SecretString::from(API_KEY)),
+            ProviderContext::default(),
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl Harness for Fake {
+    type Adapter = crate::RunloopProvider;
+
+    async fn start() -> Self {
+        Fake::start().await
+    }
+
+    fn server(&self) -> &FakeServer {
+        &self.server
+    }
+
+    fn config_at(&self, base_url: &str, http: HttpConfig) -> crate::RunloopConfig {
+        crate::RunloopConfig {
+            base_url: base_url.to_owned(),
+            http,
+            ..self.config()
+        }
+    }
+
+    fn context(&self) -> CallContext {
+        Fake::context(self)
+    }
+
+    fn create_call() -> (Method, &'static str) {
+        (Method::POST, "/v1/devboxes")
+    }
+
+    fn get_call() -> (Method, &'static str) {
+        (Method::GET, "/v1/devboxes/")
+    }
+
+    fn unknown_id() -> &'static str {
+        "dbx_nope"
+    }
+
+    fn wrong_credential() -> &'static str {
+        "ak_wrong"
+    }
+
+    /// `CORRAL_LIVE_RUNLOOP_API_KEY`.
+    fn live() -> Result<(crate::RunloopConfig, CallContext, CreateSandboxRequest), String> {
+        let Ok(key) = std::env::var("CORRAL_LIVE_RUNLOOP_API_KEY") else {
+            return Err("CORRAL_LIVE_RUNLOOP_API_KEY".into());
+        };
+        let ctx = CallContext::new(Some(SecretString::from(key)), ProviderContext::default());
+        Ok((
+            crate::RunloopConfig::default(),
+            ctx,
+            CreateSandboxRequest::standard(Provider::Runloop, None, Some(600)),
+        ))
     }
 }

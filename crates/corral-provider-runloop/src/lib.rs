@@ -12,19 +12,23 @@
 //!   SDKs use as an idempotency key.
 //! - **get** → `GET /v1/devboxes/{id}`; **delete** → `POST /v1/devboxes/{id}/shutdown?force=true`
 //!   (permanent: the disk is deleted).
-//! - **find by operation id** → `GET /v1/devboxes` pages, filtered on the metadata here (the
-//!   published API has no metadata filter on the list).
+//! - **find by operation id** → `GET /v1/devboxes` pages (`starting_after` the last id),
+//!   filtered on the metadata here: the published API has no metadata filter on the list.
 //! - **exec** → `POST /v1/devboxes/{id}/execute?last_n=…` with a UUIDv7 `command_id`, then
 //!   `…/executions/{eid}/wait_for_status` until completed, and `…/kill` past the deadline.
-//!   Runloop's execute has **no cwd or env fields**: the adapter sends
-//!   `cd '<cwd>' && env 'K=V' … sh -c '<command>'`, every part single-quoted, so cwd and env
-//!   are advertised as supported through that wrapper. Runloop returns only the last `last_n`
-//!   lines of each stream (100 by default): the adapter asks for as many lines as the output
-//!   cap has bytes, so nothing under the cap is dropped.
+//!   Runloop's execute has **no cwd or env fields**: the adapter sends `sh -c '<script>'`,
+//!   the script being the shared shell prelude (`corral_provider::shell`: `cd -- '<cwd>' ||
+//!   exit 1`, then `export K='V'` per variable) and the command, every part single-quoted, so
+//!   cwd and env are advertised as supported through that wrapper. Runloop returns only the
+//!   last `last_n` lines of each stream (100 by default): the adapter asks for as many lines
+//!   as the output cap has bytes, so nothing under the cap is dropped.
 //! - **files** → the binary-safe `download_file` / multipart `upload_file` (the
 //!   `*_file_contents` endpoints are UTF-8 only). Runloop does not document what they do for a
 //!   missing file or parent, so a write first checks its parent through exec, and a failed read
 //!   is explained through exec (`FileNotFound`, `FileRefused`).
+//!
+//! Configuration ([`RunloopConfig`], `[providers.runloop]`): `base_url`, `max_wait_seconds`
+//! and the `http` table.
 //!
 //! Unsupported here: suspend/resume, snapshots and restore exist in Runloop (advertised) but
 //! Corral's port does not drive them yet.
@@ -41,12 +45,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
 use corral_provider::files_via_exec::{check_write_target, explain_read_failure};
-use corral_provider::shell::shell_quote;
+use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
-    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
-    Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
+    ProviderError, Result, SandboxProvider,
 };
-use corral_provider_http::{HttpConfig, ProviderHttp};
+use corral_provider_http::{Auth, HttpConfig, Page, ProviderHttp, collect_pages};
 
 use crate::api::{
     DevboxCreateParameters, DevboxStartExecutionParameters, DevboxView,
@@ -67,14 +71,15 @@ const WAIT_GRACE: Duration = Duration::from_secs(15);
 const LIST_PAGE_LIMIT: u32 = 500;
 const LIST_MAX_PAGES: usize = 20;
 
-const PROVIDER: Provider = Provider::Runloop;
+const P: Provider = Provider::Runloop;
 
-/// Configuration of the Runloop adapter.
-#[derive(Debug, Clone)]
+/// Configuration of the Runloop adapter: `[providers.runloop]` in the server's configuration.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RunloopConfig {
     /// API base URL (default `https://api.runloop.ai`).
     pub base_url: String,
-    /// Timeouts and caps.
+    /// Timeouts and caps (the `http` table).
     pub http: HttpConfig,
     /// Longest single server-side wait for a command, in seconds (`optimistic_timeout`,
     /// `wait_for_status`): Runloop allows at most 25, the default.
@@ -99,10 +104,13 @@ pub struct RunloopProvider {
     max_wait_seconds: u32,
 }
 
-impl RunloopProvider {
-    /// An adapter talking to `config.base_url`.
-    pub fn new(config: RunloopConfig) -> Result<Self, ProviderError> {
-        let http = ProviderHttp::new(PROVIDER, &config.base_url, config.http)?;
+impl Adapter for RunloopProvider {
+    const PROVIDER: Provider = P;
+    type Config = RunloopConfig;
+
+    /// Fails only on an unusable base URL.
+    fn from_config(config: RunloopConfig) -> Result<Self> {
+        let http = ProviderHttp::new(P, &config.base_url, config.http)?.with_auth(Auth::Bearer);
         Ok(Self {
             client: Client::new(http),
             caps: capabilities::capabilities(),
@@ -113,7 +121,7 @@ impl RunloopProvider {
 
 fn observed(view: DevboxView) -> ObservedSandbox {
     ObservedSandbox {
-        status: map::status(view.status, view.shutdown_reason.as_deref()),
+        status: map::status(&view.status, view.shutdown_reason.as_deref()),
         operation_id: view
             .metadata
             .get(OPERATION_ID_METADATA_KEY)
@@ -139,33 +147,10 @@ fn uuid_v7() -> String {
     )
 }
 
-/// The command line sent to Runloop: its execute has no cwd or env, so they travel in a
-/// POSIX wrapper, every user-supplied part single-quoted.
+/// The command line sent to Runloop: its execute has no cwd or env, so they travel in the
+/// shared shell prelude ([`shell::script`]) of one `sh -c` script, quoted as a single word.
 pub fn wrap_command(spec: &ExecSpec) -> Result<String> {
-    let mut line = String::new();
-    if let Some(cwd) = &spec.cwd {
-        line.push_str(&format!("cd {} && ", shell_quote(cwd)));
-    }
-    if !spec.env.is_empty() {
-        line.push_str("env ");
-        for (k, v) in &spec.env {
-            let valid = k
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                return Err(ProviderError::InvalidRequest {
-                    provider: PROVIDER,
-                    message: format!("environment variable name `{k}` is not a shell name"),
-                });
-            }
-            line.push_str(&shell_quote(&format!("{k}={v}")));
-            line.push(' ');
-        }
-    }
-    line.push_str(&format!("sh -c {}", shell_quote(&spec.command)));
-    Ok(line)
+    Ok(format!("sh -c {}", shell_quote(&shell::script(P, spec)?)))
 }
 
 /// Whole seconds to wait server-side: what is left, at least 1, at most `max`.
@@ -177,7 +162,7 @@ fn wait_seconds(left: Duration, max: u32) -> u32 {
 #[async_trait]
 impl SandboxProvider for RunloopProvider {
     fn provider(&self) -> Provider {
-        PROVIDER
+        P
     }
 
     fn capabilities(&self) -> &ProviderCapabilities {
@@ -185,7 +170,6 @@ impl SandboxProvider for RunloopProvider {
     }
 
     async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
-        let key = ctx.require_credential(PROVIDER)?;
         let op = spec.operation_id.to_string();
         let (blueprint_id, blueprint_name) = match spec.request.image() {
             Some(image) if image.starts_with("bpt_") => (Some(image.to_owned()), None),
@@ -208,32 +192,29 @@ impl SandboxProvider for RunloopProvider {
         // The operation id is the idempotency key: a retried create of the same operation
         // carries the same `x-request-id` (server-side dedupe is Runloop's, undocumented).
         let request_id = spec.operation_id.to_string();
-        let view = self
-            .client
-            .create_devbox(ctx, key, &body, &request_id)
-            .await?;
+        let view = self.client.create_devbox(ctx, &body, &request_id).await?;
         Ok(observed(view))
     }
 
     async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
-        let key = ctx.require_credential(PROVIDER)?;
-        Ok(observed(self.client.get_devbox(ctx, key, native_id).await?))
+        Ok(observed(self.client.get_devbox(ctx, native_id).await?))
     }
 
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
-        let key = ctx.require_credential(PROVIDER)?;
-        match self.client.shutdown_devbox(ctx, key, native_id).await {
-            Ok(_) | Err(ProviderError::NotFound { .. }) => Ok(()),
+        // A devbox Runloop does not know is `NotFound`, which the contract wrapper
+        // (`corral_provider::Contracted`) reports as a successful delete.
+        match self.client.shutdown_devbox(ctx, native_id).await {
+            Ok(_) => Ok(()),
             // Shutting down a devbox that is already shut down is refused; that is success.
             Err(e @ ProviderError::InvalidRequest { .. }) => {
-                match self.client.get_devbox(ctx, key, native_id).await {
-                    Err(ProviderError::NotFound { .. }) => Ok(()),
+                match self.client.get_devbox(ctx, native_id).await {
                     Ok(view)
-                        if map::status(view.status, view.shutdown_reason.as_deref())
+                        if map::status(&view.status, view.shutdown_reason.as_deref())
                             .is_terminal() =>
                     {
                         Ok(())
                     }
+                    Err(gone @ ProviderError::NotFound { .. }) => Err(gone),
                     _ => Err(e),
                 }
             }
@@ -247,7 +228,6 @@ impl SandboxProvider for RunloopProvider {
         native_id: &str,
         spec: &ExecSpec,
     ) -> Result<ExecOutput> {
-        let key = ctx.require_credential(PROVIDER)?;
         let command = wrap_command(spec)?;
         // Lines are at least one byte, so this many lines cover everything under the cap.
         let last_n = spec.max_output_bytes.max(1);
@@ -261,7 +241,7 @@ impl SandboxProvider for RunloopProvider {
         let http_limit = |secs: u32| Duration::from_secs(u64::from(secs)) + WAIT_GRACE;
         let mut view = self
             .client
-            .execute(ctx, key, native_id, last_n, &body, http_limit(first_wait))
+            .execute(ctx, native_id, last_n, &body, http_limit(first_wait))
             .await?;
         while view.status != ExecutionStatus::Completed {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -269,7 +249,7 @@ impl SandboxProvider for RunloopProvider {
                 // Best effort: the deadline is reported whether or not the kill lands.
                 let _ = self
                     .client
-                    .kill_execution(ctx, key, native_id, &view.execution_id)
+                    .kill_execution(ctx, native_id, &view.execution_id)
                     .await;
                 return Err(ProviderError::CommandTimedOut {
                     after: spec.timeout,
@@ -284,7 +264,6 @@ impl SandboxProvider for RunloopProvider {
                 .client
                 .wait_for_execution(
                     ctx,
-                    key,
                     native_id,
                     &view.execution_id,
                     last_n,
@@ -297,7 +276,7 @@ impl SandboxProvider for RunloopProvider {
             }
         }
         let exit_code = view.exit_status.ok_or_else(|| ProviderError::Protocol {
-            provider: PROVIDER,
+            provider: P,
             message: "a completed execution has no exit_status".into(),
         })?;
         let mut stdout = CappedOutput::new(spec.max_output_bytes);
@@ -324,10 +303,9 @@ impl SandboxProvider for RunloopProvider {
         path: &str,
         max_bytes: usize,
     ) -> Result<Vec<u8>> {
-        let key = ctx.require_credential(PROVIDER)?;
         match self
             .client
-            .download_file(ctx, key, native_id, path, max_bytes)
+            .download_file(ctx, native_id, path, max_bytes)
             .await
         {
             Ok(Some(content)) => Ok(content),
@@ -352,11 +330,8 @@ impl SandboxProvider for RunloopProvider {
         path: &str,
         content: &[u8],
     ) -> Result<()> {
-        let key = ctx.require_credential(PROVIDER)?;
         check_write_target(self, ctx, native_id, path).await?;
-        self.client
-            .upload_file(ctx, key, native_id, path, content)
-            .await
+        self.client.upload_file(ctx, native_id, path, content).await
     }
 
     async fn find_by_operation_id(
@@ -364,33 +339,59 @@ impl SandboxProvider for RunloopProvider {
         ctx: &CallContext,
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
-        let key = ctx.require_credential(PROVIDER)?;
+        let client = &self.client;
         let wanted = operation_id.to_string();
-        let mut found = Vec::new();
-        let mut after: Option<String> = None;
-        for _ in 0..LIST_MAX_PAGES {
-            let page = self
-                .client
-                .list_devboxes(ctx, key, LIST_PAGE_LIMIT, after.as_deref())
+        let wanted = wanted.as_str();
+        collect_pages(LIST_MAX_PAGES, |after| async move {
+            let page = client
+                .list_devboxes(ctx, LIST_PAGE_LIMIT, after.as_deref())
                 .await?;
-            after = page.devboxes.last().map(|d| d.id.clone());
-            found.extend(
-                page.devboxes
-                    .into_iter()
-                    .filter(|d| d.metadata.get(OPERATION_ID_METADATA_KEY) == Some(&wanted))
-                    .map(observed),
-            );
-            if !page.has_more || after.is_none() {
-                break;
-            }
-        }
-        Ok(found)
+            // The next page starts after this page's last devbox.
+            let next = match page.devboxes.last() {
+                Some(last) if page.has_more => Some(last.id.clone()),
+                _ => None,
+            };
+            // Runloop's list has no metadata filter: this is the search itself, not a re-check
+            // (the contract wrapper checks the tag again all the same).
+            let items = page
+                .devboxes
+                .into_iter()
+                .filter(|d| {
+                    d.metadata
+                        .get(OPERATION_ID_METADATA_KEY)
+                        .map(String::as_str)
+                        == Some(wanted)
+                })
+                .map(observed)
+                .collect();
+            Ok(Page { items, next })
+        })
+        .await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_configuration_table_is_read_strictly() {
+        let empty: RunloopConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.base_url, DEFAULT_BASE_URL);
+        assert_eq!(empty.max_wait_seconds, MAX_WAIT_SECONDS);
+        let set: RunloopConfig = serde_json::from_value(serde_json::json!({
+            "base_url": "http://127.0.0.1:9",
+            "max_wait_seconds": 3,
+            "http": { "request_timeout_seconds": 5 },
+        }))
+        .unwrap();
+        assert_eq!(set.base_url, "http://127.0.0.1:9");
+        assert_eq!(set.max_wait_seconds, 3);
+        assert_eq!(set.http.request_timeout, Duration::from_secs(5));
+        // A key meant for another provider is refused, not ignored.
+        let foreign = serde_json::json!({ "toolbox_url": "https://x" });
+        assert!(serde_json::from_value::<RunloopConfig>(foreign).is_err());
+    }
 
     #[test]
     fn command_ids_are_uuid_v7() {

@@ -1,31 +1,49 @@
-//! Runloop's statuses and errors in Corral's vocabulary.
+//! Runloop's statuses in Corral's vocabulary.
 
-use corral_domain::SandboxStatus;
+use corral_domain::{Provider, SandboxStatus};
 
 use crate::api::DevboxStatus;
 
+const P: Provider = Provider::Runloop;
+
 /// `DevboxViewStatus` (+ the shutdown reason) → the normalized status.
 ///
-/// `shutdown` is final: the disk is gone. It is `deleted` when an API shutdown caused it, else
-/// `expired` (keep-alive or idle timeout, entrypoint exit). Unknown values are treated as
-/// still starting, the state from which Corral keeps observing.
-pub(crate) fn status(status: DevboxStatus, shutdown_reason: Option<&str>) -> SandboxStatus {
+/// An unknown status is logged and treated as still starting: not usable yet and not
+/// terminal, so Corral keeps observing rather than giving the devbox up.
+pub(crate) fn status(status: &DevboxStatus, shutdown_reason: Option<&str>) -> SandboxStatus {
     match status {
         DevboxStatus::Scheduled
         | DevboxStatus::Queued
         | DevboxStatus::Provisioning
-        | DevboxStatus::Initializing
-        | DevboxStatus::Unknown => SandboxStatus::Creating,
+        | DevboxStatus::Initializing => SandboxStatus::Creating,
         DevboxStatus::Running => SandboxStatus::Running,
         // Suspended devboxes keep their disk and resume on request.
         DevboxStatus::Suspending | DevboxStatus::Suspended | DevboxStatus::Resuming => {
             SandboxStatus::Paused
         }
         DevboxStatus::Failure => SandboxStatus::Failed,
-        DevboxStatus::Shutdown => match shutdown_reason {
-            Some("api_shutdown") => SandboxStatus::Deleted,
-            _ => SandboxStatus::Expired,
-        },
+        DevboxStatus::Shutdown => shutdown(shutdown_reason),
+        DevboxStatus::Other(value) => {
+            tracing::warn!(provider = %P, status = %value, "unknown devbox status, treated as creating");
+            SandboxStatus::Creating
+        }
+    }
+}
+
+/// `shutdown` is final: the disk is gone. It is `deleted` when an API shutdown caused it, else
+/// `expired` (`DevboxViewShutdownReason`: keep-alive, TTL or idle timeout, entrypoint exit).
+/// A missing or unknown reason is `expired` too: the devbox is gone either way, and only a
+/// shutdown Corral asked for is reported as deleted.
+fn shutdown(reason: Option<&str>) -> SandboxStatus {
+    match reason {
+        Some("api_shutdown") => SandboxStatus::Deleted,
+        Some("keep_alive_timeout" | "ttl_expired" | "idle" | "entrypoint_exit") | None => {
+            SandboxStatus::Expired
+        }
+        Some(other) => {
+            tracing::warn!(provider = %P, reason = %other, "unknown devbox shutdown reason, treated as expired");
+            SandboxStatus::Expired
+        }
     }
 }
 
@@ -50,15 +68,26 @@ mod tests {
         ];
         for (wire, want) in cases {
             let parsed: DevboxStatus = serde_json::from_str(&format!("\"{wire}\"")).unwrap();
-            assert_eq!(status(parsed, None), want, "{wire}");
+            assert_eq!(status(&parsed, None), want, "{wire}");
         }
+        let unknown: DevboxStatus = serde_json::from_str("\"hibernating-someday\"").unwrap();
+        assert_eq!(unknown, DevboxStatus::Other("hibernating-someday".into()));
         assert_eq!(
-            status(DevboxStatus::Shutdown, Some("api_shutdown")),
+            status(&DevboxStatus::Shutdown, Some("api_shutdown")),
             SandboxStatus::Deleted
         );
-        assert_eq!(
-            status(DevboxStatus::Shutdown, Some("keep_alive_timeout")),
-            SandboxStatus::Expired
-        );
+        for reason in [
+            "keep_alive_timeout",
+            "ttl_expired",
+            "idle",
+            "entrypoint_exit",
+            "a-new-reason",
+        ] {
+            assert_eq!(
+                status(&DevboxStatus::Shutdown, Some(reason)),
+                SandboxStatus::Expired,
+                "{reason}"
+            );
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! One method per Together endpoint: the Bartender control API (project API key) and the in-VM
 //! Pint API (the sandbox's own agent URL and token; the API key is never sent there).
 
-use corral_provider::{CallContext, ExposeSecret, ProviderError, Result, SecretString};
+use corral_provider::{CallContext, ProviderError, Result, SecretString};
 use corral_provider_http::reqwest::{Method, RequestBuilder};
-use corral_provider_http::{ProviderHttp, Url, join, path_segment};
+use corral_provider_http::{Auth, Page, ProviderHttp, Url, collect_pages, join, path_segment};
 
 use crate::api::{
     CreateExecRequest, CreateSandboxRequest, ExecItem, ExecStdout, FileInfo, FileReadResponse,
@@ -12,6 +12,8 @@ use crate::api::{
 
 /// Page size used when listing (the API's maximum).
 const PAGE_LIMIT: &str = "100";
+/// The longest listing walked by a tag lookup.
+const MAX_PAGES: usize = 20;
 
 /// The Bartender control API at one base URL (`https://api.bartender.codesandbox.io/v1`).
 #[derive(Debug, Clone)]
@@ -28,76 +30,63 @@ impl Control {
         &self.http
     }
 
-    fn req(
-        &self,
-        method: Method,
-        path: &str,
-        query: &[(&str, &str)],
-        key: &SecretString,
-    ) -> RequestBuilder {
-        let mut url = self.http.url(path);
-        if !query.is_empty() {
-            url.query_pairs_mut().extend_pairs(query);
-        }
-        self.http
-            .client()
-            .request(method, url)
-            .bearer_auth(key.expose_secret())
-    }
-
     /// `POST /sandboxes` (createSandbox).
     pub(crate) async fn create_sandbox(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         body: &CreateSandboxRequest,
     ) -> Result<Sandbox> {
-        let req = self.req(Method::POST, "/sandboxes", &[], key).json(body);
+        let req = self
+            .http
+            .authed(ctx, Method::POST, "/sandboxes")?
+            .json(body);
         self.http.send_json(ctx, req).await
     }
 
     /// `GET /sandboxes/{id}` (getSandbox).
-    pub(crate) async fn get_sandbox(
-        &self,
-        ctx: &CallContext,
-        key: &SecretString,
-        id: &str,
-    ) -> Result<Sandbox> {
+    pub(crate) async fn get_sandbox(&self, ctx: &CallContext, id: &str) -> Result<Sandbox> {
         let path = format!("/sandboxes/{}", path_segment(id));
-        self.http
-            .send_json(ctx, self.req(Method::GET, &path, &[], key))
-            .await
+        let req = self.http.authed(ctx, Method::GET, &path)?;
+        self.http.send_json(ctx, req).await
     }
 
     /// `POST /sandboxes/{id}/terminate` (terminateSandbox).
     pub(crate) async fn terminate_sandbox(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         id: &str,
         body: &TerminateRequest,
     ) -> Result<Sandbox> {
         let path = format!("/sandboxes/{}/terminate", path_segment(id));
-        let req = self.req(Method::POST, &path, &[], key).json(body);
+        let req = self.http.authed(ctx, Method::POST, &path)?.json(body);
         self.http.send_json(ctx, req).await
     }
 
-    /// `GET /sandboxes?tags[k]=v&limit=100[&cursor=…]` (listSandboxes), one page.
+    /// `GET /sandboxes?tags[k]=v&limit=100[&cursor=…]` (listSandboxes), every page.
     pub(crate) async fn list_sandboxes(
         &self,
         ctx: &CallContext,
-        key: &SecretString,
         tag: (&str, &str),
-        cursor: Option<&str>,
-    ) -> Result<SandboxPage> {
+    ) -> Result<Vec<Sandbox>> {
         let tag_name = format!("tags[{}]", tag.0);
-        let mut query = vec![(tag_name.as_str(), tag.1), ("limit", PAGE_LIMIT)];
-        if let Some(c) = cursor {
-            query.push(("cursor", c));
-        }
-        self.http
-            .send_json(ctx, self.req(Method::GET, "/sandboxes", &query, key))
-            .await
+        collect_pages(MAX_PAGES, |cursor: Option<String>| {
+            let tag_name = tag_name.as_str();
+            async move {
+                let mut query = vec![(tag_name, tag.1), ("limit", PAGE_LIMIT)];
+                if let Some(c) = cursor.as_deref() {
+                    query.push(("cursor", c));
+                }
+                let req = self
+                    .http
+                    .authed_query(ctx, Method::GET, "/sandboxes", &query)?;
+                let page: SandboxPage = self.http.send_json(ctx, req).await?;
+                Ok(Page {
+                    items: page.data,
+                    next: page.next_cursor,
+                })
+            }
+        })
+        .await
     }
 }
 
@@ -125,11 +114,10 @@ impl<'a> Agent<'a> {
         })
     }
 
+    /// A request to the agent carrying the sandbox's own token (never the project key).
     fn req(&self, method: Method, path: &str) -> RequestBuilder {
         self.http
-            .client()
-            .request(method, join(&self.base, path))
-            .bearer_auth(self.token.expose_secret())
+            .with_token(method, join(&self.base, path), Auth::Bearer, &self.token)
     }
 
     /// `POST /api/v1/execs` (createExec).

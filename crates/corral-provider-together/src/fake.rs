@@ -10,23 +10,30 @@
 //! real in a per-sandbox temporary directory; their status goes `RUNNING` → `EXITED` (the
 //! values Together's CLI waits for), and `exitCode` reads 0 until the process has ended,
 //! as a Go zero value would. A `ttl` runs from creation and ends in `terminated`
-//! (`autoterminated`).
+//! (`autoterminated`); the terminate call ends in `terminated` (`termination_requested`).
+//! Knobs reproduce the other documented states: [`Fake::crash`] (`recovering`, agent gone),
+//! [`Fake::recover`], [`Fake::lose`] (`terminated` for another reason, e.g. `evicted`), and
+//! [`Fake::set_page_size`] (short listing pages).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
+use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
 use corral_provider::shell::shell_quote;
+use corral_provider::{CallContext, SecretString};
+use corral_provider_http::HttpConfig;
 use corral_provider_testkit::fake::FakeServer;
+use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
 
@@ -45,13 +52,15 @@ struct FakeSandbox {
     dir: tempfile::TempDir,
     body: Value,
     token: Option<String>,
+    /// The agent URL given at first boot (a recovered VM keeps it).
+    agent_url: Option<String>,
     execs: HashMap<String, Arc<Mutex<FakeExec>>>,
 }
 
 struct Shared {
     api_key: String,
     aliases: Vec<String>,
-    max_page: usize,
+    max_page: AtomicUsize,
     next: AtomicU64,
     sandboxes: Mutex<HashMap<String, FakeSandbox>>,
 }
@@ -73,13 +82,26 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, HashMap<String, FakeSandbo
     sandboxes
 }
 
-fn terminate(sb: &mut FakeSandbox, reason: &str) {
+/// `sb` is `running` with its agent at `url`, taking `token`.
+fn boot(sb: &mut FakeSandbox, url: String, token: String) {
+    sb.body["status"] = json!("running");
+    sb.body["agent"] = json!({ "version": "1.0.0", "token": token, "url": url });
+    sb.agent_url = Some(url);
+    sb.token = Some(token);
+}
+
+/// Kills every exec of `sb` (its VM went away).
+fn kill_execs(sb: &mut FakeSandbox) {
     for exec in sb.execs.values() {
         if let Some(task) = lock_exec(exec).task.take() {
             task.abort();
         }
     }
     sb.execs.clear();
+}
+
+fn terminate(sb: &mut FakeSandbox, reason: &str) {
+    kill_execs(sb);
     sb.token = None;
     sb.body["status"] = json!("terminated");
     sb.body["status_reason"] = json!(reason);
@@ -257,6 +279,7 @@ async fn create_sandbox(State(shared): St, body: Bytes) -> Response {
             dir,
             body: sandbox.clone(),
             token: None,
+            agent_url: None,
             execs: HashMap::new(),
         },
     );
@@ -283,16 +306,13 @@ async fn get_sandbox(State(shared): St, headers: HeaderMap, Path(id): Path<Strin
             .get("host")
             .and_then(|h| h.to_str().ok())
             .unwrap_or("127.0.0.1");
-        let token = format!("agent-token-{}", sb.seq);
-        sb.body["status"] = json!("running");
-        sb.body["status_reason"] = json!("cold_started");
+        // A fresh token per boot: a recovered VM's agent does not take the old one.
+        let boot_no = shared.next.fetch_add(1, Ordering::Relaxed);
+        let token = format!("agent-token-{}-{boot_no}", sb.seq);
+        let restored = sb.body["status_reason"] == "restore_requested";
+        sb.body["status_reason"] = json!(if restored { "restored" } else { "cold_started" });
         sb.body["started_at"] = json!(NOW);
-        sb.body["agent"] = json!({
-            "version": "1.0.0",
-            "token": token,
-            "url": format!("http://{host}/agent/{id}"),
-        });
-        sb.token = Some(token);
+        boot(sb, format!("http://{host}/agent/{id}"), token);
     }
     axum::Json(seen).into_response()
 }
@@ -370,7 +390,7 @@ async fn list_sandboxes(State(shared): St, Query(query): Query<Vec<(String, Stri
     let page: Vec<Value> = all
         .iter()
         .skip(start)
-        .take(limit.min(shared.max_page))
+        .take(limit.min(shared.max_page.load(Ordering::SeqCst)))
         .map(|s| s.body.clone())
         .collect();
     let next_cursor = if start + page.len() < all.len() {
@@ -650,22 +670,202 @@ async fn create_file(
     }
 }
 
-/// Together's two APIs as one axum router: the control API accepts only `api_key`; snapshot
-/// aliases other than `aliases` are unknown (404).
-pub fn router(api_key: &str, aliases: &[&str]) -> Router {
-    router_with_page_size(api_key, aliases, 100)
+/// The API key the fake accepts.
+pub const API_KEY: &str = "together_fake_key_0123";
+/// The snapshot alias the fake knows (any other alias is 404); [`Fake::config`] boots it by
+/// default.
+pub const ALIAS: &str = "corral-test@v1";
+/// Every `status_reason` Together documents (`Sandbox.status_reason` in `api-openapi.json`).
+const STATUS_REASONS: [&str; 13] = [
+    "cold_start_requested",
+    "restore_requested",
+    "cold_started",
+    "restored",
+    "out_of_capacity",
+    "internal_error",
+    "autoterminated",
+    "termination_requested",
+    "crashed",
+    "oom_killed",
+    "evicted",
+    "node_lost",
+    "cluster_lost",
+];
+
+/// Together's two APIs on one loopback server, accepting [`API_KEY`] on the control API under
+/// `/v1` and each running sandbox's agent token under `/agent/{id}`.
+pub struct Fake {
+    server: FakeServer,
+    shared: Arc<Shared>,
 }
 
-/// As [`router`], with listings cut into pages of at most `max_page` sandboxes whatever the
-/// requested `limit` (to exercise cursor pagination).
-pub fn router_with_page_size(api_key: &str, aliases: &[&str], max_page: usize) -> Router {
-    let shared = Arc::new(Shared {
-        api_key: api_key.to_owned(),
-        aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
-        max_page: max_page.max(1),
-        next: AtomicU64::new(1),
-        sandboxes: Mutex::new(HashMap::new()),
-    });
+impl Fake {
+    /// Starts the fake (knowing the alias [`ALIAS`]).
+    pub async fn start() -> Self {
+        let shared = Arc::new(Shared {
+            api_key: API_KEY.to_owned(),
+            aliases: vec![ALIAS.to_owned()],
+            max_page: AtomicUsize::new(100),
+            next: AtomicU64::new(1),
+            sandboxes: Mutex::new(HashMap::new()),
+        });
+        Self {
+            server: FakeServer::start(router(shared.clone())).await,
+            shared,
+        }
+    }
+
+    /// The HTTP server: request log and fault injection.
+    pub fn server(&self) -> &FakeServer {
+        &self.server
+    }
+
+    /// The adapter's base URL: the server's address plus the API's `/v1`.
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.server.base_url())
+    }
+
+    /// The adapter's configuration pointed at the fake, booting [`ALIAS`] by default.
+    pub fn config(&self) -> crate::TogetherConfig {
+        crate::TogetherConfig {
+            base_url: self.base_url(),
+            default_snapshot: Some(ALIAS.into()),
+            ..Default::default()
+        }
+    }
+
+    /// A call context carrying [`API_KEY`].
+    pub fn context(&self) -> CallContext {
+        CallContext::new(
+            Some(SecretString::from(API_KEY)),
+            ProviderContext::default(),
+        )
+    }
+
+    /// Cuts listings into pages of at most `sandboxes`, whatever `limit` asks (to exercise
+    /// cursor pagination).
+    pub fn set_page_size(&self, sandboxes: usize) {
+        self.shared
+            .max_page
+            .store(sandboxes.max(1), Ordering::SeqCst);
+    }
+
+    /// The VM of sandbox `id` crashed for `reason` (`crashed`, `oom_killed`, `evicted`, …):
+    /// it is `recovering`, its processes are gone and its agent is null until [`Fake::recover`].
+    pub fn crash(&self, id: &str, reason: &str) {
+        self.with_sandbox(id, reason, |sb| {
+            kill_execs(sb);
+            sb.token = None;
+            sb.body["status"] = json!("recovering");
+            sb.body["status_reason"] = json!(reason);
+            sb.body["recovery_at"] = json!(NOW);
+            sb.body["agent"] = json!({ "version": null, "token": null, "url": null });
+        });
+    }
+
+    /// The recovery of sandbox `id` succeeded: it is `running` (`restored`) again, at the same
+    /// agent URL with a new token.
+    pub fn recover(&self, id: &str) {
+        let boot_no = self.shared.next.fetch_add(1, Ordering::Relaxed);
+        self.with_sandbox(id, "restored", |sb| {
+            let url = sb
+                .agent_url
+                .clone()
+                .unwrap_or_else(|| panic!("sandbox {id} never ran, so it cannot recover"));
+            let token = format!("agent-token-{}-{boot_no}", sb.seq);
+            sb.body["status_reason"] = json!("restored");
+            boot(sb, url, token);
+        });
+    }
+
+    /// Sandbox `id` was terminated by Together for `reason` (`evicted`, `node_lost`, …), not
+    /// by a terminate call nor its `ttl`.
+    pub fn lose(&self, id: &str, reason: &str) {
+        self.with_sandbox(id, reason, |sb| terminate(sb, reason));
+    }
+
+    fn with_sandbox(&self, id: &str, reason: &str, change: impl FnOnce(&mut FakeSandbox)) {
+        assert!(
+            STATUS_REASONS.contains(&reason),
+            "`{reason}` is not a documented status_reason"
+        );
+        let mut sandboxes = lock(&self.shared);
+        let sb = sandboxes
+            .get_mut(id)
+            .unwrap_or_else(|| panic!("no sandbox {id}"));
+        change(sb);
+        sb.body["updated_at"] = json!(NOW);
+    }
+}
+
+#[async_trait::async_trait]
+impl Harness for Fake {
+    type Adapter = crate::TogetherProvider;
+
+    async fn start() -> Self {
+        Fake::start().await
+    }
+
+    fn server(&self) -> &FakeServer {
+        &self.server
+    }
+
+    fn base_url(&self) -> String {
+        Fake::base_url(self)
+    }
+
+    fn config_at(&self, base_url: &str, http: HttpConfig) -> crate::TogetherConfig {
+        crate::TogetherConfig {
+            base_url: base_url.to_owned(),
+            http,
+            ..self.config()
+        }
+    }
+
+    fn context(&self) -> CallContext {
+        Fake::context(self)
+    }
+
+    fn create_call() -> (Method, &'static str) {
+        (Method::POST, "/v1/sandboxes")
+    }
+
+    fn get_call() -> (Method, &'static str) {
+        (Method::GET, "/v1/sandboxes/")
+    }
+
+    fn unknown_id() -> &'static str {
+        "5a3c0000-0000-4000-8000-0000000fffff"
+    }
+
+    fn wrong_credential() -> &'static str {
+        "not-the-key"
+    }
+
+    /// `CORRAL_LIVE_TOGETHER_API_KEY` and `CORRAL_LIVE_TOGETHER_SNAPSHOT` (a snapshot UUID or
+    /// alias to boot).
+    fn live() -> Result<(crate::TogetherConfig, CallContext, CreateSandboxRequest), String> {
+        let (Ok(key), Ok(snapshot)) = (
+            std::env::var("CORRAL_LIVE_TOGETHER_API_KEY"),
+            std::env::var("CORRAL_LIVE_TOGETHER_SNAPSHOT"),
+        ) else {
+            return Err("CORRAL_LIVE_TOGETHER_API_KEY and CORRAL_LIVE_TOGETHER_SNAPSHOT".into());
+        };
+        let config = crate::TogetherConfig {
+            default_snapshot: Some(snapshot),
+            ..crate::TogetherConfig::default()
+        };
+        let ctx = CallContext::new(Some(SecretString::from(key)), ProviderContext::default());
+        Ok((
+            config,
+            ctx,
+            CreateSandboxRequest::standard(Provider::Together, None, None),
+        ))
+    }
+}
+
+/// Together's two APIs as one axum router over `shared`.
+fn router(shared: Arc<Shared>) -> Router {
     let control = Router::new()
         .route("/sandboxes", post(create_sandbox).get(list_sandboxes))
         .route("/sandboxes/{id}", get(get_sandbox))
@@ -689,14 +889,4 @@ pub fn router_with_page_size(api_key: &str, aliases: &[&str], max_page: usize) -
         )
         .with_state(shared);
     Router::new().nest("/v1", control).nest("/agent", agent)
-}
-
-/// Serves [`router`]; the adapter's base URL is `server.base_url() + "/v1"`.
-pub async fn start(api_key: &str, aliases: &[&str]) -> FakeServer {
-    FakeServer::start(router(api_key, aliases)).await
-}
-
-/// The base URL to give [`crate::TogetherConfig::base_url`] for a fake served by [`start`].
-pub fn base_url(server: &FakeServer) -> String {
-    format!("{}/v1", server.base_url())
 }

@@ -14,7 +14,7 @@
 //! | create (`image` = snapshot UUID or alias) | `POST /v1/sandboxes {snapshot_id \| snapshot_alias, ttl?, tags}`; no `termination_policy`, so the sandbox is ephemeral |
 //! | `timeout` (seconds) | `ttl`: seconds after creation before automatic termination (absent: never) |
 //! | operation id | `tags["corral-operation-id"]`; found with `GET /v1/sandboxes?tags[corral-operation-id]=…` (cursor-paginated) |
-//! | get | `GET /v1/sandboxes/{id}`; `starting`/`recovering`→creating, `running`→running, `terminating`/`terminated`→expired, `failed_to_start`/`unrecovered`→failed |
+//! | get | `GET /v1/sandboxes/{id}`; `starting`→creating, `running`→running, `recovering` (crash recovery)/`failed_to_start`/`unrecovered`→failed (not terminal), `terminating`/`terminated`→deleted when `status_reason` is `termination_requested`, else expired (`autoterminated`: the `ttl` ran out; or the VM was lost) |
 //! | delete | `POST /v1/sandboxes/{id}/terminate {"snapshot": null}` (no snapshot; cannot be undone) |
 //! | exec | Pint `POST /api/v1/execs {command: "sh", args: ["-c", …], cwd, env}`, polled with `GET /api/v1/execs/{id}` until it has ended (`EXITED`/`STOPPED`, as Together's CLI waits), output from `GET /api/v1/execs/{id}/io`, then `DELETE` (which also kills a command past its deadline) |
 //! | read / write | Pint `GET /api/v1/file_stat/{path}` (existence, type, size), `GET /api/v1/files/{path}` (`utf-8` or `base64` content), `POST /api/v1/files/{path}` (raw octet-stream body) |
@@ -22,6 +22,9 @@
 //! The file path is sent as one percent-encoded path segment (slashes included), as Together's
 //! generated SDK clients do. Exec output arrives as text, so non-UTF-8 command output is not
 //! byte-exact; files are.
+//!
+//! Configuration (`[providers.together]`, [`TogetherConfig`]): `base_url`, `default_image` (the
+//! snapshot booted when a request has no `image`) and the `http` table.
 
 pub mod api;
 mod capabilities;
@@ -35,9 +38,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use base64::Engine as _;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_provider::files::check_parent_dir;
 use corral_provider::{
-    CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
-    Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
+    ProviderError, Result, SandboxProvider,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp};
 
@@ -45,21 +49,21 @@ use corral_provider_http::{HttpConfig, ProviderHttp};
 pub const DEFAULT_BASE_URL: &str = "https://api.bartender.codesandbox.io/v1";
 /// The tag key that carries Corral's operation id (keys: letters, digits, `-`, `_`, `.`).
 pub const OPERATION_ID_TAG: &str = "corral-operation-id";
-/// The longest listing walked by `find_by_operation_id` (pages of 100).
-const MAX_PAGES: usize = 20;
 /// First and longest pause between polls of a running exec.
 const POLL_FIRST: Duration = Duration::from_millis(20);
 const POLL_MAX: Duration = Duration::from_millis(250);
 
-/// How to reach Together Sandbox.
-#[derive(Debug, Clone)]
+/// How to reach Together Sandbox: `[providers.together]` in the server's configuration.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TogetherConfig {
     /// Control-plane base URL including `/v1`.
     pub base_url: String,
     /// Timeouts and caps (used for the in-VM API too).
     pub http: HttpConfig,
     /// Snapshot (UUID or alias) to boot when a request has no `image` (none: `image` is
-    /// required).
+    /// required); `default_image` in the configuration file.
+    #[serde(rename = "default_image")]
     pub default_snapshot: Option<String>,
 }
 
@@ -83,9 +87,12 @@ pub struct TogetherProvider {
 
 const P: Provider = Provider::Together;
 
-impl TogetherProvider {
-    /// A provider for `config` (fails only on an unusable base URL).
-    pub fn new(config: TogetherConfig) -> Result<Self> {
+impl Adapter for TogetherProvider {
+    const PROVIDER: Provider = P;
+    type Config = TogetherConfig;
+
+    /// Fails only on an unusable base URL.
+    fn from_config(config: TogetherConfig) -> Result<Self> {
         let http = ProviderHttp::new(P, &config.base_url, config.http)?;
         Ok(Self {
             control: client::Control::new(http),
@@ -93,18 +100,20 @@ impl TogetherProvider {
             default_snapshot: config.default_snapshot,
         })
     }
+}
 
+impl TogetherProvider {
     /// The running sandbox's in-VM API (its URL and token are fetched fresh: they exist only
     /// while it runs).
     async fn agent(&self, ctx: &CallContext, native_id: &str) -> Result<client::Agent<'_>> {
-        let key = ctx.require_credential(P)?;
         known_shape(native_id)?;
-        let sandbox = self.control.get_sandbox(ctx, key, native_id).await?;
+        let sandbox = self.control.get_sandbox(ctx, native_id).await?;
+        let status = map::status(&sandbox.status, sandbox.status_reason.as_deref());
         match (sandbox.agent.url, sandbox.agent.token) {
             (Some(url), Some(token)) if sandbox.status == "running" => {
                 client::Agent::new(self.control.http(), &url, token)
             }
-            _ if map::status(&sandbox.status).is_terminal() => Err(ProviderError::NotFound {
+            _ if status.is_terminal() => Err(ProviderError::NotFound {
                 provider: P,
                 resource: format!("running sandbox {native_id} (it is {})", sandbox.status),
             }),
@@ -122,7 +131,7 @@ fn observed(sandbox: api::Sandbox) -> ObservedSandbox {
         .get(OPERATION_ID_TAG)
         .and_then(|s| s.parse::<OperationId>().ok());
     ObservedSandbox {
-        status: map::status(&sandbox.status),
+        status: map::status(&sandbox.status, sandbox.status_reason.as_deref()),
         native_id: sandbox.id,
         operation_id,
     }
@@ -152,22 +161,6 @@ fn known_shape(native_id: &str) -> Result<()> {
     }
 }
 
-/// A Pint answer of 404 for a path: the file, not the sandbox, is missing.
-fn file_error(path: &str, e: ProviderError) -> ProviderError {
-    match e {
-        ProviderError::NotFound { .. } => ProviderError::FileNotFound {
-            path: path.to_owned(),
-        },
-        other => other,
-    }
-}
-
-fn parent_of(path: &str) -> Option<&str> {
-    let trimmed = path.trim_end_matches('/');
-    let cut = trimmed.rfind('/')?;
-    Some(if cut == 0 { "/" } else { &trimmed[..cut] })
-}
-
 #[async_trait]
 impl SandboxProvider for TogetherProvider {
     fn provider(&self) -> Provider {
@@ -179,7 +172,6 @@ impl SandboxProvider for TogetherProvider {
     }
 
     async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
-        let key = ctx.require_credential(P)?;
         let snapshot = spec
             .request
             .image()
@@ -200,7 +192,7 @@ impl SandboxProvider for TogetherProvider {
             ttl: spec.timeout_seconds,
             tags: [(OPERATION_ID_TAG.to_owned(), spec.operation_id.to_string())].into(),
         };
-        match self.control.create_sandbox(ctx, key, &body).await {
+        match self.control.create_sandbox(ctx, &body).await {
             Ok(sandbox) => Ok(observed(sandbox)),
             // On create, 404 names the snapshot, not a sandbox.
             Err(ProviderError::NotFound { .. }) => Err(ProviderError::InvalidRequest {
@@ -212,27 +204,18 @@ impl SandboxProvider for TogetherProvider {
     }
 
     async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
-        let key = ctx.require_credential(P)?;
         known_shape(native_id)?;
-        Ok(observed(
-            self.control.get_sandbox(ctx, key, native_id).await?,
-        ))
+        Ok(observed(self.control.get_sandbox(ctx, native_id).await?))
     }
 
+    /// An unknown or malformed id is `NotFound`, which the contract wrapper makes `Ok`.
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
-        let key = ctx.require_credential(P)?;
-        if known_shape(native_id).is_err() {
-            return Ok(());
-        }
+        known_shape(native_id)?;
         let body = api::TerminateRequest { snapshot: None };
-        match self
-            .control
-            .terminate_sandbox(ctx, key, native_id, &body)
+        self.control
+            .terminate_sandbox(ctx, native_id, &body)
             .await
-        {
-            Ok(_) | Err(ProviderError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+            .map(drop)
     }
 
     async fn exec(
@@ -306,7 +289,7 @@ impl SandboxProvider for TogetherProvider {
         let info = agent
             .file_stat(ctx, path)
             .await
-            .map_err(|e| file_error(path, e))?;
+            .map_err(|e| e.for_file(path))?;
         if info.is_dir {
             return Err(ProviderError::FileRefused {
                 path: path.to_owned(),
@@ -323,7 +306,7 @@ impl SandboxProvider for TogetherProvider {
         let file = agent
             .read_file(ctx, path)
             .await
-            .map_err(|e| file_error(path, e))?;
+            .map_err(|e| e.for_file(path))?;
         let bytes = match file.encoding.as_str() {
             "base64" => base64::engine::general_purpose::STANDARD
                 .decode(file.content.as_bytes())
@@ -355,19 +338,17 @@ impl SandboxProvider for TogetherProvider {
     ) -> Result<()> {
         let agent = self.agent(ctx, native_id).await?;
         // Pint's createFile does not document what a missing parent does: check it first.
-        let parent = parent_of(path).ok_or_else(|| ProviderError::FileRefused {
-            path: path.to_owned(),
-            reason: "the path has no parent directory".into(),
-        })?;
-        match agent.file_stat(ctx, parent).await {
-            Ok(info) if info.is_dir => {}
-            Ok(_) | Err(ProviderError::NotFound { .. }) => {
-                return Err(ProviderError::ParentMissing {
-                    path: path.to_owned(),
-                });
+        check_parent_dir(path, |parent| {
+            let agent = &agent;
+            async move {
+                match agent.file_stat(ctx, &parent).await {
+                    Ok(info) => Ok(info.is_dir),
+                    Err(ProviderError::NotFound { .. }) => Ok(false),
+                    Err(e) => Err(e.for_file(&parent)),
+                }
             }
-            Err(e) => return Err(e),
-        }
+        })
+        .await?;
         match agent.file_stat(ctx, path).await {
             Ok(info) if info.is_dir => {
                 return Err(ProviderError::FileRefused {
@@ -376,9 +357,12 @@ impl SandboxProvider for TogetherProvider {
                 });
             }
             Ok(_) | Err(ProviderError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.for_file(path)),
         }
-        agent.create_file(ctx, path, content).await?;
+        agent
+            .create_file(ctx, path, content)
+            .await
+            .map_err(|e| e.for_file(path))?;
         Ok(())
     }
 
@@ -387,29 +371,13 @@ impl SandboxProvider for TogetherProvider {
         ctx: &CallContext,
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
-        let key = ctx.require_credential(P)?;
         let wanted = operation_id.to_string();
-        let mut found = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let page = self
-                .control
-                .list_sandboxes(ctx, key, (OPERATION_ID_TAG, &wanted), cursor.as_deref())
-                .await?;
-            // Check the tag again: a provider that ignored the filter must not make Corral
-            // adopt another operation's sandbox.
-            found.extend(
-                page.data
-                    .into_iter()
-                    .filter(|s| s.tags.get(OPERATION_ID_TAG) == Some(&wanted))
-                    .map(observed),
-            );
-            match page.next_cursor {
-                Some(next) if !next.is_empty() => cursor = Some(next),
-                _ => break,
-            }
-        }
-        Ok(found)
+        let listed = self
+            .control
+            .list_sandboxes(ctx, (OPERATION_ID_TAG, &wanted))
+            .await?;
+        // The tag is checked again by the contract wrapper (`corral_provider::Contracted`).
+        Ok(listed.into_iter().map(observed).collect())
     }
 }
 
@@ -430,9 +398,18 @@ mod tests {
     }
 
     #[test]
-    fn parents_of_paths() {
-        assert_eq!(parent_of("/tmp/a/b.txt"), Some("/tmp/a"));
-        assert_eq!(parent_of("/b.txt"), Some("/"));
-        assert_eq!(parent_of("b.txt"), None);
+    fn the_configuration_reads_default_image_and_refuses_other_providers_keys() {
+        let config: TogetherConfig = serde_json::from_value(serde_json::json!({
+            "default_image": "corral-base@v1",
+            "http": { "request_timeout_seconds": 7 },
+        }))
+        .unwrap();
+        assert_eq!(config.default_snapshot.as_deref(), Some("corral-base@v1"));
+        assert_eq!(config.base_url, DEFAULT_BASE_URL);
+        assert_eq!(config.http.request_timeout, Duration::from_secs(7));
+        let foreign = serde_json::from_value::<TogetherConfig>(serde_json::json!({
+            "toolbox_url": "https://proxy.app.daytona.io/toolbox",
+        }));
+        assert!(foreign.is_err());
     }
 }

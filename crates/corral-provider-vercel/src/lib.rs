@@ -548,3 +548,24 @@ impl SandboxProvider for VercelProvider {
         Ok(sandboxes.iter().map(observed).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_table_is_read_strictly() {
+        let empty: VercelConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.base_url, DEFAULT_BASE_URL);
+        let set: VercelConfig = serde_json::from_value(serde_json::json!({
+            "base_url": "http://127.0.0.1:9",
+            "http": { "request_timeout_seconds": 5 },
+        }))
+        .unwrap();
+        assert_eq!(set.base_url, "http://127.0.0.1:9");
+        assert_eq!(set.http.request_timeout, Duration::from_secs(5));
+        // A key meant for another provider is refused, not ignored.
+        let foreign = serde_json::json!({ "default_image": "snapshot_x" });
+        assert!(serde_json::from_value::<VercelConfig>(foreign).is_err());
+    }
+}

@@ -424,6 +424,7 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
     assert_eq!(st, 401, "{text}");
     assert!(
         morph
+            .server()
             .log()
             .all()
             .iter()

@@ -1,37 +1,12 @@
-//! The shared fault suite against the Daytona fake, and Daytona's own faults (the toolbox's and the per-bucket rate limit).
+//! Daytona's own faults: the toolbox's and the per-bucket rate limit (the shared fault suite
+//! runs through the harness).
 
 use std::time::Duration;
 
 use corral_provider::{ExecSpec, ProviderError, SandboxProvider};
-use corral_provider_daytona::DaytonaConfig;
-use corral_provider_daytona::fake::DaytonaFake;
-use corral_provider_http::reqwest::Method;
 use corral_provider_testkit::fake::{Fault, FaultKind};
-use corral_provider_testkit::faults::FaultSuite;
 
 use crate::{ctx, spec};
-
-fn suite(fake: &DaytonaFake) -> FaultSuite<'_> {
-    let config = fake.config();
-    FaultSuite::new(
-        &fake.control,
-        fake.control.base_url(),
-        move |url: &str, http| {
-            crate::provider(DaytonaConfig {
-                base_url: url.to_owned(),
-                http,
-                ..config.clone()
-            })
-        },
-    )
-    .with_context(ctx())
-    .create_call(Method::POST, "/sandbox")
-    .get_call(Method::GET, "/sandbox/")
-    .unknown_id("00000000-0000-4000-8000-00000000beef")
-    .wrong_credential("dtn_wrong")
-}
-
-corral_provider_testkit::fault_suite_tests!(world: DaytonaFake::start, suite: suite);
 
 #[tokio::test]
 async fn daytonas_per_bucket_retry_after_is_read() {
@@ -50,7 +25,7 @@ async fn a_malformed_exec_answer_is_a_protocol_error() {
     let (fake, p) = crate::world().await;
     let created = p.create(&ctx(), &spec(None)).await.unwrap();
     crate::started(&p, &created.native_id).await;
-    fake.toolbox
+    fake.toolbox()
         .faults()
         .arm(Fault::new(FaultKind::Malformed).on_path("/process/execute"));
     let err = p
@@ -65,7 +40,7 @@ async fn a_toolbox_rejection_of_the_key_is_unauthorized() {
     let (fake, p) = crate::world().await;
     let created = p.create(&ctx(), &spec(None)).await.unwrap();
     crate::started(&p, &created.native_id).await;
-    fake.toolbox.faults().arm(Fault::status(401));
+    fake.toolbox().faults().arm(Fault::status(401));
     let err = p
         .exec(&ctx(), &created.native_id, &ExecSpec::new("true"))
         .await

@@ -1,15 +1,16 @@
-//! The Daytona adapter against its fake: conformance, faults and Daytona's traps.
+//! The Daytona adapter against its fake: the shared suites through the harness, then Daytona's
+//! own faults and traps.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
 
-mod conformance;
 mod faults;
-mod live;
 mod traps;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
-use corral_provider::{CallContext, CreateSpec, SecretString};
-use corral_provider_daytona::fake::{API_KEY, DaytonaFake};
+use corral_provider::{Adapter, CallContext, CreateSpec, SecretString};
+use corral_provider_daytona::fake::{API_KEY, Fake};
 use corral_provider_daytona::{DaytonaConfig, DaytonaProvider};
+
+corral_provider_testkit::adapter_tests!(corral_provider_daytona::fake::Fake);
 
 /// A context holding the fake's API key.
 pub fn ctx() -> CallContext {
@@ -20,15 +21,15 @@ pub fn ctx() -> CallContext {
 }
 
 /// A fake and an adapter pointed at it.
-pub async fn world() -> (DaytonaFake, DaytonaProvider) {
-    let fake = DaytonaFake::start().await;
-    let provider = DaytonaProvider::new(fake.config()).unwrap();
+pub async fn world() -> (Fake, DaytonaProvider) {
+    let fake = Fake::start().await;
+    let provider = DaytonaProvider::from_config(fake.config()).unwrap();
     (fake, provider)
 }
 
 /// An adapter for `config`.
 pub fn provider(config: DaytonaConfig) -> DaytonaProvider {
-    DaytonaProvider::new(config).unwrap()
+    DaytonaProvider::from_config(config).unwrap()
 }
 
 /// A create spec with `timeout` seconds (or none) and no image.

@@ -24,7 +24,7 @@ async fn create_sends_auto_stop_in_minutes_labels_and_snapshot() {
     let (fake, p) = crate::world().await;
     let s = spec(None);
     let created = p.create(&ctx(), &s).await.unwrap();
-    let posts = fake.control.log().matching(&Method::POST, "/sandbox");
+    let posts = fake.server().log().matching(&Method::POST, "/sandbox");
     assert_eq!(posts.len(), 1);
     let req = &posts[0];
     assert_eq!(req.path, "/sandbox");
@@ -52,7 +52,7 @@ async fn create_sends_auto_stop_in_minutes_labels_and_snapshot() {
         timeout_seconds: Some(3600),
     };
     let created = p.create(&ctx(), &s).await.unwrap();
-    let body = body_json(&fake.control.log().matching(&Method::POST, "/sandbox")[1].body);
+    let body = body_json(&fake.server().log().matching(&Method::POST, "/sandbox")[1].body);
     assert_eq!(body["autoStopInterval"], 60, "3600 s is 60 minutes: {body}");
     assert_eq!(body["snapshot"], "my-snapshot");
     assert_eq!(fake.auto_stop_minutes_of(&created.native_id), Some(60));
@@ -97,7 +97,7 @@ async fn exec_output_is_combined_as_advertised_and_sent_to_the_toolbox() {
     assert_eq!(out.exit_code, 3);
 
     let calls = fake
-        .toolbox
+        .toolbox()
         .log()
         .matching(&Method::POST, "/process/execute");
     assert_eq!(calls.len(), 1);
@@ -127,7 +127,7 @@ async fn exec_output_is_combined_as_advertised_and_sent_to_the_toolbox() {
     assert_eq!(body["timeout"], 42, "seconds");
     // The toolbox lives on its own host, named by the sandbox record.
     assert!(
-        fake.control
+        fake.server()
             .log()
             .all()
             .iter()
@@ -148,7 +148,7 @@ async fn a_command_past_its_timeout_is_killed_by_the_daemon_and_reported() {
         "{err:?}"
     );
     let req = &fake
-        .toolbox
+        .toolbox()
         .log()
         .matching(&Method::POST, "/process/execute")[0];
     // 0.9 s is sent as 1 whole second (rounded up, never 0, which means no timeout).
@@ -169,7 +169,7 @@ async fn find_by_operation_id_filters_the_list_by_label_json() {
     assert_eq!(found[0].native_id, created.native_id);
     assert_eq!(found[0].operation_id, Some(s.operation_id));
     let list = fake
-        .control
+        .server()
         .log()
         .all()
         .into_iter()
@@ -207,7 +207,7 @@ async fn write_checks_the_parent_because_the_upload_would_create_it() {
         "{err:?}"
     );
     assert!(
-        fake.toolbox
+        fake.toolbox()
             .log()
             .all()
             .iter()
@@ -219,7 +219,7 @@ async fn write_checks_the_parent_because_the_upload_would_create_it() {
         .await
         .unwrap();
     let up = fake
-        .toolbox
+        .toolbox()
         .log()
         .all()
         .into_iter()
@@ -272,7 +272,7 @@ async fn the_fake_rejects_what_daytona_rejects() {
     let client = corral_provider_http::reqwest::Client::new();
     let create = |body: &'static str, auth: Option<&str>| {
         let mut req = client
-            .post(format!("{}/sandbox", fake.control.base_url()))
+            .post(format!("{}/sandbox", fake.server().base_url()))
             .header("content-type", "application/json")
             .body(body);
         if let Some(a) = auth {
@@ -309,11 +309,26 @@ async fn the_fake_rejects_what_daytona_rejects() {
         status(create(r#"{"labels":["x"]}"#, Some(&bearer)).await.unwrap()),
         400
     );
+    // The listing's query parameters are typed: a boolean, a bounded limit, a known cursor.
+    for query in [
+        "includeErroredDeleted=yes",
+        "limit=0",
+        "limit=201",
+        "cursor=not-a-cursor",
+    ] {
+        let r = client
+            .get(format!("{}/sandbox?{query}", fake.base_url()))
+            .header("authorization", bearer.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(status(r), 400, "{query}");
+    }
     // The toolbox wants a command, and only for a started sandbox.
     let created = p.create(&ctx(), &spec(None)).await.unwrap();
     let execute = format!(
         "{}/toolbox/{}/process/execute",
-        fake.toolbox.base_url(),
+        fake.toolbox().base_url(),
         created.native_id
     );
     let r = client
@@ -351,7 +366,7 @@ async fn a_repeated_create_of_one_operation_returns_the_same_sandbox() {
     let again = p.create(&ctx(), &s).await.unwrap();
     assert_eq!(first.native_id, again.native_id);
     assert_eq!(again.operation_id, Some(s.operation_id));
-    let posts = fake.control.log().matching(&Method::POST, "/sandbox");
+    let posts = fake.server().log().matching(&Method::POST, "/sandbox");
     assert_eq!(posts.len(), 2);
     assert_eq!(
         body_json(&posts[0].body)["name"],
@@ -369,7 +384,7 @@ async fn a_name_taken_by_a_sandbox_of_another_operation_is_refused() {
     let (fake, p) = crate::world().await;
     let s = spec(None);
     let resp = corral_provider_http::reqwest::Client::new()
-        .post(format!("{}/sandbox", fake.control.base_url()))
+        .post(format!("{}/sandbox", fake.server().base_url()))
         .header("authorization", format!("Bearer {API_KEY}"))
         .header("content-type", "application/json")
         .body(format!(r#"{{"name":"{}"}}"#, s.operation_id))
@@ -382,4 +397,135 @@ async fn a_name_taken_by_a_sandbox_of_another_operation_is_refused() {
         matches!(err, ProviderError::InvalidRequest { .. }),
         "{err:?}"
     );
+}
+
+/// Labels `{corral-operation-id: op}` listed without `includeErroredDeleted`, as a caller that
+/// forgot it sees them.
+async fn listed_by_default(fake: &corral_provider_daytona::fake::Fake, op: &OperationId) -> usize {
+    let labels = serde_json::json!({ "corral-operation-id": op.to_string() }).to_string();
+    let mut url =
+        corral_provider_http::Url::parse(&format!("{}/sandbox", fake.base_url())).unwrap();
+    url.query_pairs_mut().append_pair("labels", &labels);
+    let list: Value = corral_provider_http::reqwest::Client::new()
+        .get(url)
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    list["items"].as_array().unwrap().len()
+}
+
+#[tokio::test]
+async fn find_by_operation_id_finds_errored_sandboxes_the_default_listing_hides() {
+    let (fake, p) = crate::world().await;
+    // A runner failure: `error`, still meant to run; listed either way.
+    let broken = spec(None);
+    let created = p.create(&ctx(), &broken).await.unwrap();
+    fake.fail(&created.native_id, "runner unreachable");
+    let found = p
+        .find_by_operation_id(&ctx(), &broken.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].status, SandboxStatus::Failed);
+    assert_eq!(
+        p.get(&ctx(), &created.native_id).await.unwrap().status,
+        SandboxStatus::Failed
+    );
+
+    // A deletion the runner could not finish: `error` with desired state `destroyed`. Daytona
+    // leaves it out of a plain listing, yet it exists; the lookup must still see it.
+    let stuck = spec(None);
+    let created = p.create(&ctx(), &stuck).await.unwrap();
+    fake.fail_deletion(&created.native_id, "failed to remove the container");
+    assert_eq!(listed_by_default(&fake, &stuck.operation_id).await, 0);
+    let found = p
+        .find_by_operation_id(&ctx(), &stuck.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        found.len(),
+        1,
+        "errored sandboxes are looked up too: {found:?}"
+    );
+    assert_eq!(found[0].native_id, created.native_id);
+    assert_eq!(found[0].status, SandboxStatus::Failed);
+    assert_eq!(found[0].operation_id, Some(stuck.operation_id));
+    let list = fake
+        .server()
+        .log()
+        .matching(&Method::GET, "/sandbox")
+        .into_iter()
+        .rfind(|r| r.path == "/sandbox")
+        .unwrap();
+    assert!(
+        list.query
+            .as_deref()
+            .unwrap()
+            .contains("includeErroredDeleted=true"),
+        "{:?}",
+        list.query
+    );
+}
+
+#[tokio::test]
+async fn find_follows_next_cursor_across_pages() {
+    let (fake, p) = crate::world().await;
+    fake.set_page_size(2);
+    // Three sandboxes carrying one operation's label (made outside Corral, so not by name).
+    let op = OperationId::new();
+    let client = corral_provider_http::reqwest::Client::new();
+    for _ in 0..3 {
+        let r = client
+            .post(format!("{}/sandbox", fake.base_url()))
+            .bearer_auth(API_KEY)
+            .json(&serde_json::json!({ "labels": { "corral-operation-id": op.to_string() } }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    p.create(&ctx(), &spec(None)).await.unwrap();
+    fake.server().log().clear();
+    let found = p.find_by_operation_id(&ctx(), &op).await.unwrap();
+    assert_eq!(found.len(), 3, "{found:?}");
+    let pages = fake.server().log().matching(&Method::GET, "/sandbox");
+    assert_eq!(pages.len(), 2, "3 matches in pages of 2");
+    assert!(pages[1].query.as_deref().unwrap().contains("cursor="));
+}
+
+#[tokio::test]
+async fn a_toolbox_403_on_a_file_is_a_file_operation_failure_not_a_rejected_key() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    let id = &created.native_id;
+    crate::started(&p, id).await;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = format!("{}/secret.txt", dir.path().display());
+    p.write_file(&ctx(), id, &secret, b"x").await.unwrap();
+    fake.deny(&secret);
+    let err = p.read_file(&ctx(), id, &secret, 1024).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::FileOperation { path, .. } if *path == secret),
+        "{err:?}"
+    );
+    let err = p.write_file(&ctx(), id, &secret, b"y").await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::FileOperation { path, .. } if *path == secret),
+        "{err:?}"
+    );
+    // A parent the sandbox user may not look into: the write's parent check says so.
+    let locked = tempfile::tempdir().unwrap();
+    fake.deny(&locked.path().display().to_string());
+    let inside = format!("{}/f.txt", locked.path().display());
+    let err = p.write_file(&ctx(), id, &inside, b"z").await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::FileOperation { .. }),
+        "{err:?}"
+    );
+    // The key itself is still good.
+    p.exec(&ctx(), id, &ExecSpec::new("true")).await.unwrap();
 }

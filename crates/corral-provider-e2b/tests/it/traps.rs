@@ -3,10 +3,12 @@
 use std::time::Duration;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider};
-use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider};
+use corral_provider::{Adapter, CreateSpec, ExecSpec, ProviderError, SandboxProvider};
 use corral_provider_e2b::E2bProvider;
 use corral_provider_e2b::connect::Decoder;
-use corral_provider_e2b::fake::{API_KEY, SERVER_DEFAULT_TIMEOUT_SECONDS};
+use corral_provider_e2b::fake::{
+    API_KEY, OLD_ENVD_VERSION, PAGE_SIZE, SERVER_DEFAULT_TIMEOUT_SECONDS,
+};
 use corral_provider_http::reqwest::Method;
 use serde_json::Value;
 
@@ -22,7 +24,7 @@ async fn create_always_sends_a_lifetime_in_seconds_never_relying_on_the_15s_defa
     // No timeout in the request and none resolved: the advertised default is sent.
     let s = spec(None);
     let created = p.create(&ctx(), &s).await.unwrap();
-    let posts = fake.control.log().matching(&Method::POST, "/sandboxes");
+    let posts = fake.server().log().matching(&Method::POST, "/sandboxes");
     assert_eq!(posts.len(), 1);
     let req = &posts[0];
     assert_eq!(req.path, "/sandboxes");
@@ -44,7 +46,7 @@ async fn create_always_sends_a_lifetime_in_seconds_never_relying_on_the_15s_defa
         timeout_seconds: Some(120),
     };
     let created = p.create(&ctx(), &s).await.unwrap();
-    let body = body_json(&fake.control.log().matching(&Method::POST, "/sandboxes")[1].body);
+    let body = body_json(&fake.server().log().matching(&Method::POST, "/sandboxes")[1].body);
     assert_eq!(body["timeout"], 120);
     assert_eq!(body["templateID"], "my-tpl");
     assert_eq!(fake.lifetime_of(&created.native_id), Some(120));
@@ -55,7 +57,7 @@ async fn the_fake_applies_e2bs_15s_default_when_no_timeout_is_sent() {
     let (fake, _p) = crate::world().await;
     let client = corral_provider_http::reqwest::Client::new();
     let resp: Value = client
-        .post(format!("{}/sandboxes", fake.control.base_url()))
+        .post(format!("{}/sandboxes", fake.base_url()))
         .header("X-API-Key", API_KEY)
         .header("content-type", "application/json")
         .body(r#"{"templateID":"base"}"#)
@@ -91,7 +93,7 @@ async fn exec_goes_to_envd_on_its_own_host_with_the_access_token_not_the_api_key
 
     let token = fake.token_of(&created.native_id).unwrap();
     let starts = fake
-        .envd
+        .envd()
         .log()
         .matching(&Method::POST, "/process.Process/Start");
     assert_eq!(starts.len(), 1);
@@ -120,7 +122,7 @@ async fn exec_goes_to_envd_on_its_own_host_with_the_access_token_not_the_api_key
     assert_eq!(msg["process"]["envs"]["A"], "b");
     // The control plane never saw an envd call.
     assert!(
-        fake.control
+        fake.server()
             .log()
             .all()
             .iter()
@@ -157,14 +159,14 @@ async fn an_adapter_without_the_token_cached_fetches_it_from_the_control_api() {
     let (fake, p) = crate::world().await;
     let created = p.create(&ctx(), &spec(None)).await.unwrap();
     // A new adapter (a restarted server) knows nothing about the sandbox.
-    let fresh = E2bProvider::new(fake.config()).unwrap();
+    let fresh = E2bProvider::from_config(fake.config()).unwrap();
     let out = fresh
         .exec(&ctx(), &created.native_id, &ExecSpec::new("echo again"))
         .await
         .unwrap();
     assert_eq!(out.stdout, b"again\n");
     let gets = fake
-        .control
+        .server()
         .log()
         .matching(&Method::GET, &format!("/sandboxes/{}", created.native_id));
     assert_eq!(gets.len(), 1);
@@ -182,7 +184,7 @@ async fn find_by_operation_id_filters_the_v2_list_by_metadata() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].native_id, created.native_id);
     assert_eq!(found[0].operation_id, Some(s.operation_id));
-    let list = &fake.control.log().matching(&Method::GET, "/v2/sandboxes")[0];
+    let list = &fake.server().log().matching(&Method::GET, "/v2/sandboxes")[0];
     assert_eq!(list.path, "/v2/sandboxes");
     let query = list.query.as_deref().unwrap();
     assert!(
@@ -212,9 +214,9 @@ async fn write_checks_the_parent_because_envd_would_create_it() {
         matches!(err, ProviderError::ParentMissing { .. }),
         "{err:?}"
     );
-    assert!(fake.envd.log().all().iter().all(|r| r.path != "/files"));
+    assert!(fake.envd().log().all().iter().all(|r| r.path != "/files"));
     let stat = &fake
-        .envd
+        .envd()
         .log()
         .matching(&Method::POST, "/filesystem.Filesystem/Stat")[0];
     assert_eq!(body_json(&stat.body)["path"], "/nonexistent-corral-dir/x");
@@ -230,7 +232,7 @@ async fn files_use_envd_routes_with_the_path_query_and_multipart_upload() {
         .await
         .unwrap();
     let ups: Vec<_> = fake
-        .envd
+        .envd()
         .log()
         .matching(&Method::POST, "/files")
         .into_iter()
@@ -263,7 +265,7 @@ async fn files_use_envd_routes_with_the_path_query_and_multipart_upload() {
     assert!(matches!(err, ProviderError::FileRefused { .. }), "{err:?}");
     // Files, like exec, carry the sandbox's token and never the API key.
     let token = fake.token_of(&created.native_id).unwrap();
-    for r in fake.envd.log().all() {
+    for r in fake.envd().log().all() {
         assert!(r.headers.get("x-api-key").is_none(), "{}", r.path);
         assert_eq!(r.headers["x-access-token"], token.as_str(), "{}", r.path);
     }
@@ -271,7 +273,7 @@ async fn files_use_envd_routes_with_the_path_query_and_multipart_upload() {
 
 #[test]
 fn a_malformed_envd_template_fails_at_construction() {
-    let err = E2bProvider::new(corral_provider_e2b::E2bConfig {
+    let err = E2bProvider::from_config(corral_provider_e2b::E2bConfig {
         envd_url_template: "ftp://{sandboxID}.example".into(),
         ..Default::default()
     })
@@ -288,7 +290,7 @@ async fn the_fake_rejects_what_e2b_rejects() {
     let client = corral_provider_http::reqwest::Client::new();
     let post = |body: &'static str, key: Option<&'static str>| {
         let mut req = client
-            .post(format!("{}/sandboxes", fake.control.base_url()))
+            .post(format!("{}/sandboxes", fake.base_url()))
             .header("content-type", "application/json")
             .body(body);
         if let Some(k) = key {
@@ -340,15 +342,231 @@ async fn the_fake_rejects_what_e2b_rejects() {
         "more than 24 h"
     );
     let wrong_path = client
-        .post(format!("{}/sandbox", fake.control.base_url()))
+        .post(format!("{}/sandbox", fake.base_url()))
         .send()
         .await
         .unwrap();
     assert_eq!(wrong_path.status().as_u16(), 404);
     let wrong_method = client
-        .put(format!("{}/sandboxes", fake.control.base_url()))
+        .put(format!("{}/sandboxes", fake.base_url()))
         .send()
         .await
         .unwrap();
     assert_eq!(wrong_method.status().as_u16(), 405);
+}
+
+#[tokio::test]
+async fn find_by_operation_id_follows_x_next_token_across_pages() {
+    let (fake, p) = crate::world().await;
+    // Five sandboxes carry the tag (a create applied five times), one does not: with pages
+    // of two, newest first, the first two created are only on the third page.
+    let s = spec(None);
+    let mut created = Vec::new();
+    for _ in 0..5 {
+        created.push(p.create(&ctx(), &s).await.unwrap().native_id);
+    }
+    p.create(&ctx(), &spec(None)).await.unwrap();
+    assert_eq!(PAGE_SIZE, 2);
+    let found = p
+        .find_by_operation_id(&ctx(), &s.operation_id)
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = found.iter().map(|f| f.native_id.clone()).collect();
+    ids.sort();
+    created.sort();
+    assert_eq!(ids, created, "every tagged sandbox, on every page");
+    assert!(found.iter().all(|f| f.operation_id == Some(s.operation_id)));
+    // Three requests: the first without a token, the next two with the `nextToken` the
+    // previous answer's `X-Next-Token` named (the fake refuses any other token).
+    let lists = fake.server().log().matching(&Method::GET, "/v2/sandboxes");
+    assert_eq!(lists.len(), 3, "{lists:?}");
+    let queries: Vec<&str> = lists.iter().map(|r| r.query.as_deref().unwrap()).collect();
+    assert!(!queries[0].contains("nextToken"), "{}", queries[0]);
+    for q in &queries {
+        assert!(q.contains("limit=100"), "{q}");
+        assert!(q.contains(&format!(
+            "metadata=corral_operation_id%3D{}",
+            s.operation_id
+        )));
+    }
+    assert!(queries[1].contains("nextToken="), "{}", queries[1]);
+    assert!(queries[2].contains("nextToken="), "{}", queries[2]);
+    assert_ne!(queries[1], queries[2]);
+}
+
+#[tokio::test]
+async fn the_fake_pages_the_listing_and_refuses_tokens_it_did_not_issue() {
+    let (fake, p) = crate::world().await;
+    for _ in 0..3 {
+        p.create(&ctx(), &spec(None)).await.unwrap();
+    }
+    let client = corral_provider_http::reqwest::Client::new();
+    let list = |query: String| {
+        client
+            .get(format!("{}/v2/sandboxes?{query}", fake.base_url()))
+            .header("X-API-Key", API_KEY)
+            .send()
+    };
+    let first = list("limit=100".into()).await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    assert_eq!(first.headers()["x-total-running"], "3");
+    let token = first.headers()["x-next-token"].to_str().unwrap().to_owned();
+    assert_eq!(first.json::<Vec<Value>>().await.unwrap().len(), 2);
+    let encoded: String = url_encode(&token);
+    let second = list(format!("limit=100&nextToken={encoded}"))
+        .await
+        .unwrap();
+    assert!(second.headers().get("x-next-token").is_none());
+    assert_eq!(second.json::<Vec<Value>>().await.unwrap().len(), 1);
+    let limited = list("limit=1".into()).await.unwrap();
+    assert_eq!(limited.json::<Vec<Value>>().await.unwrap().len(), 1);
+    let forged = list("nextToken=not-a-token".into()).await.unwrap();
+    assert_eq!(forged.status().as_u16(), 400);
+    assert_eq!(
+        list("limit=101".into()).await.unwrap().status().as_u16(),
+        400
+    );
+}
+
+fn url_encode(s: &str) -> String {
+    corral_provider_http::Url::parse_with_params("http://x/", &[("v", s)])
+        .unwrap()
+        .query()
+        .unwrap()
+        .trim_start_matches("v=")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn an_old_envd_gets_the_user_named_as_the_sdks_name_it() {
+    let (fake, p) = crate::world().await;
+    fake.set_envd_version(OLD_ENVD_VERSION);
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    let out = p
+        .exec(&ctx(), &created.native_id, &ExecSpec::new("echo old"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"old\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("{}/f.txt", dir.path().display());
+    p.write_file(&ctx(), &created.native_id, &path, b"x")
+        .await
+        .unwrap();
+    assert_eq!(
+        p.read_file(&ctx(), &created.native_id, &path, 16)
+            .await
+            .unwrap(),
+        b"x"
+    );
+    // Connect calls carry `Authorization: Basic base64("user:")`, `/files` `username=user`.
+    let log = fake.envd().log().all();
+    assert_eq!(log.len(), 4, "start, stat, upload, download");
+    for r in &log {
+        if r.path == "/files" {
+            let query = r.query.as_deref().unwrap();
+            assert!(query.ends_with("&username=user"), "{query}");
+            assert!(r.headers.get("authorization").is_none());
+        } else {
+            assert_eq!(r.headers["authorization"], "Basic dXNlcjo=", "{}", r.path);
+        }
+    }
+    // A restarted adapter learns the version from `GET /sandboxes/{id}`.
+    let fresh = E2bProvider::from_config(fake.config()).unwrap();
+    let out = fresh
+        .exec(&ctx(), &created.native_id, &ExecSpec::new("echo again"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"again\n");
+}
+
+#[tokio::test]
+async fn a_current_envd_gets_no_user_named() {
+    let (fake, p) = crate::world().await;
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    p.exec(&ctx(), &created.native_id, &ExecSpec::new("true"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("{}/f.txt", dir.path().display());
+    p.write_file(&ctx(), &created.native_id, &path, b"x")
+        .await
+        .unwrap();
+    p.read_file(&ctx(), &created.native_id, &path, 16)
+        .await
+        .unwrap();
+    let log = fake.envd().log().all();
+    assert_eq!(log.len(), 4);
+    for r in &log {
+        assert!(r.headers.get("authorization").is_none(), "{}", r.path);
+        assert!(
+            !r.query.as_deref().unwrap_or_default().contains("username"),
+            "{}",
+            r.path
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_fakes_old_envd_refuses_requests_that_name_no_user() {
+    let (fake, p) = crate::world().await;
+    fake.set_envd_version(OLD_ENVD_VERSION);
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    let token = fake.token_of(&created.native_id).unwrap();
+    let client = corral_provider_http::reqwest::Client::new();
+    let envd = fake.config().envd_url_template;
+    let files = |query: &str| {
+        client
+            .get(format!("{envd}/files?path=%2Fetc%2Fhostname{query}"))
+            .header("X-Access-Token", &token)
+            .send()
+    };
+    assert_eq!(files("").await.unwrap().status().as_u16(), 401);
+    assert_eq!(
+        files("&username=nobody").await.unwrap().status().as_u16(),
+        401
+    );
+    assert_eq!(
+        files("&username=user").await.unwrap().status().as_u16(),
+        200
+    );
+    let stat = |auth: Option<&'static str>| {
+        let mut req = client
+            .post(format!("{envd}/filesystem.Filesystem/Stat"))
+            .header("X-Access-Token", &token)
+            .header("content-type", "application/json")
+            .body(r#"{"path":"/"}"#);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        req.send()
+    };
+    assert_eq!(stat(None).await.unwrap().status().as_u16(), 401);
+    assert_eq!(
+        stat(Some("Basic dXNlcjo="))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    // A stream's refusal is its end-of-stream message.
+    let start = client
+        .post(format!("{envd}/process.Process/Start"))
+        .header("X-Access-Token", &token)
+        .header("content-type", "application/connect+json")
+        .body(corral_provider_e2b::connect::encode(
+            0,
+            br#"{"process":{"cmd":"/bin/true"}}"#,
+        ))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let mut d = Decoder::new(1 << 20);
+    d.push(&start);
+    let eos = d.next_envelope().unwrap().unwrap();
+    assert!(eos.is_end_stream());
+    assert_eq!(body_json(&eos.data)["error"]["code"], "unauthenticated");
 }

@@ -3,15 +3,15 @@
 use std::collections::BTreeMap;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, SandboxStatus};
-use corral_provider::shell::shell_quote;
-use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider};
+use corral_provider::shell::{self, shell_quote};
+use corral_provider::{Adapter, CreateSpec, ExecSpec, ProviderError, SandboxProvider};
 use corral_provider_http::reqwest::Method;
-use corral_provider_runloop::fake::{self, FAKE_API_KEY};
+use corral_provider_runloop::fake::API_KEY;
 use corral_provider_runloop::{OPERATION_ID_METADATA_KEY, RunloopProvider, wrap_command};
 use corral_provider_testkit::fake::FakeServer;
 use serde_json::Value;
 
-use crate::{ctx, provider};
+use crate::{ctx, setup};
 
 fn spec(image: Option<&str>, timeout: Option<u64>) -> CreateSpec {
     CreateSpec {
@@ -38,8 +38,7 @@ fn query(r: &corral_provider_testkit::fake::Recorded) -> BTreeMap<String, String
         .collect()
 }
 
-async fn running(server: &FakeServer) -> (RunloopProvider, String) {
-    let runloop = provider(&server.base_url());
+async fn running(server: &FakeServer, runloop: &RunloopProvider) -> String {
     let created = runloop
         .create(&ctx(), &spec(None, Some(600)))
         .await
@@ -50,13 +49,13 @@ async fn running(server: &FakeServer) -> (RunloopProvider, String) {
     let seen = runloop.get(&ctx(), &created.native_id).await.unwrap();
     assert_eq!(seen.status, SandboxStatus::Running);
     server.log().clear();
-    (runloop, created.native_id)
+    created.native_id
 }
 
 #[tokio::test]
 async fn create_sends_keep_alive_in_seconds_the_operation_id_and_the_bearer_key() {
-    let server = fake::start().await;
-    let runloop = provider(&server.base_url());
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
     let spec = spec(Some("bpt_abc123"), Some(7200));
     let created = runloop.create(&ctx(), &spec).await.unwrap();
     assert_eq!(created.operation_id, Some(spec.operation_id));
@@ -66,7 +65,7 @@ async fn create_sends_keep_alive_in_seconds_the_operation_id_and_the_bearer_key(
     assert_eq!(r.path, "/v1/devboxes");
     assert_eq!(
         r.headers["authorization"].to_str().unwrap(),
-        format!("Bearer {FAKE_API_KEY}")
+        format!("Bearer {API_KEY}")
     );
     assert_eq!(
         r.headers["x-request-id"].to_str().unwrap(),
@@ -91,8 +90,8 @@ async fn create_sends_keep_alive_in_seconds_the_operation_id_and_the_bearer_key(
 
 #[tokio::test]
 async fn a_blueprint_name_and_the_default_lifetime_are_sent_as_runloop_names_them() {
-    let server = fake::start().await;
-    let runloop = provider(&server.base_url());
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
     // No timeout in the spec: the advertised default (3600 s) goes on the wire, not nothing.
     runloop
         .create(&ctx(), &spec(Some("my-blueprint"), None))
@@ -114,8 +113,9 @@ async fn a_blueprint_name_and_the_default_lifetime_are_sent_as_runloop_names_the
 
 #[tokio::test]
 async fn cwd_and_env_travel_in_a_quoted_sh_wrapper_that_survives_hostile_values() {
-    let server = fake::start().await;
-    let (runloop, id) = running(&server).await;
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
     let hostile_dir = "it's a \"dir\" $(touch pwned) `x`; rm -rf nothing";
     let mk = runloop
         .exec(
@@ -161,12 +161,16 @@ async fn cwd_and_env_travel_in_a_quoted_sh_wrapper_that_survives_hostile_values(
         "no cwd/env fields"
     );
     assert_eq!(b["command"], wrap_command(&spec).unwrap());
+    // One `sh -c` word holding the shared prelude (quoted cwd, quoted exports), then the command.
+    let script = shell::script(Provider::Runloop, &spec).unwrap();
     assert!(
-        b["command"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("cd {} && env ", shell_quote(hostile_dir)))
+        script.starts_with(&format!(
+            "cd -- {} || exit 1\nexport A=",
+            shell_quote(hostile_dir)
+        )),
+        "{script}"
     );
+    assert_eq!(b["command"], format!("sh -c {}", shell_quote(&script)));
     assert!(b["optimistic_timeout"].as_u64().unwrap() <= 25);
 }
 
@@ -184,8 +188,9 @@ fn an_env_name_that_is_not_a_shell_name_is_refused() {
 
 #[tokio::test]
 async fn last_n_is_raised_so_output_beyond_a_hundred_lines_is_kept() {
-    let server = fake::start().await;
-    let (runloop, id) = running(&server).await;
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
     let spec = ExecSpec::new("i=1; while [ $i -le 250 ]; do echo line$i; i=$((i+1)); done");
     let out = runloop.exec(&ctx(), &id, &spec).await.unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
@@ -198,7 +203,7 @@ async fn last_n_is_raised_so_output_beyond_a_hundred_lines_is_kept() {
     // The trap itself: without last_n, Runloop (and its fake) keeps only the last 100 lines.
     let raw = corral_provider_http::reqwest::Client::new()
         .post(format!("{}/v1/devboxes/{id}/execute", server.base_url()))
-        .bearer_auth(FAKE_API_KEY)
+        .bearer_auth(API_KEY)
         .json(&serde_json::json!({
             "command_id": "01890a5d-ac96-774b-bcce-b302099a8057",
             "command": "i=1; while [ $i -le 250 ]; do echo line$i; i=$((i+1)); done",
@@ -213,13 +218,13 @@ async fn last_n_is_raised_so_output_beyond_a_hundred_lines_is_kept() {
 
 #[tokio::test]
 async fn a_long_command_is_polled_and_a_deadline_kills_it() {
-    let server = fake::start().await;
-    let (_, id) = running(&server).await;
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
     // Server-side waits of 1 s, so a 3 s command is polled without a 25 s test.
-    let runloop = RunloopProvider::new(corral_provider_runloop::RunloopConfig {
-        base_url: server.base_url(),
+    let runloop = RunloopProvider::from_config(corral_provider_runloop::RunloopConfig {
         max_wait_seconds: 1,
-        ..Default::default()
+        ..fake.config()
     })
     .unwrap();
     let polled = runloop
@@ -251,8 +256,9 @@ async fn a_long_command_is_polled_and_a_deadline_kills_it() {
 
 #[tokio::test]
 async fn files_use_the_binary_endpoints_and_a_missing_parent_never_reaches_upload() {
-    let server = fake::start().await;
-    let (runloop, id) = running(&server).await;
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
     let dir = runloop
         .exec(&ctx(), &id, &ExecSpec::new("mktemp -d"))
         .await
@@ -298,8 +304,9 @@ async fn files_use_the_binary_endpoints_and_a_missing_parent_never_reaches_uploa
 
 #[tokio::test]
 async fn a_devbox_shut_down_through_corral_reads_as_deleted() {
-    let server = fake::start().await;
-    let (runloop, id) = running(&server).await;
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
     runloop.delete(&ctx(), &id).await.unwrap();
     let r = &server.log().matching(&Method::POST, "/shutdown")[0];
     assert_eq!(r.path, format!("/v1/devboxes/{id}/shutdown"));
@@ -314,8 +321,9 @@ async fn a_devbox_shut_down_through_corral_reads_as_deleted() {
 
 #[tokio::test]
 async fn a_failed_download_is_explained_as_missing_or_not_a_file() {
-    let server = fake::start().await;
-    let (runloop, id) = running(&server).await;
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
     let dir = runloop
         .exec(&ctx(), &id, &ExecSpec::new("mktemp -d"))
         .await

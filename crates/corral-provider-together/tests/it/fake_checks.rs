@@ -9,8 +9,8 @@ use crate::{ALIAS, KEY, ctx, running, setup};
 
 #[tokio::test]
 async fn fake_rejects_bad_creates_and_the_project_key_on_the_agent() {
-    let (server, provider) = setup().await;
-    let url = format!("{}/v1/sandboxes", server.base_url());
+    let (fake, provider) = setup().await;
+    let url = format!("{}/sandboxes", fake.base_url());
     let client = Client::new();
     for bad in [
         json!({}),
@@ -48,7 +48,7 @@ async fn fake_rejects_bad_creates_and_the_project_key_on_the_agent() {
         .exec(&ctx(), &id, &ExecSpec::new("true"))
         .await
         .unwrap();
-    let execs = format!("{}/agent/{id}/api/v1/execs", server.base_url());
+    let execs = format!("{}/agent/{id}/api/v1/execs", fake.server().base_url());
     let body = json!({ "command": "true", "args": [] });
     let with_key = client
         .post(&execs)
@@ -79,7 +79,7 @@ async fn fake_rejects_bad_creates_and_the_project_key_on_the_agent() {
     let text_body = client
         .post(format!(
             "{}/agent/{id}/api/v1/files/%2Ftmp%2Fx",
-            server.base_url()
+            fake.server().base_url()
         ))
         .bearer_auth(token)
         .header("content-type", "text/plain")

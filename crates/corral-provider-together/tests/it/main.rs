@@ -1,41 +1,29 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
-//! Together adapter against its loopback fake.
+//! Together adapter against its loopback fake: the shared suites through the harness, then
+//! Together's own checks and traps.
 
-mod conformance;
 mod fake_checks;
 mod faults;
-mod live;
 mod traps;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
-use corral_provider::{CallContext, CreateSpec, SandboxProvider, SecretString};
-use corral_provider_http::HttpConfig;
-use corral_provider_testkit::fake::FakeServer;
-use corral_provider_together::{TogetherConfig, TogetherProvider};
+use corral_provider::{Adapter, CallContext, CreateSpec, SandboxProvider, SecretString};
+use corral_provider_together::TogetherProvider;
+use corral_provider_together::fake::{self, Fake};
 
-pub(crate) const KEY: &str = "together_test_key_0123";
-pub(crate) const ALIAS: &str = "corral-test@v1";
+pub(crate) const KEY: &str = fake::API_KEY;
+pub(crate) const ALIAS: &str = fake::ALIAS;
+
+corral_provider_testkit::adapter_tests!(corral_provider_together::fake::Fake);
 
 pub(crate) fn ctx() -> CallContext {
     CallContext::new(Some(SecretString::from(KEY)), ProviderContext::default())
 }
 
-pub(crate) fn provider_at(base_url: String, http: HttpConfig) -> TogetherProvider {
-    TogetherProvider::new(TogetherConfig {
-        base_url,
-        http,
-        default_snapshot: Some(ALIAS.into()),
-    })
-    .unwrap()
-}
-
-pub(crate) async fn setup() -> (FakeServer, TogetherProvider) {
-    let server = corral_provider_together::fake::start(KEY, &[ALIAS]).await;
-    let provider = provider_at(
-        corral_provider_together::fake::base_url(&server),
-        HttpConfig::default(),
-    );
-    (server, provider)
+pub(crate) async fn setup() -> (Fake, TogetherProvider) {
+    let fake = Fake::start().await;
+    let provider = TogetherProvider::from_config(fake.config()).unwrap();
+    (fake, provider)
 }
 
 pub(crate) fn spec(image: Option<&str>, timeout: Option<u64>) -> CreateSpec {

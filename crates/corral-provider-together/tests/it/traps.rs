@@ -2,6 +2,7 @@
 //! reached with the sandbox's own agent URL and token (never the project key), and exec exit
 //! codes that read 0 until the process has ended.
 
+use corral_domain::SandboxStatus;
 use corral_provider::{ExecSpec, ProviderError, SandboxProvider};
 use corral_provider_http::reqwest::Method;
 use corral_provider_testkit::fake::Recorded;
@@ -19,7 +20,8 @@ fn bearer(r: &Recorded) -> &str {
 
 #[tokio::test]
 async fn create_from_an_alias_sends_snapshot_alias_ttl_seconds_and_the_tag() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let s = spec(Some(ALIAS), Some(600));
     let created = provider.create(&ctx(), &s).await.unwrap();
     assert_eq!(created.operation_id, Some(s.operation_id));
@@ -41,7 +43,8 @@ async fn create_from_an_alias_sends_snapshot_alias_ttl_seconds_and_the_tag() {
 
 #[tokio::test]
 async fn create_from_a_uuid_sends_snapshot_id_and_no_ttl_when_none_is_asked() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let uuid = "3f1c8a9e-5b2d-4e7a-9c10-6d8f2b4a1e33";
     provider
         .create(&ctx(), &spec(Some(uuid), None))
@@ -57,7 +60,7 @@ async fn create_from_a_uuid_sends_snapshot_id_and_no_ttl_when_none_is_asked() {
 
 #[tokio::test]
 async fn an_unknown_snapshot_alias_is_an_invalid_request() {
-    let (_server, provider) = setup().await;
+    let (_fake, provider) = setup().await;
     let err = provider
         .create(&ctx(), &spec(Some("nope@v0"), None))
         .await
@@ -70,7 +73,8 @@ async fn an_unknown_snapshot_alias_is_an_invalid_request() {
 
 #[tokio::test]
 async fn exec_and_files_use_the_agent_url_and_token_never_the_project_key() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let id = running(&provider).await;
     server.log().clear();
     let mut e = ExecSpec::new("printf '%s' \"$X\"; pwd");
@@ -143,7 +147,7 @@ async fn tempfile_dir(provider: &impl SandboxProvider, id: &str) -> String {
 
 #[tokio::test]
 async fn exec_waits_for_the_process_instead_of_trusting_an_early_zero_exit_code() {
-    let (_server, provider) = setup().await;
+    let (_fake, provider) = setup().await;
     let id = running(&provider).await;
     let out = provider
         .exec(&ctx(), &id, &ExecSpec::new("sleep 0.3; echo late; exit 7"))
@@ -155,7 +159,8 @@ async fn exec_waits_for_the_process_instead_of_trusting_an_early_zero_exit_code(
 
 #[tokio::test]
 async fn exec_before_the_sandbox_runs_does_not_reach_any_agent() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let created = provider.create(&ctx(), &spec(None, None)).await.unwrap();
     // The fake has not been observed yet: the sandbox is `starting` and its agent is null.
     let err = provider
@@ -177,7 +182,8 @@ async fn exec_before_the_sandbox_runs_does_not_reach_any_agent() {
 
 #[tokio::test]
 async fn delete_terminates_without_a_snapshot_and_then_the_agent_is_gone() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let id = running(&provider).await;
     provider.delete(&ctx(), &id).await.unwrap();
     let r = &server.log().matching(&Method::POST, "/terminate")[0];
@@ -194,7 +200,8 @@ async fn delete_terminates_without_a_snapshot_and_then_the_agent_is_gone() {
 
 #[tokio::test]
 async fn find_filters_the_listing_by_the_tag() {
-    let (server, provider) = setup().await;
+    let (fake, provider) = setup().await;
+    let server = fake.server();
     let s = spec(None, Some(60));
     let created = provider.create(&ctx(), &s).await.unwrap();
     provider
@@ -221,7 +228,7 @@ async fn find_filters_the_listing_by_the_tag() {
 
 #[tokio::test]
 async fn a_ttl_that_ran_out_reads_as_expired() {
-    let (_server, provider) = setup().await;
+    let (_fake, provider) = setup().await;
     let id = {
         let created = provider.create(&ctx(), &spec(None, Some(1))).await.unwrap();
         provider.get(&ctx(), &created.native_id).await.unwrap();
@@ -234,14 +241,9 @@ async fn a_ttl_that_ran_out_reads_as_expired() {
 
 #[tokio::test]
 async fn find_follows_next_cursor_across_pages() {
-    let server = corral_provider_testkit::fake::FakeServer::start(
-        corral_provider_together::fake::router_with_page_size(KEY, &[ALIAS], 2),
-    )
-    .await;
-    let provider = crate::provider_at(
-        format!("{}/v1", server.base_url()),
-        corral_provider_http::HttpConfig::default(),
-    );
+    let (fake, provider) = setup().await;
+    fake.set_page_size(2);
+    let server = fake.server();
     // Three creates of one operation (retries whose answers were lost), between strangers.
     let s = spec(None, Some(60));
     let mut mine = Vec::new();
@@ -266,4 +268,85 @@ async fn find_follows_next_cursor_across_pages() {
     let pages = server.log().matching(&Method::GET, "/v1/sandboxes");
     assert_eq!(pages.len(), 2, "3 matches in pages of 2");
     assert!(pages[1].query.as_deref().unwrap().contains("cursor="));
+}
+
+#[tokio::test]
+async fn termination_is_deleted_when_requested_and_expired_when_the_ttl_ran_out_or_the_vm_was_lost()
+{
+    let (fake, provider) = setup().await;
+    // Terminated on request (Corral's delete): `termination_requested` → deleted.
+    let deleted = running(&provider).await;
+    provider.delete(&ctx(), &deleted).await.unwrap();
+    assert_eq!(
+        provider.get(&ctx(), &deleted).await.unwrap().status,
+        SandboxStatus::Deleted
+    );
+    // Lost by Together (`evicted`): gone, and nobody asked for it → expired.
+    let lost = running(&provider).await;
+    fake.lose(&lost, "evicted");
+    assert_eq!(
+        provider.get(&ctx(), &lost).await.unwrap().status,
+        SandboxStatus::Expired
+    );
+    // The ttl ran out (`autoterminated`) → expired.
+    let created = provider.create(&ctx(), &spec(None, Some(1))).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(
+        provider
+            .get(&ctx(), &created.native_id)
+            .await
+            .unwrap()
+            .status,
+        SandboxStatus::Expired
+    );
+    // A lookup by operation id reads the same reasons.
+    let s = spec(None, Some(60));
+    let id = provider.create(&ctx(), &s).await.unwrap().native_id;
+    provider.delete(&ctx(), &id).await.unwrap();
+    let found = provider
+        .find_by_operation_id(&ctx(), &s.operation_id)
+        .await
+        .unwrap();
+    assert_eq!(found[0].status, SandboxStatus::Deleted);
+}
+
+#[tokio::test]
+async fn a_recovering_sandbox_is_failed_not_creating_and_runs_again_once_recovered() {
+    let (fake, provider) = setup().await;
+    let id = running(&provider).await;
+    fake.crash(&id, "oom_killed");
+    let seen = provider.get(&ctx(), &id).await.unwrap();
+    assert_eq!(
+        seen.status,
+        SandboxStatus::Failed,
+        "recovering is not creating"
+    );
+    assert!(!seen.status.is_terminal(), "the service keeps observing it");
+    // Its agent is gone while it recovers: refused without reaching any agent.
+    fake.server().log().clear();
+    let err = provider
+        .exec(&ctx(), &id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+    assert!(
+        fake.server()
+            .log()
+            .all()
+            .iter()
+            .all(|r| !r.path.starts_with("/agent/"))
+    );
+    fake.recover(&id);
+    assert_eq!(
+        provider.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Running
+    );
+    let out = provider
+        .exec(&ctx(), &id, &ExecSpec::new("echo back"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"back\n");
 }
