@@ -441,6 +441,39 @@ mod tests {
     }
 
     #[test]
+    fn the_configuration_table_is_read_strictly() {
+        let empty: BlaxelConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.base_url, DEFAULT_BASE_URL);
+        assert_eq!(empty.run_url, DEFAULT_RUN_URL);
+        assert_eq!(
+            (empty.default_image.as_str(), empty.memory_mb),
+            (DEFAULT_IMAGE, 4096)
+        );
+        let set: BlaxelConfig = serde_json::from_value(serde_json::json!({
+            "region": "eu-lon-1",
+            "memory_mb": 2048,
+            "http": { "request_timeout_seconds": 5 },
+        }))
+        .unwrap();
+        assert_eq!(set.region.as_deref(), Some("eu-lon-1"));
+        assert_eq!(set.memory_mb, 2048);
+        assert_eq!(set.http.request_timeout, Duration::from_secs(5));
+        // A key meant for another provider is refused, not ignored; so is the workspace,
+        // which is call context, not configuration.
+        for foreign in [
+            serde_json::json!({ "app": "x" }),
+            serde_json::json!({ "workspace": "w" }),
+        ] {
+            assert!(serde_json::from_value::<BlaxelConfig>(foreign).is_err());
+        }
+        let bad_run = BlaxelConfig {
+            run_url: "not a url".into(),
+            ..BlaxelConfig::default()
+        };
+        assert!(BlaxelProvider::from_config(bad_run).is_err());
+    }
+
+    #[test]
     fn names_are_lower_case_and_carry_the_operation_id() {
         let op = OperationId::new();
         let name = sandbox_name(&op);

@@ -348,6 +348,27 @@ mod tests {
     }
 
     #[test]
+    fn the_configuration_table_is_read_strictly() {
+        let empty: FlyConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.base_url, DEFAULT_BASE_URL);
+        assert_eq!(empty.init_exec, ["sleep", "inf"]);
+        assert_eq!((empty.app, empty.default_image), (None, None));
+        let set: FlyConfig = serde_json::from_value(serde_json::json!({
+            "app": "sandboxes",
+            "region": "ams",
+            "init_exec": [],
+            "http": { "request_timeout_seconds": 5 },
+        }))
+        .unwrap();
+        assert_eq!(set.app.as_deref(), Some("sandboxes"));
+        assert!(set.init_exec.is_empty());
+        assert_eq!(set.http.request_timeout, Duration::from_secs(5));
+        // A key meant for another provider is refused, not ignored.
+        let foreign = serde_json::json!({ "workspace": "w" });
+        assert!(serde_json::from_value::<FlyConfig>(foreign).is_err());
+    }
+
+    #[test]
     fn native_ids_carry_the_app_and_malformed_ones_name_no_machine() {
         assert_eq!(native_id("my-app", "3d8d9"), "my-app:3d8d9");
         assert_eq!(split("my-app:3d8d9").unwrap(), ("my-app", "3d8d9"));

@@ -346,6 +346,21 @@ mod tests {
     }
 
     #[test]
+    fn the_configuration_table_is_read_strictly() {
+        let empty: SpritesConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty.base_url, DEFAULT_BASE_URL);
+        let set: SpritesConfig = serde_json::from_value(serde_json::json!({
+            "base_url": "http://127.0.0.1:9",
+            "http": { "connect_timeout_seconds": 3 },
+        }))
+        .unwrap();
+        assert_eq!(set.http.connect_timeout, Duration::from_secs(3));
+        // The image is fixed: a default image (meant for another provider) is refused.
+        let foreign = serde_json::json!({ "default_image": "ubuntu" });
+        assert!(serde_json::from_value::<SpritesConfig>(foreign).is_err());
+    }
+
+    #[test]
     fn names_round_trip_the_operation_id() {
         let op = OperationId::new();
         let name = sprite_name(&op);
