@@ -225,6 +225,19 @@ impl BlaxelProvider {
                 Ok(resp) if resp.status == "running" => {}
                 Ok(resp) => return finished(resp, spec),
                 Err(e) if edge_cut(&e) => {}
+                // No such process: the edge refused the command before the sandbox started it
+                // (a 503 while it woke), or the sandbox itself is gone; the control plane says
+                // which, and neither is this command's answer.
+                Err(ProviderError::NotFound { .. }) => {
+                    self.client.get_sandbox(ctx, ws, native_id).await?;
+                    return Err(ProviderError::Unavailable {
+                        provider: P,
+                        message:
+                            "the sandbox did not start the command; it may be waking, try again"
+                                .into(),
+                        retry_after: None,
+                    });
+                }
                 Err(e) => return Err(e),
             }
         }

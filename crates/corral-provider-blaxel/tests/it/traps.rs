@@ -8,7 +8,7 @@ use corral_domain::{ProviderContext, SandboxStatus};
 use corral_provider::{CallContext, ExecSpec, ProviderError, SandboxProvider, SecretString};
 use corral_provider_blaxel::fake::{API_KEY, WORKSPACE};
 use corral_provider_http::reqwest::{Client, Method, StatusCode};
-use corral_provider_testkit::fake::Recorded;
+use corral_provider_testkit::fake::{Fault, Recorded};
 use serde_json::{Value, json};
 
 use crate::{running, setup, spec};
@@ -204,6 +204,39 @@ async fn a_command_that_outlasts_the_edge_is_followed_until_it_ends() {
         matches!(err, ProviderError::CommandTimedOut { .. }),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn a_command_the_edge_refused_is_unavailable_not_a_missing_sandbox() {
+    let (fake, provider, ctx) = setup().await;
+    let id = running(&provider, &ctx).await;
+    // The edge answers 503 (the sandbox is waking) without the process ever starting.
+    fake.server().faults().arm(
+        Fault::status(503)
+            .on_method(Method::POST)
+            .on_path("/process"),
+    );
+    let err = provider
+        .exec(&ctx, &id, &ExecSpec::new("echo never"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Unavailable { .. }), "{err:?}");
+    assert_eq!(
+        provider.get(&ctx, &id).await.unwrap().status,
+        SandboxStatus::Running
+    );
+    // Once it is gone, following a command says so.
+    fake.server().faults().arm(
+        Fault::status(503)
+            .on_method(Method::POST)
+            .on_path("/process"),
+    );
+    provider.delete(&ctx, &id).await.unwrap();
+    let err = provider
+        .exec(&ctx, &id, &ExecSpec::new("echo never"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
 }
 
 #[tokio::test]
