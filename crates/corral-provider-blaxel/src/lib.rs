@@ -15,7 +15,7 @@
 //! | operation id | the name, `corral-op-<ulid>`, and the label `corral-operation-id`; found with `GET /v0/sandboxes/{name}` |
 //! | get | `GET /v0/sandboxes/{name}` on the **control plane**, so a status read never wakes a sandbox in standby; `DEPLOYED` + `RUNNING` → running, `DEPLOYED` + `STANDBY` → paused (see `map.rs`) |
 //! | delete | `DELETE /v0/sandboxes/{name}` (permanent) |
-//! | exec | sandbox API `POST /process {command, name, workingDir, env, waitForCompletion: true, timeout}` → `{status, exitCode, stdout, stderr}`; when Blaxel's edge cuts the wait (it answers 502/503/504 after ~60 s) the process is followed with `GET /process/{name}` until it ends or its deadline passes (then `DELETE /process/{name}/kill`) |
+//! | exec | sandbox API `POST /process {command, name, workingDir, env, waitForCompletion: true, timeout}` → `{status, exitCode, stdout, stderr}`; when Blaxel's edge cuts the wait (502/504 after ~60 s) the process is followed with `GET /process/{name}` until it ends or its deadline passes (then `DELETE /process/{name}/kill`) |
 //! | read file | sandbox API `GET /filesystem/{path}` with `Accept: application/octet-stream` (raw bytes) |
 //! | write file | the parent is checked with `GET /filesystem/{parent}` (Blaxel's writes create missing parents, Corral's contract refuses them), then the binary-safe multipart upload: `POST /filesystem-multipart/initiate/{path}`, `PUT /filesystem-multipart/{uploadId}/part?partNumber=n` per 5 MiB, `POST …/complete` |
 //!
@@ -185,16 +185,22 @@ fn finished(resp: api::ProcessResponse, spec: &ExecSpec) -> Result<ExecOutput> {
     }
 }
 
-/// Whether an exec failure means the edge stopped waiting while the process may still run.
+/// Whether an exec failure means the edge stopped waiting while the process may still run
+/// (502/504, or no answer in time). A 503 is not one: the edge refuses while a sandbox wakes,
+/// before the command starts, and that is `Unavailable` for the caller to retry.
 fn edge_cut(e: &ProviderError) -> bool {
     matches!(
         e,
         ProviderError::ServerError {
             status: 502 | 504,
             ..
-        } | ProviderError::Unavailable { .. }
-            | ProviderError::TimedOutAfterSend { .. }
+        } | ProviderError::TimedOutAfterSend { .. }
     )
+}
+
+/// Whether a failure while following a process is worth another look.
+fn transient(e: &ProviderError) -> bool {
+    edge_cut(e) || matches!(e, ProviderError::Unavailable { .. })
 }
 
 impl BlaxelProvider {
@@ -224,10 +230,10 @@ impl BlaxelProvider {
             match self.client.get_process(ctx, ws, native_id, process).await {
                 Ok(resp) if resp.status == "running" => {}
                 Ok(resp) => return finished(resp, spec),
-                Err(e) if edge_cut(&e) => {}
-                // No such process: the edge refused the command before the sandbox started it
-                // (a 503 while it woke), or the sandbox itself is gone; the control plane says
-                // which, and neither is this command's answer.
+                Err(e) if transient(&e) => {}
+                // No such process: the edge failed before the sandbox started the command, or
+                // the sandbox itself is gone; the control plane says which, and neither is
+                // this command's answer.
                 Err(ProviderError::NotFound { .. }) => {
                     self.client.get_sandbox(ctx, ws, native_id).await?;
                     return Err(ProviderError::Unavailable {

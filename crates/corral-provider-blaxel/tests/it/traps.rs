@@ -210,12 +210,28 @@ async fn a_command_that_outlasts_the_edge_is_followed_until_it_ends() {
 async fn a_command_the_edge_refused_is_unavailable_not_a_missing_sandbox() {
     let (fake, provider, ctx) = setup().await;
     let id = running(&provider, &ctx).await;
-    // The edge answers 503 (the sandbox is waking) without the process ever starting.
-    fake.server().faults().arm(
-        Fault::status(503)
-            .on_method(Method::POST)
-            .on_path("/process"),
+    let edge = |status: u16| {
+        fake.server().faults().arm(
+            Fault::status(status)
+                .on_method(Method::POST)
+                .on_path("/process"),
+        );
+    };
+    // 503 while the sandbox wakes: refused before the command started; retry later.
+    edge(503);
+    let err = provider
+        .exec(&ctx, &id, &ExecSpec::new("echo never"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Unavailable { .. }), "{err:?}");
+    assert!(
+        fake.server()
+            .log()
+            .matching(&Method::GET, "/process/")
+            .is_empty()
     );
+    // 504 before the process existed: followed, not found, and the sandbox is still there.
+    edge(504);
     let err = provider
         .exec(&ctx, &id, &ExecSpec::new("echo never"))
         .await
@@ -225,13 +241,9 @@ async fn a_command_the_edge_refused_is_unavailable_not_a_missing_sandbox() {
         provider.get(&ctx, &id).await.unwrap().status,
         SandboxStatus::Running
     );
-    // Once it is gone, following a command says so.
-    fake.server().faults().arm(
-        Fault::status(503)
-            .on_method(Method::POST)
-            .on_path("/process"),
-    );
+    // Once the sandbox is gone, following a command says so.
     provider.delete(&ctx, &id).await.unwrap();
+    edge(504);
     let err = provider
         .exec(&ctx, &id, &ExecSpec::new("echo never"))
         .await
