@@ -63,6 +63,9 @@ adapters![
     corral_provider_runloop::RunloopProvider,
     corral_provider_together::TogetherProvider,
     corral_provider_morph::MorphProvider,
+    corral_provider_blaxel::BlaxelProvider,
+    corral_provider_fly::FlyProvider,
+    corral_provider_sprites::SpritesProvider,
 ];
 
 /// Visits adapter fakes (see [`visit_fakes`]).
