@@ -1,0 +1,42 @@
+//! Blaxel's honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// What Blaxel can do through this adapter.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Blaxel,
+        display_name: "Blaxel".into(),
+        pricing: PricingEvidence {
+            summary: "Sandbox active time $0.0000115 per GB of RAM per second (CPU not charged \
+                      separately; nothing while in standby); snapshot storage $0.20 per \
+                      GB-month; volumes $0.12 per GB-month; up to $200 free credits"
+                .into(),
+            source_url: "https://blaxel.ai/pricing".into(),
+            read_on: "2026-10-07".into(),
+        },
+        // `spec.runtime.image`: a public `blaxel/*` image or a custom template image.
+        image_mode: ImageMode::Container,
+        // Sandboxes go to standby on their own after ~15 s idle and are never deleted without
+        // an expiration policy; Blaxel's `ttl` is a maximum age that deletes, which Corral's
+        // `timeout` would not describe honestly, so none is accepted.
+        timeout_mode: TimeoutMode::ProviderManaged,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: None,
+        // `POST /process` takes `workingDir` and `env`.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // Standby snapshots memory and filesystem; the next call resumes in under 25 ms.
+        supports_persistent_resume: true,
+        supports_explicit_stop: false,
+        // `POST /v0/sandboxes/{name}/snapshots`, restored with `…/fork` (not exposed by Corral
+        // yet).
+        supports_snapshots: true,
+        supports_restore: true,
+        supports_delete: true,
+    }
+}

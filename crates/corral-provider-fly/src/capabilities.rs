@@ -1,0 +1,39 @@
+//! Fly Machines' honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// What Fly Machines can do through this adapter.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Fly,
+        display_name: "Fly Machines".into(),
+        pricing: PricingEvidence {
+            summary: "Usage-based: Machines are billed per second for the CPU and RAM \
+                      provisioned while they run, by preset size and region; a stopped \
+                      Machine is charged only for its root filesystem"
+                .into(),
+            source_url: "https://fly.io/docs/about/pricing/".into(),
+            read_on: "2026-11-23".into(),
+        },
+        image_mode: ImageMode::Container,
+        // A machine runs until it is stopped or destroyed; Fly has no lifetime setting.
+        timeout_mode: TimeoutMode::ProviderManaged,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: None,
+        // The exec endpoint takes an argv only; the adapter applies cwd and env in `sh -c`.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // Suspend keeps memory; the root filesystem survives a stop.
+        supports_persistent_resume: true,
+        // `POST …/stop` exists (not used by Corral's port).
+        supports_explicit_stop: true,
+        // Volume snapshots exist; a machine itself is not snapshotted.
+        supports_snapshots: false,
+        supports_restore: false,
+        supports_delete: true,
+    }
+}

@@ -1,0 +1,42 @@
+//! Fly Sprites' honest capabilities.
+
+use corral_domain::{
+    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+};
+
+/// What Sprites can do through this adapter.
+pub(crate) fn capabilities() -> ProviderCapabilities {
+    ProviderCapabilities {
+        provider: Provider::Sprites,
+        display_name: "Fly Sprites".into(),
+        pricing: PricingEvidence {
+            summary: "CPU $0.07 per vCPU-hour, memory $0.04375 per GB-hour, billed per second \
+                      only while active; hot storage $0.50 per GB-month, storage $0.02 per \
+                      GB-month; Level 10 plan $20/month (figures from a billing page marked \
+                      draft)"
+                .into(),
+            source_url: "https://github.com/superfly/sprites-docs/blob/6818d86/src/content/docs/reference/billing.mdx"
+                .into(),
+            read_on: "2026-11-23".into(),
+        },
+        // Every sprite runs the same Ubuntu base image; only the filesystem overlay is yours.
+        image_mode: ImageMode::Fixed,
+        // Sprites sleep after ~30 s idle and persist until deleted; there is no lifetime.
+        timeout_mode: TimeoutMode::ProviderManaged,
+        timeout_default_seconds: None,
+        timeout_maximum_seconds: None,
+        timeout_granularity_seconds: None,
+        // Applied by a shell prelude (`cd`, `export`): Sprites' own `env` would replace the
+        // default environment, so it is not used.
+        supports_cwd: true,
+        supports_env: true,
+        output_streams: OutputStreams::Separate,
+        // The disk persists across warm and cold sleeps.
+        supports_persistent_resume: true,
+        supports_explicit_stop: false,
+        // Checkpoints of the writable overlay, and restore.
+        supports_snapshots: true,
+        supports_restore: true,
+        supports_delete: true,
+    }
+}
