@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_domain::{CreateSandboxRequest, OperationId, SandboxId, SandboxMetadata};
+use corral_domain::{CreateSandboxRequest, OperationId, SandboxId, SandboxMetadata, SandboxStatus};
 use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyError, IdempotencyKey};
 use corral_provider::{CallContext, CreateSpec, ProviderError, SandboxProvider};
 use corral_registry::{CreateState, NewSandbox, SandboxRecord};
@@ -44,8 +44,19 @@ pub(crate) fn idempotency_error(e: IdempotencyError) -> ServiceError {
     }
 }
 
+/// The body a create answers (and replays byte for byte): the spec's state table moves an
+/// accepted create to `creating` and the response carries that status, whatever the provider
+/// already reported. The provider's observed status is recorded on the registry record and
+/// shown by get and list with its `statusObservedAt`; the create response has no
+/// `statusObservedAt` because its status is the operation's, not an observation. A create
+/// settled by a delete (the tombstone) is answered as what it is.
 fn body_of(rec: &SandboxRecord) -> Result<String, ServiceError> {
-    serde_json::to_string(&rec.to_sandbox())
+    let mut sandbox = rec.to_sandbox();
+    if sandbox.deleted_at.is_none() {
+        sandbox.status = SandboxStatus::Creating;
+        sandbox.status_observed_at = None;
+    }
+    serde_json::to_string(&sandbox)
         .map_err(|_| ServiceError::internal("cannot serialize the sandbox"))
 }
 

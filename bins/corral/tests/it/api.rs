@@ -26,13 +26,23 @@ async fn create_get_exec_files_list_delete_round_trip_on_local() {
     .await;
     let sb = sandbox(created.expect_ok(201));
     assert_eq!(sb.provider.as_str(), "local");
-    assert!(matches!(
-        sb.status,
-        SandboxStatus::Creating | SandboxStatus::Running
-    ));
+    // The spec's state table: an accepted create answers `creating`, without an observation
+    // time; the provider's own status is recorded and shown by get and list.
+    assert_eq!(sb.status, SandboxStatus::Creating, "{}", created.text);
+    assert!(
+        !created.text.contains("statusObservedAt"),
+        "{}",
+        created.text
+    );
     assert!(sb.metadata.native_provider_id.is_some());
     let id = sb.id.to_string();
     assert!(id.starts_with("sbx_local_"));
+    // List, which never calls the provider, already shows what the provider reported to the
+    // create, with its freshness.
+    let listed = send(&app, get(&w, "/v1/sandboxes")).await;
+    let listed: SandboxPage = serde_json::from_value(listed.expect_ok(200).clone()).unwrap();
+    assert_eq!(listed.items[0].status, SandboxStatus::Running);
+    assert!(listed.items[0].status_observed_at >= listed.items[0].created_at);
 
     let got = sandbox(
         send(&app, get(&w, &format!("/v1/sandboxes/{id}")))
