@@ -381,18 +381,58 @@ async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller, Ser
     state.service.authenticate(auth).await
 }
 
-/// The inline provider access of a request: `X-Provider-Credential` and the context headers.
-fn inline_access(req: &HttpRequest) -> Result<InlineAccess, ServiceError> {
+/// Which inline context headers a route takes (the spec's header table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ContextHeaders {
+    /// Create, get and delete: every `X-Provider-*` header.
+    All,
+    /// Exec and files: only `X-Provider-Workspace` (and the credential); the rest of the
+    /// context is the one recorded when the sandbox was created.
+    WorkspaceOnly,
+}
+
+/// Context headers that exec and files refuse.
+const CREATE_GET_DELETE_ONLY: [&str; 3] = [
+    "x-provider-bridge-url",
+    "x-provider-team-id",
+    "x-provider-project-id",
+];
+
+/// The inline provider access of a request: `X-Provider-Credential` and the context headers
+/// the route takes. A context header the route does not take is refused with
+/// `invalid_request` rather than silently ignored: a caller who sends it expects it to
+/// matter, and on exec and files it cannot.
+fn inline_access(req: &HttpRequest, takes: ContextHeaders) -> Result<InlineAccess, ServiceError> {
     let h = req.headers();
+    if takes == ContextHeaders::WorkspaceOnly
+        && let Some(name) = CREATE_GET_DELETE_ONLY.iter().find(|n| h.contains_key(**n))
+    {
+        return Err(ServiceError::invalid(format!(
+            "header {name} is taken only by create, get and delete; exec and files use the context recorded when the sandbox was created"
+        )));
+    }
     let credential = header_text(h, "x-provider-credential")?.map(SecretString::from);
     let own = |name| header_text(h, name).map(|v| v.map(str::to_owned));
+    let all = takes == ContextHeaders::All;
     Ok(InlineAccess {
         credential,
         context: ProviderContext {
             workspace: own("x-provider-workspace")?,
-            team_id: own("x-provider-team-id")?,
-            project_id: own("x-provider-project-id")?,
-            bridge_url: own("x-provider-bridge-url")?,
+            team_id: if all {
+                own("x-provider-team-id")?
+            } else {
+                None
+            },
+            project_id: if all {
+                own("x-provider-project-id")?
+            } else {
+                None
+            },
+            bridge_url: if all {
+                own("x-provider-bridge-url")?
+            } else {
+                None
+            },
         },
     })
 }
@@ -486,7 +526,7 @@ async fn create_sandbox(
 ) -> Reply {
     let f = fail(&req);
     let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
+    let access = inline_access(&req, ContextHeaders::All).map_err(&f)?;
     let key = match req.headers().get("idempotency-key") {
         None => None,
         Some(v) => Some(v.to_str().map_err(|_| {
@@ -546,7 +586,7 @@ async fn get_sandbox(
 ) -> Reply {
     let f = fail(&req);
     let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
+    let access = inline_access(&req, ContextHeaders::All).map_err(&f)?;
     let sandbox = caught(&req, state.service.get(&caller, access, &path)).await?;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
@@ -558,7 +598,7 @@ async fn delete_sandbox(
 ) -> Reply {
     let f = fail(&req);
     let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
+    let access = inline_access(&req, ContextHeaders::All).map_err(&f)?;
     let sandbox = caught(&req, state.service.delete(&caller, access, &path)).await?;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
@@ -571,7 +611,7 @@ async fn run_command(
 ) -> Reply {
     let f = fail(&req);
     let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
+    let access = inline_access(&req, ContextHeaders::WorkspaceOnly).map_err(&f)?;
     let input: RunCommandInput = read_json(&req, payload, MAX_EXEC_BODY_BYTES)
         .await
         .map_err(&f)?;
@@ -587,7 +627,7 @@ async fn read_file(
 ) -> Reply {
     let f = fail(&req);
     let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
+    let access = inline_access(&req, ContextHeaders::WorkspaceOnly).map_err(&f)?;
     let input: ReadFileInput = read_json(&req, payload, MAX_SMALL_BODY_BYTES)
         .await
         .map_err(&f)?;
@@ -603,7 +643,7 @@ async fn write_file(
 ) -> Reply {
     let f = fail(&req);
     let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
+    let access = inline_access(&req, ContextHeaders::WorkspaceOnly).map_err(&f)?;
     let input: WriteFileInput = read_json(&req, payload, MAX_WRITE_BODY_BYTES)
         .await
         .map_err(&f)?;

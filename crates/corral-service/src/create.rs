@@ -104,7 +104,7 @@ impl Service {
         .collect();
         let fingerprint = Fingerprint::compute("POST", CREATE_ROUTE, Some(&body_value), &headers);
         // Rejections before execution (no profile, refused bridge URL…) leave no record.
-        let access = self.access(caller, p, inline, "create").await?;
+        let access = self.access(caller, p, inline, None, "create").await?;
         let Some(key) = key else {
             return self
                 .run_create(caller, provider, access, request, None, OperationId::new())

@@ -65,10 +65,15 @@ async fn world(id: &str, section: &str) -> (tempfile::TempDir, AppState, String)
 async fn run(case: Case) {
     let (_dir, state, key) = world(case.id, &case.section).await;
     let app = test::init_service(corral::http::app(state)).await;
+    // The credential goes with every request; the context headers only with create and get
+    // (the spec's header table): exec, files and delete run with the context recorded at
+    // create time, which the fakes that need it (Vercel's teamId on every call) check.
+    let bare = |r: TestRequest| {
+        r.insert_header(("Authorization", format!("Bearer {key}")))
+            .insert_header(("X-Provider-Credential", case.credential.clone()))
+    };
     let req = |r: TestRequest| {
-        let mut r = r
-            .insert_header(("Authorization", format!("Bearer {key}")))
-            .insert_header(("X-Provider-Credential", case.credential.clone()));
+        let mut r = bare(r);
         for h in &case.headers {
             r = r.insert_header(*h);
         }
@@ -112,12 +117,31 @@ async fn run(case: Case) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let exec = |cmd: &str| {
-        req(TestRequest::post()
-            .uri(&format!("/v1/sandboxes/{sid}/exec"))
-            .set_json(json!({"command": cmd})))
+        bare(
+            TestRequest::post()
+                .uri(&format!("/v1/sandboxes/{sid}/exec"))
+                .set_json(json!({"command": cmd})),
+        )
     };
     let out = send(&app, exec("echo hi-from-$((40+2))")).await;
     assert_eq!(out.expect_ok(200)["stdout"], "hi-from-42\n", "{id}");
+    // A context header that exec does not take is refused, not silently ignored.
+    for (name, value) in case
+        .headers
+        .iter()
+        .filter(|(n, _)| *n != "X-Provider-Workspace")
+    {
+        let refused = send(&app, exec("true").insert_header((*name, *value))).await;
+        refused.expect_error(400, "invalid_request");
+        assert!(
+            refused.json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&name.to_ascii_lowercase()),
+            "{}",
+            refused.text
+        );
+    }
     let tmp = send(&app, exec("mktemp -d")).await;
     let path = format!(
         "{}/f.txt",
@@ -125,9 +149,11 @@ async fn run(case: Case) {
     );
     let w = send(
         &app,
-        req(TestRequest::post()
-            .uri(&format!("/v1/sandboxes/{sid}/files/write"))
-            .set_json(json!({"path": path, "content": "round trip ✓"}))),
+        bare(
+            TestRequest::post()
+                .uri(&format!("/v1/sandboxes/{sid}/files/write"))
+                .set_json(json!({"path": path, "content": "round trip ✓"})),
+        ),
     )
     .await;
     assert_eq!(
@@ -137,15 +163,17 @@ async fn run(case: Case) {
     );
     let r = send(
         &app,
-        req(TestRequest::post()
-            .uri(&format!("/v1/sandboxes/{sid}/files/read"))
-            .set_json(json!({"path": path}))),
+        bare(
+            TestRequest::post()
+                .uri(&format!("/v1/sandboxes/{sid}/files/read"))
+                .set_json(json!({"path": path})),
+        ),
     )
     .await;
     assert_eq!(r.expect_ok(200)["content"], "round trip ✓", "{id}");
     let gone = send(
         &app,
-        req(TestRequest::delete().uri(&format!("/v1/sandboxes/{sid}"))),
+        bare(TestRequest::delete().uri(&format!("/v1/sandboxes/{sid}"))),
     )
     .await;
     assert_eq!(gone.expect_ok(200)["status"], "deleted", "{id}");
