@@ -36,7 +36,10 @@ pub fn run(cli: Cli) -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Openapi => {
-            print!("{}", crate::openapi::document_json());
+            print!(
+                "{}",
+                crate::openapi::document_json(&crate::wiring::compiled_in_capabilities())
+            );
             Ok(())
         }
         Command::Serve { listen, storage } => block_on(serve(listen, storage)),

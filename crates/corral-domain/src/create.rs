@@ -4,8 +4,8 @@ use crate::capabilities::{ImageMode, ProviderCapabilities, TimeoutMode};
 use crate::input::InputError;
 use crate::provider::Provider;
 
-/// The longest accepted `image`.
-const MAX_IMAGE_LEN: usize = 512;
+/// The longest accepted `image`, in characters.
+pub(crate) const MAX_IMAGE_LEN: usize = 512;
 
 /// Create fields shared by most providers: what the spec shows for every variant.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,7 +163,7 @@ impl CreateSandboxRequest {
                 ));
             }
             if image.trim().is_empty()
-                || image.len() > MAX_IMAGE_LEN
+                || image.chars().count() > MAX_IMAGE_LEN
                 || image.contains(char::is_control)
             {
                 return Err(InputError::invalid(

@@ -435,10 +435,16 @@ fn exec_validation_enforces_limits_and_capabilities() {
         assert_eq!(invalid_field(input.validate(&c2)), "env", "{bad:?}");
     }
     let empty = RunCommandInput {
-        command: "  ".into(),
+        command: String::new(),
         ..Default::default()
     };
     assert_eq!(invalid_field(empty.validate(&c)), "command");
+    // Whitespace alone is a (idle) shell command, as the document's pattern says.
+    let blank = RunCommandInput {
+        command: "  ".into(),
+        ..Default::default()
+    };
+    assert!(blank.validate(&c).is_ok());
     let huge = RunCommandInput {
         command: "x".repeat(limits::MAX_COMMAND_BYTES + 1),
         ..Default::default()

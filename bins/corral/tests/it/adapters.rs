@@ -137,7 +137,7 @@ async fn run(case: Case) {
             refused.json["error"]["message"]
                 .as_str()
                 .unwrap()
-                .contains(&name.to_ascii_lowercase()),
+                .contains(*name),
             "{}",
             refused.text
         );
