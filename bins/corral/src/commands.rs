@@ -133,6 +133,8 @@ pub fn service(
             provider_call_timeout: settings.provider_call_timeout,
             bridge_allow: settings.bridge_allow.clone(),
             reconcile_grace: settings.reconcile_grace,
+            rate_limits: settings.rate_limits.clone(),
+            quotas: settings.quotas.clone(),
         },
     )
 }

@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 
 use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderMap};
-use actix_web::{FromRequest, HttpRequest, web};
+use actix_web::{FromRequest, HttpMessage as _, HttpRequest, web};
 use corral_domain::{ProviderContext, limits};
 use corral_provider::SecretString;
 use corral_service::error::ServiceError;
@@ -233,16 +233,42 @@ impl FromRequest for Authenticated {
                     "the server has no state",
                 )));
             };
+            let service = &state.service;
+            // Failed authentications are throttled per source address: the peer's, since a
+            // forwarded-for header is the client's to forge.
+            let source = req
+                .peer_addr()
+                .map_or_else(|| "unknown".to_owned(), |a| a.ip().to_string());
+            service.check_source(&source).map_err(fail(&req))?;
             let auth = req
                 .headers()
                 .get(header::AUTHORIZATION)
                 .map(|v| v.to_str().unwrap_or(""));
-            state
-                .service
-                .authenticate(auth)
-                .await
-                .map(Authenticated)
-                .map_err(fail(&req))
+            let caller = match service.authenticate(auth).await {
+                Ok(caller) => caller,
+                Err(e) => {
+                    if e.code() == corral_errors::ErrorCode::AuthenticationError {
+                        service.authentication_failed(&source);
+                    }
+                    return Err(fail(&req)(e));
+                }
+            };
+            // The key's public id (`crl_<id>_<secret>`), for the per-key rate.
+            let key_id = auth
+                .and_then(|a| a.trim().split_once(' '))
+                .and_then(|(_, key)| key.trim().split('_').nth(1))
+                .unwrap_or("unknown")
+                .to_owned();
+            match service.admit(&caller, &key_id) {
+                Ok(admission) => {
+                    req.extensions_mut().insert(admission);
+                    Ok(Authenticated(caller))
+                }
+                Err((e, admission)) => {
+                    req.extensions_mut().insert(admission);
+                    Err(fail(&req)(e))
+                }
+            }
         })
     }
 }

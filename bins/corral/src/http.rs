@@ -13,6 +13,7 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use corral_errors::{ErrorCode, ErrorEnvelope};
 use corral_service::Service;
 use corral_service::error::ServiceError;
+use corral_service::limiter::{Admission, PolicyState};
 use corral_service::metrics::Histograms;
 use futures::FutureExt as _;
 use tracing::Instrument as _;
@@ -298,6 +299,10 @@ pub async fn request_context(
         res.headers_mut()
             .insert(header::HeaderName::from_static("x-request-id"), v);
     }
+    let admission = res.request().extensions().get::<Admission>().cloned();
+    if let Some(admission) = admission {
+        rate_limit_headers(res.headers_mut(), &admission);
+    }
     let code = res
         .response()
         .extensions()
@@ -317,6 +322,38 @@ pub async fn request_context(
         "request"
     );
     Ok(res)
+}
+
+/// The `RateLimit-Policy` and `RateLimit` fields of the IETF draft
+/// (draft-ietf-httpapi-ratelimit-headers): every policy that applied, as
+/// `"per-key";q=100;w=5` (quota, window in seconds) and `"per-key";r=99;t=1` (remaining,
+/// seconds until the quota is whole again).
+fn rate_limit_headers(headers: &mut header::HeaderMap, admission: &Admission) {
+    if admission.policies.is_empty() {
+        return;
+    }
+    let join = |f: &dyn Fn(&PolicyState) -> String| {
+        admission
+            .policies
+            .iter()
+            .map(f)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let policy = join(&|p| {
+        format!(
+            "\"{}\";q={};w={}",
+            p.name,
+            p.rate.burst,
+            p.rate.window_seconds()
+        )
+    });
+    let state = join(&|p| format!("\"{}\";r={};t={}", p.name, p.remaining, p.reset_seconds));
+    for (name, value) in [("ratelimit-policy", policy), ("ratelimit", state)] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(header::HeaderName::from_static(name), v);
+        }
+    }
 }
 
 /// The v3 code for a status actix produced on its own (before any handler ran).

@@ -117,11 +117,49 @@ pub fn document(catalog: &[ProviderCapabilities]) -> OpenApi {
     doc
 }
 
+/// The operations that take the id a create (or its replay) answers with: OpenAPI links, so a
+/// client or a stateful tester can follow create → get/exec/files/delete.
+const ON_CREATED: [(&str, &str); 5] = [
+    ("GetSandbox", "getSandbox"),
+    ("RunSandboxCommand", "runSandboxCommand"),
+    ("WriteSandboxFile", "writeSandboxFile"),
+    ("ReadSandboxFile", "readSandboxFile"),
+    ("DeleteSandbox", "deleteSandbox"),
+];
+
+/// Adds the links at the JSON level: utoipa 5.5 serializes `Link` with snake_case keys
+/// (`operation_id`), which no OpenAPI tool reads.
+fn add_links(doc: &mut serde_json::Value) {
+    let responses = &mut doc["paths"]["/v1/sandboxes"]["post"]["responses"];
+    for status in ["200", "201"] {
+        let Some(response) = responses.get_mut(status).and_then(|r| r.as_object_mut()) else {
+            continue;
+        };
+        let links: serde_json::Map<String, serde_json::Value> = ON_CREATED
+            .iter()
+            .map(|(name, operation_id)| {
+                (
+                    (*name).to_owned(),
+                    serde_json::json!({
+                        "operationId": operation_id,
+                        "parameters": {"id": "$response.body#/id"},
+                    }),
+                )
+            })
+            .collect();
+        response.insert("links".to_owned(), serde_json::Value::Object(links));
+    }
+}
+
 /// [`document`] as pretty JSON with a trailing newline.
 pub fn document_json(catalog: &[ProviderCapabilities]) -> String {
-    let mut text = document(catalog)
-        .to_pretty_json()
-        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut value = match serde_json::to_value(document(catalog)) {
+        Ok(v) => v,
+        Err(e) => return format!("{{\"error\": \"{e}\"}}\n"),
+    };
+    add_links(&mut value);
+    let mut text =
+        serde_json::to_string_pretty(&value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     text.push('\n');
     text
 }

@@ -82,6 +82,26 @@ fn error_responses(sets: &[&[ErrorCode]]) -> BTreeMap<String, RefOr<Response>> {
                         .build(),
                 );
             }
+            if status == ErrorCode::RateLimited.http_status() {
+                for (name, what) in [
+                    (
+                        "RateLimit-Policy",
+                        "The service's rate policies (IETF draft): `\"per-key\";q=100;w=5, \"per-project\";q=200;w=4`. Absent for a quota or a provider's limit.",
+                    ),
+                    (
+                        "RateLimit",
+                        "What is left of each policy: `\"per-key\";r=0;t=5`. Absent for a quota or a provider's limit.",
+                    ),
+                ] {
+                    r = r.header(
+                        name,
+                        HeaderBuilder::new()
+                            .schema(ObjectBuilder::new().schema_type(Type::String))
+                            .description(Some(what))
+                            .build(),
+                    );
+                }
+            }
             (status.to_string(), RefOr::T(r.build()))
         })
         .collect()

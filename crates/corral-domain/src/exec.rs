@@ -51,9 +51,12 @@ impl RunCommandInput {
                     format!("`cwd` is not supported by provider `{provider}`"),
                 ));
             }
-            crate::input::check_path(cwd).map_err(|_| {
-                InputError::invalid("cwd", "`cwd` must be a non-empty path without NUL")
-            })?;
+            crate::input::check_path(cwd)
+                .ok()
+                .filter(|()| cwd.starts_with('/'))
+                .ok_or_else(|| {
+                    InputError::invalid("cwd", "`cwd` must be an absolute path without NUL")
+                })?;
         }
         if let Some(env) = &self.env {
             if !caps.supports_env && !env.is_empty() {

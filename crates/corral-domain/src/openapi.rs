@@ -23,6 +23,8 @@ use crate::provider::Provider;
 
 /// A string without NUL, at least one character: paths, `cwd`, `command`.
 const NO_NUL_NON_EMPTY: &str = "^[^\\u0000]+$";
+/// An absolute path without NUL (`cwd`).
+const ABSOLUTE_PATH: &str = "^/[^\\u0000]*$";
 /// A string without NUL (environment values).
 const NO_NUL: &str = "^[^\\u0000]*$";
 /// An environment variable name.
@@ -95,8 +97,8 @@ impl PartialSchema for RunCommandInput {
                 "cwd",
                 nullable(
                     string(
-                        NO_NUL_NON_EMPTY,
-                        "Working directory (where the provider's supportsCwd); at most 4096 bytes.",
+                        ABSOLUTE_PATH,
+                        "Absolute working directory (where the provider's supportsCwd); at most 4096 bytes.",
                     ),
                     Type::String,
                 ),

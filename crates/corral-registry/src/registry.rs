@@ -810,6 +810,36 @@ impl Registry {
         self.fetch_existing(&p, &i).await
     }
 
+    /// How many live sandboxes `project` has on each provider: not deleted, not expired, and
+    /// not a create known to have failed (pending and unconfirmed creates count: they may
+    /// exist). For quotas, checked before a provider is called.
+    pub async fn count_live_sandboxes(
+        &self,
+        project: ProjectId,
+    ) -> Result<std::collections::BTreeMap<corral_domain::Provider, u64>> {
+        let project = project.to_string();
+        let rows: Vec<(String, i64)> = run!(self, |c| {
+            sandboxes::table
+                .filter(sandboxes::project_id.eq(&project))
+                .filter(sandboxes::deleted_at.is_null())
+                .filter(sandboxes::create_state.ne("failed"))
+                .filter(sandboxes::status.ne("expired"))
+                .group_by(sandboxes::provider)
+                .select((sandboxes::provider, diesel::dsl::count_star()))
+                .load(c)
+                .await
+                .map_err(db_error)
+        })?;
+        let mut out = std::collections::BTreeMap::new();
+        for (provider, n) in rows {
+            let provider = provider.parse().map_err(|_| RegistryError::Internal {
+                message: format!("unknown provider `{provider}` in the registry"),
+            })?;
+            out.insert(provider, u64::try_from(n).unwrap_or(0));
+        }
+        Ok(out)
+    }
+
     /// One page of the project's records, newest first by (createdAt, id), tombstones included.
     /// `limit` must be 1–200 (the caller validates; out of range is
     /// [`RegistryError::InvalidInput`]); a cursor not issued here is

@@ -106,6 +106,7 @@ impl Service {
         // Rejections before execution (no profile, refused bridge URL…) leave no record.
         let access = self.access(caller, p, inline, None, "create").await?;
         let Some(key) = key else {
+            self.check_quota(caller, p).await?;
             return self
                 .run_create(caller, provider, access, request, None, OperationId::new())
                 .await;
@@ -117,6 +118,12 @@ impl Service {
             .map_err(idempotency_error)?;
         match outcome {
             ClaimOutcome::Claimed(mut claim) => {
+                // A new create (a replay is never refused): over quota, nothing is stored and
+                // the key is free again.
+                if let Err(e) = self.check_quota(caller, p).await {
+                    let _ = store.release(&claim).await;
+                    return Err(e);
+                }
                 let op = OperationId::new();
                 if let Err(e) = store.attach_operation(&mut claim, op).await {
                     let _ = store.release(&claim).await;

@@ -8,5 +8,6 @@ mod bridge;
 mod codes;
 mod e2e;
 mod idempotency;
+mod limits;
 mod replicas;
 mod support;
