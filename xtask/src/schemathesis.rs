@@ -135,6 +135,8 @@ pub(crate) fn schemathesis(args: &[String]) -> Result<(), String> {
     let config = root().join("xtask/schemathesis.toml");
     let report = root().join("target/schemathesis-report");
     let status = Command::new(&bin)
+        // Schemathesis keeps a cache in its working directory: keep it under target/.
+        .current_dir(root().join("target"))
         .arg("--config-file")
         .arg(&config)
         .args(["run", &format!("{}/v1/openapi.json", server.base)])
