@@ -5,6 +5,10 @@
 //! `xtask/schemathesis.toml`), the stateful phase following the
 //! document's links, bounded in examples and in time. Zero failures or it fails.
 //!
+//! Before it, a client generated from the served document by `openapi-python-client` (PyPI)
+//! drives create → exec → write → read → list → delete (`xtask/client_journey.py`), proving the
+//! document usable as published.
+//!
 //! Options: `--max-examples N` (default 20), `--max-time SECONDS` (default 240).
 
 use std::io::{BufRead as _, BufReader};
@@ -15,6 +19,8 @@ use std::time::Duration;
 
 /// The Schemathesis release the suite was made green with.
 const SCHEMATHESIS: &str = "schemathesis==4.32.5";
+/// The client generator of the journey test.
+const CLIENT_GENERATOR: &str = "openapi-python-client==0.29.1";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -30,23 +36,57 @@ fn option(args: &[String], name: &str, default: u64) -> Result<u64, String> {
     }
 }
 
-/// The venv's `schemathesis`, installed if missing.
-fn schemathesis_bin() -> Result<PathBuf, String> {
+/// The venv under `target/`, with Schemathesis and the client generator installed if missing.
+fn venv() -> Result<PathBuf, String> {
     let venv = root().join("target/schemathesis-venv");
-    let bin = venv.join("bin/schemathesis");
-    if bin.exists() {
+    let bin = venv.join("bin");
+    if bin.join("schemathesis").exists() && bin.join("openapi-python-client").exists() {
         return Ok(bin);
     }
+    if !bin.join("pip").exists() {
+        crate::run(
+            "python3",
+            &["-m", "venv", venv.to_str().ok_or("non-UTF-8 path")?],
+        )?;
+    }
     crate::run(
-        "python3",
-        &["-m", "venv", venv.to_str().ok_or("non-UTF-8 path")?],
-    )?;
-    let pip = venv.join("bin/pip");
-    crate::run(
-        pip.to_str().ok_or("non-UTF-8 path")?,
-        &["install", "--quiet", SCHEMATHESIS],
+        bin.join("pip").to_str().ok_or("non-UTF-8 path")?,
+        &["install", "--quiet", SCHEMATHESIS, CLIENT_GENERATOR],
     )?;
     Ok(bin)
+}
+
+/// Generates a Python client from the served document and drives create → exec → write →
+/// read → list → delete with it (`xtask/client_journey.py`).
+fn client_journey(bin: &Path, server: &Server) -> Result<(), String> {
+    let out = root().join("target/schemathesis-client");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {out:?}: {e}"))?;
+    let package = out.join("corral_client");
+    let generator = bin.join("openapi-python-client");
+    crate::run(
+        generator.to_str().ok_or("non-UTF-8 path")?,
+        &[
+            "generate",
+            "--url",
+            &format!("{}/v1/openapi.json", server.base),
+            "--output-path",
+            package.to_str().ok_or("non-UTF-8 path")?,
+            "--meta",
+            "none",
+        ],
+    )?;
+    let python = bin.join("python");
+    let script = root().join("xtask/client_journey.py");
+    crate::run(
+        python.to_str().ok_or("non-UTF-8 path")?,
+        &[
+            script.to_str().ok_or("non-UTF-8 path")?,
+            out.to_str().ok_or("non-UTF-8 path")?,
+            &server.base,
+            &server.key,
+        ],
+    )
 }
 
 /// A running `corral serve`; killed when dropped.
@@ -130,11 +170,13 @@ fn start_server() -> Result<Server, String> {
 pub(crate) fn schemathesis(args: &[String]) -> Result<(), String> {
     let max_examples = option(args, "--max-examples", 20)?;
     let max_time = option(args, "--max-time", 240)?;
-    let bin = schemathesis_bin()?;
+    let bin = venv()?;
     let server = start_server()?;
+    // First the journey of a generated client: it needs a fresh project with no sandboxes.
+    client_journey(&bin, &server)?;
     let config = root().join("xtask/schemathesis.toml");
     let report = root().join("target/schemathesis-report");
-    let status = Command::new(&bin)
+    let status = Command::new(bin.join("schemathesis"))
         // Schemathesis keeps a cache in its working directory: keep it under target/.
         .current_dir(root().join("target"))
         .arg("--config-file")
