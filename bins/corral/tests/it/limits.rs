@@ -246,3 +246,73 @@ async fn a_replay_is_never_refused_by_the_quota() {
         .expect_ok(200);
     send(&app, keyed("q-2")).await.expect_ok(201);
 }
+
+/// Two replicas on one PostgreSQL database: the live-sandbox quota is counted in the registry,
+/// so a create on one replica counts on the other (request rates are per replica, by design).
+#[actix_web::test]
+async fn on_postgres_the_quota_holds_across_two_replicas() {
+    let Some(db) = corral_registry::testing::TestDb::postgres("quota_two_replicas").await else {
+        return;
+    };
+    let config = ServiceConfig {
+        quotas: Quotas {
+            live_sandboxes: Some(1),
+            ..Quotas::default()
+        },
+        ..ServiceConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = World::with_db(
+        dir,
+        db.connect().await,
+        |_| Providers::new(),
+        config.clone(),
+        None,
+    )
+    .await;
+    // Replica B: its own service, providers and pools over the same database and master key.
+    let mut providers = Providers::new();
+    providers.insert(Provider::Local, crate::support::local(a.dir.path()));
+    let b_db = db.connect().await;
+    let b_service = corral_service::Service::new(
+        providers,
+        corral_registry::Registry::new(
+            b_db.clone(),
+            corral_registry::MasterKey::load_or_create(&a.dir.path().join("master.key")).unwrap(),
+        ),
+        corral_idempotency::IdempotencyStore::new(
+            b_db,
+            corral_idempotency::IdempotencyConfig::default(),
+        ),
+        config,
+    );
+    let b_state = corral::http::AppState {
+        service: b_service,
+        metrics: Arc::new(corral::http::request_metrics()),
+        build: corral::http::BuildInfo::current(),
+    };
+    let app_a = test::init_service(corral::http::app(a.state.clone())).await;
+    let app_b = test::init_service(corral::http::app(b_state)).await;
+    let created = send(
+        &app_a,
+        post(&a, "/v1/sandboxes", json!({"provider": "local"})),
+    )
+    .await;
+    let id = created.expect_ok(201)["id"].as_str().unwrap().to_owned();
+    let refused = send(
+        &app_b,
+        post(&a, "/v1/sandboxes", json!({"provider": "local"})),
+    )
+    .await;
+    refused.expect_error(429, "rate_limited");
+    assert!(refused.text.contains("quota"), "{}", refused.text);
+    send(&app_b, delete(&a, &format!("/v1/sandboxes/{id}")))
+        .await
+        .expect_ok(200);
+    send(
+        &app_b,
+        post(&a, "/v1/sandboxes", json!({"provider": "local"})),
+    )
+    .await
+    .expect_ok(201);
+}
