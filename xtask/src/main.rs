@@ -16,6 +16,7 @@ use std::process::{Command, ExitCode};
 use serde_json::Value;
 
 mod bench;
+mod schemathesis;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -24,8 +25,9 @@ fn main() -> ExitCode {
         Some("deps") => deps(),
         Some("bench") => bench::bench(&args[1..]),
         Some("openapi") => openapi(),
+        Some("schemathesis") => schemathesis::schemathesis(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench|openapi>");
+            eprintln!("usage: cargo xtask <ci|deps|bench|openapi|schemathesis>");
             return ExitCode::from(2);
         }
     };
@@ -38,7 +40,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(program: &str, args: &[&str]) -> Result<(), String> {
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {
     println!("$ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
@@ -51,7 +53,7 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
-fn cargo() -> String {
+pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 

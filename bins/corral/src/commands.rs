@@ -36,7 +36,10 @@ pub fn run(cli: Cli) -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Openapi => {
-            print!("{}", crate::openapi::document_json());
+            print!(
+                "{}",
+                crate::openapi::document_json(&crate::wiring::compiled_in_capabilities())
+            );
             Ok(())
         }
         Command::Serve { listen, storage } => block_on(serve(listen, storage)),
@@ -130,6 +133,8 @@ pub fn service(
             provider_call_timeout: settings.provider_call_timeout,
             bridge_allow: settings.bridge_allow.clone(),
             reconcile_grace: settings.reconcile_grace,
+            rate_limits: settings.rate_limits.clone(),
+            quotas: settings.quotas.clone(),
         },
     )
 }

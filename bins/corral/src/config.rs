@@ -14,6 +14,14 @@
 //! exec_deadline_seconds = 300     # exec → request_timeout beyond it
 //! create_wait_seconds = 120       # create → sandbox_create_outcome_unknown beyond it (recording goes on)
 //! provider_call_timeout_seconds = 60
+//! max_live_sandboxes_per_project = 100                       # quota; default none
+//! max_live_sandboxes_per_provider = { e2b = 20 }             # quota per provider; default none
+//!
+//! [rate_limits]                   # token buckets, kept per replica (see docs/api.md)
+//! enabled = true
+//! per_key = { per_second = 20.0, burst = 100 }
+//! per_project = { per_second = 50.0, burst = 200 }
+//! auth_failures = { per_second = 0.5, burst = 30 }            # per source address
 //!
 //! [reconciler]
 //! interval_seconds = 30
@@ -71,6 +79,9 @@ pub struct FileConfig {
     /// Limits.
     #[serde(default)]
     pub limits: LimitsSection,
+    /// Request-rate limits.
+    #[serde(default)]
+    pub rate_limits: RateLimitsSection,
     /// Background reconciler.
     #[serde(default)]
     pub reconciler: ReconcilerSection,
@@ -105,6 +116,35 @@ pub struct LimitsSection {
     pub create_wait_seconds: Option<u64>,
     /// Deadline of get, delete and file calls to a provider.
     pub provider_call_timeout_seconds: Option<u64>,
+    /// Quota: live sandboxes per project, all providers together.
+    pub max_live_sandboxes_per_project: Option<u64>,
+    /// Quota: live sandboxes per project on one provider, by provider id.
+    #[serde(default)]
+    pub max_live_sandboxes_per_provider: BTreeMap<String, u64>,
+}
+
+/// One token bucket of `[rate_limits]`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateSection {
+    /// Tokens added per second.
+    pub per_second: f64,
+    /// Bucket size.
+    pub burst: u32,
+}
+
+/// `[rate_limits]`: each key replaces its default; `enabled = false` turns them all off.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitsSection {
+    /// Default true.
+    pub enabled: Option<bool>,
+    /// Requests per API key.
+    pub per_key: Option<RateSection>,
+    /// Requests per project.
+    pub per_project: Option<RateSection>,
+    /// Failed authentications per source address.
+    pub auth_failures: Option<RateSection>,
 }
 
 /// `[reconciler]`.
@@ -185,6 +225,10 @@ pub struct Settings {
     pub providers: BTreeMap<String, toml::Table>,
     /// Local provider settings.
     pub local: LocalSection,
+    /// Request-rate limits.
+    pub rate_limits: corral_service::limiter::RateLimits,
+    /// Live-sandbox quotas.
+    pub quotas: corral_service::limiter::Quotas,
 }
 
 /// Reading or resolving the configuration failed.
@@ -311,6 +355,17 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
         local.allow_network = Some(matches!(v.trim(), "1" | "true" | "yes"));
     }
     let secs = Duration::from_secs;
+    let rate_limits = rate_limits(&fc.rate_limits)?;
+    let mut quotas = corral_service::limiter::Quotas {
+        live_sandboxes: fc.limits.max_live_sandboxes_per_project,
+        ..Default::default()
+    };
+    for (name, n) in &fc.limits.max_live_sandboxes_per_provider {
+        let p: Provider = name
+            .parse()
+            .map_err(|e| ConfigError(format!("limits.max_live_sandboxes_per_provider: {e}")))?;
+        quotas.live_sandboxes_per_provider.insert(p, *n);
+    }
     Ok(Settings {
         listen: cli
             .listen
@@ -345,6 +400,40 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
         enabled,
         providers,
         local,
+        rate_limits,
+        quotas,
+    })
+}
+
+/// `[rate_limits]` over the standard limits.
+fn rate_limits(
+    section: &RateLimitsSection,
+) -> Result<corral_service::limiter::RateLimits, ConfigError> {
+    use corral_service::limiter::{Rate, RateLimits};
+    if section.enabled == Some(false) {
+        return Ok(RateLimits::default());
+    }
+    let rate = |name: &str, over: Option<RateSection>, default: Option<Rate>| match over {
+        None => Ok(default),
+        Some(r) if r.per_second > 0.0 && r.per_second.is_finite() && r.burst >= 1 => {
+            Ok(Some(Rate {
+                per_second: r.per_second,
+                burst: r.burst,
+            }))
+        }
+        Some(_) => Err(ConfigError(format!(
+            "rate_limits.{name}: per_second must be positive and burst at least 1"
+        ))),
+    };
+    let standard = RateLimits::standard();
+    Ok(RateLimits {
+        per_key: rate("per_key", section.per_key, standard.per_key)?,
+        per_project: rate("per_project", section.per_project, standard.per_project)?,
+        auth_failures: rate(
+            "auth_failures",
+            section.auth_failures,
+            standard.auth_failures,
+        )?,
     })
 }
 

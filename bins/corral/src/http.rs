@@ -6,30 +6,27 @@ use std::time::Instant;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderMap, HeaderValue};
+use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::{Next, from_fn};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
-use corral_domain::{
-    CreateSandboxRequest, ProviderContext, ReadFileInput, RunCommandInput, WriteFileInput, limits,
-};
 use corral_errors::{ErrorCode, ErrorEnvelope};
-use corral_provider::SecretString;
+use corral_service::Service;
 use corral_service::error::ServiceError;
+use corral_service::limiter::{Admission, PolicyState};
 use corral_service::metrics::Histograms;
-use corral_service::{Caller, InlineAccess, Service};
-use futures::{FutureExt as _, StreamExt as _};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use futures::FutureExt as _;
 use tracing::Instrument as _;
+use utoipa_actix_web::AppExt as _;
 
-/// Largest body of `files/write`: 1 MiB of decoded content may arrive as ~1.4 MiB of base64,
-/// or as up to 6 MiB of JSON-escaped text; the decoded limit is enforced by the service.
-pub const MAX_WRITE_BODY_BYTES: usize = 7 * 1024 * 1024;
-/// Largest body of `exec`: the command and the environment (64 KiB each) plus JSON escaping.
-pub const MAX_EXEC_BODY_BYTES: usize = 512 * 1024;
+use crate::extract::BodyLimit;
+
+/// Largest body of `files/write` (see [`crate::extract::WriteBody`]).
+pub const MAX_WRITE_BODY_BYTES: usize = <crate::extract::WriteBody as BodyLimit>::BYTES;
+/// Largest body of `exec`.
+pub const MAX_EXEC_BODY_BYTES: usize = <crate::extract::ExecBody as BodyLimit>::BYTES;
 /// Largest body of every other endpoint.
-pub const MAX_SMALL_BODY_BYTES: usize = 64 * 1024;
+pub const MAX_SMALL_BODY_BYTES: usize = <crate::extract::Small as BodyLimit>::BYTES;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -84,7 +81,7 @@ pub struct RequestId(pub String);
 #[derive(Debug, Clone, Copy)]
 struct ResponseCode(ErrorCode);
 
-fn request_id(req: &HttpRequest) -> String {
+pub(crate) fn request_id(req: &HttpRequest) -> String {
     req.extensions()
         .get::<RequestId>()
         .map_or_else(|| "req_unknown".to_owned(), |r| r.0.clone())
@@ -100,7 +97,7 @@ pub fn error_response(err: &ServiceError, request_id: &str) -> HttpResponse {
     )
 }
 
-fn envelope_response(
+pub(crate) fn envelope_response(
     code: ErrorCode,
     status: u16,
     body: ErrorEnvelope,
@@ -140,10 +137,10 @@ impl actix_web::ResponseError for Failure {
     }
 }
 
-type Reply = Result<HttpResponse, Failure>;
+pub(crate) type Reply = Result<HttpResponse, Failure>;
 
 /// Runs a use case; a panic in it answers `internal_error` instead of dropping the connection.
-async fn caught<T>(
+pub(crate) async fn caught<T>(
     req: &HttpRequest,
     fut: impl Future<Output = Result<T, ServiceError>>,
 ) -> Result<T, Failure> {
@@ -158,55 +155,91 @@ async fn caught<T>(
     }
 }
 
-fn fail(req: &HttpRequest) -> impl Fn(ServiceError) -> Failure + '_ {
+pub(crate) fn fail(req: &HttpRequest) -> impl Fn(ServiceError) -> Failure + '_ {
     move |err| Failure {
         err,
         request_id: request_id(req),
     }
 }
 
-/// Routes every endpoint. Unknown paths answer 404 and wrong methods 405, both with the
-/// `invalid_request` envelope (Stripe's precedent for unrecognized URLs).
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    let resource = |path: &str| web::resource(path).default_service(web::to(method_not_allowed));
-    cfg.service(resource("/healthz").route(web::get().to(healthz)))
-        .service(resource("/readyz").route(web::get().to(readyz)))
-        .service(resource("/metrics").route(web::get().to(metrics)))
-        .service(resource("/v1/openapi.json").route(web::get().to(openapi)))
-        .service(resource("/v1/providers").route(web::get().to(list_providers)))
-        .service(
-            resource("/v1/sandboxes")
-                .route(web::post().to(create_sandbox))
-                .route(web::get().to(list_sandboxes)),
-        )
-        .service(
-            resource("/v1/sandboxes/{id}")
-                .route(web::get().to(get_sandbox))
-                .route(web::delete().to(delete_sandbox)),
-        )
-        .service(resource("/v1/sandboxes/{id}/exec").route(web::post().to(run_command)))
-        .service(resource("/v1/sandboxes/{id}/files/read").route(web::post().to(read_file)))
-        .service(resource("/v1/sandboxes/{id}/files/write").route(web::post().to(write_file)))
-        .default_service(web::to(not_found));
+/// Registers the public API: one `service` call per handler, each carrying its own method,
+/// path and `#[utoipa::path]` description, so the router and the OpenAPI document are built
+/// from the same list. Operational endpoints (health, readiness, metrics, the document itself)
+/// are outside the contract and outside the document.
+pub fn api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
+    cfg.service(crate::routes::create_sandbox)
+        .service(crate::routes::list_sandboxes)
+        .service(crate::routes::get_sandbox)
+        .service(crate::routes::delete_sandbox)
+        .service(crate::routes::run_command)
+        .service(crate::routes::read_file)
+        .service(crate::routes::write_file)
+        .service(crate::routes::list_providers);
+}
+
+/// Operational endpoints: (path, operation name for metrics).
+const OPS: [(&str, &str); 4] = [
+    ("/healthz", "healthz"),
+    ("/readyz", "readyz"),
+    ("/metrics", "metrics"),
+    ("/v1/openapi.json", "openapi"),
+];
+
+/// Every route: method, path template and operation id, read from the OpenAPI document (the
+/// API) and [`OPS`]. Drives metrics names and the 405 answers.
+fn route_table() -> &'static [(Method, String, String)] {
+    static TABLE: std::sync::OnceLock<Vec<(Method, String, String)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let doc = crate::openapi::document(&[]);
+        let mut table = Vec::new();
+        for (path, item) in &doc.paths.paths {
+            let ops = [
+                (Method::GET, &item.get),
+                (Method::POST, &item.post),
+                (Method::DELETE, &item.delete),
+                (Method::PUT, &item.put),
+                (Method::PATCH, &item.patch),
+            ];
+            for (method, op) in ops {
+                if let Some(op) = op {
+                    let id = op.operation_id.clone().unwrap_or_else(|| path.clone());
+                    table.push((method, path.clone(), id));
+                }
+            }
+        }
+        for (path, name) in OPS {
+            table.push((Method::GET, path.to_owned(), name.to_owned()));
+        }
+        table
+    })
+}
+
+/// Whether `path` matches the route template (`{name}` matches one non-empty segment).
+fn template_matches(template: &str, path: &str) -> bool {
+    let (mut t, mut p) = (template.split('/'), path.split('/'));
+    loop {
+        match (t.next(), p.next()) {
+            (None, None) => return true,
+            (Some(ts), Some(ps)) => {
+                let var = ts.starts_with('{') && ts.ends_with('}');
+                if (var && ps.is_empty()) || (!var && ts != ps) {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
 }
 
 /// The operation id of the spec (or the ops endpoint) for a matched route, for metrics.
 fn operation_name(method: &Method, pattern: Option<&str>) -> &'static str {
-    match (method.as_str(), pattern.unwrap_or("")) {
-        ("POST", "/v1/sandboxes") => "createSandbox",
-        ("GET", "/v1/sandboxes") => "listSandboxes",
-        ("GET", "/v1/sandboxes/{id}") => "getSandbox",
-        ("DELETE", "/v1/sandboxes/{id}") => "deleteSandbox",
-        ("POST", "/v1/sandboxes/{id}/exec") => "runSandboxCommand",
-        ("POST", "/v1/sandboxes/{id}/files/read") => "readSandboxFile",
-        ("POST", "/v1/sandboxes/{id}/files/write") => "writeSandboxFile",
-        ("GET", "/v1/providers") => "listProviders",
-        ("GET", "/v1/openapi.json") => "openapi",
-        ("GET", "/healthz") => "healthz",
-        ("GET", "/readyz") => "readyz",
-        ("GET", "/metrics") => "metrics",
-        _ => "unmatched",
-    }
+    let Some(pattern) = pattern else {
+        return "unmatched";
+    };
+    route_table()
+        .iter()
+        .find(|(m, p, _)| m == method && p == pattern)
+        .map_or("unmatched", |(_, _, id)| id.as_str())
 }
 
 /// Middleware: request id (header, log span, error bodies), metrics, one log line per
@@ -266,6 +299,10 @@ pub async fn request_context(
         res.headers_mut()
             .insert(header::HeaderName::from_static("x-request-id"), v);
     }
+    let admission = res.request().extensions().get::<Admission>().cloned();
+    if let Some(admission) = admission {
+        rate_limit_headers(res.headers_mut(), &admission);
+    }
     let code = res
         .response()
         .extensions()
@@ -285,6 +322,38 @@ pub async fn request_context(
         "request"
     );
     Ok(res)
+}
+
+/// The `RateLimit-Policy` and `RateLimit` fields of the IETF draft
+/// (draft-ietf-httpapi-ratelimit-headers): every policy that applied, as
+/// `"per-key";q=100;w=5` (quota, window in seconds) and `"per-key";r=99;t=1` (remaining,
+/// seconds until the quota is whole again).
+fn rate_limit_headers(headers: &mut header::HeaderMap, admission: &Admission) {
+    if admission.policies.is_empty() {
+        return;
+    }
+    let join = |f: &dyn Fn(&PolicyState) -> String| {
+        admission
+            .policies
+            .iter()
+            .map(f)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let policy = join(&|p| {
+        format!(
+            "\"{}\";q={};w={}",
+            p.name,
+            p.rate.burst,
+            p.rate.window_seconds()
+        )
+    });
+    let state = join(&|p| format!("\"{}\";r={};t={}", p.name, p.remaining, p.reset_seconds));
+    for (name, value) in [("ratelimit-policy", policy), ("ratelimit", state)] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(header::HeaderName::from_static(name), v);
+        }
+    }
 }
 
 /// The v3 code for a status actix produced on its own (before any handler ran).
@@ -311,136 +380,58 @@ pub fn app(
         InitError = (),
     >,
 > {
-    actix_web::App::new()
+    let mut app = actix_web::App::new()
         .app_data(web::Data::new(state))
         .wrap(from_fn(request_context))
-        .configure(routes)
+        .into_utoipa_app()
+        .configure(api)
+        .into_app();
+    for (path, _) in OPS {
+        let handler = match path {
+            "/healthz" => web::get().to(healthz),
+            "/readyz" => web::get().to(readyz),
+            "/metrics" => web::get().to(metrics),
+            _ => web::get().to(openapi),
+        };
+        app = app.route(path, handler);
+    }
+    app.default_service(web::to(not_found))
 }
 
+/// No route matched: 405 with `Allow` when the path is known under other methods, else 404;
+/// both with the `invalid_request` envelope (Stripe's precedent for unrecognized URLs).
 async fn not_found(req: HttpRequest) -> HttpResponse {
-    let err = ServiceError::invalid(format!(
-        "no route {} {}; see /v1/openapi.json",
-        req.method(),
-        req.path()
-    ));
-    let mut env = err.envelope(&request_id(&req));
-    env.error.code = ErrorCode::InvalidRequest;
-    envelope_response(ErrorCode::InvalidRequest, 404, env, None)
-}
-
-async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
-    let pattern = req.match_pattern();
-    let allowed: Vec<&str> = ["GET", "POST", "DELETE"]
-        .into_iter()
-        .filter(|m| {
-            let method = Method::from_bytes(m.as_bytes()).unwrap_or(Method::GET);
-            operation_name(&method, pattern.as_deref()) != "unmatched"
-        })
+    let path = req.path();
+    let mut allowed: Vec<&str> = route_table()
+        .iter()
+        .filter(|(_, template, _)| template_matches(template, path))
+        .map(|(m, _, _)| m.as_str())
         .collect();
+    allowed.sort_unstable();
+    allowed.dedup();
+    let id = request_id(&req);
+    if allowed.is_empty() {
+        let err = ServiceError::invalid(format!(
+            "no route {} {}; see /v1/openapi.json",
+            req.method(),
+            path
+        ));
+        return envelope_response(ErrorCode::InvalidRequest, 404, err.envelope(&id), None);
+    }
+    let allow = allowed.join(", ");
     let err = ServiceError::invalid(format!(
-        "method {} is not allowed on {} (allowed: {})",
+        "method {} is not allowed on {} (allowed: {allow})",
         req.method(),
-        req.path(),
-        allowed.join(", ")
+        path,
     ));
-    let mut resp = envelope_response(
-        ErrorCode::InvalidRequest,
-        405,
-        err.envelope(&request_id(&req)),
-        None,
-    );
-    if let Ok(v) = HeaderValue::from_str(&allowed.join(", ")) {
+    let mut resp = envelope_response(ErrorCode::InvalidRequest, 405, err.envelope(&id), None);
+    if let Ok(v) = HeaderValue::from_str(&allow) {
         resp.headers_mut().insert(header::ALLOW, v);
     }
     resp
 }
 
-fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ServiceError> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => {
-            let text = v.to_str().map_err(|_| {
-                ServiceError::invalid(format!("header {name} must be visible ASCII"))
-            })?;
-            let text = text.trim();
-            if text.is_empty() {
-                return Err(ServiceError::invalid(format!(
-                    "header {name} must not be empty"
-                )));
-            }
-            Ok(Some(text))
-        }
-    }
-}
-
-async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller, ServiceError> {
-    let auth = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or(""));
-    state.service.authenticate(auth).await
-}
-
-/// The inline provider access of a request: `X-Provider-Credential` and the context headers.
-fn inline_access(req: &HttpRequest) -> Result<InlineAccess, ServiceError> {
-    let h = req.headers();
-    let credential = header_text(h, "x-provider-credential")?.map(SecretString::from);
-    let own = |name| header_text(h, name).map(|v| v.map(str::to_owned));
-    Ok(InlineAccess {
-        credential,
-        context: ProviderContext {
-            workspace: own("x-provider-workspace")?,
-            team_id: own("x-provider-team-id")?,
-            project_id: own("x-provider-project-id")?,
-            bridge_url: own("x-provider-bridge-url")?,
-        },
-    })
-}
-
-/// Reads a JSON body of at most `limit` bytes and parses it into `T`.
-async fn read_json<T: DeserializeOwned>(
-    req: &HttpRequest,
-    mut payload: web::Payload,
-    limit: usize,
-) -> Result<T, ServiceError> {
-    if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
-        let essence = ct.split(';').next().unwrap_or("").trim();
-        if essence != "application/json" && !essence.ends_with("+json") {
-            return Err(ServiceError::invalid(
-                "Content-Type must be application/json",
-            ));
-        }
-    }
-    let too_large = || ServiceError::PayloadTooLarge {
-        message: format!("the request body exceeds {limit} bytes"),
-    };
-    if let Some(len) = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        && len > limit
-    {
-        return Err(too_large());
-    }
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk =
-            chunk.map_err(|e| ServiceError::invalid(format!("cannot read the body: {e}")))?;
-        if body.len() + chunk.len() > limit {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    if body.is_empty() {
-        return Err(ServiceError::invalid("a JSON request body is required"));
-    }
-    serde_json::from_slice(&body)
-        .map_err(|e| ServiceError::invalid(format!("invalid JSON body: {e}")))
-}
-
-fn json_ok<T: serde::Serialize>(status: StatusCode, value: &T) -> HttpResponse {
+pub(crate) fn json_ok<T: serde::Serialize>(status: StatusCode, value: &T) -> HttpResponse {
     HttpResponse::build(status).json(value)
 }
 
@@ -468,149 +459,10 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         .body(out)
 }
 
-async fn openapi() -> HttpResponse {
+async fn openapi(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(crate::openapi::document_json())
-}
-
-async fn list_providers(req: HttpRequest, state: web::Data<AppState>) -> Reply {
-    authenticate(&state, &req).await.map_err(fail(&req))?;
-    Ok(json_ok(StatusCode::OK, &state.service.providers()))
-}
-
-async fn create_sandbox(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-) -> Reply {
-    let f = fail(&req);
-    let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
-    let key = match req.headers().get("idempotency-key") {
-        None => None,
-        Some(v) => Some(v.to_str().map_err(|_| {
-            f(ServiceError::InvalidIdempotencyKey {
-                message: "Idempotency-Key must be 1 to 255 printable ASCII characters".into(),
-            })
-        })?),
-    };
-    let body: CreateSandboxRequest = read_json(&req, payload, MAX_SMALL_BODY_BYTES)
-        .await
-        .map_err(&f)?;
-    let created = caught(&req, state.service.create(&caller, access, key, body)).await?;
-    let status = StatusCode::from_u16(created.status).unwrap_or(StatusCode::OK);
-    let mut resp = HttpResponse::build(status);
-    resp.content_type("application/json");
-    if created.replayed {
-        resp.insert_header(("Idempotent-Replayed", "true"));
-    }
-    Ok(resp.body(created.body))
-}
-
-/// `GET /v1/sandboxes` query.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    cursor: Option<String>,
-    limit: Option<String>,
-}
-
-async fn list_sandboxes(req: HttpRequest, state: web::Data<AppState>) -> Reply {
-    let f = fail(&req);
-    let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let q = web::Query::<ListQuery>::from_query(req.query_string())
-        .map_err(|e| f(ServiceError::invalid(format!("invalid query: {e}"))))?
-        .into_inner();
-    let limit = match q.limit {
-        None => None,
-        Some(l) => Some(l.parse::<u32>().map_err(|_| {
-            f(ServiceError::invalid(format!(
-                "`limit` must be an integer from 1 to {}",
-                limits::MAX_PAGE_LIMIT
-            )))
-        })?),
-    };
-    let page = caught(
-        &req,
-        state.service.list(&caller, q.cursor.as_deref(), limit),
-    )
-    .await?;
-    Ok(json_ok(StatusCode::OK, &page))
-}
-
-async fn get_sandbox(
-    req: HttpRequest,
-    path: web::Path<String>,
-    state: web::Data<AppState>,
-) -> Reply {
-    let f = fail(&req);
-    let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
-    let sandbox = caught(&req, state.service.get(&caller, access, &path)).await?;
-    Ok(json_ok(StatusCode::OK, &sandbox))
-}
-
-async fn delete_sandbox(
-    req: HttpRequest,
-    path: web::Path<String>,
-    state: web::Data<AppState>,
-) -> Reply {
-    let f = fail(&req);
-    let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
-    let sandbox = caught(&req, state.service.delete(&caller, access, &path)).await?;
-    Ok(json_ok(StatusCode::OK, &sandbox))
-}
-
-async fn run_command(
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-) -> Reply {
-    let f = fail(&req);
-    let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
-    let input: RunCommandInput = read_json(&req, payload, MAX_EXEC_BODY_BYTES)
-        .await
-        .map_err(&f)?;
-    let result = caught(&req, state.service.exec(&caller, access, &path, input)).await?;
-    Ok(json_ok(StatusCode::OK, &result))
-}
-
-async fn read_file(
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-) -> Reply {
-    let f = fail(&req);
-    let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
-    let input: ReadFileInput = read_json(&req, payload, MAX_SMALL_BODY_BYTES)
-        .await
-        .map_err(&f)?;
-    let result = caught(&req, state.service.read_file(&caller, access, &path, input)).await?;
-    Ok(json_ok(StatusCode::OK, &result))
-}
-
-async fn write_file(
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-) -> Reply {
-    let f = fail(&req);
-    let caller = authenticate(&state, &req).await.map_err(&f)?;
-    let access = inline_access(&req).map_err(&f)?;
-    let input: WriteFileInput = read_json(&req, payload, MAX_WRITE_BODY_BYTES)
-        .await
-        .map_err(&f)?;
-    let result = caught(
-        &req,
-        state.service.write_file(&caller, access, &path, input),
-    )
-    .await?;
-    Ok(json_ok(StatusCode::OK, &result))
+        .body(crate::openapi::document_json(
+            &state.service.providers().providers,
+        ))
 }

@@ -12,7 +12,9 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod extract;
 pub mod http;
 pub mod local;
 pub mod openapi;
+mod routes;
 pub mod wiring;

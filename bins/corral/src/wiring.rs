@@ -115,6 +115,24 @@ pub fn build(settings: &Settings) -> Result<BTreeMap<Provider, Arc<dyn SandboxPr
     Ok(out)
 }
 
+/// The capabilities of every provider compiled in, as their default configuration advertises
+/// them, in provider order: the providers of the committed OpenAPI document. Builds no
+/// provider that does I/O (HTTP adapters only make a client).
+pub fn compiled_in_capabilities() -> Vec<corral_domain::ProviderCapabilities> {
+    let mut out = vec![corral_provider_local::capabilities()];
+    for registration in ADAPTERS {
+        match (registration.build)(toml::Table::new()) {
+            Ok(adapter) => out.push(adapter.capabilities().clone()),
+            Err(e) => tracing::warn!(
+                "provider `{}` cannot describe itself: {e}",
+                registration.provider
+            ),
+        }
+    }
+    out.sort_by_key(|c| c.provider);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@ use crate::provider::Provider;
 /// How the `image` field of a create request is interpreted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub enum ImageMode {
     /// A provider template (E2B, Together, Morph snapshot).
     Template,
@@ -19,6 +20,7 @@ pub enum ImageMode {
 /// How a sandbox's lifetime is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub enum TimeoutMode {
     /// `timeout` in seconds, within the advertised bounds and granularity.
     Seconds,
@@ -29,6 +31,7 @@ pub enum TimeoutMode {
 /// Whether stdout and stderr come back apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub enum OutputStreams {
     /// stdout and stderr are kept apart.
     Separate,
@@ -39,6 +42,7 @@ pub enum OutputStreams {
 /// Official pricing evidence: the figures as published, where, and when they were read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct PricingEvidence {
     /// The published price figures, in the provider's own terms.
     pub summary: String,
@@ -54,6 +58,7 @@ pub struct PricingEvidence {
 /// and nothing else hard-codes what a provider can do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct ProviderCapabilities {
     /// The provider.
     pub provider: Provider,
@@ -95,6 +100,7 @@ pub struct ProviderCapabilities {
 /// Every configured provider's capabilities (`GET /v1/providers`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct ProviderCatalog {
     /// One entry per configured provider.
     pub providers: Vec<ProviderCapabilities>,

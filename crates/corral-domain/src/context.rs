@@ -38,6 +38,7 @@ impl ProviderContext {
 /// Where the provider credential of a call came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub enum CredentialSource {
     /// The project's stored provider profile.
     Profile,

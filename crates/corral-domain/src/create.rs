@@ -4,8 +4,46 @@ use crate::capabilities::{ImageMode, ProviderCapabilities, TimeoutMode};
 use crate::input::InputError;
 use crate::provider::Provider;
 
-/// The longest accepted `image`.
-const MAX_IMAGE_LEN: usize = 512;
+/// The longest accepted `image`, in characters.
+pub(crate) const MAX_IMAGE_LEN: usize = 512;
+
+/// An optional non-negative whole number, written as JSON Schema's `integer` allows: `60` or
+/// `60.0` (a number with a zero fractional part is an integer there), never `60.5` or `-1`.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct Whole;
+    impl<'de> serde::de::Visitor<'de> for Whole {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a non-negative whole number of seconds")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: serde::Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(Whole)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            u64::try_from(v)
+                .map(Some)
+                .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            // Below 2^53 every whole f64 is exact, and no timeout is anywhere near that.
+            if v.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&v) {
+                Ok(Some(v as u64))
+            } else {
+                Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+            }
+        }
+    }
+    d.deserialize_option(Whole)
+}
 
 /// Create fields shared by most providers: what the spec shows for every variant.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,7 +53,11 @@ pub struct StandardCreate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// Lifetime in seconds, where the provider's `timeoutMode` is `seconds`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
     pub timeout: Option<u64>,
 }
 
@@ -27,7 +69,11 @@ pub struct FlyCreate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// Not accepted (Fly lifetimes are provider-managed); present so the refusal names it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
     pub timeout: Option<u64>,
     /// The Fly app; falls back to the profile's setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,7 +209,7 @@ impl CreateSandboxRequest {
                 ));
             }
             if image.trim().is_empty()
-                || image.len() > MAX_IMAGE_LEN
+                || image.chars().count() > MAX_IMAGE_LEN
                 || image.contains(char::is_control)
             {
                 return Err(InputError::invalid(

@@ -25,7 +25,8 @@ impl RunCommandInput {
     /// Checks the command against the limits and the provider's capabilities.
     pub fn validate(&self, caps: &ProviderCapabilities) -> Result<(), InputError> {
         let provider = caps.provider;
-        if self.command.trim().is_empty() {
+        // Empty is refused; whitespace alone is a valid (if idle) shell command.
+        if self.command.is_empty() {
             return Err(InputError::invalid(
                 "command",
                 "`command` must not be empty",
@@ -50,9 +51,12 @@ impl RunCommandInput {
                     format!("`cwd` is not supported by provider `{provider}`"),
                 ));
             }
-            crate::input::check_path(cwd).map_err(|_| {
-                InputError::invalid("cwd", "`cwd` must be a non-empty path without NUL")
-            })?;
+            crate::input::check_path(cwd)
+                .ok()
+                .filter(|()| cwd.starts_with('/'))
+                .ok_or_else(|| {
+                    InputError::invalid("cwd", "`cwd` must be an absolute path without NUL")
+                })?;
         }
         if let Some(env) = &self.env {
             if !caps.supports_env && !env.is_empty() {
@@ -93,6 +97,7 @@ impl RunCommandInput {
 /// `exec` result. With `outputStreams: combined`, everything is in `stdout`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct CommandResult {
     /// The sandbox the command ran in.
     pub sandbox_id: SandboxId,

@@ -8,6 +8,7 @@ use crate::limits::MAX_WRITE_BYTES;
 /// How file content is carried in JSON.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub enum FileEncoding {
     /// UTF-8 text (the default).
     #[default]
@@ -37,6 +38,7 @@ impl ReadFileInput {
 /// `files/read` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct ReadFileResult {
     /// The sandbox read from.
     pub sandbox_id: SandboxId,
@@ -95,6 +97,7 @@ impl WriteFileInput {
 /// `files/write` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct WriteFileResult {
     /// The sandbox written to.
     pub sandbox_id: SandboxId,

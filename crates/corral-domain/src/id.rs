@@ -10,6 +10,17 @@ use crate::provider::Provider;
 const CROCKFORD_LOWER: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 const ULID_LEN: usize = 26;
 
+/// The canonical ULID payload as a regular expression: lowercase Crockford base32, the first
+/// character at most `7`.
+pub const ULID_PATTERN: &str = "[0-7][0-9a-hjkmnp-tv-z]{25}";
+
+/// A regular expression matching exactly the strings that parse as a [`SandboxId`]:
+/// `sbx_<provider>_<ulid>` with a known provider (anchored).
+pub fn sandbox_id_pattern() -> String {
+    let providers: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+    format!("^sbx_({})_{ULID_PATTERN}$", providers.join("|"))
+}
+
 /// An opaque, project-scoped sandbox id: `sbx_<provider>_<ulid>`.
 ///
 /// The provider is visible; the random payload is a ULID in lowercase Crockford base32 and

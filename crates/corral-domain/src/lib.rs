@@ -22,6 +22,8 @@ mod files;
 mod id;
 mod input;
 pub mod limits;
+#[cfg(feature = "utoipa")]
+pub mod openapi;
 mod provider;
 mod sandbox;
 mod status;
@@ -33,7 +35,7 @@ pub use context::{CredentialSource, ProviderContext};
 pub use create::{CreateSandboxRequest, FlyCreate, StandardCreate};
 pub use exec::{CommandResult, RunCommandInput};
 pub use files::{FileEncoding, ReadFileInput, ReadFileResult, WriteFileInput, WriteFileResult};
-pub use id::{OperationId, ParseIdError, SandboxId};
+pub use id::{OperationId, ParseIdError, SandboxId, ULID_PATTERN, sandbox_id_pattern};
 pub use input::InputError;
 pub use provider::{ParseProviderError, Provider};
 pub use sandbox::{Sandbox, SandboxListItem, SandboxMetadata, SandboxPage};

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// sandbox ids (`sbx_<provider>_<ulid>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub enum Provider {
     /// E2B: REST control API plus the in-sandbox envd API.
     E2b,

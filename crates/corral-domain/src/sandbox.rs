@@ -10,6 +10,7 @@ use crate::status::SandboxStatus;
 /// the non-secret context used. Never a secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct SandboxMetadata {
     /// The provider-native identifier (absent while a create's outcome is unconfirmed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -35,6 +36,7 @@ pub struct SandboxMetadata {
 /// A sandbox as returned by create, get and delete.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct Sandbox {
     /// Opaque project-scoped id.
     pub id: SandboxId,
@@ -50,6 +52,7 @@ pub struct Sandbox {
         skip_serializing_if = "Option::is_none",
         with = "crate::wire_time::option"
     )]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
     pub status_observed_at: Option<Timestamp>,
     /// When the sandbox was deleted (tombstones only).
     #[serde(
@@ -57,12 +60,14 @@ pub struct Sandbox {
         skip_serializing_if = "Option::is_none",
         with = "crate::wire_time::option"
     )]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
     pub deleted_at: Option<Timestamp>,
 }
 
 /// One registry record in a list page: cached status, timestamps and deletion history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct SandboxListItem {
     /// Opaque project-scoped id.
     pub id: SandboxId,
@@ -74,21 +79,26 @@ pub struct SandboxListItem {
     pub metadata: SandboxMetadata,
     /// When the record was created.
     #[serde(with = "crate::wire_time")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = String, format = DateTime))]
     pub created_at: Timestamp,
     /// When the record last changed.
     #[serde(with = "crate::wire_time")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = String, format = DateTime))]
     pub updated_at: Timestamp,
     /// When `status` was observed.
     #[serde(with = "crate::wire_time")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = String, format = DateTime))]
     pub status_observed_at: Timestamp,
     /// When the sandbox was deleted (tombstones only; `null` otherwise).
     #[serde(default, with = "crate::wire_time::option")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
     pub deleted_at: Option<Timestamp>,
 }
 
 /// A page of the registry, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct SandboxPage {
     /// Records, newest first; tombstones included.
     pub items: Vec<SandboxListItem>,

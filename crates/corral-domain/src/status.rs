@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// The provider-neutral lifecycle state of a sandbox, as last observed by Corral.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub enum SandboxStatus {
     /// Accepted; the provider has not reported it ready yet.
     Creating,

@@ -435,10 +435,16 @@ fn exec_validation_enforces_limits_and_capabilities() {
         assert_eq!(invalid_field(input.validate(&c2)), "env", "{bad:?}");
     }
     let empty = RunCommandInput {
-        command: "  ".into(),
+        command: String::new(),
         ..Default::default()
     };
     assert_eq!(invalid_field(empty.validate(&c)), "command");
+    // Whitespace alone is a (idle) shell command, as the document's pattern says.
+    let blank = RunCommandInput {
+        command: "  ".into(),
+        ..Default::default()
+    };
+    assert!(blank.validate(&c).is_ok());
     let huge = RunCommandInput {
         command: "x".repeat(limits::MAX_COMMAND_BYTES + 1),
         ..Default::default()
@@ -521,4 +527,46 @@ fn read_result_encodes_or_reports_non_utf8() {
     assert!(ReadFileResult::encode(id, "/a".into(), vec![0xff], FileEncoding::Utf8).is_none());
     let r = ReadFileResult::encode(id, "/a".into(), b"hi".to_vec(), FileEncoding::Utf8).unwrap();
     assert_eq!(r.content, "hi");
+}
+
+#[test]
+fn cwd_must_be_absolute_as_the_document_says() {
+    let c = caps(Provider::E2b);
+    for (cwd, ok) in [
+        ("/tmp", true),
+        ("/", true),
+        ("tmp", false),
+        ("", false),
+        ("/a\0b", false),
+    ] {
+        let input = RunCommandInput {
+            command: "ls".into(),
+            cwd: Some(cwd.into()),
+            ..Default::default()
+        };
+        assert_eq!(input.validate(&c).is_ok(), ok, "{cwd:?}");
+        if !ok {
+            assert_eq!(invalid_field(input.validate(&c)), "cwd");
+        }
+    }
+}
+
+#[test]
+fn a_timeout_is_any_json_integer_including_a_zero_fraction() {
+    let parse = |v: serde_json::Value| serde_json::from_value::<CreateSandboxRequest>(v);
+    for (body, timeout) in [
+        (json!({"provider": "local", "timeout": 60}), Some(60)),
+        (json!({"provider": "local", "timeout": 60.0}), Some(60)),
+        (json!({"provider": "local", "timeout": null}), None),
+        (json!({"provider": "local"}), None),
+    ] {
+        assert_eq!(parse(body.clone()).unwrap().timeout(), timeout, "{body}");
+    }
+    for body in [
+        json!({"provider": "local", "timeout": 60.5}),
+        json!({"provider": "local", "timeout": -1}),
+        json!({"provider": "local", "timeout": "60"}),
+    ] {
+        assert!(parse(body.clone()).is_err(), "{body}");
+    }
 }

@@ -56,8 +56,8 @@
 //!   the native id, and tombstoned (never deleted) on delete; a tombstone ignores later status
 //!   observations. Operation ids are unique.
 //! - **Pagination** is newest first on (createdAt, id) — byte order of ids on both backends —
-//!   with an opaque cursor (base64url of the last pair); a cursor this registry did not issue is
-//!   [`RegistryError::InvalidCursor`]. Listing includes tombstones and never calls a provider.
+//!   with an opaque cursor (`<createdAt micros>_<sandbox id>` of the last record, of the form
+//!   [`cursor_pattern`] says); any other string is [`RegistryError::InvalidCursor`]. Listing includes tombstones and never calls a provider.
 //!
 //! # Errors → v3 codes ([`RegistryError::code`])
 //!
@@ -96,5 +96,5 @@ pub use model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
     ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
 };
-pub use registry::Registry;
+pub use registry::{Registry, cursor_pattern};
 pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey};

@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use corral_domain::limits::MAX_PAGE_LIMIT;
 use corral_domain::{OperationId, Provider, SandboxId, SandboxStatus, Timestamp};
 use diesel::prelude::*;
@@ -90,23 +88,27 @@ fn json<T: serde::Serialize>(value: &T) -> Result<String> {
     })
 }
 
-/// Cursor format: base64url (no padding) of `v1:<createdAt micros>:<sandbox id>`.
+/// Cursor format: `<createdAt micros>_<sandbox id>`, the keyset position of the last record
+/// of the page. Opaque to clients, but of a documented form ([`cursor_pattern`]) so that every
+/// string of that form is accepted and every other refused.
 fn encode_cursor(created_at: i64, id: &str) -> String {
-    URL_SAFE_NO_PAD.encode(format!("v1:{created_at}:{id}"))
+    format!("{created_at}_{id}")
 }
 
 fn decode_cursor(cursor: &str) -> Result<(i64, String)> {
-    let bytes = URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| RegistryError::InvalidCursor)?;
-    let text = String::from_utf8(bytes).map_err(|_| RegistryError::InvalidCursor)?;
-    let rest = text
-        .strip_prefix("v1:")
-        .ok_or(RegistryError::InvalidCursor)?;
-    let (created, id) = rest.split_once(':').ok_or(RegistryError::InvalidCursor)?;
+    let (created, id) = cursor.split_once('_').ok_or(RegistryError::InvalidCursor)?;
+    if created.is_empty() || created.len() > 18 || !created.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(RegistryError::InvalidCursor);
+    }
     let created: i64 = created.parse().map_err(|_| RegistryError::InvalidCursor)?;
     let id: SandboxId = id.parse().map_err(|_| RegistryError::InvalidCursor)?;
     Ok((created, id.to_string()))
+}
+
+/// A regular expression matching exactly the cursors [`Registry::list_sandboxes`] accepts.
+pub fn cursor_pattern() -> String {
+    let id = corral_domain::sandbox_id_pattern();
+    format!("^[0-9]{{1,18}}_{}", id.trim_start_matches('^'))
 }
 
 const SANDBOX: &str = "sandbox";
@@ -806,6 +808,36 @@ impl Registry {
             .map_err(db_error)
         })?;
         self.fetch_existing(&p, &i).await
+    }
+
+    /// How many live sandboxes `project` has on each provider: not deleted, not expired, and
+    /// not a create known to have failed (pending and unconfirmed creates count: they may
+    /// exist). For quotas, checked before a provider is called.
+    pub async fn count_live_sandboxes(
+        &self,
+        project: ProjectId,
+    ) -> Result<std::collections::BTreeMap<corral_domain::Provider, u64>> {
+        let project = project.to_string();
+        let rows: Vec<(String, i64)> = run!(self, |c| {
+            sandboxes::table
+                .filter(sandboxes::project_id.eq(&project))
+                .filter(sandboxes::deleted_at.is_null())
+                .filter(sandboxes::create_state.ne("failed"))
+                .filter(sandboxes::status.ne("expired"))
+                .group_by(sandboxes::provider)
+                .select((sandboxes::provider, diesel::dsl::count_star()))
+                .load(c)
+                .await
+                .map_err(db_error)
+        })?;
+        let mut out = std::collections::BTreeMap::new();
+        for (provider, n) in rows {
+            let provider = provider.parse().map_err(|_| RegistryError::Internal {
+                message: format!("unknown provider `{provider}` in the registry"),
+            })?;
+            out.insert(provider, u64::try_from(n).unwrap_or(0));
+        }
+        Ok(out)
     }
 
     /// One page of the project's records, newest first by (createdAt, id), tombstones included.

@@ -1,13 +1,23 @@
 //! Provider access for one call: the credential (inline or the project's profile), the
 //! merged non-secret context, and the bridge URL guard.
 
-use corral_domain::{CredentialSource, Provider, ProviderContext};
+use corral_domain::{CredentialSource, Provider, ProviderContext, SandboxMetadata};
 use corral_provider::CallContext;
 use corral_registry::RegistryError;
 
 use crate::bridge::check_bridge_credential;
 use crate::error::ServiceError;
 use crate::{Caller, InlineAccess, Service};
+
+/// The context stored on a sandbox's record at create time.
+pub(crate) fn recorded_context(m: &SandboxMetadata) -> ProviderContext {
+    ProviderContext {
+        workspace: m.workspace.clone(),
+        team_id: m.team_id.clone(),
+        project_id: m.project_id.clone(),
+        bridge_url: m.bridge_url.clone(),
+    }
+}
 
 /// What a provider call runs with.
 pub(crate) struct Access {
@@ -21,13 +31,17 @@ impl Service {
     ///
     /// Inline credential first (never stored); else the project's profile
     /// (`provider_profile_not_found` when there is none; `provider_operation_unavailable` when
-    /// its last deep verification says the credential cannot do `operation`). Inline context
-    /// headers override the profile's, field by field.
+    /// its last deep verification says the credential cannot do `operation`).
+    ///
+    /// The context starts from `recorded` — the context stored on the sandbox's record when it
+    /// was created, for every call on an existing sandbox — or, for a create, from the
+    /// profile's; inline context headers then override it field by field.
     pub(crate) async fn access(
         &self,
         caller: &Caller,
         provider: Provider,
         inline: InlineAccess,
+        recorded: Option<&ProviderContext>,
         operation: &str,
     ) -> Result<Access, ServiceError> {
         if provider == Provider::Local {
@@ -86,13 +100,18 @@ impl Service {
                 (p.credential, CredentialSource::Profile)
             }
         };
-        let context = profile_context.clone().overridden_by(&inline.context);
+        let context = recorded
+            .unwrap_or(&profile_context)
+            .clone()
+            .overridden_by(&inline.context);
         let mut ctx = CallContext::new(credential, context.clone());
         if provider.is_bridge() {
+            // The effective URL, whether sent now or recorded from an earlier request, is the
+            // caller's unless it is the profile's own.
             check_bridge_credential(
                 source,
                 profile_context.bridge_url.as_deref(),
-                inline.context.bridge_url.as_deref(),
+                context.bridge_url.as_deref(),
             )?;
             if let Some(url) = &context.bridge_url {
                 // The adapter connects to the vetted addresses only: no second lookup.

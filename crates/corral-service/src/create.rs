@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_domain::{CreateSandboxRequest, OperationId, SandboxId, SandboxMetadata};
+use corral_domain::{CreateSandboxRequest, OperationId, SandboxId, SandboxMetadata, SandboxStatus};
 use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyKey};
 use corral_provider::{CallContext, CreateSpec, ProviderError, SandboxProvider};
 use corral_registry::{CreateState, NewSandbox, SandboxRecord};
@@ -27,8 +27,19 @@ const CREATE_ROUTE: &str = "/v1/sandboxes";
 /// is what bounds how long a key can stay in progress.
 const CREATE_DEADLINE: Duration = Duration::from_secs(15 * 60);
 
+/// The body a create answers (and replays byte for byte): the spec's state table moves an
+/// accepted create to `creating` and the response carries that status, whatever the provider
+/// already reported. The provider's observed status is recorded on the registry record and
+/// shown by get and list with its `statusObservedAt`; the create response has no
+/// `statusObservedAt` because its status is the operation's, not an observation. A create
+/// settled by a delete (the tombstone) is answered as what it is.
 fn body_of(rec: &SandboxRecord) -> Result<String, ServiceError> {
-    serde_json::to_string(&rec.to_sandbox())
+    let mut sandbox = rec.to_sandbox();
+    if sandbox.deleted_at.is_none() {
+        sandbox.status = SandboxStatus::Creating;
+        sandbox.status_observed_at = None;
+    }
+    serde_json::to_string(&sandbox)
         .map_err(|_| ServiceError::internal("cannot serialize the sandbox"))
 }
 
@@ -76,8 +87,9 @@ impl Service {
         .collect();
         let fingerprint = Fingerprint::compute("POST", CREATE_ROUTE, Some(&body_value), &headers);
         // Rejections before execution (no profile, refused bridge URL…) leave no record.
-        let access = self.access(caller, p, inline, "create").await?;
+        let access = self.access(caller, p, inline, None, "create").await?;
         let Some(key) = key else {
+            self.check_quota(caller, p).await?;
             return self
                 .run_create(caller, provider, access, request, None, OperationId::new())
                 .await;
@@ -89,6 +101,12 @@ impl Service {
             .map_err(idempotency_error)?;
         match outcome {
             ClaimOutcome::Claimed(mut claim) => {
+                // A new create (a replay is never refused): over quota, nothing is stored and
+                // the key is free again.
+                if let Err(e) = self.check_quota(caller, p).await {
+                    let _ = store.release(&claim).await;
+                    return Err(e);
+                }
                 let op = OperationId::new();
                 if let Err(e) = store.attach_operation(&mut claim, op).await {
                     let _ = store.release(&claim).await;

@@ -21,6 +21,7 @@ mod access;
 pub mod bridge;
 mod create;
 pub mod error;
+pub mod limiter;
 pub mod metrics;
 mod reconciler;
 mod sandboxes;
@@ -57,6 +58,11 @@ pub struct ServiceConfig {
     /// is recorded failed and its key freed. Must cover the provider's late processing plus
     /// its listing lag.
     pub reconcile_grace: Duration,
+    /// Request rates per API key and per project, and the failed-authentication throttle
+    /// (none by default; the server configures [`limiter::RateLimits::standard`]).
+    pub rate_limits: limiter::RateLimits,
+    /// Quotas on live sandboxes per project (none by default).
+    pub quotas: limiter::Quotas,
 }
 
 impl Default for ServiceConfig {
@@ -67,6 +73,8 @@ impl Default for ServiceConfig {
             provider_call_timeout: Duration::from_secs(60),
             bridge_allow: Vec::new(),
             reconcile_grace: Duration::from_secs(300),
+            rate_limits: limiter::RateLimits::default(),
+            quotas: limiter::Quotas::default(),
         }
     }
 }
@@ -121,6 +129,8 @@ struct Inner {
     provider_latency: Arc<ProviderCalls>,
     /// Creates whose provider call is running in this process: the reconciler leaves them be.
     in_flight: Arc<Mutex<HashSet<OperationId>>>,
+    /// Token buckets of the request-rate limits (per replica).
+    buckets: limiter::Buckets,
 }
 
 /// Marks an operation in flight until dropped (also when its task panics).
@@ -172,6 +182,7 @@ impl Service {
                 idempotency,
                 config,
                 in_flight: Arc::default(),
+                buckets: limiter::Buckets::default(),
                 provider_latency,
             }),
         }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use corral_registry::{CreateState, SandboxRecord};
 
+use crate::access::recorded_context;
 use crate::create::Lookup;
 use crate::{Caller, InlineAccess, Service};
 
@@ -88,7 +89,13 @@ impl Service {
         // Only a stored profile (or no credential at all) can be used: inline credentials are
         // never kept.
         let access = match self
-            .access(&caller, rec.provider(), InlineAccess::default(), "create")
+            .access(
+                &caller,
+                rec.provider(),
+                InlineAccess::default(),
+                Some(&recorded_context(&rec.metadata)),
+                "create",
+            )
             .await
         {
             Ok(a) => a,

@@ -3,18 +3,30 @@
 use std::time::Duration;
 
 use corral_domain::{
-    CommandResult, ReadFileInput, ReadFileResult, RunCommandInput, Sandbox, SandboxId, SandboxPage,
-    SandboxStatus, WriteFileInput, WriteFileResult, limits,
+    CommandResult, ProviderContext, ReadFileInput, ReadFileResult, RunCommandInput, Sandbox,
+    SandboxId, SandboxPage, SandboxStatus, WriteFileInput, WriteFileResult, limits,
 };
 use corral_provider::{ExecSpec, ProviderError};
 use corral_registry::{CreateState, SandboxRecord};
 
-use crate::error::registry_error;
-use crate::error::{ServiceError, Stage, map_provider_error};
+use crate::access::recorded_context;
+use crate::error::{ServiceError, Stage, map_provider_error, registry_error};
 use crate::{Caller, InlineAccess, Service};
 
 /// Slack past the exec deadline for the provider to report the kill before we stop waiting.
 const EXEC_SLACK: Duration = Duration::from_secs(10);
+
+/// Exec and files take only `X-Provider-Workspace` of the inline context (the spec's header
+/// table); the rest comes from the context recorded at create time.
+fn workspace_only(inline: InlineAccess) -> InlineAccess {
+    InlineAccess {
+        credential: inline.credential,
+        context: ProviderContext {
+            workspace: inline.context.workspace,
+            ..ProviderContext::default()
+        },
+    }
+}
 
 fn not_found(id: &str) -> ServiceError {
     ServiceError::SandboxNotFound {
@@ -86,7 +98,15 @@ impl Service {
         };
         let p = rec.provider();
         let provider = self.provider(p)?.clone();
-        let access = self.access(caller, p, inline, "get").await?;
+        let access = self
+            .access(
+                caller,
+                p,
+                inline,
+                Some(&recorded_context(&rec.metadata)),
+                "get",
+            )
+            .await?;
         let ctx = access
             .ctx
             .with_timeout(self.inner.config.provider_call_timeout);
@@ -148,7 +168,15 @@ impl Service {
         let needs_provider = rec.native_id.is_some() || rec.create_state != CreateState::Failed;
         if needs_provider {
             let provider = self.provider(p)?.clone();
-            let access = self.access(caller, p, inline, "delete").await?;
+            let access = self
+                .access(
+                    caller,
+                    p,
+                    inline,
+                    Some(&recorded_context(&rec.metadata)),
+                    "delete",
+                )
+                .await?;
             let ctx = access
                 .ctx
                 .with_timeout(self.inner.config.provider_call_timeout);
@@ -226,7 +254,15 @@ impl Service {
         let p = rec.provider();
         let provider = self.provider(p)?.clone();
         input.validate(provider.capabilities())?;
-        let access = self.access(caller, p, inline, "exec").await?;
+        let access = self
+            .access(
+                caller,
+                p,
+                workspace_only(inline),
+                Some(&recorded_context(&rec.metadata)),
+                "exec",
+            )
+            .await?;
         let deadline = self.inner.config.exec_deadline;
         let ctx = access.ctx.with_timeout(deadline + EXEC_SLACK);
         let spec = ExecSpec {
@@ -265,7 +301,15 @@ impl Service {
         let native = self.live_native(&rec, id)?.to_owned();
         let p = rec.provider();
         let provider = self.provider(p)?.clone();
-        let access = self.access(caller, p, inline, "read_file").await?;
+        let access = self
+            .access(
+                caller,
+                p,
+                workspace_only(inline),
+                Some(&recorded_context(&rec.metadata)),
+                "read_file",
+            )
+            .await?;
         let ctx = access
             .ctx
             .with_timeout(self.inner.config.provider_call_timeout);
@@ -294,7 +338,15 @@ impl Service {
         let native = self.live_native(&rec, id)?.to_owned();
         let p = rec.provider();
         let provider = self.provider(p)?.clone();
-        let access = self.access(caller, p, inline, "write_file").await?;
+        let access = self
+            .access(
+                caller,
+                p,
+                workspace_only(inline),
+                Some(&recorded_context(&rec.metadata)),
+                "write_file",
+            )
+            .await?;
         let ctx = access
             .ctx
             .with_timeout(self.inner.config.provider_call_timeout);

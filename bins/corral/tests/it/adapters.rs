@@ -95,10 +95,15 @@ async fn journey<H: Harness>() {
     .collect();
     let body = serde_json::to_value(harness.request()).unwrap();
     let app = test::init_service(corral::http::app(state)).await;
+    // The credential goes with every request; the context headers only with create and get
+    // (the spec's header table): exec, files and delete run with the context recorded at
+    // create time, which the fakes that need it (Vercel's teamId on every call) check.
+    let bare = |r: TestRequest| {
+        r.insert_header(("Authorization", format!("Bearer {key}")))
+            .insert_header(("X-Provider-Credential", credential.clone()))
+    };
     let req = |r: TestRequest| {
-        let mut r = r
-            .insert_header(("Authorization", format!("Bearer {key}")))
-            .insert_header(("X-Provider-Credential", credential.clone()));
+        let mut r = bare(r);
         for (name, value) in &headers {
             r = r.insert_header((*name, value.clone()));
         }
@@ -141,12 +146,27 @@ async fn journey<H: Harness>() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let exec = |cmd: &str| {
-        req(TestRequest::post()
-            .uri(&format!("/v1/sandboxes/{sid}/exec"))
-            .set_json(json!({"command": cmd})))
+        bare(
+            TestRequest::post()
+                .uri(&format!("/v1/sandboxes/{sid}/exec"))
+                .set_json(json!({"command": cmd})),
+        )
     };
     let out = send(&app, exec("echo hi-from-$((40+2))")).await;
     assert_eq!(out.expect_ok(200)["stdout"], "hi-from-42\n", "{id}");
+    // A context header that exec does not take is refused, not silently ignored.
+    for (name, value) in headers.iter().filter(|(n, _)| *n != "X-Provider-Workspace") {
+        let refused = send(&app, exec("true").insert_header((*name, value.clone()))).await;
+        refused.expect_error(400, "invalid_request");
+        assert!(
+            refused.json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(*name),
+            "{}",
+            refused.text
+        );
+    }
     let tmp = send(&app, exec("mktemp -d")).await;
     let path = format!(
         "{}/f.txt",
@@ -154,9 +174,11 @@ async fn journey<H: Harness>() {
     );
     let w = send(
         &app,
-        req(TestRequest::post()
-            .uri(&format!("/v1/sandboxes/{sid}/files/write"))
-            .set_json(json!({"path": path, "content": "round trip ✓"}))),
+        bare(
+            TestRequest::post()
+                .uri(&format!("/v1/sandboxes/{sid}/files/write"))
+                .set_json(json!({"path": path, "content": "round trip ✓"})),
+        ),
     )
     .await;
     assert_eq!(
@@ -166,15 +188,17 @@ async fn journey<H: Harness>() {
     );
     let r = send(
         &app,
-        req(TestRequest::post()
-            .uri(&format!("/v1/sandboxes/{sid}/files/read"))
-            .set_json(json!({"path": path}))),
+        bare(
+            TestRequest::post()
+                .uri(&format!("/v1/sandboxes/{sid}/files/read"))
+                .set_json(json!({"path": path})),
+        ),
     )
     .await;
     assert_eq!(r.expect_ok(200)["content"], "round trip ✓", "{id}");
     let gone = send(
         &app,
-        req(TestRequest::delete().uri(&format!("/v1/sandboxes/{sid}"))),
+        bare(TestRequest::delete().uri(&format!("/v1/sandboxes/{sid}"))),
     )
     .await;
     assert_eq!(gone.expect_ok(200)["status"], "deleted", "{id}");

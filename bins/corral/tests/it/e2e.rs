@@ -218,6 +218,7 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
         (200, "true")
     );
     assert_eq!(again, first);
+    assert!(first.contains(r#""status":"creating""#), "{first}");
     let (st, h, _) = api
         .call(
             post.clone(),

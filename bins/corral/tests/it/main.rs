@@ -9,5 +9,6 @@ mod bridge_e2e;
 mod codes;
 mod e2e;
 mod idempotency;
+mod limits;
 mod replicas;
 mod support;

@@ -303,21 +303,38 @@ pub(crate) async fn a_malformed_cursor_or_limit_is_a_typed_error(db: &TestDb) {
             .len(),
         1
     );
-    use base64::Engine as _;
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let pattern = corral_registry::cursor_pattern();
+    assert!(
+        good.starts_with(|c: char| c.is_ascii_digit()),
+        "{good} of {pattern}"
+    );
     for bad in [
         "".to_owned(),
         "!!!".to_owned(),
         "not-a-cursor".to_owned(),
-        b64.encode("v1:abc:sbx_local_01arz3ndektsv4rrffq69g5fav"),
-        b64.encode("v2:1:sbx_local_01arz3ndektsv4rrffq69g5fav"),
-        b64.encode("v1:1:not-an-id"),
+        "abc_sbx_local_01arz3ndektsv4rrffq69g5fav".to_owned(),
+        "-1_sbx_local_01arz3ndektsv4rrffq69g5fav".to_owned(),
+        "1234567890123456789_sbx_local_01arz3ndektsv4rrffq69g5fav".to_owned(),
+        "1_not-an-id".to_owned(),
+        "1_sbx_aws_01arz3ndektsv4rrffq69g5fav".to_owned(),
+        "1:sbx_local_01arz3ndektsv4rrffq69g5fav".to_owned(),
         format!("{good}="),
     ] {
         let err = reg.list_sandboxes(p, 10, Some(&bad)).await.unwrap_err();
         assert!(
             matches!(err, RegistryError::InvalidCursor),
             "{bad:?}: {err:?}"
+        );
+    }
+    // Every string of the documented form is a position, whether this registry issued it
+    // or not.
+    for fine in [
+        "0_sbx_local_01arz3ndektsv4rrffq69g5fav",
+        "999999999999999999_sbx_e2b_7zzzzzzzzzzzzzzzzzzzzzzzzz",
+    ] {
+        assert!(
+            reg.list_sandboxes(p, 10, Some(fine)).await.is_ok(),
+            "{fine}"
         );
     }
     for limit in [0, 201] {

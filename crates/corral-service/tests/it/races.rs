@@ -87,7 +87,15 @@ async fn the_reconciler_leaves_a_create_still_in_flight_alone() {
     assert_eq!(rec.status.as_str(), "creating");
     w.double.release_creates(1);
     until_state(&w, op, CreateState::Created).await;
-    assert!(until_replayed(&w, "k").await.body.contains("running"));
+    let replayed = until_replayed(&w, "k").await.body;
+    assert!(replayed.contains(r#""status":"creating""#), "{replayed}");
+    assert!(replayed.contains("nativeProviderId"), "{replayed}");
+    let rec = w.registry.sandbox_by_operation(op).await.unwrap().unwrap();
+    assert_eq!(
+        rec.status.as_str(),
+        "running",
+        "the observed status is recorded"
+    );
     assert_eq!(w.double.count("create"), 1);
 }
 

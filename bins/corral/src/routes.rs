@@ -1,0 +1,362 @@
+//! The eight public operations: each handler carries its method and path (actix's route
+//! macro) and its OpenAPI description (`#[utoipa::path]`), so the router and the document are
+//! built from the same items (see [`crate::http::api`]). Handlers are a few lines: the
+//! extractors of [`crate::extract`] do the repeated work, `corral-service` the rest.
+
+use std::collections::BTreeMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
+use corral_domain::{
+    CommandResult, CreateSandboxRequest, ProviderCatalog, ReadFileInput, ReadFileResult,
+    RunCommandInput, Sandbox, SandboxId, SandboxPage, WriteFileInput, WriteFileResult,
+};
+use corral_errors::ErrorCode;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response};
+
+use crate::extract::{
+    AllContext, Authenticated, ExecBody, IdempotencyKey, Inline, Json, ListQuery, Small,
+    WorkspaceOnly, WriteBody,
+};
+use crate::http::{AppState, Reply, caught, json_ok};
+
+/// Failures every authenticated operation can answer with.
+const ANY: &[ErrorCode] = &[
+    ErrorCode::InvalidRequest,
+    ErrorCode::MissingApiKey,
+    ErrorCode::AuthenticationError,
+    ErrorCode::RateLimited,
+    ErrorCode::SandboxRegistryUnavailable,
+    ErrorCode::InternalError,
+];
+
+/// Failures of an operation on one existing sandbox that calls its provider.
+const ON_SANDBOX: &[ErrorCode] = &[
+    ErrorCode::InvalidSandboxId,
+    ErrorCode::SandboxNotFound,
+    ErrorCode::ProviderProfilesUnavailable,
+    ErrorCode::ProviderProfileNotFound,
+    ErrorCode::ProviderOperationUnavailable,
+    ErrorCode::ProviderInvalidRequest,
+    ErrorCode::ProviderUnavailable,
+    ErrorCode::ProviderError,
+    ErrorCode::RequestTimeout,
+];
+
+/// The error responses of an operation: one per HTTP status, naming its codes, each with the
+/// envelope, `X-Request-Id`, and `Retry-After` where a code of that status carries it.
+fn error_responses(sets: &[&[ErrorCode]]) -> BTreeMap<String, RefOr<Response>> {
+    let mut by_status: BTreeMap<u16, Vec<ErrorCode>> = BTreeMap::new();
+    for code in sets.iter().flat_map(|s| s.iter()) {
+        let codes = by_status.entry(code.http_status()).or_default();
+        if !codes.contains(code) {
+            codes.push(*code);
+        }
+    }
+    by_status
+        .into_iter()
+        .map(|(status, codes)| {
+            let names: Vec<String> = codes.iter().map(|c| format!("`{c}`")).collect();
+            let mut r = ResponseBuilder::new()
+                .description(names.join(", "))
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+                        .build(),
+                )
+                .header("X-Request-Id", request_id_header());
+            if codes.iter().any(|c| c.retry_after_seconds(None).is_some()) {
+                r = r.header(
+                    "Retry-After",
+                    HeaderBuilder::new()
+                        .schema(
+                            ObjectBuilder::new()
+                                .schema_type(Type::Integer)
+                                .minimum(Some(0.0)),
+                        )
+                        .description(Some("Seconds to wait before retrying."))
+                        .build(),
+                );
+            }
+            if status == ErrorCode::RateLimited.http_status() {
+                for (name, what) in [
+                    (
+                        "RateLimit-Policy",
+                        "The service's rate policies (IETF draft): `\"per-key\";q=100;w=5, \"per-project\";q=200;w=4`. Absent for a quota or a provider's limit.",
+                    ),
+                    (
+                        "RateLimit",
+                        "What is left of each policy: `\"per-key\";r=0;t=5`. Absent for a quota or a provider's limit.",
+                    ),
+                ] {
+                    r = r.header(
+                        name,
+                        HeaderBuilder::new()
+                            .schema(ObjectBuilder::new().schema_type(Type::String))
+                            .description(Some(what))
+                            .build(),
+                    );
+                }
+            }
+            (status.to_string(), RefOr::T(r.build()))
+        })
+        .collect()
+}
+
+fn request_id_header() -> utoipa::openapi::header::Header {
+    HeaderBuilder::new()
+        .schema(ObjectBuilder::new().schema_type(Type::String))
+        .description(Some("The request id, as in the error body's `requestId`."))
+        .build()
+}
+
+/// Declares a type whose `IntoResponses` are the error responses of `sets`.
+macro_rules! errors {
+    ($name:ident: $($set:expr),+) => {
+        struct $name;
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<Response>> {
+                error_responses(&[$($set),+])
+            }
+        }
+    };
+}
+
+errors!(CreateErrors: ANY, ON_SANDBOX, &[
+    ErrorCode::PayloadTooLarge,
+    ErrorCode::InvalidIdempotencyKey,
+    ErrorCode::IdempotencyConflict,
+    ErrorCode::IdempotencyInProgress,
+    ErrorCode::IdempotencyOutcomeUnknown,
+    ErrorCode::IdempotencyUnavailable,
+    ErrorCode::SandboxCreateOutcomeUnknown,
+]);
+errors!(ListErrors: ANY);
+errors!(SandboxErrors: ANY, ON_SANDBOX);
+errors!(ExecErrors: ANY, ON_SANDBOX, &[ErrorCode::PayloadTooLarge]);
+errors!(ReadErrors: ANY, ON_SANDBOX, &[
+    ErrorCode::PayloadTooLarge,
+    ErrorCode::FileNotUtf8,
+    ErrorCode::FileOperationFailed,
+]);
+errors!(WriteErrors: ANY, ON_SANDBOX, &[
+    ErrorCode::PayloadTooLarge,
+    ErrorCode::InvalidFileContent,
+    ErrorCode::FileOperationFailed,
+]);
+errors!(ProvidersErrors: &[
+    ErrorCode::MissingApiKey,
+    ErrorCode::AuthenticationError,
+    ErrorCode::RateLimited,
+    ErrorCode::SandboxRegistryUnavailable,
+    ErrorCode::InternalError,
+]);
+
+/// Create a sandbox.
+///
+/// 201 with the new sandbox, status `creating`; with an `Idempotency-Key`, the same request
+/// again replays the stored answer byte for byte (200, `Idempotent-Replayed: true`).
+#[utoipa::path(
+    operation_id = "createSandbox", tag = "sandboxes",
+    params(IdempotencyKey, Inline<AllContext>),
+    request_body(content = CreateSandboxRequest, content_type = "application/json",
+        description = "At most 64 KiB."),
+    responses(
+        (status = 201, description = "Created; status `creating`.", body = Sandbox),
+        (status = 200, description = "A replay of a completed create (header `Idempotent-Replayed: true`).", body = Sandbox,
+            headers(("Idempotent-Replayed" = String, description = "`true`"))),
+        CreateErrors,
+    ))]
+#[post("/v1/sandboxes")]
+pub(crate) async fn create_sandbox(
+    req: HttpRequest,
+    caller: Authenticated,
+    key: IdempotencyKey,
+    inline: Inline<AllContext>,
+    body: Json<CreateSandboxRequest, Small>,
+    state: web::Data<AppState>,
+) -> Reply {
+    let created = caught(
+        &req,
+        state
+            .service
+            .create(&caller.0, inline.access, key.0.as_deref(), body.0),
+    )
+    .await?;
+    let status = StatusCode::from_u16(created.status).unwrap_or(StatusCode::OK);
+    let mut resp = HttpResponse::build(status);
+    resp.content_type("application/json");
+    if created.replayed {
+        resp.insert_header(("Idempotent-Replayed", "true"));
+    }
+    Ok(resp.body(created.body))
+}
+
+/// List the project's sandbox registry, newest first, tombstones included. Never calls a
+/// provider: each status is the last one observed, with its `statusObservedAt`.
+#[utoipa::path(
+    operation_id = "listSandboxes", tag = "sandboxes",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page; `nextCursor` is null on the last one.", body = SandboxPage),
+        ListErrors,
+    ))]
+#[get("/v1/sandboxes")]
+pub(crate) async fn list_sandboxes(
+    req: HttpRequest,
+    caller: Authenticated,
+    query: ListQuery,
+    state: web::Data<AppState>,
+) -> Reply {
+    let page = caught(
+        &req,
+        state
+            .service
+            .list(&caller.0, query.cursor.as_deref(), query.limit),
+    )
+    .await?;
+    Ok(json_ok(StatusCode::OK, &page))
+}
+
+/// Get a sandbox: asks its provider and records what it saw. A tombstone is returned without
+/// calling the provider.
+#[utoipa::path(
+    operation_id = "getSandbox", tag = "sandboxes",
+    params(("id" = SandboxId, Path, description = "The opaque sandbox id from create."), Inline<AllContext>),
+    responses(
+        (status = 200, description = "The sandbox as its provider reports it now.", body = Sandbox),
+        SandboxErrors,
+    ))]
+#[get("/v1/sandboxes/{id}")]
+pub(crate) async fn get_sandbox(
+    req: HttpRequest,
+    caller: Authenticated,
+    id: web::Path<String>,
+    inline: Inline<AllContext>,
+    state: web::Data<AppState>,
+) -> Reply {
+    let sandbox = caught(&req, state.service.get(&caller.0, inline.access, &id)).await?;
+    Ok(json_ok(StatusCode::OK, &sandbox))
+}
+
+/// Delete a sandbox at its provider and record the tombstone (kept in listings). Deleting a
+/// tombstone returns it.
+#[utoipa::path(
+    operation_id = "deleteSandbox", tag = "sandboxes",
+    params(("id" = SandboxId, Path, description = "The opaque sandbox id from create."), Inline<AllContext>),
+    responses(
+        (status = 200, description = "The tombstone (status `deleted`).", body = Sandbox),
+        SandboxErrors,
+    ))]
+#[delete("/v1/sandboxes/{id}")]
+pub(crate) async fn delete_sandbox(
+    req: HttpRequest,
+    caller: Authenticated,
+    id: web::Path<String>,
+    inline: Inline<AllContext>,
+    state: web::Data<AppState>,
+) -> Reply {
+    let sandbox = caught(&req, state.service.delete(&caller.0, inline.access, &id)).await?;
+    Ok(json_ok(StatusCode::OK, &sandbox))
+}
+
+/// Run a command in a sandbox; its filesystem and state persist.
+#[utoipa::path(
+    operation_id = "runSandboxCommand", tag = "sandboxes",
+    params(("id" = SandboxId, Path, description = "The opaque sandbox id from create."), Inline<WorkspaceOnly>),
+    request_body(content = RunCommandInput, content_type = "application/json",
+        description = "At most 512 KiB."),
+    responses(
+        (status = 200, description = "The command's result.", body = CommandResult),
+        ExecErrors,
+    ))]
+#[post("/v1/sandboxes/{id}/exec")]
+pub(crate) async fn run_command(
+    req: HttpRequest,
+    caller: Authenticated,
+    id: web::Path<String>,
+    inline: Inline<WorkspaceOnly>,
+    body: Json<RunCommandInput, ExecBody>,
+    state: web::Data<AppState>,
+) -> Reply {
+    let result = caught(
+        &req,
+        state.service.exec(&caller.0, inline.access, &id, body.0),
+    )
+    .await?;
+    Ok(json_ok(StatusCode::OK, &result))
+}
+
+/// Read a file from a sandbox.
+#[utoipa::path(
+    operation_id = "readSandboxFile", tag = "sandboxes",
+    params(("id" = SandboxId, Path, description = "The opaque sandbox id from create."), Inline<WorkspaceOnly>),
+    request_body(content = ReadFileInput, content_type = "application/json",
+        description = "At most 64 KiB."),
+    responses(
+        (status = 200, description = "The file's content.", body = ReadFileResult),
+        ReadErrors,
+    ))]
+#[post("/v1/sandboxes/{id}/files/read")]
+pub(crate) async fn read_file(
+    req: HttpRequest,
+    caller: Authenticated,
+    id: web::Path<String>,
+    inline: Inline<WorkspaceOnly>,
+    body: Json<ReadFileInput, Small>,
+    state: web::Data<AppState>,
+) -> Reply {
+    let result = caught(
+        &req,
+        state
+            .service
+            .read_file(&caller.0, inline.access, &id, body.0),
+    )
+    .await?;
+    Ok(json_ok(StatusCode::OK, &result))
+}
+
+/// Write a file into a sandbox (at most 1 MiB decoded; the parent directory must exist).
+#[utoipa::path(
+    operation_id = "writeSandboxFile", tag = "sandboxes",
+    params(("id" = SandboxId, Path, description = "The opaque sandbox id from create."), Inline<WorkspaceOnly>),
+    request_body(content = WriteFileInput, content_type = "application/json",
+        description = "At most 7 MiB of JSON."),
+    responses(
+        (status = 200, description = "Written.", body = WriteFileResult),
+        WriteErrors,
+    ))]
+#[post("/v1/sandboxes/{id}/files/write")]
+pub(crate) async fn write_file(
+    req: HttpRequest,
+    caller: Authenticated,
+    id: web::Path<String>,
+    inline: Inline<WorkspaceOnly>,
+    body: Json<WriteFileInput, WriteBody>,
+    state: web::Data<AppState>,
+) -> Reply {
+    let result = caught(
+        &req,
+        state
+            .service
+            .write_file(&caller.0, inline.access, &id, body.0),
+    )
+    .await?;
+    Ok(json_ok(StatusCode::OK, &result))
+}
+
+/// List every configured provider with its capabilities and pricing evidence.
+#[utoipa::path(
+    operation_id = "listProviders", tag = "providers",
+    responses(
+        (status = 200, description = "Every configured provider.", body = ProviderCatalog),
+        ProvidersErrors,
+    ))]
+#[get("/v1/providers")]
+pub(crate) async fn list_providers(_caller: Authenticated, state: web::Data<AppState>) -> Reply {
+    Ok(json_ok(StatusCode::OK, &state.service.providers()))
+}
