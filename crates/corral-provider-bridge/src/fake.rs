@@ -511,6 +511,52 @@ impl<A: Adapter<Config = BridgeConfig>> Fake<A> {
     }
 }
 
+impl<A: Adapter<Config = BridgeConfig>> Fake<A> {
+    /// The trap every bridge kind shares: a bridge with Cloudflare's Worker routes only serves
+    /// the kind (create, observe, exec), but cannot find a create by its tag, so a lost create
+    /// stays unknown (`Unsupported`) instead of being retried blindly. Panics on a breach.
+    pub async fn check_plain_bridge_serves_the_kind_but_cannot_find_lost_creates() {
+        let fake = Self::start_plain().await;
+        let adapter = A::from_config(fake.config())
+            .unwrap_or_else(|e| panic!("{}: cannot build the adapter: {e}", A::PROVIDER));
+        let ctx = fake.context();
+        let spec = corral_provider::CreateSpec {
+            operation_id: corral_domain::OperationId::new(),
+            request: CreateSandboxRequest::standard(A::PROVIDER, None, None),
+            timeout_seconds: None,
+        };
+        let expect = |what: &str, e: corral_provider::ProviderError| -> ! {
+            panic!("{}: {what} failed: {e}", A::PROVIDER)
+        };
+        let created = adapter
+            .create(&ctx, &spec)
+            .await
+            .unwrap_or_else(|e| expect("create", e));
+        let seen = adapter
+            .get(&ctx, &created.native_id)
+            .await
+            .unwrap_or_else(|e| expect("get", e));
+        assert_eq!(seen.status, corral_domain::SandboxStatus::Running);
+        let out = adapter
+            .exec(
+                &ctx,
+                &created.native_id,
+                &corral_provider::ExecSpec::new("echo hi; exit 4"),
+            )
+            .await
+            .unwrap_or_else(|e| expect("exec", e));
+        assert_eq!((out.stdout.as_slice(), out.exit_code), (&b"hi\n"[..], 4));
+        match adapter.find_by_operation_id(&ctx, &spec.operation_id).await {
+            Err(corral_provider::ProviderError::Unsupported { provider, .. })
+                if provider == A::PROVIDER => {}
+            other => panic!(
+                "{}: a plain bridge's lookup by tag gave {other:?}",
+                A::PROVIDER
+            ),
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl<A: Adapter<Config = BridgeConfig>> Harness for Fake<A> {
     type Adapter = A;
