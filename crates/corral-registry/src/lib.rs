@@ -79,6 +79,7 @@
 mod clock;
 mod db;
 mod error;
+mod key_cache;
 mod migrations;
 mod model;
 mod registry;
@@ -91,6 +92,7 @@ pub mod testing;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn, db_error};
 pub use error::{RegistryError, Result};
+pub use key_cache::DEFAULT_KEY_CACHE_TTL;
 pub use migrations::versions as migration_versions;
 pub use model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,

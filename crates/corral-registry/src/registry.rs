@@ -1,6 +1,7 @@
 //! The registry: projects, API keys, provider profiles and sandbox records.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -15,6 +16,7 @@ use ulid::Ulid;
 
 use crate::db::{Database, PooledConnection, db_error, to_micros};
 use crate::error::{RegistryError, Result};
+use crate::key_cache::{DEFAULT_KEY_CACHE_TTL, KeyCache, VerifiedKey};
 use crate::model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
     ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
@@ -24,11 +26,13 @@ use crate::schema::{api_keys, profile_verifications, projects, provider_profiles
 use crate::secret::{MasterKey, generate_api_key, parse_api_key};
 
 /// The registry over one [`Database`], holding the master key that hashes API keys and
-/// encrypts provider credentials. Cheap to clone.
+/// encrypts provider credentials, and a short-lived cache of verified API keys (see
+/// [`Registry::authenticate`]). Cheap to clone; clones share the cache.
 #[derive(Debug, Clone)]
 pub struct Registry {
     db: Database,
     key: Arc<MasterKey>,
+    keys: Arc<KeyCache>,
 }
 
 /// Runs `$body` (which yields `Result<T>`) on a pooled connection of either backend, under the
@@ -112,11 +116,20 @@ fn decode_cursor(cursor: &str) -> Result<(i64, String)> {
 const SANDBOX: &str = "sandbox";
 
 impl Registry {
-    /// A registry over `db` (already connected and migrated) using `master_key`.
+    /// A registry over `db` (already connected and migrated) using `master_key`, trusting a
+    /// verified API key for [`DEFAULT_KEY_CACHE_TTL`](crate::DEFAULT_KEY_CACHE_TTL).
     pub fn new(db: Database, master_key: MasterKey) -> Self {
+        Self::with_key_cache_ttl(db, master_key, DEFAULT_KEY_CACHE_TTL)
+    }
+
+    /// [`Registry::new`] trusting a verified API key for `ttl` before asking the database
+    /// again: the longest a key revoked by another process keeps working here. Zero disables
+    /// the cache (every request reads the key's row).
+    pub fn with_key_cache_ttl(db: Database, master_key: MasterKey, ttl: Duration) -> Self {
         Self {
             db,
             key: Arc::new(master_key),
+            keys: Arc::new(KeyCache::new(ttl)),
         }
     }
 
@@ -232,34 +245,51 @@ impl Registry {
     /// The project a presented key authenticates, or `None` when the key is malformed (shape or
     /// checksum: no database access), unknown, revoked or wrong. Digests are compared in
     /// constant time.
+    ///
+    /// A key id the database vouched for less than the cache TTL ago is checked against the
+    /// cached hash without a database round trip. Revoking through this registry (or a clone)
+    /// takes effect at once; revoking through another process (the CLI, another replica) takes
+    /// effect here within the TTL.
     pub async fn authenticate(&self, presented: &str) -> Result<Option<ProjectId>> {
         let Some(parsed) = parse_api_key(presented) else {
             return Ok(None);
         };
-        let key_id = parsed.key_id.to_owned();
-        let row: Option<ApiKeyRow> = run!(self, |c| {
-            api_keys::table
-                .filter(api_keys::key_id.eq(&key_id))
-                .select(ApiKeyRow::as_select())
-                .first(c)
-                .await
-                .optional()
-                .map_err(db_error)
-        })?;
-        let Some(row) = row else {
-            return Ok(None);
+        let now = self.db.now();
+        let verified = match self.keys.get(parsed.key_id, now) {
+            Ok(cached) => cached,
+            Err(generation) => {
+                let key_id = parsed.key_id.to_owned();
+                let row: Option<ApiKeyRow> = run!(self, |c| {
+                    api_keys::table
+                        .filter(api_keys::key_id.eq(&key_id))
+                        .select(ApiKeyRow::as_select())
+                        .first(c)
+                        .await
+                        .optional()
+                        .map_err(db_error)
+                })?;
+                let Some(row) = row.filter(|r| r.revoked_at.is_none()) else {
+                    self.keys.forget(parsed.key_id);
+                    return Ok(None);
+                };
+                let verified = VerifiedKey {
+                    project: crate::rows::parse_project_id(&row.project_id)?,
+                    secret_hash: row.secret_hash,
+                };
+                self.keys
+                    .insert(parsed.key_id, verified.clone(), now, generation);
+                verified
+            }
         };
         let expected = self.key.api_key_hash(parsed.key_id, parsed.secret);
-        let matches = bool::from(expected.ct_eq(&row.secret_hash));
-        if !matches || row.revoked_at.is_some() {
-            return Ok(None);
-        }
-        Ok(Some(crate::rows::parse_project_id(&row.project_id)?))
+        let matches = bool::from(expected.ct_eq(&verified.secret_hash));
+        Ok(matches.then_some(verified.project))
     }
 
     /// Revokes a key by its key id. Idempotent (the first revocation time is kept);
     /// [`RegistryError::NotFound`] when no such key exists.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<ApiKeyInfo> {
+        let revoked = key_id;
         let key_id = key_id.to_owned();
         let now = to_micros(self.db.now());
         let row: Option<ApiKeyRow> = run!(self, |c| {
@@ -280,6 +310,9 @@ impl Registry {
                 .optional()
                 .map_err(db_error)
         })?;
+        // This process stops trusting the key at once (after the update: a lookup that read the
+        // row before it cannot cache it any more).
+        self.keys.forget(revoked);
         row.ok_or(RegistryError::NotFound { what: "API key" })?
             .info()
     }
@@ -835,10 +868,14 @@ impl Registry {
                 .select(SandboxRow::as_select())
                 .into_boxed();
             if let Some((created, id)) = &after {
-                query = query.filter(
-                    sandboxes::created_at.lt(*created).or(sandboxes::created_at
-                        .eq(*created)
-                        .and(sandboxes::id.lt(id.clone()))),
+                // `(created_at, id) < cursor`, spelled so that both engines seek the
+                // `sandboxes_page` index (project_id, created_at DESC, id DESC) to the cursor:
+                // the plain `created_at <= c` bound is what the planner ranges on (an `OR`
+                // alone makes SQLite scan the project's rows from the newest down to it).
+                query = query.filter(sandboxes::created_at.le(*created)).filter(
+                    sandboxes::created_at
+                        .lt(*created)
+                        .or(sandboxes::id.lt(id.clone())),
                 );
             }
             query.load(c).await.map_err(db_error)
