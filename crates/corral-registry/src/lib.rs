@@ -76,10 +76,10 @@
 //! when unset, failing instead when `CORRAL_REQUIRE_POSTGRES=1`) and
 //! `testing::dump_all_rows`.
 
+mod cache;
 mod clock;
 mod db;
 mod error;
-mod key_cache;
 mod migrations;
 mod model;
 mod registry;
@@ -89,10 +89,10 @@ mod secret;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use cache::DEFAULT_CACHE_TTL;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn, db_error};
 pub use error::{RegistryError, Result};
-pub use key_cache::DEFAULT_KEY_CACHE_TTL;
 pub use migrations::versions as migration_versions;
 pub use model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,

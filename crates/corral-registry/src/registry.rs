@@ -14,9 +14,9 @@ use secrecy::ExposeSecret as _;
 use subtle::ConstantTimeEq as _;
 use ulid::Ulid;
 
+use crate::cache::{DEFAULT_CACHE_TTL, TtlCache, VerifiedKey};
 use crate::db::{Database, PooledConnection, db_error, to_micros};
 use crate::error::{RegistryError, Result};
-use crate::key_cache::{DEFAULT_KEY_CACHE_TTL, KeyCache, VerifiedKey};
 use crate::model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
     ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
@@ -32,7 +32,8 @@ use crate::secret::{MasterKey, generate_api_key, parse_api_key};
 pub struct Registry {
     db: Database,
     key: Arc<MasterKey>,
-    keys: Arc<KeyCache>,
+    keys: Arc<TtlCache<String, VerifiedKey>>,
+    profiles: Arc<TtlCache<(ProjectId, Provider), Option<ProfileWithCredential>>>,
 }
 
 /// Runs `$body` (which yields `Result<T>`) on a pooled connection of either backend, under the
@@ -117,19 +118,22 @@ const SANDBOX: &str = "sandbox";
 
 impl Registry {
     /// A registry over `db` (already connected and migrated) using `master_key`, trusting a
-    /// verified API key for [`DEFAULT_KEY_CACHE_TTL`](crate::DEFAULT_KEY_CACHE_TTL).
+    /// verified API key or a loaded provider profile for
+    /// [`DEFAULT_CACHE_TTL`](crate::DEFAULT_CACHE_TTL).
     pub fn new(db: Database, master_key: MasterKey) -> Self {
-        Self::with_key_cache_ttl(db, master_key, DEFAULT_KEY_CACHE_TTL)
+        Self::with_cache_ttl(db, master_key, DEFAULT_CACHE_TTL)
     }
 
-    /// [`Registry::new`] trusting a verified API key for `ttl` before asking the database
-    /// again: the longest a key revoked by another process keeps working here. Zero disables
-    /// the cache (every request reads the key's row).
-    pub fn with_key_cache_ttl(db: Database, master_key: MasterKey, ttl: Duration) -> Self {
+    /// [`Registry::new`] trusting a verified API key or a loaded provider profile for `ttl`
+    /// before asking the database again: the longest a key revoked, or a profile changed, by
+    /// another process keeps its old meaning here. Zero disables the caches (every request
+    /// reads the rows).
+    pub fn with_cache_ttl(db: Database, master_key: MasterKey, ttl: Duration) -> Self {
         Self {
             db,
             key: Arc::new(master_key),
-            keys: Arc::new(KeyCache::new(ttl)),
+            keys: Arc::new(TtlCache::new(ttl)),
+            profiles: Arc::new(TtlCache::new(ttl)),
         }
     }
 
@@ -277,7 +281,7 @@ impl Registry {
                     secret_hash: row.secret_hash,
                 };
                 self.keys
-                    .insert(parsed.key_id, verified.clone(), now, generation);
+                    .insert(parsed.key_id.to_owned(), verified.clone(), now, generation);
                 verified
             }
         };
@@ -364,7 +368,7 @@ impl Registry {
             created_at: now,
             updated_at: now,
         };
-        let stored: ProfileRow = write_tx!(self, |c| {
+        let stored: Result<ProfileRow> = write_tx!(self, |c| {
             diesel::insert_into(provider_profiles::table)
                 .values(&row)
                 .on_conflict((provider_profiles::project_id, provider_profiles::provider))
@@ -394,8 +398,10 @@ impl Registry {
                     .first(c)
                     .await?,
             )
-        })?;
-        self.profile_view(stored, Vec::new())
+        });
+        // Forgotten after the write, whatever came of it: this process sees the change at once.
+        self.profiles.forget(&(project, provider));
+        self.profile_view(stored?, Vec::new())
     }
 
     fn profile_view(
@@ -460,7 +466,27 @@ impl Registry {
 
     /// The project's profile for `provider` with its credential decrypted, or `None`.
     /// [`RegistryError::CredentialUndecryptable`] if the ciphertext does not authenticate.
+    ///
+    /// Served from a cache for the registry's cache TTL; changes made through this registry
+    /// (or a clone) apply at once, changes made by another process within the TTL.
     pub async fn profile(
+        &self,
+        project: ProjectId,
+        provider: Provider,
+    ) -> Result<Option<ProfileWithCredential>> {
+        let now = self.db.now();
+        match self.profiles.get(&(project, provider), now) {
+            Ok(cached) => Ok(cached),
+            Err(generation) => {
+                let loaded = self.load_profile(project, provider).await?;
+                self.profiles
+                    .insert((project, provider), loaded.clone(), now, generation);
+                Ok(loaded)
+            }
+        }
+    }
+
+    async fn load_profile(
         &self,
         project: ProjectId,
         provider: Provider,
@@ -504,9 +530,10 @@ impl Registry {
         provider: Provider,
         verification: Verification,
     ) -> Result<()> {
+        let cached = (project, provider);
         let project = project.to_string();
         let provider = provider.as_str();
-        run!(self, |c| {
+        let recorded = run!(self, |c| {
             let id: Option<String> = provider_profiles::table
                 .filter(provider_profiles::project_id.eq(&project))
                 .filter(provider_profiles::provider.eq(provider))
@@ -547,14 +574,17 @@ impl Registry {
                 .await
                 .map_err(db_error)?;
             Ok(())
-        })
+        });
+        self.profiles.forget(&cached);
+        recorded
     }
 
     /// Deletes the project's profile for `provider`; `false` when there was none.
     pub async fn delete_profile(&self, project: ProjectId, provider: Provider) -> Result<bool> {
+        let cached = (project, provider);
         let project = project.to_string();
         let provider = provider.as_str();
-        let deleted: usize = write_tx!(self, |c| {
+        let deleted: Result<usize> = write_tx!(self, |c| {
             let ids: Vec<String> = provider_profiles::table
                 .filter(provider_profiles::project_id.eq(&project))
                 .filter(provider_profiles::provider.eq(provider))
@@ -571,8 +601,9 @@ impl Registry {
                     .execute(c)
                     .await?,
             )
-        })?;
-        Ok(deleted > 0)
+        });
+        self.profiles.forget(&cached);
+        Ok(deleted? > 0)
     }
 
     // --- sandboxes ---------------------------------------------------------------------------
@@ -722,7 +753,7 @@ impl Registry {
         let native_id = native_id.to_owned();
         let now = to_micros(self.db.now());
         let (p, i) = (project.clone(), id.clone());
-        run!(self, |c| {
+        let updated: Option<SandboxRow> = run!(self, |c| {
             diesel::update(
                 sandboxes::table
                     .filter(sandboxes::project_id.eq(&project))
@@ -736,11 +767,16 @@ impl Registry {
                 sandboxes::create_state.eq(CreateState::Created.as_str()),
                 sandboxes::updated_at.eq(now),
             ))
-            .execute(c)
+            .returning(SandboxRow::as_returning())
+            .get_result(c)
             .await
+            .optional()
             .map_err(db_error)
         })?;
-        self.fetch_existing(&p, &i).await
+        match updated {
+            Some(row) => row.into_record(),
+            None => self.fetch_existing(&p, &i).await,
+        }
     }
 
     /// Moves the create state (e.g. to `failed` or `unknown`); a `failed` create also gets
@@ -795,7 +831,9 @@ impl Registry {
         let observed = to_micros(observed_at);
         let now = to_micros(self.db.now());
         let (p, i) = (project.clone(), id.clone());
-        run!(self, |c| {
+        // One round trip when the update applies (`RETURNING`); a second read only when it did
+        // not (a tombstone, a newer observation, or no such record).
+        let updated: Option<SandboxRow> = run!(self, |c| {
             diesel::update(
                 sandboxes::table
                     .filter(sandboxes::project_id.eq(&project))
@@ -808,11 +846,16 @@ impl Registry {
                 sandboxes::status_observed_at.eq(observed),
                 sandboxes::updated_at.eq(now),
             ))
-            .execute(c)
+            .returning(SandboxRow::as_returning())
+            .get_result(c)
             .await
+            .optional()
             .map_err(db_error)
         })?;
-        self.fetch_existing(&p, &i).await
+        match updated {
+            Some(row) => row.into_record(),
+            None => self.fetch_existing(&p, &i).await,
+        }
     }
 
     /// Marks the sandbox deleted (status `deleted`, `deletedAt` now). Idempotent: a second call

@@ -4,7 +4,7 @@ use std::time::Duration;
 use corral_domain::Provider;
 use corral_registry::testing::{TestDb, dump_all_rows, hex};
 use corral_registry::{
-    API_KEY_PREFIX, DEFAULT_KEY_CACHE_TTL, ManualClock, MasterKey, ProfileInput, Registry,
+    API_KEY_PREFIX, DEFAULT_CACHE_TTL, ManualClock, MasterKey, ProfileInput, Registry,
     RegistryError,
 };
 use secrecy::{ExposeSecret, SecretString};
@@ -177,12 +177,12 @@ pub(crate) async fn canary_secrets_appear_in_no_table(db: &TestDb) {
 async fn two_replicas(db: &TestDb, ttl: Duration) -> (Registry, Registry, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
     let bytes = [7u8; corral_registry::MASTER_KEY_LEN];
-    let a = Registry::with_key_cache_ttl(
+    let a = Registry::with_cache_ttl(
         db.connect_with(db.config(), clock.clone()).await,
         MasterKey::from_bytes(bytes),
         ttl,
     );
-    let b = Registry::with_key_cache_ttl(
+    let b = Registry::with_cache_ttl(
         db.connect_with(db.config(), clock.clone()).await,
         MasterKey::from_bytes(bytes),
         ttl,
@@ -193,7 +193,7 @@ async fn two_replicas(db: &TestDb, ttl: Duration) -> (Registry, Registry, Arc<Ma
 pub(crate) async fn a_revoked_key_is_refused_at_once_here_and_within_the_cache_ttl_on_other_replicas(
     db: &TestDb,
 ) {
-    let (a, b, clock) = two_replicas(db, DEFAULT_KEY_CACHE_TTL).await;
+    let (a, b, clock) = two_replicas(db, DEFAULT_CACHE_TTL).await;
     let project = a.create_project("p").await.unwrap();
     let issued = a.issue_api_key(project.id).await.unwrap();
     let key = issued.key.expose_secret().to_owned();
@@ -208,19 +208,19 @@ pub(crate) async fn a_revoked_key_is_refused_at_once_here_and_within_the_cache_t
 
     // Replica B answers from its cache until the entry is as old as the TTL (the documented
     // staleness bound), which also shows that a cached key needs no database read...
-    clock.advance(DEFAULT_KEY_CACHE_TTL - Duration::from_millis(1));
+    clock.advance(DEFAULT_CACHE_TTL - Duration::from_millis(1));
     assert_eq!(b.authenticate(&key).await.unwrap(), Some(project.id));
     // ...and then asks the database again, which says revoked.
     clock.advance(Duration::from_millis(1));
     assert_eq!(b.authenticate(&key).await.unwrap(), None);
     // A refusal is not cached: the key stays refused however time moves on.
-    clock.advance(DEFAULT_KEY_CACHE_TTL * 3);
+    clock.advance(DEFAULT_CACHE_TTL * 3);
     assert_eq!(b.authenticate(&key).await.unwrap(), None);
     assert_eq!(a.authenticate(&key).await.unwrap(), None);
 }
 
 pub(crate) async fn a_cached_key_still_refuses_a_wrong_secret(db: &TestDb) {
-    let (a, _b, _clock) = two_replicas(db, DEFAULT_KEY_CACHE_TTL).await;
+    let (a, _b, _clock) = two_replicas(db, DEFAULT_CACHE_TTL).await;
     let project = a.create_project("p").await.unwrap();
     let issued = a.issue_api_key(project.id).await.unwrap();
     let key = issued.key.expose_secret().to_owned();
