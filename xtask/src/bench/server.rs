@@ -92,7 +92,7 @@ impl World {
             data = dir.join("data").display().to_string(),
         );
         std::fs::write(&config, text).map_err(|e| format!("cannot write the config: {e}"))?;
-        let out = corral(&["project", "create", "bench"], &config, &[])?;
+        let out = corral(&["project", "create", "--name", "bench"], &config, &[])?;
         let issued: serde_json::Value = serde_json::from_str(out.trim())
             .map_err(|e| format!("unexpected `project create` output: {e}"))?;
         let field = |name: &str| {
