@@ -917,11 +917,9 @@ impl Registry {
                     // `sandboxes_page` index (project_id, created_at DESC, id DESC) to the
                     // cursor: with the `OR` alone it ranged on project_id only and filtered
                     // every newer row (15 000 rows read for one page 15 000 deep).
-                    query = query.filter(sandboxes::created_at.le(created)).filter(
-                        sandboxes::created_at
-                            .lt(created)
-                            .or(sandboxes::id.lt(id)),
-                    );
+                    query = query
+                        .filter(sandboxes::created_at.le(created))
+                        .filter(sandboxes::created_at.lt(created).or(sandboxes::id.lt(id)));
                 }
                 query
             }};
