@@ -5,8 +5,9 @@
 //! and only while it was not revoked. A presented key is still checked in full (its secret
 //! hashed and compared in constant time with the cached hash), so the cache answers "wrong
 //! secret" as well as "right secret" without the database. Provider profiles: the profile of a
-//! (project, provider), or its absence, with its credential decrypted (held in a
-//! `SecretString`, zeroized when the entry goes).
+//! (project, provider) with its credential decrypted (held in a `SecretString`, zeroized when
+//! the entry goes); the absence of one is not cached, so a newly connected profile is seen at
+//! once.
 //!
 //! Invalidation: a change made through a registry (revoking a key; putting, verifying or
 //! deleting a profile) drops the entry in every clone of that registry at once, and a

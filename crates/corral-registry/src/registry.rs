@@ -467,8 +467,9 @@ impl Registry {
     /// The project's profile for `provider` with its credential decrypted, or `None`.
     /// [`RegistryError::CredentialUndecryptable`] if the ciphertext does not authenticate.
     ///
-    /// Served from a cache for the registry's cache TTL; changes made through this registry
-    /// (or a clone) apply at once, changes made by another process within the TTL.
+    /// A found profile is served from a cache for the registry's cache TTL; changes made
+    /// through this registry (or a clone) apply at once, changes made by another process within
+    /// the TTL, and a profile created anywhere is seen at once (absence is not cached).
     pub async fn profile(
         &self,
         project: ProjectId,
@@ -479,8 +480,12 @@ impl Registry {
             Ok(cached) => Ok(cached),
             Err(generation) => {
                 let loaded = self.load_profile(project, provider).await?;
-                self.profiles
-                    .insert((project, provider), loaded.clone(), now, generation);
+                // Absence is not cached: connecting a profile (say with the CLI) right after a
+                // request failed for the lack of one must work on the next request.
+                if let Some(found) = &loaded {
+                    self.profiles
+                        .insert((project, provider), Some(found.clone()), now, generation);
+                }
                 Ok(loaded)
             }
         }

@@ -234,18 +234,23 @@ pub(crate) async fn a_profile_change_applies_at_once_here_and_within_the_cache_t
             .and_then(|p| p.credential)
             .map(|c| c.expose_secret().to_owned())
     };
-    // Both replicas load (and cache) the absence of a profile, then A stores one.
+    // A profile stored on A is seen by B at once: the absence of a profile is not cached.
     assert_eq!(credential(a.clone()).await, None);
     assert_eq!(credential(b.clone()).await, None);
     a.put_profile(project.id, Provider::E2b, input("first"))
         .await
         .unwrap();
-    assert_eq!(credential(a.clone()).await.as_deref(), Some("first"));
-    // B still answers from its cache until the entry is as old as the TTL...
-    clock.advance(DEFAULT_CACHE_TTL - Duration::from_millis(1));
-    assert_eq!(credential(b.clone()).await, None);
-    clock.advance(Duration::from_millis(1));
     assert_eq!(credential(b.clone()).await.as_deref(), Some("first"));
+    // A changed profile: A sees the change at once...
+    a.put_profile(project.id, Provider::E2b, input("second"))
+        .await
+        .unwrap();
+    assert_eq!(credential(a.clone()).await.as_deref(), Some("second"));
+    // ...B answers from its cache until the entry is as old as the TTL, then reads it again.
+    clock.advance(DEFAULT_CACHE_TTL - Duration::from_millis(1));
+    assert_eq!(credential(b.clone()).await.as_deref(), Some("first"));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(credential(b.clone()).await.as_deref(), Some("second"));
 
     // A failed verification recorded on B is seen by B at once (it refuses the operation).
     b.record_verification(
