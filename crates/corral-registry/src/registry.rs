@@ -272,8 +272,10 @@ impl Registry {
                         .optional()
                         .map_err(db_error)
                 })?;
+                // Unknown or revoked: nothing to cache. (An expired entry left for this id is
+                // never served again; no generation bump either, so a flood of unknown key ids
+                // cannot keep valid keys from being cached.)
                 let Some(row) = row.filter(|r| r.revoked_at.is_none()) else {
-                    self.keys.forget(parsed.key_id);
                     return Ok(None);
                 };
                 let verified = VerifiedKey {
