@@ -4,8 +4,9 @@
 //!   whole test suite (nextest) and the pure crates' doc examples. This is the README's test
 //!   command; `.ci/run` calls it after setting up PostgreSQL.
 //! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2.
-//! - `cargo xtask bench`: exec latency of the `local` provider against a plain spawn, written
-//!   to `docs/benchmarks.md` (`--iterations N`, `--no-write`).
+//! - `cargo xtask bench`: what Corral adds to the providers it fronts, seven scenarios each
+//!   against a baseline of the same run, written to `target/bench/*.json` and
+//!   `docs/benchmarks.md` (see `bench/mod.rs` for the scenarios and options).
 //! - `cargo xtask openapi`: regenerates `docs/openapi.json` from the server's code (a test in
 //!   `bins/corral` fails while the committed file and the served document differ).
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.

@@ -9,7 +9,9 @@ use std::time::Duration;
 use diesel::SqliteConnection;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel_async::pooled_connection::deadpool::{Object, Pool, PoolError};
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
 use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 
@@ -333,6 +335,10 @@ fn sqlite_pool(config: &DatabaseConfig) -> Result<Pool<SqliteConn>> {
     let busy = config.sqlite_busy_timeout;
     let busy_ms = busy.as_millis();
     let mut manager_config = ManagerConfig::<SqliteConn>::default();
+    // No `SELECT 1` on every checkout (the default): on SQLite that ping is a round trip to the
+    // blocking pool before every operation, and a connection to a local file cannot be lost
+    // the way a network connection can. A broken transaction state is still checked.
+    manager_config.recycling_method = RecyclingMethod::Fast;
     manager_config.custom_setup = Box::new(move |url| {
         let url = url.to_owned();
         Box::pin(async move {

@@ -76,6 +76,7 @@
 //! when unset, failing instead when `CORRAL_REQUIRE_POSTGRES=1`) and
 //! `testing::dump_all_rows`.
 
+mod cache;
 mod clock;
 mod db;
 mod error;
@@ -88,6 +89,7 @@ mod secret;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use cache::DEFAULT_CACHE_TTL;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn, db_error};
 pub use error::{RegistryError, Result};

@@ -143,7 +143,7 @@ pub struct ProviderProfile {
 }
 
 /// A provider profile with its decrypted credential.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ProfileWithCredential {
     /// The non-secret part.
     pub profile: ProviderProfile,

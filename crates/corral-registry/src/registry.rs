@@ -1,6 +1,7 @@
 //! The registry: projects, API keys, provider profiles and sandbox records.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use corral_domain::limits::MAX_PAGE_LIMIT;
 use corral_domain::{OperationId, Provider, SandboxId, SandboxStatus, Timestamp};
@@ -11,6 +12,7 @@ use secrecy::ExposeSecret as _;
 use subtle::ConstantTimeEq as _;
 use ulid::Ulid;
 
+use crate::cache::{DEFAULT_CACHE_TTL, TtlCache, VerifiedKey};
 use crate::db::{Database, PooledConnection, db_error, to_micros};
 use crate::error::{RegistryError, Result};
 use crate::model::{
@@ -22,11 +24,14 @@ use crate::schema::{api_keys, profile_verifications, projects, provider_profiles
 use crate::secret::{MasterKey, generate_api_key, parse_api_key};
 
 /// The registry over one [`Database`], holding the master key that hashes API keys and
-/// encrypts provider credentials. Cheap to clone.
+/// encrypts provider credentials, and a short-lived cache of verified API keys (see
+/// [`Registry::authenticate`]). Cheap to clone; clones share the cache.
 #[derive(Debug, Clone)]
 pub struct Registry {
     db: Database,
     key: Arc<MasterKey>,
+    keys: Arc<TtlCache<String, VerifiedKey>>,
+    profiles: Arc<TtlCache<(ProjectId, Provider), Option<ProfileWithCredential>>>,
 }
 
 /// Runs `$body` (which yields `Result<T>`) on a pooled connection of either backend, under the
@@ -114,11 +119,23 @@ pub fn cursor_pattern() -> String {
 const SANDBOX: &str = "sandbox";
 
 impl Registry {
-    /// A registry over `db` (already connected and migrated) using `master_key`.
+    /// A registry over `db` (already connected and migrated) using `master_key`, trusting a
+    /// verified API key or a loaded provider profile for
+    /// [`DEFAULT_CACHE_TTL`](crate::DEFAULT_CACHE_TTL).
     pub fn new(db: Database, master_key: MasterKey) -> Self {
+        Self::with_cache_ttl(db, master_key, DEFAULT_CACHE_TTL)
+    }
+
+    /// [`Registry::new`] trusting a verified API key or a loaded provider profile for `ttl`
+    /// before asking the database again: the longest a key revoked, or a profile changed, by
+    /// another process keeps its old meaning here. Zero disables the caches (every request
+    /// reads the rows).
+    pub fn with_cache_ttl(db: Database, master_key: MasterKey, ttl: Duration) -> Self {
         Self {
             db,
             key: Arc::new(master_key),
+            keys: Arc::new(TtlCache::new(ttl)),
+            profiles: Arc::new(TtlCache::new(ttl)),
         }
     }
 
@@ -234,34 +251,53 @@ impl Registry {
     /// The project a presented key authenticates, or `None` when the key is malformed (shape or
     /// checksum: no database access), unknown, revoked or wrong. Digests are compared in
     /// constant time.
+    ///
+    /// A key id the database vouched for less than the cache TTL ago is checked against the
+    /// cached hash without a database round trip. Revoking through this registry (or a clone)
+    /// takes effect at once; revoking through another process (the CLI, another replica) takes
+    /// effect here within the TTL.
     pub async fn authenticate(&self, presented: &str) -> Result<Option<ProjectId>> {
         let Some(parsed) = parse_api_key(presented) else {
             return Ok(None);
         };
-        let key_id = parsed.key_id.to_owned();
-        let row: Option<ApiKeyRow> = run!(self, |c| {
-            api_keys::table
-                .filter(api_keys::key_id.eq(&key_id))
-                .select(ApiKeyRow::as_select())
-                .first(c)
-                .await
-                .optional()
-                .map_err(db_error)
-        })?;
-        let Some(row) = row else {
-            return Ok(None);
+        let now = self.db.now();
+        let verified = match self.keys.get(parsed.key_id, now) {
+            Ok(cached) => cached,
+            Err(generation) => {
+                let key_id = parsed.key_id.to_owned();
+                let row: Option<ApiKeyRow> = run!(self, |c| {
+                    api_keys::table
+                        .filter(api_keys::key_id.eq(&key_id))
+                        .select(ApiKeyRow::as_select())
+                        .first(c)
+                        .await
+                        .optional()
+                        .map_err(db_error)
+                })?;
+                // Unknown or revoked: nothing to cache. (An expired entry left for this id is
+                // never served again; no generation bump either, so a flood of unknown key ids
+                // cannot keep valid keys from being cached.)
+                let Some(row) = row.filter(|r| r.revoked_at.is_none()) else {
+                    return Ok(None);
+                };
+                let verified = VerifiedKey {
+                    project: crate::rows::parse_project_id(&row.project_id)?,
+                    secret_hash: row.secret_hash,
+                };
+                self.keys
+                    .insert(parsed.key_id.to_owned(), verified.clone(), now, generation);
+                verified
+            }
         };
         let expected = self.key.api_key_hash(parsed.key_id, parsed.secret);
-        let matches = bool::from(expected.ct_eq(&row.secret_hash));
-        if !matches || row.revoked_at.is_some() {
-            return Ok(None);
-        }
-        Ok(Some(crate::rows::parse_project_id(&row.project_id)?))
+        let matches = bool::from(expected.ct_eq(&verified.secret_hash));
+        Ok(matches.then_some(verified.project))
     }
 
     /// Revokes a key by its key id. Idempotent (the first revocation time is kept);
     /// [`RegistryError::NotFound`] when no such key exists.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<ApiKeyInfo> {
+        let revoked = key_id;
         let key_id = key_id.to_owned();
         let now = to_micros(self.db.now());
         let row: Option<ApiKeyRow> = run!(self, |c| {
@@ -282,6 +318,9 @@ impl Registry {
                 .optional()
                 .map_err(db_error)
         })?;
+        // This process stops trusting the key at once (after the update: a lookup that read the
+        // row before it cannot cache it any more).
+        self.keys.forget(revoked);
         row.ok_or(RegistryError::NotFound { what: "API key" })?
             .info()
     }
@@ -333,7 +372,7 @@ impl Registry {
             created_at: now,
             updated_at: now,
         };
-        let stored: ProfileRow = write_tx!(self, |c| {
+        let stored: Result<ProfileRow> = write_tx!(self, |c| {
             diesel::insert_into(provider_profiles::table)
                 .values(&row)
                 .on_conflict((provider_profiles::project_id, provider_profiles::provider))
@@ -363,8 +402,10 @@ impl Registry {
                     .first(c)
                     .await?,
             )
-        })?;
-        self.profile_view(stored, Vec::new())
+        });
+        // Forgotten after the write, whatever came of it: this process sees the change at once.
+        self.profiles.forget(&(project, provider));
+        self.profile_view(stored?, Vec::new())
     }
 
     fn profile_view(
@@ -429,7 +470,32 @@ impl Registry {
 
     /// The project's profile for `provider` with its credential decrypted, or `None`.
     /// [`RegistryError::CredentialUndecryptable`] if the ciphertext does not authenticate.
+    ///
+    /// A found profile is served from a cache for the registry's cache TTL; changes made
+    /// through this registry (or a clone) apply at once, changes made by another process within
+    /// the TTL, and a profile created anywhere is seen at once (absence is not cached).
     pub async fn profile(
+        &self,
+        project: ProjectId,
+        provider: Provider,
+    ) -> Result<Option<ProfileWithCredential>> {
+        let now = self.db.now();
+        match self.profiles.get(&(project, provider), now) {
+            Ok(cached) => Ok(cached),
+            Err(generation) => {
+                let loaded = self.load_profile(project, provider).await?;
+                // Absence is not cached: connecting a profile (say with the CLI) right after a
+                // request failed for the lack of one must work on the next request.
+                if let Some(found) = &loaded {
+                    self.profiles
+                        .insert((project, provider), Some(found.clone()), now, generation);
+                }
+                Ok(loaded)
+            }
+        }
+    }
+
+    async fn load_profile(
         &self,
         project: ProjectId,
         provider: Provider,
@@ -473,9 +539,10 @@ impl Registry {
         provider: Provider,
         verification: Verification,
     ) -> Result<()> {
+        let cached = (project, provider);
         let project = project.to_string();
         let provider = provider.as_str();
-        run!(self, |c| {
+        let recorded = run!(self, |c| {
             let id: Option<String> = provider_profiles::table
                 .filter(provider_profiles::project_id.eq(&project))
                 .filter(provider_profiles::provider.eq(provider))
@@ -516,14 +583,17 @@ impl Registry {
                 .await
                 .map_err(db_error)?;
             Ok(())
-        })
+        });
+        self.profiles.forget(&cached);
+        recorded
     }
 
     /// Deletes the project's profile for `provider`; `false` when there was none.
     pub async fn delete_profile(&self, project: ProjectId, provider: Provider) -> Result<bool> {
+        let cached = (project, provider);
         let project = project.to_string();
         let provider = provider.as_str();
-        let deleted: usize = write_tx!(self, |c| {
+        let deleted: Result<usize> = write_tx!(self, |c| {
             let ids: Vec<String> = provider_profiles::table
                 .filter(provider_profiles::project_id.eq(&project))
                 .filter(provider_profiles::provider.eq(provider))
@@ -540,8 +610,9 @@ impl Registry {
                     .execute(c)
                     .await?,
             )
-        })?;
-        Ok(deleted > 0)
+        });
+        self.profiles.forget(&cached);
+        Ok(deleted? > 0)
     }
 
     // --- sandboxes ---------------------------------------------------------------------------
@@ -691,7 +762,7 @@ impl Registry {
         let native_id = native_id.to_owned();
         let now = to_micros(self.db.now());
         let (p, i) = (project.clone(), id.clone());
-        run!(self, |c| {
+        let updated: Option<SandboxRow> = run!(self, |c| {
             diesel::update(
                 sandboxes::table
                     .filter(sandboxes::project_id.eq(&project))
@@ -705,11 +776,16 @@ impl Registry {
                 sandboxes::create_state.eq(CreateState::Created.as_str()),
                 sandboxes::updated_at.eq(now),
             ))
-            .execute(c)
+            .returning(SandboxRow::as_returning())
+            .get_result(c)
             .await
+            .optional()
             .map_err(db_error)
         })?;
-        self.fetch_existing(&p, &i).await
+        match updated {
+            Some(row) => row.into_record(),
+            None => self.fetch_existing(&p, &i).await,
+        }
     }
 
     /// Moves the create state (e.g. to `failed` or `unknown`); a `failed` create also gets
@@ -764,7 +840,9 @@ impl Registry {
         let observed = to_micros(observed_at);
         let now = to_micros(self.db.now());
         let (p, i) = (project.clone(), id.clone());
-        run!(self, |c| {
+        // One round trip when the update applies (`RETURNING`); a second read only when it did
+        // not (a tombstone, a newer observation, or no such record).
+        let updated: Option<SandboxRow> = run!(self, |c| {
             diesel::update(
                 sandboxes::table
                     .filter(sandboxes::project_id.eq(&project))
@@ -777,11 +855,16 @@ impl Registry {
                 sandboxes::status_observed_at.eq(observed),
                 sandboxes::updated_at.eq(now),
             ))
-            .execute(c)
+            .returning(SandboxRow::as_returning())
+            .get_result(c)
             .await
+            .optional()
             .map_err(db_error)
         })?;
-        self.fetch_existing(&p, &i).await
+        match updated {
+            Some(row) => row.into_record(),
+            None => self.fetch_existing(&p, &i).await,
+        }
     }
 
     /// Marks the sandbox deleted (status `deleted`, `deletedAt` now). Idempotent: a second call
@@ -859,22 +942,49 @@ impl Registry {
         let project = project.to_string();
         // One extra row tells whether another page exists.
         let fetch = i64::from(limit) + 1;
-        let mut rows: Vec<SandboxRow> = run!(self, |c| {
-            let mut query = sandboxes::table
-                .filter(sandboxes::project_id.eq(&project))
-                .order((sandboxes::created_at.desc(), sandboxes::id.desc()))
-                .limit(fetch)
-                .select(SandboxRow::as_select())
-                .into_boxed();
-            if let Some((created, id)) = &after {
-                query = query.filter(
-                    sandboxes::created_at.lt(*created).or(sandboxes::created_at
-                        .eq(*created)
-                        .and(sandboxes::id.lt(id.clone()))),
-                );
-            }
-            query.load(c).await.map_err(db_error)
-        })?;
+        // The page query, for whichever backend `$c` is.
+        macro_rules! page {
+            ($project:expr, $after:expr) => {{
+                let mut query = sandboxes::table
+                    .filter(sandboxes::project_id.eq($project))
+                    .order((sandboxes::created_at.desc(), sandboxes::id.desc()))
+                    .limit(fetch)
+                    .select(SandboxRow::as_select())
+                    .into_boxed();
+                if let Some((created, id)) = $after {
+                    // `(created_at, id) < cursor`, spelled so that PostgreSQL seeks the
+                    // `sandboxes_page` index (project_id, created_at DESC, id DESC) to the
+                    // cursor: with the `OR` alone it ranged on project_id only and filtered
+                    // every newer row (15 000 rows read for one page 15 000 deep).
+                    query = query
+                        .filter(sandboxes::created_at.le(created))
+                        .filter(sandboxes::created_at.lt(created).or(sandboxes::id.lt(id)));
+                }
+                query
+            }};
+        }
+        let db = self.db.clone();
+        let mut rows: Vec<SandboxRow> = self
+            .db
+            .detached(async move {
+                let mut conn = db.connection().await?;
+                match &mut conn {
+                    // Synchronous diesel on the connection's blocking thread: rows are decoded
+                    // in place, where the async wrapper copies every value of every row into an
+                    // owned row first (allocations were the largest item in the profile of a
+                    // 100-row page).
+                    PooledConnection::Sqlite(c) => c
+                        .spawn_blocking(move |c| {
+                            diesel::RunQueryDsl::load(page!(&project, after), c)
+                        })
+                        .await
+                        .map_err(db_error),
+                    PooledConnection::Postgres(c) => {
+                        page!(&project, after).load(c).await.map_err(db_error)
+                    }
+                }
+            })
+            .await?;
         let more = rows.len() > limit as usize;
         rows.truncate(limit as usize);
         let next_cursor = match rows.last() {

@@ -122,6 +122,8 @@ pub struct Service {
 struct Inner {
     providers: BTreeMap<Provider, Arc<dyn SandboxProvider>>,
     catalog: ProviderCatalog,
+    /// `catalog` as JSON, encoded once: it never changes while the service runs.
+    catalog_json: Arc<str>,
     registry: Registry,
     idempotency: IdempotencyStore,
     config: ServiceConfig,
@@ -173,11 +175,15 @@ impl Service {
                 .map(|p| p.capabilities().clone())
                 .collect(),
         };
+        // Plain data (strings, numbers, enums): serde_json cannot fail on it; an empty body
+        // would show up in every test of the route.
+        let catalog_json = serde_json::to_string(&catalog).unwrap_or_default().into();
         Self {
             inner: Arc::new(Inner {
                 bridge: BridgeGuard::new(&config.bridge_allow),
                 providers,
                 catalog,
+                catalog_json,
                 registry,
                 idempotency,
                 config,
@@ -226,6 +232,11 @@ impl Service {
     /// `GET /v1/providers`: every configured provider's capabilities.
     pub fn providers(&self) -> ProviderCatalog {
         self.inner.catalog.clone()
+    }
+
+    /// [`Service::providers`] as the JSON body, encoded once when the service was built.
+    pub fn providers_json(&self) -> Arc<str> {
+        self.inner.catalog_json.clone()
     }
 
     /// Whether the database answers (`/readyz`).

@@ -1,12 +1,21 @@
+use std::sync::Arc;
+use std::time::Duration;
+
 use corral_domain::Provider;
 use corral_registry::testing::{TestDb, dump_all_rows, hex};
-use corral_registry::{API_KEY_PREFIX, MasterKey, ProfileInput, Registry, RegistryError};
+use corral_registry::{
+    API_KEY_PREFIX, DEFAULT_CACHE_TTL, ManualClock, MasterKey, ProfileInput, Registry,
+    RegistryError,
+};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::{on_both_backends, registry};
 
 on_both_backends!(keys:
     an_api_key_authenticates_its_project_until_revoked,
+    a_revoked_key_is_refused_at_once_here_and_within_the_cache_ttl_on_other_replicas,
+    a_cached_key_still_refuses_a_wrong_secret,
+    a_zero_cache_ttl_reads_the_database_every_time,
     canary_secrets_appear_in_no_table,
 );
 
@@ -161,4 +170,75 @@ pub(crate) async fn canary_secrets_appear_in_no_table(db: &TestDb) {
             }
         }
     }
+}
+
+/// Two replicas (two registries, each with its own key cache) on one database and one master
+/// key, both on a clock the test moves.
+async fn two_replicas(db: &TestDb, ttl: Duration) -> (Registry, Registry, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let bytes = [7u8; corral_registry::MASTER_KEY_LEN];
+    let a = Registry::with_cache_ttl(
+        db.connect_with(db.config(), clock.clone()).await,
+        MasterKey::from_bytes(bytes),
+        ttl,
+    );
+    let b = Registry::with_cache_ttl(
+        db.connect_with(db.config(), clock.clone()).await,
+        MasterKey::from_bytes(bytes),
+        ttl,
+    );
+    (a, b, clock)
+}
+
+pub(crate) async fn a_revoked_key_is_refused_at_once_here_and_within_the_cache_ttl_on_other_replicas(
+    db: &TestDb,
+) {
+    let (a, b, clock) = two_replicas(db, DEFAULT_CACHE_TTL).await;
+    let project = a.create_project("p").await.unwrap();
+    let issued = a.issue_api_key(project.id).await.unwrap();
+    let key = issued.key.expose_secret().to_owned();
+    // Both replicas verify the key (and cache it).
+    assert_eq!(a.authenticate(&key).await.unwrap(), Some(project.id));
+    assert_eq!(b.authenticate(&key).await.unwrap(), Some(project.id));
+
+    // Replica A revokes: A refuses the key at once, and so does a clone of A (shared cache).
+    a.revoke_api_key(&issued.info.key_id).await.unwrap();
+    assert_eq!(a.authenticate(&key).await.unwrap(), None);
+    assert_eq!(a.clone().authenticate(&key).await.unwrap(), None);
+
+    // Replica B answers from its cache until the entry is as old as the TTL (the documented
+    // staleness bound), which also shows that a cached key needs no database read...
+    clock.advance(DEFAULT_CACHE_TTL - Duration::from_millis(1));
+    assert_eq!(b.authenticate(&key).await.unwrap(), Some(project.id));
+    // ...and then asks the database again, which says revoked.
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(b.authenticate(&key).await.unwrap(), None);
+    // A refusal is not cached: the key stays refused however time moves on.
+    clock.advance(DEFAULT_CACHE_TTL * 3);
+    assert_eq!(b.authenticate(&key).await.unwrap(), None);
+    assert_eq!(a.authenticate(&key).await.unwrap(), None);
+}
+
+pub(crate) async fn a_cached_key_still_refuses_a_wrong_secret(db: &TestDb) {
+    let (a, _b, _clock) = two_replicas(db, DEFAULT_CACHE_TTL).await;
+    let project = a.create_project("p").await.unwrap();
+    let issued = a.issue_api_key(project.id).await.unwrap();
+    let key = issued.key.expose_secret().to_owned();
+    assert_eq!(a.authenticate(&key).await.unwrap(), Some(project.id));
+    // The key id is cached now; a forged secret under it is still refused, and the right key
+    // still works afterwards.
+    let forged = forge_with_valid_checksum(&issued.info.key_id);
+    assert_eq!(a.authenticate(&forged).await.unwrap(), None);
+    assert_eq!(a.authenticate(&key).await.unwrap(), Some(project.id));
+}
+
+pub(crate) async fn a_zero_cache_ttl_reads_the_database_every_time(db: &TestDb) {
+    let (a, b, _clock) = two_replicas(db, Duration::ZERO).await;
+    let project = a.create_project("p").await.unwrap();
+    let issued = a.issue_api_key(project.id).await.unwrap();
+    let key = issued.key.expose_secret().to_owned();
+    assert_eq!(b.authenticate(&key).await.unwrap(), Some(project.id));
+    a.revoke_api_key(&issued.info.key_id).await.unwrap();
+    // No time passes, yet the other replica refuses the key: nothing was cached.
+    assert_eq!(b.authenticate(&key).await.unwrap(), None);
 }

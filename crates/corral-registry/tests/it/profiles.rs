@@ -1,7 +1,13 @@
 use corral_domain::{Provider, ProviderContext};
 use corral_registry::schema::provider_profiles;
 use corral_registry::testing::TestDb;
-use corral_registry::{MasterKey, ProfileInput, Registry, RegistryError, Verification, with_conn};
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_registry::{
+    DEFAULT_CACHE_TTL, MASTER_KEY_LEN, ManualClock, MasterKey, ProfileInput, Registry,
+    RegistryError, Verification, with_conn,
+};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use secrecy::{ExposeSecret, SecretString};
@@ -11,6 +17,7 @@ use crate::{on_both_backends, registry};
 on_both_backends!(profiles:
     a_profile_round_trips_its_credential_context_settings_and_verifications,
     a_tampered_or_moved_credential_does_not_decrypt,
+    a_profile_change_applies_at_once_here_and_within_the_cache_ttl_on_other_replicas,
 );
 
 fn input(credential: &str) -> ProfileInput {
@@ -206,4 +213,62 @@ pub(crate) async fn a_tampered_or_moved_credential_does_not_decrypt(db: &TestDb)
             .expose_secret(),
         "secret-a"
     );
+}
+
+pub(crate) async fn a_profile_change_applies_at_once_here_and_within_the_cache_ttl_on_other_replicas(
+    db: &TestDb,
+) {
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let replica = || async {
+        Registry::new(
+            db.connect_with(db.config(), clock.clone()).await,
+            MasterKey::from_bytes([9; MASTER_KEY_LEN]),
+        )
+    };
+    let (a, b) = (replica().await, replica().await);
+    let project = a.create_project("p").await.unwrap();
+    let credential = |reg: Registry| async move {
+        reg.profile(project.id, Provider::E2b)
+            .await
+            .unwrap()
+            .and_then(|p| p.credential)
+            .map(|c| c.expose_secret().to_owned())
+    };
+    // A profile stored on A is seen by B at once: the absence of a profile is not cached.
+    assert_eq!(credential(a.clone()).await, None);
+    assert_eq!(credential(b.clone()).await, None);
+    a.put_profile(project.id, Provider::E2b, input("first"))
+        .await
+        .unwrap();
+    assert_eq!(credential(b.clone()).await.as_deref(), Some("first"));
+    // A changed profile: A sees the change at once...
+    a.put_profile(project.id, Provider::E2b, input("second"))
+        .await
+        .unwrap();
+    assert_eq!(credential(a.clone()).await.as_deref(), Some("second"));
+    // ...B answers from its cache until the entry is as old as the TTL, then reads it again.
+    clock.advance(DEFAULT_CACHE_TTL - Duration::from_millis(1));
+    assert_eq!(credential(b.clone()).await.as_deref(), Some("first"));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(credential(b.clone()).await.as_deref(), Some("second"));
+
+    // A failed verification recorded on B is seen by B at once (it refuses the operation).
+    b.record_verification(
+        project.id,
+        Provider::E2b,
+        Verification {
+            operation: "exec".into(),
+            ok: false,
+            reason: Some("no permission".into()),
+            remediation: None,
+            checked_at: chrono::Utc::now(),
+        },
+    )
+    .await
+    .unwrap();
+    let seen = b.profile(project.id, Provider::E2b).await.unwrap().unwrap();
+    assert_eq!(seen.profile.verifications.len(), 1);
+    // Deleting on B applies on B at once.
+    assert!(b.delete_profile(project.id, Provider::E2b).await.unwrap());
+    assert_eq!(credential(b.clone()).await, None);
 }
