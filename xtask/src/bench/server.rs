@@ -84,9 +84,14 @@ impl World {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let config = dir.join("corral.toml");
+        // The request-rate limiter stays in the path (its cost is part of every figure) with
+        // budgets no run can spend, so no request is refused.
         let text = format!(
             "data_dir = {data:?}\ndatabase_url = {database_url:?}\n\n\
              [reconciler]\ninterval_seconds = 3600\n\n\
+             [rate_limits]\nenabled = true\n\
+             per_key = {{ per_second = 1000000000.0, burst = 1000000000 }}\n\
+             per_project = {{ per_second = 1000000000.0, burst = 1000000000 }}\n\n\
              [providers]\nenabled = [\"morph\", \"local\"]\n\
              [providers.morph]\nbase_url = {morph_url:?}\ndefault_image = \"snapshot_bench\"\n",
             data = dir.join("data").display().to_string(),
