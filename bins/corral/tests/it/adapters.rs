@@ -28,7 +28,6 @@ pub(crate) async fn world_allowing(
     table: toml::Table,
     bridge_allow: &[String],
 ) -> (tempfile::TempDir, AppState, String) {
-    let dir = tempfile::tempdir().unwrap();
     let mut providers = toml::Table::new();
     providers.insert(
         "enabled".into(),
@@ -40,6 +39,12 @@ pub(crate) async fn world_allowing(
     let mut bridge = toml::Table::new();
     bridge.insert("allow".into(), toml::Value::try_from(bridge_allow).unwrap());
     doc.insert("bridge".into(), toml::Value::Table(bridge));
+    state_for(doc).await
+}
+
+/// The server's state for the configuration file `doc`, and a project key.
+async fn state_for(doc: toml::Table) -> (tempfile::TempDir, AppState, String) {
+    let dir = tempfile::tempdir().unwrap();
     let file: FileConfig = doc.try_into().unwrap();
     let settings = corral::config::resolve(
         file,
@@ -210,6 +215,32 @@ impl FakeVisitor for Journey {
     async fn visit<H: Harness>(&mut self) {
         journey::<H>().await;
     }
+}
+
+#[actix_web::test]
+async fn by_default_the_catalog_lists_all_twelve_providers_and_local() {
+    let (_dir, state, key) = state_for(toml::Table::new()).await;
+    let app = test::init_service(corral::http::app(state)).await;
+    let cat = send(
+        &app,
+        TestRequest::get()
+            .uri("/v1/providers")
+            .insert_header(("Authorization", format!("Bearer {key}"))),
+    )
+    .await;
+    let mut listed: Vec<String> = cat.expect_ok(200)["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["provider"].as_str().unwrap().to_owned())
+        .collect();
+    listed.sort();
+    let mut all: Vec<String> = corral_domain::Provider::ALL
+        .iter()
+        .map(|p| p.as_str().to_owned())
+        .collect();
+    all.sort();
+    assert_eq!(listed, all);
 }
 
 #[actix_web::test]
