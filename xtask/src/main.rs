@@ -1,12 +1,14 @@
 //! Project automation, in Rust so it runs wherever cargo does.
 //!
 //! - `cargo xtask ci`: the dependency rules, `cargo fmt --check`, clippy with `-D warnings`, the
-//!   whole test suite (nextest) and the pure crates' doc examples. This is the README's test
-//!   command; `.ci/run` calls it after setting up PostgreSQL.
+//!   whole test suite (nextest), the pure crates' doc examples, then `schemathesis`. This is
+//!   the README's test command; `.ci/run` calls it after setting up PostgreSQL and Python.
 //! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2.
 //! - `cargo xtask bench`: what Corral adds to the providers it fronts, seven scenarios each
 //!   against a baseline of the same run, written to `target/bench/*.json` and
 //!   `docs/benchmarks.md` (see `bench/mod.rs` for the scenarios and options).
+//! - `cargo xtask schemathesis`: a generated Python client and Schemathesis against a live
+//!   `corral serve` on loopback (see `schemathesis.rs`).
 //! - `cargo xtask openapi`: regenerates `docs/openapi.json` from the server's code (a test in
 //!   `bins/corral` fails while the committed file and the served document differ).
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
@@ -88,7 +90,8 @@ fn ci() -> Result<(), String> {
             "corral-errors",
         ],
     )?;
-    Ok(())
+    // The API tried by tools written elsewhere, against a live server.
+    schemathesis::schemathesis(&[])
 }
 
 fn openapi() -> Result<(), String> {
