@@ -15,6 +15,7 @@
 //! `--postgres postgres://user@host:port` (or `CORRAL_BENCH_POSTGRES_URL`); a database
 //! `corral_bench` there is dropped and re-created for each world.
 
+mod dbstat;
 mod fake;
 mod load;
 mod local_exec;
@@ -25,7 +26,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use corral_domain::{
     CredentialSource, OperationId, Provider, SandboxId, SandboxMetadata, SandboxStatus,
@@ -39,6 +40,13 @@ use crate::bench::server::{Corral, World};
 
 const DOC: &str = "docs/benchmarks.md";
 const OUT: &str = "target/bench";
+/// Creates per second and seconds of the commit-counting series (few enough that SQLite's
+/// WAL, 1 000 pages before an automatic checkpoint, does not restart while they are counted).
+const COMMIT_RATE: u32 = 10;
+const COMMIT_PHASE: Duration = Duration::from_secs(5);
+/// PostgreSQL backends flush their statistics at most once a second and, when idle, up to
+/// 10 s later: each counting window ends this long after its load.
+const PG_STATS_SETTLE: Duration = Duration::from_secs(11);
 const ALL: &[&str] = &[
     "auth", "proxy", "create", "list", "local", "memory", "scale",
 ];
@@ -547,6 +555,11 @@ impl Bench {
         let replay = open_loop(rate, d, creator("open", 200)).await;
         let most = closed_loop(self.opts.workers / 2, d, creator("closed", 201)).await;
         let overhead = |q: f64| created.ms(q) - base.ms(q);
+        drop(corral);
+        let mut commits = vec![self.commits_per_create(false).await];
+        if self.opts.postgres.is_some() {
+            commits.push(self.commits_per_create(true).await);
+        }
         let mut md = String::new();
         let _ = writeln!(
             md,
@@ -577,12 +590,103 @@ impl Bench {
             most.errors,
             verdict(most.throughput() >= 300.0),
         );
+        let _ = writeln!(md, "\n{}", commits_table(&commits));
         Ok(Section {
             id: "create",
             markdown: md,
             json: json!({"rate": rate, "direct": base.json(), "create": created.json(),
-                         "replay": replay.json(), "closed_loop": most.json()}),
+                         "replay": replay.json(), "closed_loop": most.json(),
+                         "commits": commits.iter().map(|c| match c {
+                             Ok(c) => c.json(),
+                             Err(e) => json!({"error": e}),
+                         }).collect::<Vec<_>>()}),
         })
+    }
+
+    /// Durable commits per create with `Idempotency-Key`, in a fresh world: the commits an
+    /// idle server makes in one window, then those of a window holding `COMMIT_RATE` creates/s
+    /// for `COMMIT_PHASE` (both windows equally long), the difference divided by the creates.
+    async fn commits_per_create(&mut self, postgres: bool) -> Result<Commits, String> {
+        let world = self.world(postgres)?;
+        let corral = self.serve(&world).await?;
+        self.fake.set_delay(Duration::ZERO);
+        let creator = {
+            let (c, key) = (self.client.clone(), world.api_key.clone());
+            let url = format!("{}/v1/sandboxes", corral.base);
+            move |i: u64| -> Send {
+                Box::pin(finish(
+                    c.post(&url)
+                        .bearer_auth(&key)
+                        .header("idempotency-key", format!("commits-{i}"))
+                        .json(&json!({"provider": "morph"})),
+                    201,
+                ))
+            }
+        };
+        // A few creates first, so the pool's connections and the key cache are warm.
+        for i in 0..5 {
+            if !creator(u64::MAX - i).await {
+                return Err("a warm-up create failed".into());
+            }
+        }
+        let settle = if postgres {
+            PG_STATS_SETTLE
+        } else {
+            Duration::from_secs(1)
+        };
+        let window = COMMIT_PHASE + settle;
+        tokio::time::sleep(settle).await;
+        let a = self.tally(&world, postgres).await?;
+        tokio::time::sleep(window).await;
+        let b = self.tally(&world, postgres).await?;
+        let started = Instant::now();
+        let run = open_loop(COMMIT_RATE, COMMIT_PHASE, creator).await;
+        tokio::time::sleep(window.saturating_sub(started.elapsed())).await;
+        let c = self.tally(&world, postgres).await?;
+        let elapsed = started.elapsed();
+        if a.salts != c.salts {
+            return Err("the WAL restarted after a checkpoint while commits were counted".into());
+        }
+        Ok(Commits {
+            postgres,
+            creates: run.hist.len(),
+            errors: run.errors,
+            window,
+            elapsed,
+            idle: (
+                b.commits.saturating_sub(a.commits),
+                b.other.saturating_sub(a.other),
+            ),
+            during: (
+                c.commits.saturating_sub(b.commits),
+                c.other.saturating_sub(b.other),
+            ),
+        })
+    }
+
+    /// The commit counter of the world's database now.
+    async fn tally(&self, world: &World, postgres: bool) -> Result<Tally, String> {
+        if postgres {
+            let base = self
+                .opts
+                .postgres
+                .as_deref()
+                .ok_or("counting PostgreSQL commits needs --postgres")?
+                .trim_end_matches('/');
+            let c = dbstat::pg_counters(&format!("{base}/postgres"), "corral_bench").await?;
+            Ok(Tally {
+                commits: c.xact_commit,
+                other: c.wal_sync,
+                salts: None,
+            })
+        } else {
+            let w = dbstat::wal_commits(&dbstat::wal_path(&world.dir.join("corral.db")))?;
+            Ok(Tally {
+                commits: w.commits,
+                other: w.frames,
+                salts: Some(w.salts),
+            })
+        }
     }
 
     // --- scenario 3 ------------------------------------------------------------------------
@@ -860,15 +964,23 @@ impl Bench {
         };
         self.warm(load(vec![one.base.clone()])).await;
         let (w, d) = (self.opts.workers, self.opts.phase);
-        let (single, cpu1) =
-            measure_cpu(&[&one], closed_loop(w, d, load(vec![one.base.clone()]))).await;
+        let every = Duration::from_millis(50);
+        let rounds = u32::try_from(d.as_millis() / every.as_millis()).unwrap_or(u32::MAX);
+        let servers = [&one];
+        let ((single, cpu1), act1) = tokio::join!(
+            measure_cpu(&servers, closed_loop(w, d, load(vec![one.base.clone()]))),
+            dbstat::sample_activity(&world.database_url, every, rounds),
+        );
         let two = self.serve(&world).await?;
         self.warm(load(vec![two.base.clone()])).await;
-        let (pair, cpu2) = measure_cpu(
-            &[&one, &two],
-            closed_loop(w, d, load(vec![one.base.clone(), two.base.clone()])),
-        )
-        .await;
+        let servers = [&one, &two];
+        let ((pair, cpu2), act2) = tokio::join!(
+            measure_cpu(
+                &servers,
+                closed_loop(w, d, load(vec![one.base.clone(), two.base.clone()])),
+            ),
+            dbstat::sample_activity(&world.database_url, every, rounds),
+        );
         let row = |name: &str, r: &Run, cpu: &Cpu| {
             format!(
                 "| {name} | {:.0} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} |",
@@ -890,19 +1002,165 @@ impl Bench {
              provider (this process).\n\n\
              | configuration | req/s | p50 (ms) | p99 (ms) | errors | corral CPU | postgres CPU | load generator + fake CPU |\n\
              | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n{}\n{}\n\n\
-             Two replicas / one: **{:.2}×** the throughput.\n",
+             Two replicas / one: **{:.2}×** the throughput.\n\n{}",
             d.as_secs(),
             row("one replica", &single, &cpu1),
             row("two replicas", &pair, &cpu2),
             pair.throughput() / single.throughput(),
+            activity_tables(every, &[("one replica", &act1), ("two replicas", &act2)]),
         );
+        let act_json = |a: &Result<dbstat::Activity, String>| match a {
+            Ok(a) => a.json(),
+            Err(e) => json!({"error": e}),
+        };
         Ok(Section {
             id: "scale",
             markdown: md,
             json: json!({"one": single.json(), "two": pair.json(),
-                         "cpu_one": cpu1.json(), "cpu_two": cpu2.json()}),
+                         "cpu_one": cpu1.json(), "cpu_two": cpu2.json(),
+                         "activity_one": act_json(&act1), "activity_two": act_json(&act2)}),
         })
     }
+}
+
+/// One reading of a database's commit counter: PostgreSQL's `xact_commit` and `wal_sync`, or
+/// a SQLite WAL's commit records and frames (with the salts that tell a restarted WAL).
+#[derive(Clone, Copy)]
+struct Tally {
+    commits: u64,
+    other: u64,
+    salts: Option<(u32, u32)>,
+}
+
+/// The commits counted around a series of creates (see `Bench::commits_per_create`).
+struct Commits {
+    postgres: bool,
+    creates: u64,
+    errors: u64,
+    /// Length of the idle window; the create window is as long or (if answers came late) longer.
+    window: Duration,
+    elapsed: Duration,
+    /// (commits, WAL flushes or frames) in the idle window.
+    idle: (u64, u64),
+    /// The same in the create window.
+    during: (u64, u64),
+}
+
+impl Commits {
+    /// Per create, net of the idle rate over the create window: (commits, flushes or frames).
+    fn per_create(&self) -> (f64, f64) {
+        let scale = self.elapsed.as_secs_f64() / self.window.as_secs_f64();
+        let net = |during: u64, idle: u64| {
+            (during as f64 - idle as f64 * scale) / (self.creates.max(1) as f64)
+        };
+        (
+            net(self.during.0, self.idle.0),
+            net(self.during.1, self.idle.1),
+        )
+    }
+
+    fn json(&self) -> Value {
+        let (commits, other) = self.per_create();
+        json!({"database": if self.postgres { "postgresql" } else { "sqlite" },
+               "creates": self.creates, "errors": self.errors,
+               "idle_window_s": self.window.as_secs_f64(), "create_window_s": self.elapsed.as_secs_f64(),
+               "idle_commits": self.idle.0, "create_window_commits": self.during.0,
+               "commits_per_create": commits,
+               if self.postgres { "idle_wal_syncs" } else { "idle_wal_frames" }: self.idle.1,
+               if self.postgres { "create_window_wal_syncs" } else { "create_window_wal_frames" }: self.during.1,
+               if self.postgres { "wal_syncs_per_create" } else { "wal_frames_per_create" }: other})
+    }
+}
+
+fn commits_table(rows: &[Result<Commits, String>]) -> String {
+    let mut out = format!(
+        "Durable commits per create: in a fresh world, {COMMIT_RATE} creates/s for {} s \
+         (sequential keys, zero-delay fake). First the idle server's commits are counted over \
+         a window as long as the create window (the load plus {} s on PostgreSQL, whose \
+         backends report statistics up to 10 s late; plus 1 s on SQLite), then the create \
+         window's; the idle count, scaled to the create window's length, is subtracted before \
+         dividing by the creates. PostgreSQL: `pg_stat_database.xact_commit` of the server's \
+         database (every committed transaction, read-only ones included) and \
+         `pg_stat_wal.wal_sync` (WAL flushes to disk, whole server). SQLite: commit records \
+         (frames that end a transaction) in the `-wal` file, read from the file; the WAL must \
+         not restart during the count (else no figure), and with `synchronous = NORMAL` a WAL \
+         commit is written at once but reaches the disk at the next checkpoint.\n\n\
+         | database | creates (errors) | commits, idle window | commits, create window | **commits per create** | WAL flushes (PostgreSQL) or pages written (SQLite) per create |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: |\n",
+        COMMIT_PHASE.as_secs(),
+        PG_STATS_SETTLE.as_secs(),
+    );
+    for (i, row) in rows.iter().enumerate() {
+        let _ = match row {
+            Ok(c) => {
+                let (commits, other) = c.per_create();
+                writeln!(
+                    out,
+                    "| {} | {} ({}) | {} in {:.1} s | {} in {:.1} s | **{commits:.2}** | {other:.2} |",
+                    if c.postgres { "PostgreSQL" } else { "SQLite" },
+                    c.creates,
+                    c.errors,
+                    c.idle.0,
+                    c.window.as_secs_f64(),
+                    c.during.0,
+                    c.elapsed.as_secs_f64(),
+                )
+            }
+            Err(e) => writeln!(
+                out,
+                "| {} | not measured: {e} | | | | |",
+                if i == 0 { "SQLite" } else { "PostgreSQL" }
+            ),
+        };
+    }
+    out
+}
+
+/// The `pg_stat_activity` samples of the scale-out runs: by wait event type, then in detail.
+fn activity_tables(every: Duration, runs: &[(&str, &Result<dbstat::Activity, String>)]) -> String {
+    let mut out = format!(
+        "What the servers' PostgreSQL connections were doing: `pg_stat_activity` sampled every \
+         {} ms during each run (from one `psql` session looping in the database, so a round \
+         takes a little longer than that), each connection of the `corral` processes counted \
+         once per round. A `Lock` (or `LWLock`) wait is a connection waiting for another \
+         transaction — the sign of contention across replicas; `Client` `ClientRead` is an \
+         idle connection (or one waiting for its server to send the next statement); `none` \
+         while `active` is a connection executing. Reported, not judged.\n\n",
+        every.as_millis()
+    );
+    for (name, act) in runs {
+        match act {
+            Ok(a) => {
+                let total = a.total().max(1) as f64;
+                let _ = writeln!(
+                    out,
+                    "{name}: {} rounds, {} connection-samples.\n\n\
+                     | state | wait event type | wait event | samples | share |\n\
+                     | --- | --- | --- | ---: | ---: |",
+                    a.rounds,
+                    a.total()
+                );
+                for (state, kind, event, n) in &a.counts {
+                    let _ = writeln!(
+                        out,
+                        "| {state} | {kind} | {event} | {n} | {:.1} % |",
+                        *n as f64 * 100.0 / total
+                    );
+                }
+                let by_type = a
+                    .by_type()
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let _ = writeln!(out, "\nBy wait event type: {by_type}.\n");
+            }
+            Err(e) => {
+                let _ = writeln!(out, "{name}: not sampled: {e}\n");
+            }
+        }
+    }
+    out
 }
 
 /// CPU seconds spent during a run, by party.
