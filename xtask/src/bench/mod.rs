@@ -1122,9 +1122,10 @@ fn activity_tables(every: Duration, runs: &[(&str, &Result<dbstat::Activity, Str
         "What the servers' PostgreSQL connections were doing: `pg_stat_activity` sampled every \
          {} ms during each run (from one `psql` session looping in the database, so a round \
          takes a little longer than that), each connection of the `corral` processes counted \
-         once per round. A `Lock` (or `LWLock`) wait is a connection waiting for another \
-         transaction — the sign of contention across replicas; `Client` `ClientRead` is an \
-         idle connection (or one waiting for its server to send the next statement); `none` \
+         once per round. `Lock` is a wait for a row or transaction another transaction holds \
+         (where contention across replicas would show); `LWLock` `WALWrite` and `IO` \
+         `WALSync` are commits waiting for the WAL to reach the disk; `Client` `ClientRead` \
+         is an idle connection (or one waiting for its server's next statement); `none` \
          while `active` is a connection executing. Reported, not judged.\n\n",
         every.as_millis()
     );
