@@ -130,11 +130,29 @@ const STORAGE_AND_WEB: &[&str] = &["diesel", "diesel-async", "actix-web", "actix
 
 /// Direct dependencies that only the named crates may have.
 const ONLY: &[(&str, &[&str])] = &[
-    ("diesel", &["corral-registry", "corral-idempotency"]),
-    ("diesel-async", &["corral-registry", "corral-idempotency"]),
+    (
+        "diesel",
+        &[
+            "corral-registry",
+            "corral-idempotency",
+            "corral-control-store",
+        ],
+    ),
+    (
+        "diesel-async",
+        &[
+            "corral-registry",
+            "corral-idempotency",
+            "corral-control-store",
+        ],
+    ),
     (
         "diesel_migrations",
-        &["corral-registry", "corral-idempotency"],
+        &[
+            "corral-registry",
+            "corral-idempotency",
+            "corral-control-store",
+        ],
     ),
     ("actix-web", &["corral"]),
     ("actix-http", &["corral"]),

@@ -25,6 +25,10 @@ const SQLITE: &[Migration] = &[
         version: "0002_reconcile_attempted_at",
         up: include_str!("../migrations/sqlite/0002_reconcile_attempted_at/up.sql"),
     },
+    Migration {
+        version: "0003_control_plane",
+        up: include_str!("../migrations/sqlite/0003_control_plane/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -35,6 +39,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0002_reconcile_attempted_at",
         up: include_str!("../migrations/postgres/0002_reconcile_attempted_at/up.sql"),
+    },
+    Migration {
+        version: "0003_control_plane",
+        up: include_str!("../migrations/postgres/0003_control_plane/up.sql"),
     },
 ];
 

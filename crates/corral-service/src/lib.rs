@@ -86,6 +86,13 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// A caller for `project` authorized by other means than an API key: the control plane
+    /// (after its membership and role checks) and embedding services. It bypasses API-key
+    /// authentication, so never build one from unchecked input.
+    pub fn trusted(project: ProjectId) -> Self {
+        Self { project }
+    }
+
     /// The caller's project.
     pub fn project_id(&self) -> ProjectId {
         self.project
