@@ -27,7 +27,9 @@ pub(crate) fn find_or_start() -> Result<String, String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !ready() {
             if Instant::now() > deadline {
-                return Err(format!("nothing answers on {HOST}:{PORT} after starting it"));
+                return Err(format!(
+                    "nothing answers on {HOST}:{PORT} after starting it"
+                ));
             }
             std::thread::sleep(Duration::from_millis(500));
         }
@@ -84,7 +86,9 @@ fn psql(sql: &str) -> Result<String, String> {
     }
     let out = Command::new("su")
         .args(["postgres", "-c"])
-        .arg(format!("psql -d postgres -v ON_ERROR_STOP=1 -tAc \"{sql}\""))
+        .arg(format!(
+            "psql -d postgres -v ON_ERROR_STOP=1 -tAc \"{sql}\""
+        ))
         .output()
         .map_err(|e| format!("cannot run psql: {e}"))?;
     if out.status.success() {
