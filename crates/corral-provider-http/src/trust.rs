@@ -457,6 +457,42 @@ mod tests {
         assert!(!shown.contains("token=abc"), "{shown}");
     }
 
+    /// A writer for a test subscriber, keeping what it is given.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_refusal_is_logged_naming_the_host_and_nothing_of_the_url_beyond_it() {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let t = hosts(&["daytona.io"]);
+        let url = Url::parse("http://tok-4242secret@rogue.example:9/p?key=sk-CANARY").unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            assert!(t.check("toolboxProxyUrl", url).is_err());
+        });
+        let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(logged.contains("WARN"), "{logged}");
+        assert!(logged.contains("rogue.example"), "{logged}");
+        assert!(logged.contains("toolboxProxyUrl"), "{logged}");
+        for secret in ["4242secret", "sk-CANARY", "/p"] {
+            assert!(!logged.contains(secret), "{logged}");
+        }
+    }
+
     #[test]
     fn host_names_exclude_addresses_ports_and_paths() {
         for good in ["e2b.app", "eu.e2b.app", "a-b.example", "x1.example"] {
