@@ -48,8 +48,8 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
 use corral_provider::{
-    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider, SecretString, files,
+    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _,
+    ObservedSandbox, ProviderError, Result, SandboxProvider, SecretString, files,
 };
 use corral_provider_http::{
     HttpConfig, ProviderHttp, TrustedHosts, collect_pages, map_body_error, read_file_body,
@@ -278,7 +278,14 @@ impl E2bProvider {
                     let eos: api::EndOfStream =
                         corral_provider_http::parse_json(P, &envelope.data)?;
                     if let Some(err) = eos.error {
-                        return Err(map::connect_error(&err, spec.timeout));
+                        let mut secrets: Vec<&str> = Vec::new();
+                        if let Some(token) = &envd.token {
+                            secrets.push(token.expose_secret());
+                        }
+                        if let Some(key) = ctx.credential() {
+                            secrets.push(key.expose_secret());
+                        }
+                        return Err(map::connect_error(&err, spec.timeout, &secrets));
                     }
                     let end = end.ok_or_else(|| {
                         protocol("the command stream closed without an end event".into())

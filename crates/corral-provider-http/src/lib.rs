@@ -793,6 +793,13 @@ pub fn error_message_redacted(body: &[u8], secrets: &[&str]) -> String {
     message_within(body, secrets, ERROR_EXCERPT_CHARS)
 }
 
+/// `text` with every one of `secrets` (4 characters or more) replaced by `[redacted]`, then cut
+/// to [`ERROR_EXCERPT_CHARS`]: for provider text that does not arrive as an error body (an
+/// error event inside a stream).
+pub fn redacted_excerpt(text: &str, secrets: &[&str]) -> String {
+    excerpt(&redact_all(text, secrets), ERROR_EXCERPT_CHARS)
+}
+
 /// [`error_message_redacted`] cut to `max` characters.
 fn message_within(body: &[u8], secrets: &[&str], max: usize) -> String {
     let cut = |s: &str| excerpt(&redact_all(s, secrets), max);
