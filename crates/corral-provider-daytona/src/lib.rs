@@ -30,8 +30,11 @@
 //! 403 for a file the sandbox user may not read or write: a file operation failure, not a
 //! rejected key.
 //!
-//! Configuration (`[providers.daytona]`, [`DaytonaConfig`]): `base_url`, `toolbox_url` and the
-//! `http` table.
+//! Configuration (`[providers.daytona]`, [`DaytonaConfig`]): `base_url`, `toolbox_url`,
+//! `trusted_hosts` and the `http` table. A sandbox record's `toolboxProxyUrl` is a provider
+//! answer and the API key goes there, so it is used only when it is on `trusted_hosts`
+//! (`daytona.io` over https at public addresses, by default; see
+//! `corral_provider_http::TrustedHosts`).
 
 pub mod api;
 pub mod capabilities;

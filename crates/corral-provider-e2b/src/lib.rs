@@ -29,8 +29,13 @@
 //! what E2B itself can do). No context beyond the API key is needed.
 //!
 //! Configuration ([`E2bConfig`], `[providers.e2b]` in the server's file): `base_url`,
-//! `envd_url_template`, `default_domain`, `default_template` and the `http` table; every key
-//! is optional and defaults to E2B's production values.
+//! `envd_url_template`, `default_domain`, `default_template`, `trusted_hosts` and the `http`
+//! table; every key is optional and defaults to E2B's production values.
+//!
+//! The `domain` of a create or get answer is a provider answer: it is used only when it is a
+//! plain host name and the envd URL it gives is on `trusted_hosts` (E2B's domains over https
+//! at public addresses, by default; see `corral_provider_http::TrustedHosts`), so the
+//! sandbox's token is sent nowhere else.
 
 pub mod api;
 pub mod capabilities;

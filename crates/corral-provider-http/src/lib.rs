@@ -13,6 +13,13 @@
 //! [`ProviderHttp::authed`] (or [`ProviderHttp::authed_url`] for the provider's other hosts);
 //! listings are followed with [`collect_pages`]. [`sse::SseParser`] decodes
 //! `text/event-stream` bodies incrementally.
+//!
+//! URLs a provider's answers name (a sandbox's toolbox, envd or agent address) are checked
+//! against the adapter's [`TrustedHosts`] and requested through a second client whose
+//! resolver vets and pins the addresses ([`ProviderHttp::with_trusted_hosts`],
+//! [`ProviderHttp::authed_trusted`], [`ProviderHttp::with_token`]). Error messages quote the
+//! provider's text only after every secret the request carried is replaced, then cut
+//! ([`error_message_redacted`]).
 
 mod auth;
 mod pages;

@@ -24,7 +24,10 @@
 //! byte-exact; files are.
 //!
 //! Configuration (`[providers.together]`, [`TogetherConfig`]): `base_url`, `default_image` (the
-//! snapshot booted when a request has no `image`) and the `http` table.
+//! snapshot booted when a request has no `image`), `trusted_hosts` and the `http` table. The
+//! agent token goes to `agent.url`, a provider answer, so that URL is used only when it is on
+//! `trusted_hosts` (`codesandbox.io` over https at public addresses, by default; see
+//! `corral_provider_http::TrustedHosts`).
 
 pub mod api;
 mod capabilities;
