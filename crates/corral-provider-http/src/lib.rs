@@ -1209,6 +1209,35 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_canary_at_every_position_of_a_body_survives_no_cut() {
+        // Exhaustive where the property test samples: every position of the canary in a short
+        // body, every cut from 1 to past the body's end, plain and JSON.
+        let canary = "CANARY0123456789SECRET";
+        let filler = "abcdefghij klmnopqrs, tuvwxyz; ".repeat(3);
+        let windows: Vec<String> = canary
+            .chars()
+            .collect::<Vec<_>>()
+            .windows(8)
+            .map(|w| w.iter().collect())
+            .collect();
+        for at in 0..=filler.len() {
+            let text = format!("{}{canary}{}", &filler[..at], &filler[at..]);
+            let json = serde_json::json!({ "message": text }).to_string();
+            for body in [&text, &json] {
+                for max in 1..=text.len() + 1 {
+                    let shown = message_within(body.as_bytes(), &[canary], max);
+                    for part in &windows {
+                        assert!(
+                            !shown.contains(part.as_str()),
+                            "at {at}, cut {max}: {shown}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// How an error body wraps the text that holds the canary.
     #[derive(Debug, Clone, Copy)]
     enum BodyShape {
