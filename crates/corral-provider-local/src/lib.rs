@@ -74,15 +74,34 @@
 //!
 //! # Limits, and what is not isolated
 //!
-//! [`LocalLimits`] sets rlimits on every command: address space (`memory_bytes`), file size,
-//! CPU seconds (all per process), and processes (`RLIMIT_NPROC`, counted per host uid: per
-//! sandbox when the server runs as root, shared with the server's own processes otherwise).
-//! There are no cgroups: CPU share, memory in total and disk space are not limited. The
-//! kernel is shared (no VM boundary): a kernel bug reachable from an unprivileged user
-//! namespace is reachable from a sandbox. With networking allowed, the sandbox shares the
-//! host's network namespace, loopback and abstract Unix sockets included.
+//! [`LocalLimits`] bounds each sandbox as a whole, and each process in it:
 //!
-//! Deleting a sandbox kills its running commands. Expiry (a create's `timeout`) is enforced
+//! - **cgroup** (server as root): every command of a sandbox joins the sandbox's own group
+//!   (`corral/<native-id>`, cgroup v2, or the v1 `memory`, `pids` and `cpu` hierarchies on
+//!   hosts still on the legacy layout) before anything of the caller's runs: `memory_bytes`
+//!   in total with swap off, `max_processes` in total, `cpu_weight` and `cpu_max_millicores`.
+//!   A sandbox over its memory has processes killed by the kernel's OOM killer, inside
+//!   that sandbox only.
+//! - **disk** (server as root): the sandbox's root is an ext4 image of `disk_bytes`,
+//!   allocated whole at create and loop-mounted; a full sandbox gets `ENOSPC`, and a create
+//!   that would leave less than `disk_reserve_bytes` free on the volume fails.
+//! - **seccomp**: the last step before the command loads a filter modelled on the default
+//!   profiles of container runtimes (no new user namespaces, keyring, BPF, ptrace, kernel
+//!   modules, clocks, …; see the `seccomp` module).
+//! - **rlimits** on every process: address space (`memory_bytes`), file size, CPU seconds,
+//!   and processes (`RLIMIT_NPROC`, per host uid: per sandbox as root).
+//!
+//! A part the machine cannot provide (not root, no cgroup controllers, no loop devices, no
+//! perl) is logged when the provider starts and reported by [`LocalProvider::containment`];
+//! the provider runs without it. Without cgroups a non-root server limits processes per
+//! command, not per sandbox. The kernel is shared (no VM boundary): a kernel bug reachable
+//! through the calls the filter allows is reachable from a sandbox. With networking allowed,
+//! the sandbox shares the host's network namespace, loopback and abstract Unix sockets
+//! included.
+//!
+//! Deleting a sandbox kills its running commands and every process of its uid whose root is
+//! the sandbox's, and returns once they are gone: only then is its metadata removed, so its
+//! uid is never given to a new sandbox while an old process still holds it. Expiry (a create's `timeout`) is enforced
 //! when the sandbox is next named by a call: it then reads as `expired`, its files are
 //! removed, and exec and file calls answer `NotFound`.
 //!

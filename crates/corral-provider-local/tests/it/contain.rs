@@ -133,6 +133,39 @@ async fn processes_are_limited_per_sandbox_across_its_commands() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_max_caps_the_sandbox() {
+    if !root_only() {
+        return;
+    }
+    let world = World::with(|c| c.limits.cpu_max_millicores = Some(50));
+    let id = world.create().await;
+    // Two busy loops for 2 s of wall time: a twentieth of a core allows ~0.1 s of CPU in
+    // all; uncapped they take up to 4 s (0.6 s even on this project's CI machine at load 12).
+    let out = world
+        .sh(
+            &id,
+            "timeout 2 sh -c 'while :; do :; done' & timeout 2 sh -c 'while :; do :; done'; \
+             wait; times",
+        )
+        .await;
+    let stdout = text(&out.stdout);
+    // `times`: the shell's user and system time, then its children's.
+    let children = stdout.lines().nth(1).unwrap_or_default();
+    let seconds: f64 = children
+        .split_whitespace()
+        .map(|t| {
+            let (m, s) = t.split_once('m').unwrap_or(("0", "0s"));
+            m.parse::<f64>().unwrap_or(0.0) * 60.0
+                + s.trim_end_matches('s').parse::<f64>().unwrap_or(0.0)
+        })
+        .sum();
+    assert!(
+        seconds < 0.3,
+        "{seconds} s of CPU in 2 s at 0.05 cores: {stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_answers_enospc_to_that_sandbox_alone() {
     if !root_only() {
         return;
