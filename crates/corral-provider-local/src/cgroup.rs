@@ -2,10 +2,10 @@
 //!
 //! Every command of sandbox `<id>` joins `corral/<id>` before anything of the caller's runs:
 //! `memory` (`memory.max`, swap off), `pids` (`pids.max`), `cpu` (`cpu.weight`, and
-//! `cpu.max` when a quota is set) and, where the kernel offers it, nothing else. The group is
-//! created with the sandbox's first command (and rewritten with the current limits at every
-//! command, so a changed configuration applies to existing sandboxes), and removed when the
-//! sandbox is deleted, after every process in it is gone.
+//! `cpu.max`). The group is made, with the current limits, by the sandbox's first command
+//! (and again after the provider restarts: a dropped provider removes empty groups, so a
+//! changed configuration applies then), and removed when the sandbox is deleted, after every
+//! process in it is gone.
 //!
 //! Two layouts are supported: the unified hierarchy (cgroup v2, `<mount>/corral/<id>`, with
 //! the controllers enabled in `cgroup.subtree_control` of the mount root and of `corral`),
@@ -192,9 +192,19 @@ impl Cgroups {
         }
     }
 
-    /// The group of sandbox `id` (a checked native id), created if missing, with the current
-    /// limits written to it.
+    /// The group of sandbox `id` (a checked native id). One that exists is used as it is;
+    /// one that does not is made and given the current limits (removed again if that
+    /// fails, so a group without its limits is never used). Callers hold the sandbox's setup
+    /// lock, so no command joins a group whose limits are still being written.
     pub(crate) fn prepare(&self, id: &str) -> Result<Group, Error> {
+        let existing = self.group(id);
+        if existing.dirs.iter().all(|d| d.is_dir()) {
+            return Ok(existing);
+        }
+        self.make(id).inspect_err(|_| self.remove_if_empty(id))
+    }
+
+    fn make(&self, id: &str) -> Result<Group, Error> {
         let l = &self.limits;
         let weight = l.cpu_weight.clamp(1, 10_000);
         match &self.layout {

@@ -32,11 +32,27 @@ fn all() -> Vec<(i32, i32, [u32; 4])> {
         .collect()
 }
 
-/// Host pids of the children of `parent`.
+/// The parent pid of `pid`, from `/proc/<pid>/stat` (after the command name, which may hold
+/// spaces and parentheses: hence the last `)`).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Host pids of the children of `parent`. A child forked just now usually has one of the
+/// next few pids, so those are looked at first; otherwise every process is.
 pub(crate) fn children_of(parent: u32) -> Vec<u32> {
     let Ok(parent) = i32::try_from(parent) else {
         return Vec::new();
     };
+    let near: Vec<u32> = (parent.saturating_add(1)..parent.saturating_add(16))
+        .filter(|pid| parent_of(*pid) == Some(parent))
+        .filter_map(|pid| u32::try_from(pid).ok())
+        .collect();
+    if !near.is_empty() {
+        return near;
+    }
     all()
         .into_iter()
         .filter(|(_, ppid, _)| *ppid == parent)
