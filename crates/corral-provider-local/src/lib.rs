@@ -321,8 +321,17 @@ impl LocalProvider {
             ))
         })?;
         store.empty_trash();
-        let seccomp = seccomp_filter();
-        let jail = probe(&store, &config, seccomp.as_ref().ok().cloned());
+        store.remove_unfinished();
+        let mut seccomp = seccomp_filter();
+        let mut jail = probe(&store, &config, seccomp.as_ref().ok().cloned());
+        // A filter this kernel refuses must not make the provider unusable: run without it,
+        // and say so.
+        if let (Err(why), Ok(_)) = (&jail, &seccomp)
+            && let Ok(plain) = probe(&store, &config, None)
+        {
+            seccomp = Err(format!("the filter cannot be loaded here: {why}"));
+            jail = Ok(plain);
+        }
         let cgroups = cgroup::Cgroups::detect(&config.limits);
         let disks = match config.limits.disk_bytes {
             Some(size) => disk::Disks::detect(size, config.limits.disk_reserve_bytes),

@@ -237,6 +237,28 @@ impl Store {
         }
     }
 
+    /// Removes creates that a crash interrupted: directories of a native id without
+    /// `meta.json` (which is written last), unmounting their image first. Under the create
+    /// lock, so no create of another process sharing the root is under way.
+    pub(crate) fn remove_unfinished(&self) {
+        let Ok(_one_at_a_time) = self.lock_creates() else {
+            return;
+        };
+        let Ok(entries) = fs::read_dir(&self.root) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().filter(|n| is_native_id(n)) else {
+                continue;
+            };
+            if !self.dir(id).join(META).exists() {
+                // A failure leaves it for the next start.
+                let _ = self.delete(id);
+            }
+        }
+    }
+
     /// Removes leftovers of deletions that a crash interrupted.
     pub(crate) fn empty_trash(&self) {
         if let Ok(entries) = fs::read_dir(self.root.join(".trash")) {

@@ -336,3 +336,25 @@ async fn a_deleted_sandboxs_processes_are_gone_before_delete_returns_and_its_uid
     assert_eq!(text(&out.stdout), "fresh\n");
     let _ = running.await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_cut_short_leaves_no_image_behind_after_a_restart() {
+    if !root_only() {
+        return;
+    }
+    let world = World::new();
+    let id = world.create().await;
+    let root = world.root();
+    // What a crash between the image and `meta.json` (written last) leaves: a mounted image.
+    std::fs::remove_file(root.join(&id).join("meta.json")).unwrap();
+    let again =
+        corral_provider_local::LocalProvider::new(corral_provider_local::LocalConfig::new(&root))
+            .unwrap();
+    assert!(
+        !root.join(&id).exists(),
+        "the unfinished create is still there"
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&id), "its image is still mounted");
+    drop(again);
+}
