@@ -187,8 +187,8 @@ impl Jail {
     /// root (`.oldrootfs`), so two commands of one sandbox — from this process or another
     /// sharing the root — must not set up at the same time. The commands then run concurrently.
     ///
-    /// With `cgroup` (the cgroups and the sandbox's id), pid 1 joins the sandbox's group before the command starts (see [`GATE`]); a command
-    /// that cannot be put in it is not run.
+    /// With `cgroup` (the cgroups and the sandbox's id), pid 1 joins the sandbox's group
+    /// before the command starts (see [`GATE`]); a command that cannot be put in it is not run.
     pub(crate) fn run(
         &self,
         fs_root: &Path,

@@ -101,9 +101,9 @@
 //!
 //! Deleting a sandbox kills its running commands and every process of its uid whose root is
 //! the sandbox's, and returns once they are gone: only then is its metadata removed, so its
-//! uid is never given to a new sandbox while an old process still holds it. Expiry (a create's `timeout`) is enforced
-//! when the sandbox is next named by a call: it then reads as `expired`, its files are
-//! removed, and exec and file calls answer `NotFound`.
+//! uid is never given to a new sandbox while an old process still holds it. Expiry (a
+//! create's `timeout`) is enforced when the sandbox is next named by a call: it then reads
+//! as `expired`, its files are removed, and exec and file calls answer `NotFound`.
 //!
 //! On a system where the namespaces cannot be created (no user namespaces, a seccomp policy
 //! that forbids `unshare`, no util-linux, not Linux), [`LocalProvider::new`] still succeeds,
@@ -268,10 +268,10 @@ impl Drop for LocalProvider {
         };
         for meta in sandboxes {
             let fs_root = self.store.fs_root(&meta.native_id);
+            let _setup = store::FileLock::exclusive(&store::setup_lock_path(&fs_root));
             // The image itself may already be gone (a test's temporary directory being
             // removed): the mount is what matters.
             if disk::is_mount_point(&fs_root) {
-                let _setup = store::FileLock::exclusive(&store::setup_lock_path(&fs_root));
                 let _ = disk::unmount(&fs_root);
             }
             if let Some(cgroups) = &self.cgroups {
@@ -606,10 +606,9 @@ impl SandboxProvider for LocalProvider {
             let fail = |e: String| unavailable(format!("cannot delete sandbox {id}: {e}"));
             // The metadata (which holds the uid) goes last: until every process of the
             // sandbox is gone, its uid is not free for another sandbox.
-            let uid = store
-                .load(&id)
-                .map_err(|e| fail(e.to_string()))?
-                .and_then(|m| m.uid);
+            // Unreadable metadata is not a sandbox (`Store::list` skips it), so its uid is
+            // not held either: delete what is there.
+            let uid = store.load(&id).ok().flatten().and_then(|m| m.uid);
             end_processes(cgroups.as_ref(), &store, &id, uid).map_err(&fail)?;
             store.delete(&id).map_err(|e| fail(e.to_string()))
         })
