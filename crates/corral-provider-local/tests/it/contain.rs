@@ -193,6 +193,16 @@ async fn a_full_disk_answers_enospc_to_that_sandbox_alone() {
         before >= 32 << 20,
         "the image is not allocated whole: {before}"
     );
+    // ext4 is told not to zero extents through the loop device (which would punch holes).
+    let dev = rustix::fs::stat(world.root().join(&id).join("fs").as_path())
+        .unwrap()
+        .st_dev;
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let loop_dev = std::fs::read_link(format!("/sys/dev/block/{major}:{minor}")).unwrap();
+    let knob = std::path::Path::new("/sys/fs/ext4")
+        .join(loop_dev.file_name().unwrap())
+        .join("extent_max_zeroout_kb");
+    assert_eq!(std::fs::read_to_string(knob).unwrap().trim(), "0");
     let out = world
         .sh(
             &id,
