@@ -188,7 +188,7 @@ pub struct LocalLimits {
 
 impl Default for LocalLimits {
     /// 1024 processes and 4 GiB of memory per sandbox, 1 GiB files, 600 CPU seconds per
-    /// process, CPU weight 100 and no CPU cap, a 2 GiB filesystem per sandbox, 1 GiB kept free.
+    /// process, CPU weight 100 and no CPU cap, a 1 GiB filesystem per sandbox, 1 GiB kept free.
     fn default() -> Self {
         Self {
             max_processes: 1024,
@@ -197,7 +197,7 @@ impl Default for LocalLimits {
             cpu_seconds: 600,
             cpu_weight: 100,
             cpu_max_millicores: None,
-            disk_bytes: Some(2 << 30),
+            disk_bytes: Some(1 << 30),
             disk_reserve_bytes: 1 << 30,
         }
     }

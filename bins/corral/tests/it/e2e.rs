@@ -159,7 +159,8 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
     std::fs::write(
         &config,
         format!(
-            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n",
+            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n\
+             [local]\ndisk_mib = 32\ndisk_reserve_mib = 256\n",
             morph.base_url()
         ),
     )
@@ -713,7 +714,7 @@ async fn a_body_that_stops_arriving_is_answered_request_timeout_and_the_connecti
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let config = tmp.path().join("corral.toml");
-    std::fs::write(&config, "").unwrap();
+    std::fs::write(&config, "[local]\ndisk_mib = 32\n").unwrap();
     let server = start(&data, &config, 1);
     let banner = std::fs::read_to_string(&server.stdout).unwrap();
     let key = banner
