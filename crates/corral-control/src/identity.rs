@@ -224,8 +224,8 @@ impl Control {
 
     /// Mails a sign-in link to `email` if it belongs to a user or has a pending invitation
     /// (and is not suppressed). Always `Ok` for a well-formed address, so the answer says
-    /// nothing about who has an account; links beyond [`MAX_FAILURES`] per email or client
-    /// address in the window are silently not sent.
+    /// nothing about who has an account; beyond 5 links per email or client address in 15
+    /// minutes, none is sent.
     pub async fn request_sign_in(&self, email: &str, client: Option<IpAddr>) -> Result<()> {
         let email = normalize_email(email)?;
         let now = self.store().now();
@@ -302,8 +302,8 @@ impl Control {
     }
 
     /// Signs in with email and password. Wrong email and wrong password get the same answer
-    /// in about the same time; after [`MAX_FAILURES`] failures per email or client address in
-    /// the window, `rate_limited`.
+    /// in about the same time; after 5 failures in 15 minutes per email or client address,
+    /// `rate_limited`.
     pub async fn sign_in_with_password(
         &self,
         email: &str,
