@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::SubsecRound as _;
 use corral_domain::{
     CreateSandboxRequest, OperationId, Provider, ProviderCapabilities, SandboxStatus, TimeoutMode,
 };
@@ -521,7 +522,8 @@ impl Service {
                 ok,
                 reason,
                 remediation,
-                checked_at: registry.database().now(),
+                // Stored with microsecond precision: answer exactly what is stored.
+                checked_at: registry.database().now().trunc_subsecs(6),
             });
         }
         for v in &results {

@@ -173,6 +173,18 @@ async fn verify_stores_a_refused_exec_with_reason_and_remediation_and_still_dele
             .starts_with("grant the key permission to run commands"),
         "{exec:?}"
     );
+    // Stored as answered (the registry keeps them sorted by operation).
+    let stored = w
+        .service
+        .registry()
+        .profile(w.project, Provider::Morph)
+        .await
+        .unwrap()
+        .unwrap()
+        .profile
+        .verifications;
+    assert_eq!(stored.len(), VERIFIED_OPERATIONS.len());
+    assert!(stored.contains(exec), "{stored:#?}");
     // Files, get and delete do not depend on exec: they ran, and the probe is gone.
     assert!(results.iter().any(|v| v.operation == "read_file" && v.ok));
     assert!(results.iter().any(|v| v.operation == "delete" && v.ok));
