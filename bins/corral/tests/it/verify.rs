@@ -18,7 +18,7 @@ use corral_registry::{
     Database, DatabaseConfig, MasterKey, ProfileInput, ProjectId, Registry, Verification,
 };
 use corral_service::Service;
-use corral_service::verify::VERIFIED_OPERATIONS;
+use corral_service::verify::{VERIFIED_OPERATIONS, fallback_probe_file};
 
 /// The service as the server builds it, with only `id` enabled and configured by `table`;
 /// the adapter is wrapped in a [`Spy`]; a project with a profile holding `ctx`.
@@ -194,8 +194,5 @@ async fn verify_stores_a_refused_exec_with_reason_and_remediation_and_still_dele
     // Without exec's temporary directory the file round trip used /tmp, which on this
     // fake is the host's.
     let op = w.spy.made().last().unwrap().operation_id;
-    let _ = std::fs::remove_file(format!(
-        "/tmp/corral-probe-{}.txt",
-        op.to_string().to_ascii_lowercase()
-    ));
+    std::fs::remove_file(fallback_probe_file(op)).unwrap();
 }
