@@ -264,7 +264,7 @@ async fn verify_removes_a_probe_whose_create_answer_was_lost() {
         .unwrap();
     assert_eq!(
         results[0].reason.as_deref(),
-        Some("the provider did not answer in time"),
+        Some("inconclusive: the provider did not answer in time"),
         "{results:#?}"
     );
     assert!(results[1..].iter().all(|v| !v.ok));
