@@ -13,3 +13,4 @@ mod idempotency;
 mod limits;
 mod replicas;
 mod support;
+mod verify;
