@@ -7,7 +7,14 @@
 //! Every use case takes the signed-in [`Actor`] and checks membership and role itself; the web
 //! layer only parses and renders. Every failure is a [`ControlError`] with one v3 code.
 
+mod accounts;
+mod deletion;
 mod error;
+mod identity_stubs;
+mod profiles;
+mod projects;
+mod token;
+mod verify_stub;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +23,18 @@ use corral_control_store::{ControlStore, UserId};
 use corral_registry::Registry;
 use corral_service::Service;
 
+pub use accounts::{
+    AcceptInvitation, AccountView, AuditEventView, ChangeRole, CreateInvitation,
+    CreateOrganization, InvitationView, MAX_ACCOUNT_NAME, MAX_AUDIT_LIMIT, MemberView,
+    RenameAccount, TransferOwnership,
+};
+pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
+pub use profiles::{
+    MAX_FIELD_BYTES, MAX_SETTINGS_BYTES, ProfileView, PutProfile, Readiness, VerificationView,
+    readiness, required_context,
+};
+pub use projects::{CreatedKey, KeyView, MAX_PROJECT_NAME, ProjectName, ProjectView};
 
 /// Tunables of the control plane.
 #[derive(Debug, Clone)]
