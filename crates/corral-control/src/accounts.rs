@@ -251,12 +251,12 @@ fn not_found_as(what: &'static str) -> impl Fn(ControlError) -> ControlError {
     }
 }
 
-pub(crate) fn validate_name(kind: &str, name: &str, max: usize) -> Result<String> {
+pub(crate) fn validate_name(name: &str, max: usize) -> Result<String> {
     let trimmed = name.trim();
     if trimmed.is_empty() || trimmed.chars().count() > max || trimmed.chars().any(char::is_control)
     {
         return Err(ControlError::invalid(format!(
-            "a {kind} name is 1–{max} characters without control characters"
+            "`name` must be 1–{max} characters without control characters"
         )));
     }
     Ok(trimmed.to_owned())
@@ -336,7 +336,7 @@ impl Control {
         request: CreateOrganization,
     ) -> Result<AccountView> {
         self.require_legal(actor).await?;
-        let name = validate_name("account", &request.name, MAX_ACCOUNT_NAME)?;
+        let name = validate_name(&request.name, MAX_ACCOUNT_NAME)?;
         let account = self
             .store()
             .create_organization(actor.user_id, &name)
@@ -361,7 +361,7 @@ impl Control {
     ) -> Result<AccountView> {
         self.require_legal(actor).await?;
         let (_, role) = self.account_role(actor, account, Role::Admin).await?;
-        let name = validate_name("account", &request.name, MAX_ACCOUNT_NAME)?;
+        let name = validate_name(&request.name, MAX_ACCOUNT_NAME)?;
         let renamed = self
             .store()
             .rename_account(account, &name, request.version)

@@ -188,7 +188,7 @@ impl Control {
     ) -> Result<ProjectView> {
         self.require_legal(actor).await?;
         self.account_role(actor, account, Role::Admin).await?;
-        let name = validate_name("project", &request.name, MAX_PROJECT_NAME)?;
+        let name = validate_name(&request.name, MAX_PROJECT_NAME)?;
         let (project, created_at) = self
             .store()
             .create_account_project(account, &name)
@@ -224,7 +224,7 @@ impl Control {
         request: ProjectName,
     ) -> Result<ProjectView> {
         let owned = self.project_for_change(actor, project, Role::Admin).await?;
-        let name = validate_name("project", &request.name, MAX_PROJECT_NAME)?;
+        let name = validate_name(&request.name, MAX_PROJECT_NAME)?;
         self.registry()
             .rename_project(project, &name)
             .await
