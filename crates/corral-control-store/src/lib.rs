@@ -19,6 +19,9 @@
 mod accounts;
 mod audit;
 mod error;
+mod identity;
+mod legal;
+mod mail;
 mod model;
 pub mod schema;
 
@@ -27,6 +30,9 @@ use corral_registry::Database;
 
 pub use accounts::{Account, Invitation, Member, NewInvitation, ProjectOwnership};
 pub use error::{Result, StoreError};
+pub use identity::{Session, User, UserAccountRole};
+pub use legal::{LegalAcceptOutcome, LegalRelease};
+pub use mail::WEBHOOK_ID_RETENTION;
 pub use model::{
     AccountId, AccountKind, AuditEvent, AuditEventId, InvitationId, NewAuditEvent, Role, UserId,
 };

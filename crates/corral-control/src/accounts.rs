@@ -262,20 +262,6 @@ pub(crate) fn validate_name(name: &str, max: usize) -> Result<String> {
     Ok(trimmed.to_owned())
 }
 
-/// A plausible, lower-cased email address (one `@`, something either side, no spaces).
-pub(crate) fn normalize_email(email: &str) -> Result<String> {
-    let e = email.trim().to_lowercase();
-    let ok = e.len() <= 254
-        && e.split_once('@').is_some_and(|(local, domain)| {
-            !local.is_empty() && domain.contains('.') && !domain.contains('@')
-        })
-        && !e.chars().any(|c| c.is_whitespace() || c.is_control());
-    if !ok {
-        return Err(ControlError::invalid("`email` is not an email address"));
-    }
-    Ok(e)
-}
-
 impl Control {
     /// The account and the caller's role in it, or "no such account" — the same answer for
     /// a missing account and one the caller is not a member of.
@@ -566,7 +552,7 @@ impl Control {
         if request.role == Role::Owner && role != Role::Owner {
             return Err(needs(Role::Owner));
         }
-        let email = normalize_email(&request.email)?;
+        let email = crate::identity::normalize_email(&request.email)?;
         let (token, token_hash) = crate::token::new_token()?;
         let ttl = chrono::Duration::from_std(self.config().invitation_ttl)
             .map_err(|_| ControlError::internal("the invitation lifetime is out of range"))?;

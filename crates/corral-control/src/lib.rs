@@ -6,15 +6,22 @@
 //! sandbox [`Service`] (verification, deletion at the providers, the read-only sandbox view).
 //! Every use case takes the signed-in [`Actor`] and checks membership and role itself; the web
 //! layer only parses and renders. Every failure is a [`ControlError`] with one v3 code.
+//!
+//! Mail goes through a [`Mailer`] ([`LogMailer`] unless [`Control::with_mailer`] sets another,
+//! such as [`SmtpMailer`]).
 
 mod accounts;
 mod deletion;
 mod error;
-mod identity_stubs;
+mod identity;
+mod legal;
+mod mail;
 mod profiles;
 mod projects;
+mod session;
 mod token;
 mod verify_stub;
+mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +29,7 @@ use std::time::Duration;
 use corral_control_store::{ControlStore, UserId};
 use corral_registry::Registry;
 use corral_service::Service;
+use secrecy::SecretString;
 
 pub use accounts::{
     AcceptInvitation, AccountView, AuditEventView, ChangeRole, CreateInvitation,
@@ -30,11 +38,16 @@ pub use accounts::{
 };
 pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
+pub use identity::{MIN_PASSWORD_CHARS, Me, normalize_email};
+pub use legal::{LEGAL_DOCUMENTS, LegalStatus};
+pub use mail::{LogMailer, Mail, MailError, Mailer, SmtpConfig, SmtpMailer, SmtpSecurity};
 pub use profiles::{
     MAX_FIELD_BYTES, MAX_SETTINGS_BYTES, ProfileView, PutProfile, Readiness, VerificationView,
     readiness, required_context,
 };
 pub use projects::{CreatedKey, KeyView, MAX_PROJECT_NAME, ProjectName, ProjectView};
+pub use session::SESSION_COOKIE;
+pub use webhook::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};
 
 /// Tunables of the control plane.
 #[derive(Debug, Clone)]
@@ -51,11 +64,14 @@ pub struct ControlConfig {
     pub sign_in_token_ttl: Duration,
     /// How long an invitation works.
     pub invitation_ttl: Duration,
+    /// The email webhook's signing secret (`whsec_<base64>`, from `[control.email_webhook]`);
+    /// without it every webhook delivery is refused (`invalid_email_webhook`).
+    pub email_webhook_secret: Option<SecretString>,
 }
 
 impl Default for ControlConfig {
     /// Public URL `http://127.0.0.1:8080`, idle 12 h, absolute 7 days, sign-in links 15
-    /// minutes, invitations 7 days.
+    /// minutes, invitations 7 days, no email webhook secret.
     fn default() -> Self {
         Self {
             public_url: "http://127.0.0.1:8080".to_owned(),
@@ -63,6 +79,7 @@ impl Default for ControlConfig {
             session_absolute: Duration::from_secs(7 * 24 * 3600),
             sign_in_token_ttl: Duration::from_secs(15 * 60),
             invitation_ttl: Duration::from_secs(7 * 24 * 3600),
+            email_webhook_secret: None,
         }
     }
 }
@@ -84,15 +101,19 @@ pub struct Control {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     store: ControlStore,
     registry: Registry,
     service: Service,
     config: ControlConfig,
+    mailer: Arc<dyn Mailer>,
+    throttle: Arc<identity::Throttle>,
 }
 
 impl Control {
-    /// The control plane over `store`, `registry` and `service` (all on the same database).
+    /// The control plane over `store`, `registry` and `service` (all on the same database),
+    /// mailing through [`LogMailer`] until [`Control::with_mailer`] says otherwise.
     pub fn new(
         store: ControlStore,
         registry: Registry,
@@ -105,8 +126,25 @@ impl Control {
                 registry,
                 service,
                 config,
+                mailer: Arc::new(LogMailer),
+                throttle: Arc::new(identity::Throttle::default()),
             }),
         }
+    }
+
+    /// The same control plane mailing through `mailer` (call it before cloning).
+    pub fn with_mailer(mut self, mailer: Arc<dyn Mailer>) -> Self {
+        Arc::make_mut(&mut self.inner).mailer = mailer;
+        self
+    }
+
+    /// The mailer.
+    pub fn mailer(&self) -> &Arc<dyn Mailer> {
+        &self.inner.mailer
+    }
+
+    pub(crate) fn throttle(&self) -> &identity::Throttle {
+        &self.inner.throttle
     }
 
     /// The control-plane store.

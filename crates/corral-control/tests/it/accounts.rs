@@ -346,7 +346,7 @@ async fn invitations_are_single_use_for_the_invited_email(db: TestDb) {
     assert_invalid(
         c.invite(&owner, acc, invite("not an email", Role::Member))
             .await,
-        "`email` is not an email address",
+        "that is not an email address",
     );
     let listed = c.list_invitations(&owner, acc).await.unwrap();
     assert_eq!(listed, vec![sent.clone()]);
