@@ -12,3 +12,4 @@ mod idempotency;
 mod limits;
 mod replicas;
 mod support;
+mod verify;
