@@ -20,7 +20,6 @@ mod profiles;
 mod projects;
 mod session;
 mod token;
-mod verify_stub;
 mod webhook;
 
 use std::sync::Arc;

@@ -9,8 +9,6 @@ use secrecy::SecretString;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::Result;
-#[allow(unused_imports)] // Until `Service::verify_profile` lands (see verify_stub.rs).
-use crate::verify_stub::VerifyProfileStub as _;
 use crate::{Actor, Control, ControlError};
 
 /// Largest accepted `settings` object, serialized, in bytes.
@@ -38,7 +36,8 @@ pub struct Readiness {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct VerificationView {
-    /// `create`, `exec`, `write`, `read` or `delete`.
+    /// The operation, as `Service::verify_profile` names it (`create`, `get`, `exec`,
+    /// `write_file`, `read_file`, `delete`).
     pub operation: String,
     /// Whether the credential can do it.
     pub ok: bool,

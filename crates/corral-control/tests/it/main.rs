@@ -3,6 +3,7 @@
 
 mod accounts;
 mod deletion;
+mod gates;
 mod projects;
 mod scoping;
 mod support;

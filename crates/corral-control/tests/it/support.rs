@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
-use corral_control::{AcceptInvitation, Actor, Control, ControlConfig, ControlError};
+use corral_control::{
+    AcceptInvitation, Actor, Control, ControlConfig, ControlError, Mail, MailError, Mailer,
+};
 use corral_control_store::{AccountId, ControlStore, NewInvitation, Role};
 use corral_domain::{CreateSandboxRequest, Provider};
 use corral_errors::ErrorCode;
@@ -18,9 +20,28 @@ use corral_registry::{MasterKey, ProjectId, Registry};
 use corral_service::{Caller, InlineAccess, Service, ServiceConfig};
 use sha2::Digest as _;
 
+/// Collects mails instead of sending them.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox(Mutex<Vec<Mail>>);
+
+impl Outbox {
+    pub(crate) fn take(&self) -> Vec<Mail> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
+
+#[async_trait::async_trait]
+impl Mailer for Outbox {
+    async fn send(&self, mail: &Mail) -> Result<(), MailError> {
+        self.0.lock().unwrap().push(mail.clone());
+        Ok(())
+    }
+}
+
 pub(crate) struct World {
     pub(crate) control: Control,
     pub(crate) double: Arc<Counting>,
+    pub(crate) outbox: Arc<Outbox>,
     _db: TestDb,
 }
 
@@ -38,15 +59,21 @@ impl World {
             idempotency,
             ServiceConfig::default(),
         );
+        let outbox = Arc::new(Outbox::default());
         let control = Control::new(
             ControlStore::new(database),
             registry,
             service,
-            ControlConfig::default(),
-        );
+            ControlConfig {
+                public_url: "https://corral.example.com".to_owned(),
+                ..ControlConfig::default()
+            },
+        )
+        .with_mailer(outbox.clone());
         Self {
             control,
             double,
+            outbox,
             _db: db,
         }
     }
