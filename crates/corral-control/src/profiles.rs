@@ -285,6 +285,13 @@ impl Control {
             )
             .await
             .map_err(profile_error)?;
+        if let Err(e) = self.still_writable(project).await {
+            self.registry()
+                .delete_profile(project, provider)
+                .await
+                .map_err(profile_error)?;
+            return Err(e);
+        }
         self.audit(
             actor,
             owned.account_id,

@@ -13,6 +13,7 @@ use crate::support::{World, assert_invalid, code, token};
 
 both_backends!(
     organizations_are_listed_renamed_with_versions_and_deduplicated_per_owner,
+    a_double_submitted_organization_is_made_once,
     roles_follow_who_may_change_what_and_keep_an_owner,
     concurrent_demotions_cannot_remove_the_last_owner,
     ownership_transfer_swaps_roles_in_one_step,
@@ -107,6 +108,36 @@ async fn organizations_are_listed_renamed_with_versions_and_deduplicated_per_own
     assert_eq!(renamed.name, "Alice");
     // Bob sees none of it.
     assert_eq!(c.list_accounts(&bob).await.unwrap().len(), 2);
+}
+
+async fn a_double_submitted_organization_is_made_once(db: TestDb) {
+    let w = World::new(db).await;
+    let (alice, _) = w.user("alice@example.com").await;
+    for round in 0..6 {
+        let name = format!("Acme {round}");
+        // Straight at the store, so the submissions meet in the database.
+        let tasks: Vec<_> = (0..4)
+            .map(|_| {
+                let store = w.control.store().clone();
+                let name = name.clone();
+                tokio::spawn(async move { store.create_organization(alice.user_id, &name).await })
+            })
+            .collect();
+        let mut made = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(_) => made += 1,
+                Err(StoreError::Conflict { .. }) => {}
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        assert_eq!(made, 1, "round {round}");
+    }
+    assert_eq!(
+        code(w.control.create_organization(&alice, org("Acme 0")).await),
+        ErrorCode::ControlPlaneConflict
+    );
+    assert_eq!(w.control.list_accounts(&alice).await.unwrap().len(), 7);
 }
 
 async fn roles_follow_who_may_change_what_and_keep_an_owner(db: TestDb) {
