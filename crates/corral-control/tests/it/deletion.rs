@@ -18,6 +18,7 @@ use crate::support::{World, assert_invalid};
 both_backends!(
     deleting_a_project_deletes_its_sandboxes_at_the_provider,
     a_refused_sandbox_deletion_is_retried_by_the_next_pass,
+    a_sandbox_without_a_credential_is_left_at_its_provider_and_named,
     deleting_an_account_deletes_its_projects_then_its_memberships,
 );
 
@@ -67,6 +68,7 @@ async fn deleting_a_project_deletes_its_sandboxes_at_the_provider(db: TestDb) {
             keys_revoked: 1,
             profiles_erased: 1,
             failures: vec![],
+            left_at_provider: vec![],
         }
     );
     assert_eq!(w.double.count("delete"), 1);
@@ -126,6 +128,24 @@ async fn a_refused_sandbox_deletion_is_retried_by_the_next_pass(db: TestDb) {
             .unwrap()
             .is_empty()
     );
+}
+
+async fn a_sandbox_without_a_credential_is_left_at_its_provider_and_named(db: TestDb) {
+    let w = World::new(db).await;
+    let (owner, personal) = w.user("owner@example.com").await;
+    let c = &w.control;
+    let (project, sandbox, _) = project_with_sandbox(&w, &owner, personal).await;
+    c.delete_profile(&owner, project, Provider::E2b)
+        .await
+        .unwrap();
+    c.delete_project(&owner, project).await.unwrap();
+    let report = c.run_deletions().await.unwrap();
+    assert_eq!(report.projects_finished, 1);
+    assert_eq!(report.left_at_provider, vec![sandbox.clone()]);
+    assert_eq!(w.double.count("delete"), 0);
+    let log = c.audit_log(&owner, personal, Some(1)).await.unwrap();
+    assert_eq!(log[0].action, "project.deleted");
+    assert_eq!(log[0].detail["leftAtProvider"][0], sandbox.as_str());
 }
 
 async fn deleting_an_account_deletes_its_projects_then_its_memberships(db: TestDb) {
