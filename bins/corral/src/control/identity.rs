@@ -257,8 +257,8 @@ pub(crate) async fn sign_out_everywhere(
     responses((status = 200, description = "The user.", body = MeBody), Common))]
 #[get("/v1/control/me")]
 pub(crate) async fn me(req: HttpRequest, session: Session, state: web::Data<AppState>) -> Reply {
-    let me = run(&req, state.control.me(&session.0.actor)).await?;
-    let body = MeBody::new(me, state.control.csrf_token(session.0.cookie_token()));
+    let user = run(&req, state.control.me(&session.0.actor)).await?;
+    let body = MeBody::new(user, state.control.csrf_token(session.0.cookie_token()));
     let mut resp = json_ok(StatusCode::OK, &body);
     resp.headers_mut().insert(
         actix_web::http::header::CACHE_CONTROL,
@@ -305,13 +305,13 @@ pub(crate) struct AccountRoleBody {
 }
 
 impl MeBody {
-    fn new(me: corral_control::Me, csrf_token: String) -> Self {
+    fn new(user: corral_control::Me, csrf_token: String) -> Self {
         Self {
-            user_id: me.user_id.to_string(),
-            email: me.email,
-            has_password: me.has_password,
-            personal_account_id: me.personal_account_id.to_string(),
-            accounts: me
+            user_id: user.user_id.to_string(),
+            email: user.email,
+            has_password: user.has_password,
+            personal_account_id: user.personal_account_id.to_string(),
+            accounts: user
                 .accounts
                 .into_iter()
                 .map(|a| AccountRoleBody {
@@ -321,7 +321,7 @@ impl MeBody {
                     role: a.role,
                 })
                 .collect(),
-            created_at: me.created_at,
+            created_at: user.created_at,
             csrf_token,
         }
     }
