@@ -196,7 +196,7 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     let service = service(&settings, providers, registry.clone(), store);
     let _reconciler = service.spawn_reconciler(settings.reconcile_interval);
     let control = control(&settings, registry, service.clone())?;
-    // let _deletions = control.spawn_deletion_worker(settings.reconcile_interval);
+    let _deletions = control.spawn_deletion_worker(settings.reconcile_interval);
     let state = AppState {
         service,
         control,

@@ -8,10 +8,9 @@
 //! a use case of `corral-control`, whose [`ControlError`] maps to exactly one v3 code. The
 //! session, CSRF and origin checks are in [`session`], shared with the console.
 
-// Until cp-tenancy's use cases are merged:
-// mod accounts;
+mod accounts;
 mod identity;
-// mod projects;
+mod projects;
 pub mod session;
 mod webhook;
 
@@ -125,8 +124,8 @@ pub(crate) fn no_content() -> HttpResponse {
 /// Registers the 36 control-plane operations (see docs/control-plane.md, "Operations").
 pub fn control_api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
     identity::register(cfg);
-    // accounts::register(cfg);
-    // projects::register(cfg);
+    accounts::register(cfg);
+    projects::register(cfg);
 }
 
 /// Registers `POST /v1/webhooks/email`.
