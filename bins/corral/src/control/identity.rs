@@ -9,7 +9,7 @@ use corral_errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::session::{Session, check_origin, cleared_session_cookie, session_cookie};
+use super::session::{CsrfToken, Session, check_origin, cleared_session_cookie, session_cookie};
 use super::{COMMON, Failure, Reply, no_content, run};
 use crate::extract::{Json, Small};
 use crate::http::{AppState, json_ok};
@@ -225,7 +225,7 @@ pub(crate) async fn sign_in_password(
 
 /// Sign out this session; clears the cookie.
 #[utoipa::path(
-    operation_id = "signOut", tag = "control-plane", security(("session" = [])),
+    operation_id = "signOut", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     responses((status = 204, description = "Signed out; the cookie is cleared."), Common))]
 #[post("/v1/control/sign-out")]
 pub(crate) async fn sign_out(
@@ -239,7 +239,7 @@ pub(crate) async fn sign_out(
 
 /// Sign out every session of the user; clears the cookie.
 #[utoipa::path(
-    operation_id = "signOutEverywhere", tag = "control-plane", security(("session" = [])),
+    operation_id = "signOutEverywhere", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     responses((status = 204, description = "Every session revoked; the cookie is cleared."), Common))]
 #[delete("/v1/control/sessions")]
 pub(crate) async fn sign_out_everywhere(
@@ -371,7 +371,7 @@ pub(crate) struct LegalReleaseBody {
 
 /// Set the user's password (at least 12 characters).
 #[utoipa::path(
-    operation_id = "setPassword", tag = "control-plane", security(("session" = [])),
+    operation_id = "setPassword", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     request_body(content = NewPassword, content_type = "application/json"),
     responses((status = 204, description = "Set."), Common))]
 #[put("/v1/control/me/password")]
@@ -455,7 +455,7 @@ pub(crate) async fn legal_release(
 ///
 /// `legal_release_changed` when a newer release was published since.
 #[utoipa::path(
-    operation_id = "acceptLegalRelease", tag = "control-plane", security(("session" = [])),
+    operation_id = "acceptLegalRelease", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     request_body(content = Acceptance, content_type = "application/json"),
     responses((status = 204, description = "Accepted (and kept as an audit trail)."), AcceptErrors))]
 #[post("/v1/control/legal/acceptances")]
