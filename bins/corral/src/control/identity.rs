@@ -42,6 +42,7 @@ errors!(AcceptErrors: COMMON, &[
 #[serde(deny_unknown_fields)]
 pub(crate) struct SignInEmail {
     /// The address to mail a sign-in link to.
+    #[schema(format = Email, max_length = 254)]
     email: String,
 }
 
@@ -58,8 +59,10 @@ pub(crate) struct SignInToken {
 #[serde(deny_unknown_fields)]
 pub(crate) struct SignInPassword {
     /// The account's email.
+    #[schema(format = Email, max_length = 254)]
     email: String,
     /// Its password.
+    #[schema(format = Password)]
     password: String,
 }
 
@@ -67,7 +70,8 @@ pub(crate) struct SignInPassword {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewPassword {
-    /// The new password (at least 12 characters).
+    /// The new password: at least 12 characters and at most 1024 bytes of UTF-8.
+    #[schema(min_length = 12, format = Password)]
     password: String,
 }
 
