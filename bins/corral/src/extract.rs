@@ -318,7 +318,7 @@ impl<T: DeserializeOwned + 'static, L: BodyLimit + 'static> FromRequest for Json
     }
 }
 
-async fn read_json<T: DeserializeOwned>(
+pub(crate) async fn read_json<T: DeserializeOwned>(
     req: &HttpRequest,
     payload: &mut Payload,
     limit: usize,

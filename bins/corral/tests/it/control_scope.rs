@@ -181,8 +181,16 @@ async fn scoping(w: World) {
         let on_ghost = send(&app, ask(&ghost)).await;
         let on_malformed = send(&app, ask(&malformed)).await;
         assert_eq!(
-            (on_malformed.status, on_malformed.code(), &on_malformed.json["error"]["message"]),
-            (on_ghost.status, on_ghost.code(), &on_ghost.json["error"]["message"]),
+            (
+                on_malformed.status,
+                on_malformed.code(),
+                &on_malformed.json["error"]["message"]
+            ),
+            (
+                on_ghost.status,
+                on_ghost.code(),
+                &on_ghost.json["error"]["message"]
+            ),
             "{method} {template}: a malformed id and a ghost must look alike"
         );
         assert!(
