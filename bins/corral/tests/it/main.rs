@@ -4,6 +4,7 @@
 
 mod adapters;
 mod api;
+mod browser;
 mod bridge;
 mod bridge_e2e;
 mod codes;
