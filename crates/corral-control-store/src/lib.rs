@@ -18,6 +18,9 @@
 
 mod audit;
 mod error;
+mod identity;
+mod legal;
+mod mail;
 mod model;
 pub mod schema;
 
@@ -25,6 +28,9 @@ use corral_domain::Timestamp;
 use corral_registry::Database;
 
 pub use error::{Result, StoreError};
+pub use identity::{Session, User, UserAccountRole};
+pub use legal::{LegalAcceptOutcome, LegalRelease};
+pub use mail::WEBHOOK_ID_RETENTION;
 pub use model::{
     AccountId, AccountKind, AuditEvent, AuditEventId, InvitationId, NewAuditEvent, Role, UserId,
 };

@@ -6,8 +6,16 @@
 //! sandbox [`Service`] (verification, deletion at the providers, the read-only sandbox view).
 //! Every use case takes the signed-in [`Actor`] and checks membership and role itself; the web
 //! layer only parses and renders. Every failure is a [`ControlError`] with one v3 code.
+//!
+//! Mail goes through a [`Mailer`] ([`LogMailer`] unless [`Control::with_mailer`] sets another,
+//! such as [`SmtpMailer`]).
 
 mod error;
+mod identity;
+mod legal;
+mod mail;
+mod session;
+mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +23,14 @@ use std::time::Duration;
 use corral_control_store::{ControlStore, UserId};
 use corral_registry::Registry;
 use corral_service::Service;
+use secrecy::SecretString;
 
 pub use error::{ControlError, Result};
+pub use identity::{MIN_PASSWORD_CHARS, Me, normalize_email};
+pub use legal::{LEGAL_DOCUMENTS, LegalStatus};
+pub use mail::{LogMailer, Mail, MailError, Mailer, SmtpConfig, SmtpMailer, SmtpSecurity};
+pub use session::SESSION_COOKIE;
+pub use webhook::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};
 
 /// Tunables of the control plane.
 #[derive(Debug, Clone)]
@@ -33,11 +47,14 @@ pub struct ControlConfig {
     pub sign_in_token_ttl: Duration,
     /// How long an invitation works.
     pub invitation_ttl: Duration,
+    /// The email webhook's signing secret (`whsec_<base64>`, from `[control.email_webhook]`);
+    /// without it every webhook delivery is refused (`invalid_email_webhook`).
+    pub email_webhook_secret: Option<SecretString>,
 }
 
 impl Default for ControlConfig {
     /// Public URL `http://127.0.0.1:8080`, idle 12 h, absolute 7 days, sign-in links 15
-    /// minutes, invitations 7 days.
+    /// minutes, invitations 7 days, no email webhook secret.
     fn default() -> Self {
         Self {
             public_url: "http://127.0.0.1:8080".to_owned(),
@@ -45,6 +62,7 @@ impl Default for ControlConfig {
             session_absolute: Duration::from_secs(7 * 24 * 3600),
             sign_in_token_ttl: Duration::from_secs(15 * 60),
             invitation_ttl: Duration::from_secs(7 * 24 * 3600),
+            email_webhook_secret: None,
         }
     }
 }
@@ -66,15 +84,19 @@ pub struct Control {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     store: ControlStore,
     registry: Registry,
     service: Service,
     config: ControlConfig,
+    mailer: Arc<dyn Mailer>,
+    throttle: Arc<identity::Throttle>,
 }
 
 impl Control {
-    /// The control plane over `store`, `registry` and `service` (all on the same database).
+    /// The control plane over `store`, `registry` and `service` (all on the same database),
+    /// mailing through [`LogMailer`] until [`Control::with_mailer`] says otherwise.
     pub fn new(
         store: ControlStore,
         registry: Registry,
@@ -87,8 +109,25 @@ impl Control {
                 registry,
                 service,
                 config,
+                mailer: Arc::new(LogMailer),
+                throttle: Arc::new(identity::Throttle::default()),
             }),
         }
+    }
+
+    /// The same control plane mailing through `mailer` (call it before cloning).
+    pub fn with_mailer(mut self, mailer: Arc<dyn Mailer>) -> Self {
+        Arc::make_mut(&mut self.inner).mailer = mailer;
+        self
+    }
+
+    /// The mailer.
+    pub fn mailer(&self) -> &Arc<dyn Mailer> {
+        &self.inner.mailer
+    }
+
+    pub(crate) fn throttle(&self) -> &identity::Throttle {
+        &self.inner.throttle
     }
 
     /// The control-plane store.
