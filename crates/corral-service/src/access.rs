@@ -44,6 +44,20 @@ impl Service {
         recorded: Option<&ProviderContext>,
         operation: &str,
     ) -> Result<Access, ServiceError> {
+        self.access_for(caller, provider, inline, recorded, Some(operation))
+            .await
+    }
+
+    /// [`Service::access`], refusing for `refuse_if_failed` only (`None`: the deep
+    /// verification itself, which must run whatever the last one found).
+    pub(crate) async fn access_for(
+        &self,
+        caller: &Caller,
+        provider: Provider,
+        inline: InlineAccess,
+        recorded: Option<&ProviderContext>,
+        refuse_if_failed: Option<&str>,
+    ) -> Result<Access, ServiceError> {
         if provider == Provider::Local {
             // The embedded provider needs no account.
             return Ok(Access {
@@ -79,11 +93,12 @@ impl Service {
             (Some(c), _) => (Some(c), CredentialSource::Inline),
             (None, None) => return Err(ServiceError::ProfileNotFound { provider }),
             (None, Some(p)) => {
-                if let Some(v) = p
-                    .profile
-                    .verifications
-                    .iter()
-                    .find(|v| v.operation == operation && !v.ok)
+                // Only what the credential was proved unable to do: an operation the last
+                // verification did not reach says nothing about the credential.
+                if let Some(operation) = refuse_if_failed
+                    && let Some(v) = p.profile.verifications.iter().find(|v| {
+                        v.operation == operation && !v.ok && !crate::verify::not_reached(v)
+                    })
                 {
                     return Err(ServiceError::OperationUnavailable {
                         provider,

@@ -25,6 +25,7 @@ pub mod limiter;
 pub mod metrics;
 mod reconciler;
 mod sandboxes;
+pub mod verify;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
