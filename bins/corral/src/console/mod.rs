@@ -12,6 +12,7 @@
 
 mod assets;
 pub(crate) mod form;
+mod handlers;
 pub(crate) mod pages;
 pub(crate) mod view;
 
@@ -35,14 +36,55 @@ const FLASH_COOKIE: &str = "corral_flash";
 
 /// Registers the console's routes under `/console`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    use handlers as h;
+    let acc = "/accounts/{account}";
+    let prj = "/accounts/{account}/projects/{project}";
     cfg.service(
         web::scope(pages::BASE)
             .wrap(from_fn(security_headers))
             .route("/assets/{name}", web::get().to(assets::serve))
-            .route("", web::get().to(home))
-            .route("/", web::get().to(home))
-            .route("/sign-in", web::get().to(sign_in_page))
+            .route("", web::get().to(h::home))
+            .route("/", web::get().to(h::home))
+            .route("/sign-in", web::get().to(h::sign_in_page))
+            .route("/sign-in/email", web::post().to(h::sign_in_email))
+            .route("/sign-in/password", web::post().to(h::sign_in_password))
             .route("/sign-in/check-email", web::get().to(check_email_page))
+            .route("/sign-in/verify", web::get().to(h::sign_in_verify))
+            .route("/sign-out", web::post().to(h::sign_out))
+            .route("/sign-out-everywhere", web::post().to(h::sign_out_everywhere))
+            .route("/legal", web::get().to(h::legal_page))
+            .route("/legal/accept", web::post().to(h::legal_accept))
+            .route("/accounts/new", web::get().to(h::new_organization_page))
+            .route("/accounts", web::post().to(h::create_organization))
+            .route(acc, web::get().to(h::account_page))
+            .route(&format!("{acc}/rename"), web::post().to(h::rename_account))
+            .route(&format!("{acc}/delete"), web::post().to(h::delete_account))
+            .route(&format!("{acc}/transfer"), web::post().to(h::transfer))
+            .route(&format!("{acc}/members"), web::get().to(h::members_page))
+            .route(&format!("{acc}/members/{{user}}/role"), web::post().to(h::change_role))
+            .route(&format!("{acc}/members/{{user}}/remove"), web::post().to(h::remove_member))
+            .route(&format!("{acc}/invitations"), web::post().to(h::invite))
+            .route(
+                &format!("{acc}/invitations/{{invitation}}/revoke"),
+                web::post().to(h::revoke_invitation),
+            )
+            .route(&format!("{acc}/audit"), web::get().to(h::audit_page))
+            .route(&format!("{acc}/projects"), web::post().to(h::create_project))
+            .route(prj, web::get().to(h::sandboxes_page))
+            .route(&format!("{prj}/sandboxes/{{sandbox}}"), web::get().to(h::sandbox_page))
+            .route(&format!("{prj}/settings"), web::get().to(h::settings_page))
+            .route(&format!("{prj}/rename"), web::post().to(h::rename_project))
+            .route(&format!("{prj}/delete"), web::post().to(h::delete_project))
+            .route(&format!("{prj}/keys"), web::get().to(h::keys_page))
+            .route(&format!("{prj}/keys"), web::post().to(h::create_key))
+            .route(&format!("{prj}/keys/{{key}}/revoke"), web::post().to(h::revoke_key))
+            .route(&format!("{prj}/providers"), web::get().to(h::providers_page))
+            .route(&format!("{prj}/providers/{{provider}}"), web::post().to(h::put_profile))
+            .route(&format!("{prj}/providers/{{provider}}/test"), web::post().to(h::test_profile))
+            .route(
+                &format!("{prj}/providers/{{provider}}/disconnect"),
+                web::post().to(h::delete_profile),
+            )
             .default_service(web::to(not_found)),
     );
 }
@@ -136,18 +178,6 @@ pub(crate) fn cookie(req: &HttpRequest, name: &str) -> Option<String> {
 /// A `Set-Cookie` value that deletes cookie `name` on `path`.
 pub(crate) fn expire_cookie(name: &str, path: &str) -> String {
     format!("{name}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Lax")
-}
-
-async fn home() -> HttpResponse {
-    redirect(&format!("{}/sign-in", pages::BASE), None)
-}
-
-async fn sign_in_page(req: HttpRequest) -> HttpResponse {
-    let page = view::SignInPage {
-        flash: take_flash(&req),
-        ..Default::default()
-    };
-    html(&req, StatusCode::OK, pages::sign_in(&page))
 }
 
 #[derive(serde::Deserialize)]

@@ -25,20 +25,23 @@ pub(crate) mod paths {
     pub(crate) fn audit(id: &str) -> String {
         format!("{BASE}/accounts/{id}/audit")
     }
-    pub(crate) fn project(id: &str) -> String {
-        format!("{BASE}/projects/{id}")
+    pub(crate) fn project(account: &str, project: &str) -> String {
+        format!("{BASE}/accounts/{account}/projects/{project}")
     }
-    pub(crate) fn keys(id: &str) -> String {
-        format!("{BASE}/projects/{id}/keys")
+    pub(crate) fn keys(account: &str, project: &str) -> String {
+        format!("{}/keys", project_(account, project))
     }
-    pub(crate) fn providers(id: &str) -> String {
-        format!("{BASE}/projects/{id}/providers")
+    pub(crate) fn providers(account: &str, project: &str) -> String {
+        format!("{}/providers", project_(account, project))
     }
-    pub(crate) fn settings(id: &str) -> String {
-        format!("{BASE}/projects/{id}/settings")
+    pub(crate) fn settings(account: &str, project: &str) -> String {
+        format!("{}/settings", project_(account, project))
     }
-    pub(crate) fn sandbox(project: &str, sandbox: &str) -> String {
-        format!("{BASE}/projects/{project}/sandboxes/{sandbox}")
+    pub(crate) fn sandbox(account: &str, project: &str, sandbox: &str) -> String {
+        format!("{}/sandboxes/{sandbox}", project_(account, project))
+    }
+    fn project_(account: &str, project: &str) -> String {
+        project(account, project)
     }
 }
 
@@ -135,7 +138,7 @@ fn shell(title: &str, chrome: &Chrome, content: Markup) -> Markup {
                                 div.section-title { "Projects" }
                                 nav aria-label="Projects" {
                                     @for p in &chrome.projects {
-                                        a href=(paths::project(&p.id)) aria-current=[current_page(chrome.project.as_deref() == Some(p.id.as_str()))] { (p.name) }
+                                        a href=(paths::project(&acc.id, &p.id)) aria-current=[current_page(chrome.project.as_deref() == Some(p.id.as_str()))] { (p.name) }
                                     }
                                     @if chrome.projects.is_empty() {
                                         a href=(paths::account(&acc.id)) { "No projects yet" }
@@ -352,7 +355,7 @@ pub(crate) fn overview(page: &OverviewPage) -> Markup {
                     tbody {
                         @for p in &page.projects {
                             tr {
-                                td { a href=(paths::project(&p.id)) { strong { (p.name) } } }
+                                td { a href=(paths::project(&acc.id, &p.id)) { strong { (p.name) } } }
                                 td { code { (p.id) } }
                                 td.muted { (p.created) }
                             }
@@ -567,12 +570,12 @@ pub(crate) fn audit(page: &AuditPage) -> Markup {
 // --- projects ------------------------------------------------------------------------------------
 
 fn project_head(project: &ProjectView, tab: ProjectTab) -> Markup {
-    let id = &project.id;
+    let (acc, id) = (&project.account.id, &project.id);
     let tabs = [
-        (ProjectTab::Sandboxes, paths::project(id), "Sandboxes"),
-        (ProjectTab::Keys, paths::keys(id), "API keys"),
-        (ProjectTab::Providers, paths::providers(id), "Providers"),
-        (ProjectTab::Settings, paths::settings(id), "Settings"),
+        (ProjectTab::Sandboxes, paths::project(acc, id), "Sandboxes"),
+        (ProjectTab::Keys, paths::keys(acc, id), "API keys"),
+        (ProjectTab::Providers, paths::providers(acc, id), "Providers"),
+        (ProjectTab::Settings, paths::settings(acc, id), "Settings"),
     ];
     html! {
         div.page-head {
@@ -619,7 +622,7 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
             div.card-head {
                 div { h2 { "API keys" } p { "Keys authenticate the sandbox API for this project only." } }
                 @if !p.account.deleting {
-                    form method="post" action={(paths::keys(&p.id))} {
+                    form method="post" action={(paths::keys(&p.account.id, &p.id))} {
                         (csrf_field(csrf))
                         button.btn type="submit" id="create-key" { "Create key" }
                     }
@@ -644,7 +647,7 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
                                 }
                                 td.actions {
                                     @if k.revoked.is_none() && !p.account.deleting {
-                                        form method="post" action={(paths::keys(&p.id)) "/" (k.key_id) "/revoke"} {
+                                        form method="post" action={(paths::keys(&p.account.id, &p.id)) "/" (k.key_id) "/revoke"} {
                                             (csrf_field(csrf))
                                             details.confirm {
                                                 summary.btn.small.ghost { "Revoke…" }
@@ -706,7 +709,7 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                         @if admin && c.enabled {
                             details.mt open[!c.connected] {
                                 summary.small.summary-link { @if c.connected { "Update connection" } @else { "Connect" } }
-                                form.stack.mt method="post" action={(paths::providers(&p.id)) "/" (c.provider)} {
+                                form.stack.mt method="post" action={(paths::providers(&p.account.id, &p.id)) "/" (c.provider)} {
                                     (csrf_field(csrf))
                                     @if c.needs_credential {
                                         div.field {
@@ -730,11 +733,11 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                     }
                     @if admin && c.connected {
                         div.card-body.card-foot.actions-row {
-                            form method="post" action={(paths::providers(&p.id)) "/" (c.provider) "/test"} {
+                            form method="post" action={(paths::providers(&p.account.id, &p.id)) "/" (c.provider) "/test"} {
                                 (csrf_field(csrf))
                                 button.btn type="submit" id={"test-" (c.provider)} { "Test connection" }
                             }
-                            form method="post" action={(paths::providers(&p.id)) "/" (c.provider) "/disconnect"} {
+                            form method="post" action={(paths::providers(&p.account.id, &p.id)) "/" (c.provider) "/disconnect"} {
                                 (csrf_field(csrf))
                                 details.confirm {
                                     summary.btn.ghost { "Disconnect…" }
@@ -779,7 +782,7 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
                     tbody {
                         @for r in &page.rows {
                             tr.is-tombstone[r.deleted.is_some()] data-sandbox=(r.id) {
-                                td { a href=(paths::sandbox(&p.id, &r.id)) { code { (r.id) } } }
+                                td { a href=(paths::sandbox(&p.account.id, &p.id, &r.id)) { code { (r.id) } } }
                                 td { (r.provider) }
                                 td { (status_badge(&r.status, r.deleted.is_some())) }
                                 td.muted { (r.observed) }
@@ -791,7 +794,7 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
             }
             @if let Some(next) = &page.next {
                 div.card-body.card-foot {
-                    a.btn.secondary href={(paths::project(&p.id)) "?cursor=" (next)} { "Older sandboxes" }
+                    a.btn.secondary href={(paths::project(&p.account.id, &p.id)) "?cursor=" (next)} { "Older sandboxes" }
                 }
             }
         }
@@ -808,7 +811,7 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
             div {
                 div.crumbs {
                     span { a href=(paths::account(&p.account.id)) { (p.account.name) } }
-                    span { a href=(paths::project(&p.id)) { (p.name) } }
+                    span { a href=(paths::project(&p.account.id, &p.id)) { (p.name) } }
                     span { "Sandboxes" }
                 }
                 h1 { code.h1-code { (r.id) } }
@@ -822,12 +825,12 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
             dl.facts {
                 dt { "Provider" } dd { (r.provider) }
                 dt { "Status" } dd { (r.status) " " span.muted.small { "(seen " (r.observed) ")" } }
-                dt { "Created" } dd { (r.created) }
+                @if !r.created.is_empty() { dt { "Created" } dd { (r.created) } }
                 @if let Some(at) = &r.deleted { dt { "Deleted" } dd { (at) } }
                 @for (k, v) in &page.facts { dt { (k) } dd { code { (v) } } }
             }
         } }
-        a href=(paths::project(&p.id)) { "← All sandboxes" }
+        a href=(paths::project(&p.account.id, &p.id)) { "← All sandboxes" }
     };
     shell(&r.id, &page.chrome, content)
 }
@@ -848,7 +851,7 @@ pub(crate) fn project_settings(page: &ProjectSettingsPage) -> Markup {
                     dt { "Account" } dd { (p.account.name) }
                 }
                 @if admin {
-                    form.inline method="post" action={(paths::project(&p.id)) "/rename"} {
+                    form.inline method="post" action={(paths::project(&p.account.id, &p.id)) "/rename"} {
                         (csrf_field(csrf))
                         div.field {
                             label for="rename" { "Name" }
@@ -863,7 +866,7 @@ pub(crate) fn project_settings(page: &ProjectSettingsPage) -> Markup {
             div.card.danger-zone {
                 div.card-head { div { h2 { "Delete project" } p { "Deletes its sandboxes at their providers, revokes its keys and erases its provider credentials." } } }
                 div.card-body {
-                    form method="post" action={(paths::project(&p.id)) "/delete"} {
+                    form method="post" action={(paths::project(&p.account.id, &p.id)) "/delete"} {
                         (csrf_field(csrf))
                         details.confirm {
                             summary.btn.secondary { "Delete project…" }

@@ -90,3 +90,264 @@ async fn console_sign_in_page_renders_with_its_security_headers_in_chromium() {
     assert!(browser.text().await.contains("Page not found"));
     browser.quit().await;
 }
+
+/// A server with the control plane: SQLite in a temp dir, `local` and E2B (pointed at its
+/// loopback fake), mail through SMTP to the loopback listener, public URL = the socket's.
+struct Journey {
+    _dir: tempfile::TempDir,
+    base: String,
+    control: corral_control::Control,
+    e2b: corral_provider_e2b::fake::Fake,
+    smtp: smtp::Smtp,
+}
+
+impl Journey {
+    async fn start() -> Self {
+        use std::collections::BTreeMap;
+        use std::sync::Arc;
+
+        use corral_domain::Provider;
+        use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
+        use corral_provider::{Adapter as _, SandboxProvider};
+        use corral_registry::{Database, DatabaseConfig, MasterKey, Registry};
+        use corral_service::{Service, ServiceConfig};
+
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("corral.db").display());
+        let db = Database::connect(DatabaseConfig::new(url)).await.unwrap();
+        let registry = Registry::new(
+            db.clone(),
+            MasterKey::load_or_create(&dir.path().join("master.key")).unwrap(),
+        );
+        let e2b = corral_provider_e2b::fake::Fake::start().await;
+        let mut providers: BTreeMap<Provider, Arc<dyn SandboxProvider>> = BTreeMap::new();
+        providers.insert(Provider::Local, crate::support::local(dir.path()));
+        providers.insert(
+            Provider::E2b,
+            Arc::new(corral_provider_e2b::E2bProvider::from_config(e2b.config()).unwrap()),
+        );
+        let idempotency = IdempotencyStore::new(db.clone(), IdempotencyConfig::default());
+        let service = Service::new(
+            providers,
+            registry.clone(),
+            idempotency,
+            ServiceConfig::default(),
+        );
+        let smtp = smtp::Smtp::start().await;
+        let mailer = corral_control::SmtpMailer::new(&corral_control::SmtpConfig {
+            host: "127.0.0.1".to_owned(),
+            port: smtp.port,
+            security: corral_control::SmtpSecurity::Plain,
+            username: None,
+            password: None,
+            from: "Corral <corral@example.test>".to_owned(),
+            timeout: std::time::Duration::from_secs(10),
+        })
+        .unwrap();
+        let (listener, base) = loopback();
+        let control = corral_control::Control::new(
+            corral_control_store::ControlStore::new(db),
+            registry,
+            service.clone(),
+            corral_control::ControlConfig {
+                public_url: base.clone(),
+                ..Default::default()
+            },
+        )
+        .with_mailer(Arc::new(mailer));
+        let state = AppState {
+            service,
+            metrics: Arc::new(corral::http::request_metrics()),
+            build: corral::http::BuildInfo::current(),
+            control: control.clone(),
+        };
+        serve_on(listener, state);
+        Journey {
+            _dir: dir,
+            base,
+            control,
+            e2b,
+            smtp,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+/// The sign-in link in a captured mail.
+fn sign_in_link(mail: &smtp::Message) -> String {
+    let body = smtp::decoded_body(&mail.data);
+    let start = body
+        .find("http://")
+        .unwrap_or_else(|| panic!("no link in the mail: {body}"));
+    body[start..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// The done-when, in a real browser: invite → sign in through the emailed link →
+/// accept terms → organization → project → key → E2B profile connected and tested → a
+/// sandbox created with the key over the public API, seen in the console, deleted, seen as a
+/// tombstone. A screenshot of every page lands in `target/console-screenshots/`.
+#[actix_web::test]
+async fn console_journey_from_invitation_to_tombstone_in_chromium() {
+    if !browser_or_skip("console_journey_from_invitation_to_tombstone_in_chromium") {
+        return;
+    }
+    let j = Journey::start().await;
+    let email = "ada@example.test";
+    j.control
+        .publish_legal("terms", "Terms of Service", "Be kind to the sandboxes.")
+        .await
+        .unwrap();
+    j.control
+        .publish_legal("privacy", "Privacy Notice", "We keep what the service needs.")
+        .await
+        .unwrap();
+    // The operator's bootstrap (what `corral user invite` does).
+    j.control.invite_user(email).await.unwrap();
+
+    let shots = screenshot_dir();
+    let driver = webdriver::Driver::start(&shots.join("chromedriver-journey.log")).await;
+    let b = driver.session().await;
+
+    // Sign in through the emailed link.
+    b.goto(&j.url("/console")).await;
+    assert!(b.url().await.ends_with("/console/sign-in"), "{}", b.url().await);
+    b.find("#email").await.type_text(email).await;
+    b.find("form[action='/console/sign-in/email'] button").await.click().await;
+    assert!(b.text().await.contains("Check your email"));
+    b.screenshot(&shots, "01-check-email").await;
+    let mail = j.smtp.wait_for(email).await;
+    let link = sign_in_link(&mail);
+    assert!(link.starts_with(&j.url("/console/sign-in/verify?token=")), "{link}");
+    b.goto(&link).await;
+
+    // The session cookie: HttpOnly, SameSite=Lax.
+    let cookies = b.cookies().await;
+    let session = cookies
+        .iter()
+        .find(|c| c["name"] == "corral_session")
+        .expect("a session cookie");
+    assert_eq!(session["httpOnly"], true);
+    assert_eq!(session["sameSite"], "Lax");
+
+    // Terms first.
+    assert!(b.url().await.ends_with("/console/legal"), "{}", b.url().await);
+    let text = b.text().await;
+    assert!(text.contains("Terms of Service") && text.contains("Privacy Notice"), "{text}");
+    b.screenshot(&shots, "02-terms").await;
+    b.find("#accept-terms").await.click().await;
+
+    // The personal account.
+    assert!(b.url().await.contains("/console/accounts/acc_"), "{}", b.url().await);
+    assert!(b.text().await.contains("Your personal account."));
+    b.screenshot(&shots, "03-personal-account").await;
+
+    // An organization.
+    b.goto(&j.url("/console/accounts/new")).await;
+    b.find("#org-name").await.type_text("Acme Robotics").await;
+    b.screenshot(&shots, "04-new-organization").await;
+    b.find("form[action='/console/accounts'] button").await.click().await;
+    let org_url = b.url().await;
+    assert!(b.text().await.contains("Created Acme Robotics."), "{}", b.text().await);
+
+    // A project: lands on its keys tab.
+    b.find("#project-name").await.type_text("agents-prod").await;
+    b.find("form[action$='/projects'] button").await.click().await;
+    assert!(b.url().await.ends_with("/keys"), "{}", b.url().await);
+    assert!(b.text().await.contains("Created project agents-prod."));
+    b.screenshot(&shots, "05-project-keys-empty").await;
+
+    // A key, shown once.
+    b.find("#create-key").await.click().await;
+    let key = b.find("#new-key").await.text().await;
+    assert!(key.starts_with("crl_"), "{key}");
+    b.screenshot(&shots, "06-key-shown-once").await;
+    let keys_url = b.url().await;
+    b.goto(&keys_url).await;
+    assert!(!b.source().await.contains(&key), "the key is shown only once");
+    assert_eq!(b.count("#new-key").await, 0);
+    let project_url = keys_url.trim_end_matches("/keys").to_owned();
+
+    // Connect E2B to its fake and test it.
+    b.goto(&format!("{project_url}/providers")).await;
+    b.find("#e2b-credential").await.type_text(corral_provider_e2b::fake::API_KEY).await;
+    b.find("#provider-e2b form.stack button[type=submit]").await.click().await;
+    assert!(b.text().await.contains("E2B connected."), "{}", b.text().await);
+    assert!(
+        !b.source().await.contains(corral_provider_e2b::fake::API_KEY),
+        "the provider credential never comes back"
+    );
+    b.find("#test-e2b").await.click().await;
+    b.find("ul.checks[data-provider=e2b]").await;
+    let passed = b.count("ul.checks[data-provider=e2b] li.pass").await;
+    let failed = b.count("ul.checks[data-provider=e2b] li.fail").await;
+    assert!(passed >= 5 && failed == 0, "{passed} passed, {failed} failed: {}", b.text().await);
+    for op in ["create", "exec", "write", "read", "delete"] {
+        assert_eq!(
+            b.count(&format!("ul.checks[data-provider=e2b] li.pass[data-operation={op}]")).await,
+            1,
+            "{op} passed"
+        );
+    }
+    b.screenshot(&shots, "07-providers-tested").await;
+
+    // A sandbox over the public API, with the key from the page.
+    let api = reqwest::Client::new();
+    let created: serde_json::Value = api
+        .post(j.url("/v1/sandboxes"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"provider": "e2b"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    b.goto(&project_url).await;
+    let row = format!("tr[data-sandbox='{id}']");
+    b.find(&row).await;
+    assert_eq!(b.count(&format!("{row}.is-tombstone")).await, 0);
+    b.screenshot(&shots, "08-sandboxes").await;
+    b.goto(&format!("{project_url}/sandboxes/{id}")).await;
+    assert!(b.text().await.contains(&id));
+    b.screenshot(&shots, "09-sandbox").await;
+
+    // Deleted over the API: a tombstone in the console.
+    let deleted = api
+        .delete(j.url(&format!("/v1/sandboxes/{id}")))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.text().await.unwrap());
+    b.goto(&project_url).await;
+    b.find(&format!("{row}.is-tombstone")).await;
+    assert!(b.find(&row).await.text().await.contains("deleted"));
+    b.screenshot(&shots, "10-sandboxes-tombstone").await;
+
+    // Members and the audit log of the organization.
+    b.goto(&format!("{org_url}/members")).await;
+    assert!(b.text().await.contains(email));
+    b.screenshot(&shots, "11-members").await;
+    b.goto(&format!("{org_url}/audit")).await;
+    let audit = b.text().await;
+    assert!(audit.contains("key.create") || audit.contains("project.create"), "{audit}");
+    b.screenshot(&shots, "12-audit").await;
+
+    // A phone.
+    b.resize(390, 844).await;
+    b.goto(&project_url).await;
+    b.screenshot(&shots, "13-sandboxes-phone").await;
+    b.goto(&format!("{project_url}/providers")).await;
+    b.screenshot(&shots, "14-providers-phone").await;
+    b.quit().await;
+    // The fake saw the verification's probe and the API's sandbox, with the stored credential.
+    assert!(!j.e2b.server().log().all().is_empty());
+}
