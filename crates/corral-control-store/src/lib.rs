@@ -16,6 +16,7 @@
 //! The rules of meaning (who may do what, legal gating, sign-in) are in `corral-control`; this
 //! crate stores and enforces only what the database must.
 
+mod accounts;
 mod audit;
 mod error;
 mod identity;
@@ -27,6 +28,7 @@ pub mod schema;
 use corral_domain::Timestamp;
 use corral_registry::Database;
 
+pub use accounts::{Account, Invitation, Member, NewInvitation, ProjectOwnership};
 pub use error::{Result, StoreError};
 pub use identity::{Session, User, UserAccountRole};
 pub use legal::{LegalAcceptOutcome, LegalRelease};

@@ -10,11 +10,16 @@
 //! Mail goes through a [`Mailer`] ([`LogMailer`] unless [`Control::with_mailer`] sets another,
 //! such as [`SmtpMailer`]).
 
+mod accounts;
+mod deletion;
 mod error;
 mod identity;
 mod legal;
 mod mail;
+mod profiles;
+mod projects;
 mod session;
+mod token;
 mod webhook;
 
 use std::sync::Arc;
@@ -25,12 +30,23 @@ use corral_registry::Registry;
 use corral_service::Service;
 use secrecy::SecretString;
 
+pub use accounts::{
+    AcceptInvitation, AccountView, AuditEventView, ChangeRole, CreateInvitation,
+    CreateOrganization, InvitationView, MAX_ACCOUNT_NAME, MAX_AUDIT_LIMIT, MemberView,
+    RenameAccount, TransferOwnership,
+};
+pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
 pub use identity::{MIN_PASSWORD_CHARS, Me, normalize_email};
 pub use legal::{LEGAL_DOCUMENTS, LegalStatus};
 pub use mail::{LogMailer, Mail, MailError, Mailer, SmtpConfig, SmtpMailer, SmtpSecurity};
 pub use session::SESSION_COOKIE;
 pub use webhook::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};
+pub use profiles::{
+    MAX_FIELD_BYTES, MAX_SETTINGS_BYTES, ProfileView, PutProfile, Readiness, VerificationView,
+    readiness, required_context,
+};
+pub use projects::{CreatedKey, KeyView, MAX_PROJECT_NAME, ProjectName, ProjectView};
 
 /// Tunables of the control plane.
 #[derive(Debug, Clone)]

@@ -176,6 +176,30 @@ impl Registry {
         Ok(project)
     }
 
+    /// Renames a project; the new name follows [`Registry::create_project`]'s rules and must
+    /// be unused ([`RegistryError::Conflict`]); [`RegistryError::NotFound`] when there is no
+    /// such project. Keys, profiles and sandboxes refer to the id, so nothing else changes.
+    pub async fn rename_project(&self, id: ProjectId, name: &str) -> Result<Project> {
+        validate_name(name)?;
+        let (key, new_name) = (id.to_string(), name.to_owned());
+        let renamed = run!(self, |c| {
+            diesel::update(projects::table.filter(projects::id.eq(&key)))
+                .set(projects::name.eq(&new_name))
+                .execute(c)
+                .await
+                .map_err(|e| match db_error(e) {
+                    RegistryError::Conflict { .. } => RegistryError::Conflict {
+                        what: "project name",
+                    },
+                    other => other,
+                })
+        })?;
+        if renamed == 0 {
+            return Err(RegistryError::NotFound { what: "project" });
+        }
+        self.project(id).await
+    }
+
     /// The project with this id ([`RegistryError::NotFound`] if none).
     pub async fn project(&self, id: ProjectId) -> Result<Project> {
         let id = id.to_string();
