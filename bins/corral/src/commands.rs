@@ -139,6 +139,47 @@ pub fn service(
     )
 }
 
+/// Builds the control plane beside `service`, over the same database and registry, with the
+/// SMTP mailer when `[control.smtp]` is set (else mail goes to the log). Used by `serve` and
+/// by tests.
+pub fn control(
+    settings: &Settings,
+    registry: Registry,
+    service: Service,
+) -> Result<corral_control::Control, CommandError> {
+    use corral_control::{SmtpConfig, SmtpMailer, SmtpSecurity};
+    let c = &settings.control;
+    let config = corral_control::ControlConfig {
+        public_url: c.public_url.clone(),
+        session_idle: c.session_idle,
+        session_absolute: c.session_absolute,
+        email_webhook_secret: c.email_webhook_secret.clone(),
+        ..corral_control::ControlConfig::default()
+    };
+    let store = corral_control_store::ControlStore::new(registry.database().clone());
+    let control = corral_control::Control::new(store, registry, service, config);
+    let Some(smtp) = &c.smtp else {
+        tracing::info!("no [control.smtp]: mail, sign-in links included, is written to the log");
+        return Ok(control);
+    };
+    let security = match smtp.security.as_deref() {
+        Some("plain") => SmtpSecurity::Plain,
+        Some("tls") => SmtpSecurity::Tls,
+        _ => SmtpSecurity::StartTls,
+    };
+    let mailer = SmtpMailer::new(&SmtpConfig {
+        host: smtp.host.clone(),
+        port: smtp.port.unwrap_or(587),
+        security,
+        username: smtp.username.clone(),
+        password: smtp.password.clone().map(SecretString::from),
+        from: smtp.from.clone(),
+        timeout: std::time::Duration::from_secs(30),
+    })
+    .map_err(|e| CommandError(format!("[control.smtp]: {e}")))?;
+    Ok(control.with_mailer(Arc::new(mailer)))
+}
+
 async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     let settings = settings(&storage, listen)?;
     let (registry, store) = open_registry(&settings).await?;
@@ -152,10 +193,13 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     let providers = crate::wiring::build(&settings).map_err(CommandError)?;
     let names: Vec<&str> = providers.keys().map(|p| p.as_str()).collect();
     tracing::info!(providers = ?names, "providers configured");
-    let service = service(&settings, providers, registry, store);
+    let service = service(&settings, providers, registry.clone(), store);
     let _reconciler = service.spawn_reconciler(settings.reconcile_interval);
+    let control = control(&settings, registry, service.clone())?;
+    let _deletions = control.spawn_deletion_worker(settings.reconcile_interval);
     let state = AppState {
         service,
+        control,
         metrics: Arc::new(crate::http::request_metrics()),
         build: BuildInfo::current(),
     };

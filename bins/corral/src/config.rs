@@ -39,6 +39,19 @@
 //! [providers.morph]
 //! default_image = "snapshot_…"
 //!
+//! [control]                     # the control plane (docs/control-plane.md)
+//! public_url = "https://corral.example.com"   # default: http://<listen address>
+//! session_idle_seconds = 43200                 # 12 h
+//! session_absolute_seconds = 604800            # 7 days
+//! email_webhook_secret = "whsec_…"             # default none: the webhook refuses every event
+//! [control.smtp]                  # default none: mail (sign-in links) is written to the log
+//! host = "smtp.example.com"
+//! port = 587                      # default 587
+//! security = "starttls"           # "starttls" (default), "tls" or "plain"
+//! username = "corral"             # optional, with password
+//! password = "…"
+//! from = "Corral <corral@example.com>"
+//!
 //! [local]
 //! allow_network = false
 //! memory_mib = 4096
@@ -53,7 +66,8 @@
 //! Environment overrides: `CORRAL_PROVIDERS` (comma-separated), `CORRAL_PROVIDER_<ID>_BASE_URL`,
 //! `CORRAL_EXEC_DEADLINE_SECONDS`, `CORRAL_CREATE_WAIT_SECONDS`, `CORRAL_BRIDGE_ALLOW`
 //! (comma-separated), `CORRAL_DB_MAX_CONNECTIONS`, `CORRAL_LOCAL_ALLOW_NETWORK` (`true`/`false`),
-//! `CORRAL_RECONCILE_INTERVAL_SECONDS`. Logs go to stderr, filtered by `CORRAL_LOG` (a
+//! `CORRAL_RECONCILE_INTERVAL_SECONDS`, `CORRAL_PUBLIC_URL`, `CORRAL_SMTP_PASSWORD`,
+//! `CORRAL_EMAIL_WEBHOOK_SECRET` (the last two keep secrets out of the file). Logs go to stderr, filtered by `CORRAL_LOG` (a
 //! `tracing` filter such as `info` or `corral=debug`; default `info`).
 
 use std::collections::BTreeMap;
@@ -94,6 +108,72 @@ pub struct FileConfig {
     /// The local provider.
     #[serde(default)]
     pub local: LocalSection,
+    /// The control plane.
+    #[serde(default)]
+    pub control: ControlSection,
+}
+
+/// `[control]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSection {
+    /// The server's public base URL; default `http://<listen address>`.
+    pub public_url: Option<String>,
+    /// Idle session expiry.
+    pub session_idle_seconds: Option<u64>,
+    /// Absolute session expiry.
+    pub session_absolute_seconds: Option<u64>,
+    /// The email webhook's Standard Webhooks secret (`whsec_<base64>`).
+    pub email_webhook_secret: Option<String>,
+    /// Outgoing mail; absent → mail is logged.
+    pub smtp: Option<SmtpSection>,
+}
+
+/// `[control.smtp]`.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpSection {
+    /// Server host.
+    pub host: String,
+    /// Server port; default 587.
+    pub port: Option<u16>,
+    /// `starttls` (default), `tls` or `plain`.
+    pub security: Option<String>,
+    /// User name, when the server needs one.
+    pub username: Option<String>,
+    /// Password (or `CORRAL_SMTP_PASSWORD`).
+    pub password: Option<String>,
+    /// The sender (`Corral <corral@example.com>`).
+    pub from: String,
+}
+
+impl std::fmt::Debug for SmtpSection {
+    /// Never prints the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmtpSection")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("security", &self.security)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "[redacted]"))
+            .field("from", &self.from)
+            .finish()
+    }
+}
+
+/// The resolved `[control]` settings.
+#[derive(Debug, Clone)]
+pub struct ControlSettings {
+    /// The public base URL (scheme, host and port; no trailing slash).
+    pub public_url: String,
+    /// Idle session expiry.
+    pub session_idle: Duration,
+    /// Absolute session expiry.
+    pub session_absolute: Duration,
+    /// The email webhook secret, when configured.
+    pub email_webhook_secret: Option<corral_provider::SecretString>,
+    /// Outgoing mail, when configured.
+    pub smtp: Option<SmtpSection>,
 }
 
 /// `[database]`.
@@ -229,6 +309,8 @@ pub struct Settings {
     pub rate_limits: corral_service::limiter::RateLimits,
     /// Live-sandbox quotas.
     pub quotas: corral_service::limiter::Quotas,
+    /// The control plane.
+    pub control: ControlSettings,
 }
 
 /// Reading or resolving the configuration failed.
@@ -366,12 +448,14 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
             .map_err(|e| ConfigError(format!("limits.max_live_sandboxes_per_provider: {e}")))?;
         quotas.live_sandboxes_per_provider.insert(p, *n);
     }
+    let listen = cli
+        .listen
+        .clone()
+        .or(fc.listen.clone())
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let control = control(&fc.control, &listen)?;
     Ok(Settings {
-        listen: cli
-            .listen
-            .clone()
-            .or(fc.listen.clone())
-            .unwrap_or_else(|| "127.0.0.1:8080".into()),
+        listen,
         data_dir,
         database_url,
         max_connections: env_u64("CORRAL_DB_MAX_CONNECTIONS")?
@@ -402,6 +486,58 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
         local,
         rate_limits,
         quotas,
+        control,
+    })
+}
+
+/// `[control]` over its defaults and the environment.
+fn control(section: &ControlSection, listen: &str) -> Result<ControlSettings, ConfigError> {
+    let public_url = match env("CORRAL_PUBLIC_URL").or(section.public_url.clone()) {
+        Some(u) => u,
+        // A wildcard listen address is no address a browser can use: name the loopback.
+        None => format!("http://{}", listen.replace("0.0.0.0", "127.0.0.1")),
+    };
+    let parsed = url::Url::parse(&public_url)
+        .map_err(|e| ConfigError(format!("control.public_url: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || !parsed.has_host() {
+        return Err(ConfigError(
+            "control.public_url must be an http or https URL with a host".into(),
+        ));
+    }
+    let defaults = corral_control::ControlConfig::default();
+    let positive = |name: &str, v: Option<u64>, default: Duration| match v {
+        None => Ok(default),
+        Some(0) => Err(ConfigError(format!("control.{name} must be positive"))),
+        Some(s) => Ok(Duration::from_secs(s)),
+    };
+    let mut smtp = section.smtp.clone();
+    if let Some(smtp) = smtp.as_mut() {
+        if let Some(password) = env("CORRAL_SMTP_PASSWORD") {
+            smtp.password = Some(password);
+        }
+        let security = smtp.security.as_deref().unwrap_or("starttls");
+        if !matches!(security, "starttls" | "tls" | "plain") {
+            return Err(ConfigError(format!(
+                "control.smtp.security must be starttls, tls or plain, not `{security}`"
+            )));
+        }
+    }
+    Ok(ControlSettings {
+        public_url: public_url.trim_end_matches('/').to_owned(),
+        session_idle: positive(
+            "session_idle_seconds",
+            section.session_idle_seconds,
+            defaults.session_idle,
+        )?,
+        session_absolute: positive(
+            "session_absolute_seconds",
+            section.session_absolute_seconds,
+            defaults.session_absolute,
+        )?,
+        email_webhook_secret: env("CORRAL_EMAIL_WEBHOOK_SECRET")
+            .or(section.email_webhook_secret.clone())
+            .map(corral_provider::SecretString::from),
+        smtp,
     })
 }
 
@@ -454,6 +590,30 @@ mod tests {
         assert_eq!(s.database_url, "sqlite://.corral/corral.db");
         assert_eq!(s.exec_deadline, Duration::from_secs(300));
         assert!(s.enabled.contains(&Provider::Local));
+        assert_eq!(s.control.public_url, "http://127.0.0.1:8080");
+        assert!(s.control.smtp.is_none() && s.control.email_webhook_secret.is_none());
+    }
+
+    #[test]
+    fn control_section_is_read_and_checked() {
+        let s = parse("listen = \"0.0.0.0:9\"").unwrap();
+        assert_eq!(s.control.public_url, "http://127.0.0.1:9");
+        let s = parse(
+            "[control]\npublic_url = \"https://corral.example.com/\"\nsession_idle_seconds = 60\n[control.smtp]\nhost = \"127.0.0.1\"\nport = 2525\npassword = \"hunter2-hunter2\"\nfrom = \"c@example.com\"",
+        )
+        .unwrap();
+        assert_eq!(s.control.public_url, "https://corral.example.com");
+        assert_eq!(s.control.session_idle, Duration::from_secs(60));
+        let smtp = s.control.smtp.unwrap();
+        assert_eq!((smtp.host.as_str(), smtp.port), ("127.0.0.1", Some(2525)));
+        assert!(!format!("{smtp:?}").contains("hunter2"));
+        assert!(parse("[control]\npublic_url = \"ftp://x\"").is_err());
+        assert!(parse("[control]\npublic_url = \"not a url\"").is_err());
+        assert!(parse("[control]\nsession_idle_seconds = 0").is_err());
+        assert!(parse("[control]\npublik_url = \"http://x\"").is_err());
+        assert!(
+            parse("[control.smtp]\nhost = \"h\"\nfrom = \"f@x\"\nsecurity = \"ssl\"").is_err()
+        );
     }
 
     #[test]

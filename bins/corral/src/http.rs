@@ -33,6 +33,8 @@ pub const MAX_SMALL_BODY_BYTES: usize = <crate::extract::Small as BodyLimit>::BY
 pub struct AppState {
     /// The use cases.
     pub service: Service,
+    /// The control plane's use cases (`/v1/control` and the console).
+    pub control: corral_control::Control,
     /// Request metrics.
     pub metrics: Arc<Histograms>,
     /// Build provenance for `/healthz`.
@@ -163,7 +165,8 @@ pub(crate) fn fail(req: &HttpRequest) -> impl Fn(ServiceError) -> Failure + '_ {
     }
 }
 
-/// Registers the public API: one `service` call per handler, each carrying its own method,
+/// Registers the public API (the sandbox API, the control plane and the email webhook): one
+/// `service` call per handler, each carrying its own method,
 /// path and `#[utoipa::path]` description, so the router and the OpenAPI document are built
 /// from the same list. Operational endpoints (health, readiness, metrics, the document itself)
 /// are outside the contract and outside the document.
@@ -175,7 +178,9 @@ pub fn api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(crate::routes::run_command)
         .service(crate::routes::read_file)
         .service(crate::routes::write_file)
-        .service(crate::routes::list_providers);
+        .service(crate::routes::list_providers)
+        .configure(crate::control::control_api)
+        .configure(crate::control::webhook_api);
 }
 
 /// Operational endpoints: (path, operation name for metrics).

@@ -12,7 +12,7 @@ use actix_web::App;
 use corral_domain::ProviderCapabilities;
 use corral_errors::ErrorCode;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::{Modify, OpenApi as _};
 use utoipa_actix_web::AppExt as _;
@@ -32,6 +32,13 @@ impl Modify for Components {
                     ))
                     .build(),
             ),
+        );
+        components.add_security_scheme(
+            crate::control::SESSION_SCHEME,
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                crate::control::session::SESSION_COOKIE,
+                "The session cookie set by a sign-in (`HttpOnly; SameSite=Lax`). State-changing requests also need the header `X-CSRF-Token` (from `GET /v1/control/me`) and, when the browser sends `Origin` or `Referer`, this server's public URL there.",
+            ))),
         );
         components
             .schemas
@@ -96,7 +103,9 @@ fn error_envelope() -> RefOr<Schema> {
         description = "Provider-neutral control API for persistent sandboxes. Errors use code set v3; decisions the spec leaves open are in docs/api.md."),
     modifiers(&Components),
     security(("projectKey" = [])),
-    tags((name = "sandboxes"), (name = "providers")),
+    tags((name = "sandboxes"), (name = "providers"),
+        (name = "control-plane", description = "Accounts, organizations, projects, API keys, provider profiles and legal releases for people in a browser: authenticated by the session cookie, never by an API key (docs/control-plane.md)."),
+        (name = "webhooks", description = "Events from services Corral uses (the email service's delivery events), signed as Standard Webhooks.")),
 )]
 struct Base;
 

@@ -48,7 +48,7 @@ const ON_SANDBOX: &[ErrorCode] = &[
 
 /// The error responses of an operation: one per HTTP status, naming its codes, each with the
 /// envelope, `X-Request-Id`, and `Retry-After` where a code of that status carries it.
-fn error_responses(sets: &[&[ErrorCode]]) -> BTreeMap<String, RefOr<Response>> {
+pub(crate) fn error_responses(sets: &[&[ErrorCode]]) -> BTreeMap<String, RefOr<Response>> {
     let mut by_status: BTreeMap<u16, Vec<ErrorCode>> = BTreeMap::new();
     for code in sets.iter().flat_map(|s| s.iter()) {
         let codes = by_status.entry(code.http_status()).or_default();
@@ -114,17 +114,22 @@ fn request_id_header() -> utoipa::openapi::header::Header {
         .build()
 }
 
-/// Declares a type whose `IntoResponses` are the error responses of `sets`.
+/// Declares a type whose `IntoResponses` are the error responses of `sets` (also used by
+/// the control plane's handlers, `crate::control`).
 macro_rules! errors {
     ($name:ident: $($set:expr),+) => {
         struct $name;
         impl utoipa::IntoResponses for $name {
-            fn responses() -> BTreeMap<String, RefOr<Response>> {
-                error_responses(&[$($set),+])
+            fn responses() -> ::std::collections::BTreeMap<
+                String,
+                utoipa::openapi::RefOr<utoipa::openapi::Response>,
+            > {
+                $crate::routes::error_responses(&[$($set),+])
             }
         }
     };
 }
+pub(crate) use errors;
 
 errors!(CreateErrors: ANY, ON_SANDBOX, &[
     ErrorCode::PayloadTooLarge,

@@ -101,7 +101,8 @@ impl Throttle {
             }
         }
         if wait > chrono::TimeDelta::zero() {
-            let secs = u64::try_from(wait.num_seconds()).unwrap_or(0) + 1;
+            // Whole seconds, rounded up: retrying after `retry_after` must succeed.
+            let secs = u64::try_from((wait.num_milliseconds() + 999) / 1000).unwrap_or(1);
             return Err(ControlError::Throttled { retry_after: secs });
         }
         Ok(())

@@ -11,7 +11,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider, SandboxStatus, TimeoutMode};
+use corral_domain::{
+    CreateSandboxRequest, OperationId, Provider, ProviderCapabilities, SandboxStatus, TimeoutMode,
+};
 use corral_provider::{
     CallContext, CreateSpec, ExecSpec, ExposeSecret as _, ProviderError, SandboxProvider, excerpt,
 };
@@ -153,7 +155,10 @@ fn explain(operation: &str, e: &ProviderError, authenticated: bool) -> Failure {
             later,
         ),
         ProviderError::Protocol { message, .. } => Failure::new(
-            format!("the provider sent an answer Corral cannot use: {}", says(message)),
+            format!(
+                "the provider sent an answer Corral cannot use: {}",
+                says(message)
+            ),
             later,
         ),
         ProviderError::Unexpected {
@@ -163,7 +168,10 @@ fn explain(operation: &str, e: &ProviderError, authenticated: bool) -> Failure {
             format!("check that the credential may {what}; if it may, report this to the operator"),
         ),
         ProviderError::CommandTimedOut { after } => Failure::new(
-            format!("the probe command did not finish within {}s", after.as_secs()),
+            format!(
+                "the probe command did not finish within {}s",
+                after.as_secs()
+            ),
             later,
         ),
         ProviderError::Unsupported { reason, .. } => Failure::new(
@@ -183,9 +191,7 @@ fn explain(operation: &str, e: &ProviderError, authenticated: bool) -> Failure {
 
 /// The cheapest create the provider accepts: its default image and, where the request may
 /// set a lifetime, [`PROBE_LIFETIME_SECONDS`] within its bounds.
-fn probe_request(provider: &dyn SandboxProvider) -> CreateSandboxRequest {
-    let caps = provider.capabilities();
-    let p = provider.provider();
+fn probe_request(p: Provider, caps: &ProviderCapabilities) -> CreateSandboxRequest {
     let timeout = (caps.timeout_mode == TimeoutMode::Seconds && !p.is_bridge()).then(|| {
         let granularity = caps.timeout_granularity_seconds.unwrap_or(1).max(1);
         let mut t = PROBE_LIFETIME_SECONDS.div_ceil(granularity) * granularity;
@@ -239,7 +245,7 @@ impl Probe {
     /// so that it is deleted.
     async fn create(&self, op: OperationId) -> (Option<String>, Result<(), Failure>) {
         let provider = &self.provider;
-        let request = probe_request(provider.as_ref());
+        let request = probe_request(provider.provider(), provider.capabilities());
         let spec = CreateSpec {
             operation_id: op,
             timeout_seconds: request.effective_timeout(provider.capabilities()),
@@ -421,9 +427,7 @@ impl Probe {
         let mut out = Vec::with_capacity(VERIFIED_OPERATIONS.len());
         if created.is_err() {
             out.push((create, created));
-            out.extend(
-                [exec, write, read, get].map(|o| (o, Err(Failure::not_reached(create)))),
-            );
+            out.extend([exec, write, read, get].map(|o| (o, Err(Failure::not_reached(create)))));
         } else {
             out.push((create, created));
             // Exec, files and get do not depend on one another (the file only needs the
@@ -545,10 +549,20 @@ mod tests {
             message: "forbidden".into(),
         };
         let first = explain("create", &e, false);
-        assert!(first.reason.contains("rejected the credential"), "{first:?}");
-        assert!(first.remediation.contains("check the credential and its scopes"));
+        assert!(
+            first.reason.contains("rejected the credential"),
+            "{first:?}"
+        );
+        assert!(
+            first
+                .remediation
+                .contains("check the credential and its scopes")
+        );
         let later = explain("exec", &e, true);
-        assert!(later.reason.contains("permission to run commands"), "{later:?}");
+        assert!(
+            later.reason.contains("permission to run commands"),
+            "{later:?}"
+        );
         assert!(
             later.remediation.starts_with("grant the key permission to"),
             "{later:?}"
@@ -570,6 +584,33 @@ mod tests {
         assert!(not_reached(&v(false, Some(&nr.reason))));
         assert!(!not_reached(&v(false, Some("the provider rejected it"))));
         assert!(!not_reached(&v(true, None)));
+    }
+
+    #[test]
+    fn the_probe_asks_for_a_short_lifetime_within_the_providers_bounds() {
+        use corral_provider_testkit::host_shell::HostShellProvider;
+        let mut caps = HostShellProvider::new().capabilities().clone();
+        caps.provider = Provider::E2b;
+        let timeout = |caps: &ProviderCapabilities| probe_request(Provider::E2b, caps).timeout();
+        assert_eq!(timeout(&caps), Some(PROBE_LIFETIME_SECONDS));
+        caps.timeout_granularity_seconds = Some(7);
+        assert_eq!(timeout(&caps), Some(602), "rounded up to the granularity");
+        caps.timeout_maximum_seconds = Some(300);
+        assert_eq!(
+            timeout(&caps),
+            Some(294),
+            "the largest multiple within the maximum"
+        );
+        caps.timeout_maximum_seconds = Some(5);
+        assert_eq!(
+            timeout(&caps),
+            None,
+            "no multiple fits: the provider's default"
+        );
+        caps.timeout_maximum_seconds = None;
+        caps.timeout_mode = TimeoutMode::ProviderManaged;
+        caps.timeout_granularity_seconds = None;
+        assert_eq!(timeout(&caps), None, "provider-managed lifetimes take none");
     }
 
     #[test]

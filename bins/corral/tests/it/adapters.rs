@@ -71,9 +71,11 @@ async fn state_for(doc: toml::Table) -> (tempfile::TempDir, AppState, String) {
         .key
         .expose_secret()
         .to_owned();
-    let service = corral::commands::service(&settings, providers, registry, store);
+    let service = corral::commands::service(&settings, providers, registry.clone(), store);
+    let control = corral::commands::control(&settings, registry, service.clone()).unwrap();
     let state = AppState {
         service,
+        control,
         metrics: std::sync::Arc::new(corral::http::request_metrics()),
         build: BuildInfo::current(),
     };

@@ -288,6 +288,8 @@ async fn on_postgres_the_quota_holds_across_two_replicas() {
     );
     let b_state = corral::http::AppState {
         service: b_service,
+        // The control plane is not exercised here; A's serves as well as any.
+        control: a.state.control.clone(),
         metrics: Arc::new(corral::http::request_metrics()),
         build: corral::http::BuildInfo::current(),
     };

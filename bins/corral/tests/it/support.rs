@@ -74,8 +74,15 @@ impl World {
         let service = Service::new(providers, registry.clone(), store, config);
         let project = registry.create_project("default").await.unwrap();
         let issued = registry.issue_api_key(project.id).await.unwrap();
+        let control = corral_control::Control::new(
+            corral_control_store::ControlStore::new(registry.database().clone()),
+            registry.clone(),
+            service.clone(),
+            corral_control::ControlConfig::default(),
+        );
         let state = AppState {
             service: service.clone(),
+            control,
             metrics: Arc::new(corral::http::request_metrics()),
             build: BuildInfo::current(),
         };

@@ -6,3 +6,4 @@ mod races;
 mod sandboxes;
 mod starvation;
 mod support;
+mod verify;
