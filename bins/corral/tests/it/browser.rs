@@ -351,3 +351,139 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     // The fake saw the verification's probe and the API's sandbox, with the stored credential.
     assert!(!j.e2b.server().log().all().is_empty());
 }
+
+/// The session cookie's token from a `Set-Cookie` answer.
+fn session_from(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("corral_session="))
+        .and_then(|v| v.split(';').next())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| panic!("no session cookie in {:?}", resp.headers()))
+        .to_owned()
+}
+
+/// Without a browser: every console POST needs the session's CSRF field and, when the
+/// browser names one, this server's origin; failing either changes nothing. Another
+/// account's page is the 404 page; a bad sign-in link goes back to sign-in.
+#[actix_web::test]
+async fn console_forms_need_the_csrf_field_and_this_origin() {
+    let j = Journey::start().await;
+    j.control.publish_legal("terms", "Terms", "Text.").await.unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    let bad = http
+        .get(j.url("/console/sign-in/verify?token=nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 303);
+    assert_eq!(bad.headers()["location"], "/console/sign-in");
+
+    let link = j.control.invite_user("grace@example.test").await.unwrap();
+    let signed = http.get(&link).send().await.unwrap();
+    assert_eq!(signed.status(), 303);
+    let set_cookie = signed.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Lax"),
+        "{set_cookie}"
+    );
+    let token = session_from(&signed);
+    let cookie = format!("corral_session={token}");
+    let csrf = j.control.csrf_token(&token);
+    let post = |path: &str, body: String, origin: Option<&str>| {
+        let mut req = http
+            .post(j.url(path))
+            .header("cookie", &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        req.send()
+    };
+    let accepted = post(
+        "/console/legal/accept",
+        format!("csrf={csrf}&release=terms%3A1"),
+        Some(&j.base),
+    )
+    .await
+    .unwrap();
+    assert_eq!(accepted.status(), 303);
+
+    let count = || async {
+        let actor = j.control.authenticate_session(&token).await.unwrap();
+        j.control.list_accounts(&actor).await.unwrap().len()
+    };
+    assert_eq!(count().await, 1, "the personal account");
+
+    // No CSRF field.
+    let refused = post("/console/accounts", "name=Evil".to_owned(), Some(&j.base))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(refused.text().await.unwrap().contains("could not be verified"));
+    // A wrong one.
+    let refused = post("/console/accounts", "name=Evil&csrf=forged".to_owned(), None)
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    // The right one from another site.
+    let refused = post(
+        "/console/accounts",
+        format!("name=Evil&csrf={csrf}"),
+        Some("http://evil.example"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 403);
+    assert_eq!(count().await, 1, "nothing was created");
+
+    // The right one from here.
+    let made = post(
+        "/console/accounts",
+        format!("name=Analytical+Engines&csrf={csrf}"),
+        Some(&j.base),
+    )
+    .await
+    .unwrap();
+    assert_eq!(made.status(), 303);
+    let org = made.headers()["location"].to_str().unwrap().to_owned();
+    assert!(org.starts_with("/console/accounts/acc_"), "{org}");
+    assert_eq!(count().await, 2);
+
+    // The page shows the CSRF field but never the session token.
+    let page = http
+        .get(j.url(&org))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    let body = page.text().await.unwrap();
+    assert!(body.contains("Analytical Engines") && body.contains(&csrf));
+    assert!(!body.contains(&token), "the session token never reaches HTML");
+
+    // Someone else's account looks like nothing at all.
+    let other = j.control.invite_user("mallory@example.test").await.unwrap();
+    let other_token = session_from(&http.get(&other).send().await.unwrap());
+    let theirs = http
+        .get(j.url(&org))
+        .header("cookie", format!("corral_session={other_token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(theirs.status(), 404);
+    assert!(theirs.text().await.unwrap().contains("Page not found"));
+
+    // Signed out: pages send you to sign in.
+    let anonymous = http.get(j.url(&org)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 303);
+    assert_eq!(anonymous.headers()["location"], "/console/sign-in");
+}
