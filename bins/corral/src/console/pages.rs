@@ -40,8 +40,8 @@ pub(crate) mod paths {
     pub(crate) fn sandbox(account: &str, project: &str, sandbox: &str) -> String {
         format!("{}/sandboxes/{sandbox}", project_(account, project))
     }
-    fn project_(account: &str, project: &str) -> String {
-        project(account, project)
+    fn project_(account: &str, id: &str) -> String {
+        project(account, id)
     }
 }
 

@@ -88,7 +88,6 @@ pub(crate) enum Nav {
     Audit,
     NewOrganization,
     Project,
-    None,
 }
 
 /// Which project tab is current.
@@ -128,8 +127,6 @@ pub(crate) struct SignInPage {
     pub(crate) flash: Option<Flash>,
     /// The email typed before (kept across a failed attempt).
     pub(crate) email: String,
-    /// An invitation token to redeem after sign-in (from an invitation link), if any.
-    pub(crate) next: Option<String>,
 }
 
 /// One legal document awaiting (or having) acceptance.

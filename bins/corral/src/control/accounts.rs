@@ -65,7 +65,7 @@ errors!(AcceptErrors: COMMON, MUTATION, &[
 #[derive(Serialize, ToSchema)]
 pub(crate) struct Items<T: ToSchema> {
     /// The items.
-    items: Vec<T>,
+    pub(crate) items: Vec<T>,
 }
 
 /// `GET …/audit` query.

@@ -305,13 +305,13 @@ pub(crate) struct AccountRoleBody {
 }
 
 impl MeBody {
-    fn new(me: corral_control::Me, csrf_token: String) -> Self {
+    fn new(found: corral_control::Me, csrf_token: String) -> Self {
         Self {
-            user_id: me.user_id.to_string(),
-            email: me.email,
-            has_password: me.has_password,
-            personal_account_id: me.personal_account_id.to_string(),
-            accounts: me
+            user_id: found.user_id.to_string(),
+            email: found.email,
+            has_password: found.has_password,
+            personal_account_id: found.personal_account_id.to_string(),
+            accounts: found
                 .accounts
                 .into_iter()
                 .map(|a| AccountRoleBody {
@@ -321,7 +321,7 @@ impl MeBody {
                     role: a.role,
                 })
                 .collect(),
-            created_at: me.created_at,
+            created_at: found.created_at,
             csrf_token,
         }
     }
