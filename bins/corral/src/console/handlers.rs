@@ -1134,20 +1134,7 @@ pub(super) async fn providers_page(
                     })
                     .collect(),
                 missing: profile.map(|x| x.readiness.missing.clone()).unwrap_or_default(),
-                checks: profile
-                    .map(|x| {
-                        x.verifications
-                            .iter()
-                            .map(|v| view::CheckRow {
-                                operation: v.operation.clone(),
-                                ok: v.ok,
-                                reason: v.reason.clone(),
-                                remediation: v.remediation.clone(),
-                                checked: ago(v.checked_at),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                checks: profile.map(checks).unwrap_or_default(),
             }
         })
         .collect();
@@ -1160,6 +1147,25 @@ pub(super) async fn providers_page(
             cards,
         }),
     )
+}
+
+/// A profile's verification results in the order the test runs them (the store sorts them by
+/// name).
+fn checks(profile: &ProfileView) -> Vec<view::CheckRow> {
+    const ORDER: [&str; 6] = ["create", "exec", "write_file", "read_file", "get", "delete"];
+    let mut rows: Vec<view::CheckRow> = profile
+        .verifications
+        .iter()
+        .map(|v| view::CheckRow {
+            operation: v.operation.clone(),
+            ok: v.ok,
+            reason: v.reason.clone(),
+            remediation: v.remediation.clone(),
+            checked: ago(v.checked_at),
+        })
+        .collect();
+    rows.sort_by_key(|r| ORDER.iter().position(|o| *o == r.operation).unwrap_or(ORDER.len()));
+    rows
 }
 
 fn provider_of(req: &HttpRequest, s: &str) -> Result<Provider, Page> {

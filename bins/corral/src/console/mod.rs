@@ -7,7 +7,7 @@
 //!   `docs/control-plane.md`), then redirect (POST/redirect/GET) with a flash message in a
 //!   short-lived cookie. JavaScript only enhances (the copy button).
 //! - Every response carries a strict `Content-Security-Policy` (no inline script or style),
-//!   `X-Frame-Options: DENY`, `no-referrer` (sign-in links carry a token) and, for HTML,
+//!   `X-Frame-Options: DENY`, `Referrer-Policy: same-origin` (sign-in links carry a token; `no-referrer` would make browsers send `Origin: null` on form posts) and, for HTML,
 //!   `Cache-Control: no-store`.
 
 mod assets;
@@ -100,7 +100,7 @@ async fn security_headers(
         (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        (header::REFERRER_POLICY, "same-origin"),
     ];
     for (name, value) in fixed {
         headers.insert(name, HeaderValue::from_static(value));

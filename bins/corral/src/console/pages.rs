@@ -50,7 +50,7 @@ fn head(title: &str) -> Markup {
         head {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
-            meta name="referrer" content="no-referrer";
+            meta name="referrer" content="same-origin";
             title { (title) " · Corral" }
             link rel="icon" href=(LOGO) type="image/svg+xml";
             link rel="stylesheet" href=(CSS);

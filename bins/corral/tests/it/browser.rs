@@ -219,8 +219,9 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     b.goto(&j.url("/console")).await;
     assert!(b.url().await.ends_with("/console/sign-in"), "{}", b.url().await);
     b.find("#email").await.type_text(email).await;
-    b.find("form[action='/console/sign-in/email'] button").await.click().await;
-    assert!(b.text().await.contains("Check your email"));
+    b.find("form[action='/console/sign-in/email'] button").await.submit().await;
+    let text = b.text().await;
+    assert!(text.contains("Check your email"), "{}: {text}", b.url().await);
     b.screenshot(&shots, "01-check-email").await;
     let mail = j.smtp.wait_for(email).await;
     let link = sign_in_link(&mail);
@@ -241,7 +242,7 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     let text = b.text().await;
     assert!(text.contains("Terms of Service") && text.contains("Privacy Notice"), "{text}");
     b.screenshot(&shots, "02-terms").await;
-    b.find("#accept-terms").await.click().await;
+    b.find("#accept-terms").await.submit().await;
 
     // The personal account.
     assert!(b.url().await.contains("/console/accounts/acc_"), "{}", b.url().await);
@@ -252,19 +253,19 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     b.goto(&j.url("/console/accounts/new")).await;
     b.find("#org-name").await.type_text("Acme Robotics").await;
     b.screenshot(&shots, "04-new-organization").await;
-    b.find("form[action='/console/accounts'] button").await.click().await;
+    b.find("form[action='/console/accounts'] button").await.submit().await;
     let org_url = b.url().await;
     assert!(b.text().await.contains("Created Acme Robotics."), "{}", b.text().await);
 
     // A project: lands on its keys tab.
     b.find("#project-name").await.type_text("agents-prod").await;
-    b.find("form[action$='/projects'] button").await.click().await;
+    b.find("form[action$='/projects'] button").await.submit().await;
     assert!(b.url().await.ends_with("/keys"), "{}", b.url().await);
     assert!(b.text().await.contains("Created project agents-prod."));
     b.screenshot(&shots, "05-project-keys-empty").await;
 
     // A key, shown once.
-    b.find("#create-key").await.click().await;
+    b.find("#create-key").await.submit().await;
     let key = b.find("#new-key").await.text().await;
     assert!(key.starts_with("crl_"), "{key}");
     b.screenshot(&shots, "06-key-shown-once").await;
@@ -277,18 +278,18 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     // Connect E2B to its fake and test it.
     b.goto(&format!("{project_url}/providers")).await;
     b.find("#e2b-credential").await.type_text(corral_provider_e2b::fake::API_KEY).await;
-    b.find("#provider-e2b form.stack button[type=submit]").await.click().await;
+    b.find("#provider-e2b form.stack button[type=submit]").await.submit().await;
     assert!(b.text().await.contains("E2B connected."), "{}", b.text().await);
     assert!(
         !b.source().await.contains(corral_provider_e2b::fake::API_KEY),
         "the provider credential never comes back"
     );
-    b.find("#test-e2b").await.click().await;
+    b.find("#test-e2b").await.submit().await;
     b.find("ul.checks[data-provider=e2b]").await;
     let passed = b.count("ul.checks[data-provider=e2b] li.pass").await;
     let failed = b.count("ul.checks[data-provider=e2b] li.fail").await;
-    assert!(passed >= 5 && failed == 0, "{passed} passed, {failed} failed: {}", b.text().await);
-    for op in ["create", "exec", "write", "read", "delete"] {
+    assert!(passed == 6 && failed == 0, "{passed} passed, {failed} failed: {}", b.text().await);
+    for op in ["create", "exec", "write_file", "read_file", "get", "delete"] {
         assert_eq!(
             b.count(&format!("ul.checks[data-provider=e2b] li.pass[data-operation={op}]")).await,
             1,

@@ -241,7 +241,7 @@ async fn sign_in_failures_are_throttled_with_retry_after() {
         }
     }
     code(&last, 429, "rate_limited");
-    let after: u64 = last.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    let after: u64 = last.headers.get("retry-after").unwrap().to_str().unwrap().parse().unwrap();
     assert!(after > 0);
 }
 

@@ -61,11 +61,6 @@ impl Smtp {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-
-    /// How many messages arrived.
-    pub(crate) fn count(&self) -> usize {
-        self.inbox.lock().unwrap().len()
-    }
 }
 
 async fn session(

@@ -37,6 +37,9 @@ impl Drop for Driver {
 impl Driver {
     /// Starts chromedriver on a free loopback port and waits until it is ready.
     pub(crate) async fn start(log: &Path) -> Self {
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -53,7 +56,8 @@ impl Driver {
         let driver = Driver {
             child,
             base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
+            // Loopback only: never through a proxy from the environment.
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -230,6 +234,41 @@ impl Element<'_> {
             .await;
     }
 
+    /// Clicks a submit button and waits (up to 10 s) for the page it was on to be replaced by
+    /// the answer: the element goes stale, then the new document finishes loading.
+    pub(crate) async fn submit(&self) {
+        self.click().await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let resp = self
+                .session
+                .http
+                .get(format!("{}/element/{}/name", self.session.base, self.id))
+                .send()
+                .await
+                .unwrap();
+            if !resp.status().is_success() {
+                break; // stale: the old document is gone
+            }
+            assert!(Instant::now() < deadline, "the form was not submitted");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        loop {
+            let state = self
+                .session
+                .post(
+                    "/execute/sync",
+                    json!({"script": "return document.readyState", "args": []}),
+                )
+                .await;
+            if state == "complete" {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the answer did not load");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Its visible text.
     pub(crate) async fn text(&self) -> String {
         self.session
@@ -248,14 +287,5 @@ impl Element<'_> {
             .as_str()
             .unwrap_or_default()
             .to_owned()
-    }
-
-    /// An attribute or property (`value`, `href` …).
-    pub(crate) async fn attr(&self, name: &str) -> Option<String> {
-        self.session
-            .get(&format!("/element/{}/attribute/{name}", self.id))
-            .await
-            .as_str()
-            .map(str::to_owned)
     }
 }
