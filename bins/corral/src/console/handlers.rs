@@ -10,7 +10,7 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::Utc;
 use corral_control::{
-    AccountView, ChangeRole, Control, ControlError, CreateInvitation, CreateOrganization,
+    AcceptInvitation, AccountView, ChangeRole, Control, ControlError, CreateInvitation, CreateOrganization,
     ProfileView, ProjectName, PutProfile, RenameAccount, TransferOwnership,
 };
 use corral_control_store::{AccountId, AccountKind, InvitationId, Role, UserId};
@@ -26,6 +26,35 @@ use crate::control::session::{self, SignedIn};
 use crate::http::AppState;
 
 type Page = HttpResponse;
+
+/// Authenticates a form post, or answers with the page that says why not.
+macro_rules! post_ctx {
+    ($state:expr, $req:expr, $form:expr) => {
+        match auth(&$state, &$req, Some(&$form)).await {
+            Ok(c) => c,
+            Err(p) => return p,
+        }
+    };
+}
+
+macro_rules! get_ctx {
+    ($state:expr, $req:expr) => {
+        match auth(&$state, &$req, None).await {
+            Ok(c) => c,
+            Err(p) => return p,
+        }
+    };
+}
+
+macro_rules! try_page {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(p) => return p,
+        }
+    };
+}
+
 
 fn control(state: &AppState) -> &Control {
     &state.control
@@ -270,6 +299,9 @@ pub(super) async fn home(req: HttpRequest, state: web::Data<AppState>) -> Page {
         }
         Err(e) => return failure_page(&req, &e),
     }
+    if super::cookie(&req, INVITATION_COOKIE).is_some() {
+        return redirect(&format!("{BASE}/invitations"), take_flash(&req));
+    }
     match control.me(actor).await {
         Ok(me) => redirect(
             &paths::account(&me.personal_account_id.to_string()),
@@ -420,6 +452,96 @@ pub(super) async fn sign_out_everywhere(
     )
 }
 
+// --- invitations -------------------------------------------------------------------------------
+
+/// Holds an invitation link's token between the link and the accept button (and across
+/// sign-in), so the token never appears in a page and a foreign site cannot make a signed-in
+/// user accept an invitation with one GET.
+const INVITATION_COOKIE: &str = "corral_invitation";
+
+/// `GET /console/invitations/accept?token=…`: the emailed invitation link.
+pub(super) async fn invitation_link(req: HttpRequest) -> Page {
+    let token = web::Query::<TokenQuery>::from_query(req.query_string())
+        .map(|q| q.into_inner().token)
+        .unwrap_or_default();
+    let mut resp = redirect(&format!("{BASE}/invitations"), None);
+    // Tokens are base64url; anything else cannot be one and is not stored.
+    let plausible = !token.is_empty()
+        && token.len() <= 128
+        && token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if plausible {
+        if let Ok(v) = header::HeaderValue::from_str(&format!(
+            "{INVITATION_COOKIE}={token}; Path={BASE}; Max-Age=3600; HttpOnly; SameSite=Lax"
+        )) {
+            resp.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    resp
+}
+
+/// `GET /console/invitations`: the accept button, once signed in.
+pub(super) async fn invitation_page(req: HttpRequest, state: web::Data<AppState>) -> Page {
+    if super::cookie(&req, INVITATION_COOKIE).is_none() {
+        return redirect(BASE, None);
+    }
+    let ctx = match auth(&state, &req, None).await {
+        Ok(c) => c,
+        Err(_) => {
+            return redirect(
+                &sign_in_url(),
+                Some(Flash::info(
+                    "Sign in with the invited email address to accept the invitation.",
+                )),
+            );
+        }
+    };
+    html(
+        &req,
+        StatusCode::OK,
+        pages::invitation(&ctx.signed.actor.email, &ctx.csrf),
+    )
+}
+
+/// `POST /console/invitations/accept`.
+pub(super) async fn accept_invitation(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let Some(token) = super::cookie(&req, INVITATION_COOKIE) else {
+        return redirect(BASE, None);
+    };
+    let mut resp = match control(&state)
+        .accept_invitation(&ctx.signed.actor, AcceptInvitation { token })
+        .await
+    {
+        Ok(a) => redirect(
+            &paths::account(&a.id),
+            Some(Flash::ok(format!("Welcome to {}.", a.name))),
+        ),
+        Err(ControlError::LegalAcceptanceRequired { .. }) => {
+            // Keep the invitation for after the terms.
+            return redirect(
+                &format!("{BASE}/legal"),
+                Some(Flash::info("Please accept the current terms first.")),
+            );
+        }
+        Err(e) => redirect(
+            BASE,
+            Some(Flash::error(format!(
+                "The invitation could not be accepted: {}",
+                sentence(&e.to_string())
+            ))),
+        ),
+    };
+    if let Ok(v) = header::HeaderValue::from_str(&super::expire_cookie(INVITATION_COOKIE, BASE)) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    resp
+}
+
 // --- legal ---------------------------------------------------------------------------------------
 
 /// `GET /console/legal`.
@@ -487,34 +609,6 @@ pub(super) async fn legal_accept(
 }
 
 // --- accounts ------------------------------------------------------------------------------------
-
-/// Authenticates a form post, or answers with the page that says why not.
-macro_rules! post_ctx {
-    ($state:expr, $req:expr, $form:expr) => {
-        match auth(&$state, &$req, Some(&$form)).await {
-            Ok(c) => c,
-            Err(p) => return p,
-        }
-    };
-}
-
-macro_rules! get_ctx {
-    ($state:expr, $req:expr) => {
-        match auth(&$state, &$req, None).await {
-            Ok(c) => c,
-            Err(p) => return p,
-        }
-    };
-}
-
-macro_rules! try_page {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(p) => return p,
-        }
-    };
-}
 
 fn parse<T: FromStr>(req: &HttpRequest, s: &str) -> Result<T, Page> {
     T::from_str(s).map_err(|_| not_found(req))
@@ -1221,7 +1315,7 @@ pub(super) async fn put_profile(
         .await
     {
         Ok(_) => redirect(
-            &format!("{back}#provider-{provider}"),
+            &back,
             Some(Flash::ok(format!(
                 "{} connected. Run a test to check what the credential can do.",
                 label(provider)
@@ -1242,7 +1336,7 @@ pub(super) async fn test_profile(
     let ctx = post_ctx!(state, req, form);
     let pid: ProjectId = try_page!(parse(&req, &path.1));
     let provider = try_page!(provider_of(&req, &path.2));
-    let back = format!("{}#provider-{provider}", paths::providers(&path.0, &path.1));
+    let back = paths::providers(&path.0, &path.1);
     match control(&state)
         .test_profile(&ctx.signed.actor, pid, provider)
         .await

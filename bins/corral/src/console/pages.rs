@@ -174,7 +174,7 @@ fn account_switcher(chrome: &Chrome) -> Markup {
         details.menu.switcher {
             summary {
                 @match current {
-                    Some(a) => { (a.name) " " span.badge.plain { (kind_label(a.personal)) } }
+                    Some(a) => { span.name { (a.name) } " " span.badge.plain { (kind_label(a.personal)) } }
                     None => "Choose an account",
                 }
             }
@@ -307,6 +307,25 @@ pub(crate) fn legal(page: &LegalPage) -> Markup {
                     }
                 }
                 p.small.muted.center-note { "Signed in as " (page.email) }
+            } }
+        },
+    )
+}
+
+/// An invitation waiting for the signed-in user's answer (its token stays in an `HttpOnly`
+/// cookie, never in the page).
+pub(crate) fn invitation(email: &str, csrf: &str) -> Markup {
+    single(
+        "Invitation",
+        html! {
+            div.card { div.card-body {
+                h1 { "You're invited" }
+                p.lede { "Someone invited you to join their organization on Corral. Accept to see its projects." }
+                form.stack method="post" action={(BASE) "/invitations/accept"} {
+                    (csrf_field(csrf))
+                    button.btn.block type="submit" id="accept-invitation" { "Accept invitation" }
+                }
+                p.small.muted.center-note { "Signed in as " (email) ". " a href=(BASE) { "Not now" } }
             } }
         },
     )
@@ -675,11 +694,11 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
         (project_head(p, ProjectTab::Providers))
         p.muted { "Connect the providers this project's sandboxes run on. Credentials are encrypted at rest and never shown again." }
         div.provider-grid {
-            @for c in &page.cards {
+            @for c in page.cards.iter().filter(|c| c.enabled || c.connected) {
                 div.card id={"provider-" (c.provider)} {
                     div.card-head {
                         div { h2 { (c.label) } p { code { (c.provider) } } }
-                        @if !c.enabled { span.badge.plain { "not enabled on this server" } }
+                        @if !c.enabled { span.badge.plain { "not enabled here" } }
                         @else if !c.connected { span.badge.plain { "not connected" } }
                         @else if c.missing.is_empty() { span.badge.ok { "ready" } }
                         @else { span.badge.warn { "incomplete" } }
@@ -747,6 +766,18 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                         }
                     }
                 }
+            }
+        }
+    };
+    let others: Vec<&ProviderCard> = page.cards.iter().filter(|c| !c.enabled && !c.connected).collect();
+    let content = html! {
+        (content)
+        @if !others.is_empty() {
+            p.others {
+                "Not enabled on this server: "
+                @for c in &others { span.badge.plain { (c.label) } }
+                br;
+                "An operator enables providers in the server's configuration (" code { "[providers] enabled" } ")."
             }
         }
     };

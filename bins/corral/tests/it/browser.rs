@@ -333,10 +333,38 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     assert!(b.find(&row).await.text().await.contains("deleted"));
     b.screenshot(&shots, "10-sandboxes-tombstone").await;
 
-    // Members and the audit log of the organization.
+    // Invite a teammate as a member; they accept in their own browser.
+    let teammate = "lin@example.test";
     b.goto(&format!("{org_url}/members")).await;
     assert!(b.text().await.contains(email));
+    b.find("#invite-email").await.type_text(teammate).await;
+    b.find("form[action$='/invitations'] button").await.submit().await;
+    assert!(b.text().await.contains("Invitation sent to lin@example.test."), "{}", b.text().await);
     b.screenshot(&shots, "11-members").await;
+    let invitation = j.smtp.wait_for_containing(teammate, "/console/invitations/accept?token=").await;
+    let b2 = driver.session().await;
+    b2.goto(&sign_in_link(&invitation)).await;
+    assert!(b2.url().await.ends_with("/console/sign-in"), "{}", b2.url().await);
+    assert!(b2.text().await.contains("Sign in with the invited email address"));
+    b2.find("#email").await.type_text(teammate).await;
+    b2.find("form[action='/console/sign-in/email'] button").await.submit().await;
+    let mail = j.smtp.wait_for_containing(teammate, "/console/sign-in/verify?token=").await;
+    b2.goto(&sign_in_link(&mail)).await;
+    b2.find("#accept-terms").await.submit().await;
+    assert!(b2.url().await.ends_with("/console/invitations"), "{}", b2.url().await);
+    assert!(!b2.source().await.contains("token"), "the invitation token stays in its cookie");
+    b2.screenshot(&shots, "11b-invitation").await;
+    b2.find("#accept-invitation").await.submit().await;
+    assert_eq!(b2.url().await, org_url);
+    assert!(b2.text().await.contains("Welcome to Acme Robotics."), "{}", b2.text().await);
+    // A member sees the project but not its keys, and cannot connect providers.
+    b2.goto(&format!("{project_url}/providers")).await;
+    assert_eq!(b2.count("a[href$='/keys']").await, 0);
+    assert_eq!(b2.count("#e2b-credential").await, 0);
+    assert_eq!(b2.count("#test-e2b").await, 0);
+    assert_eq!(b2.count("ul.checks[data-provider=e2b] li.pass").await, 6);
+    b2.screenshot(&shots, "11c-member-providers").await;
+    b2.quit().await;
     b.goto(&format!("{org_url}/audit")).await;
     let audit = b.text().await;
     assert!(audit.contains("key.create") || audit.contains("project.create"), "{audit}");

@@ -42,8 +42,13 @@ impl Smtp {
         Smtp { port, inbox }
     }
 
-    /// Waits (up to 10 s) for a message to `to` and returns it.
+    /// Waits (up to 10 s) for a message to `to` and returns the latest.
     pub(crate) async fn wait_for(&self, to: &str) -> Message {
+        self.wait_for_containing(to, "").await
+    }
+
+    /// Waits (up to 10 s) for a message to `to` whose decoded body contains `needle`.
+    pub(crate) async fn wait_for_containing(&self, to: &str, needle: &str) -> Message {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let found = self
@@ -52,12 +57,15 @@ impl Smtp {
                 .unwrap()
                 .iter()
                 .rev()
-                .find(|m| m.to.iter().any(|t| t.eq_ignore_ascii_case(to)))
+                .find(|m| {
+                    m.to.iter().any(|t| t.eq_ignore_ascii_case(to))
+                        && decoded_body(&m.data).contains(needle)
+                })
                 .cloned();
             if let Some(m) = found {
                 return m;
             }
-            assert!(Instant::now() < deadline, "no mail to {to} arrived");
+            assert!(Instant::now() < deadline, "no mail to {to} with `{needle}` arrived");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -136,8 +144,9 @@ pub(crate) fn decoded_body(data: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'=' && i + 2 < bytes.len() + 0 && bytes.len() > i + 2 {
-            if let Ok(b) = u8::from_str_radix(&joined[i + 1..i + 3], 16) {
+        if bytes[i] == b'=' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+            if let Ok(b) = u8::from_str_radix(hex, 16) {
                 out.push(b);
                 i += 3;
                 continue;
