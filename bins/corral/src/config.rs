@@ -611,9 +611,7 @@ mod tests {
         assert!(parse("[control]\npublic_url = \"not a url\"").is_err());
         assert!(parse("[control]\nsession_idle_seconds = 0").is_err());
         assert!(parse("[control]\npublik_url = \"http://x\"").is_err());
-        assert!(
-            parse("[control.smtp]\nhost = \"h\"\nfrom = \"f@x\"\nsecurity = \"ssl\"").is_err()
-        );
+        assert!(parse("[control.smtp]\nhost = \"h\"\nfrom = \"f@x\"\nsecurity = \"ssl\"").is_err());
     }
 
     #[test]

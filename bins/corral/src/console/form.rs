@@ -55,7 +55,10 @@ mod tests {
         assert_eq!(f.get("name"), Some("My Org"));
         assert_eq!(f.get("empty"), None);
         assert_eq!(f.get("missing"), None);
-        assert_eq!(f.all("release").collect::<Vec<_>>(), ["terms:2", "privacy:1"]);
+        assert_eq!(
+            f.all("release").collect::<Vec<_>>(),
+            ["terms:2", "privacy:1"]
+        );
     }
 
     #[test]

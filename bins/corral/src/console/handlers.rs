@@ -3,6 +3,10 @@
 //! of a form become a flash on the page it came from; a target the user cannot see is the
 //! 404 page; an expired session goes back to sign-in.
 
+// Helpers answer `Err(page)` with the page to send (an HttpResponse, large): boxing it would
+// buy nothing at one response per request.
+#![allow(clippy::result_large_err)]
+
 use std::net::IpAddr;
 use std::str::FromStr;
 
@@ -10,8 +14,8 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::Utc;
 use corral_control::{
-    AcceptInvitation, AccountView, ChangeRole, Control, ControlError, CreateInvitation, CreateOrganization,
-    ProfileView, ProjectName, PutProfile, RenameAccount, TransferOwnership,
+    AcceptInvitation, AccountView, ChangeRole, Control, ControlError, CreateInvitation,
+    CreateOrganization, ProfileView, ProjectName, PutProfile, RenameAccount, TransferOwnership,
 };
 use corral_control_store::{AccountId, AccountKind, InvitationId, Role, UserId};
 use corral_domain::{Provider, ProviderContext, Timestamp};
@@ -54,7 +58,6 @@ macro_rules! try_page {
         }
     };
 }
-
 
 fn control(state: &AppState) -> &Control {
     &state.control
@@ -156,7 +159,9 @@ fn failed(to: &str, e: &ControlError) -> Page {
 fn sentence(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect::<String>() + if s.ends_with('.') { "" } else { "." },
+        Some(f) => {
+            f.to_uppercase().chain(c).collect::<String>() + if s.ends_with('.') { "" } else { "." }
+        }
         None => String::new(),
     }
 }
@@ -258,7 +263,8 @@ async fn project_chrome(
     account: &str,
     project: &str,
 ) -> Result<(Chrome, view::ProjectView, ProjectId), Page> {
-    let (mut chrome, acc, acc_id) = account_chrome(req, control, ctx, account, Nav::Project).await?;
+    let (mut chrome, acc, acc_id) =
+        account_chrome(req, control, ctx, account, Nav::Project).await?;
     let pid = ProjectId::from_str(project).map_err(|_| not_found(req))?;
     let found = control
         .list_projects(&ctx.signed.actor, acc_id)
@@ -313,10 +319,10 @@ pub(super) async fn home(req: HttpRequest, state: web::Data<AppState>) -> Page {
 
 /// `GET /console/sign-in`.
 pub(super) async fn sign_in_page(req: HttpRequest, state: web::Data<AppState>) -> Page {
-    if let Some(token) = session::cookie_token(&req) {
-        if control(&state).authenticate_session(&token).await.is_ok() {
-            return redirect(BASE, None);
-        }
+    if let Some(token) = session::cookie_token(&req)
+        && control(&state).authenticate_session(&token).await.is_ok()
+    {
+        return redirect(BASE, None);
     }
     let page = view::SignInPage {
         flash: take_flash(&req),
@@ -336,7 +342,10 @@ pub(super) async fn sign_in_email(
         return failed(&sign_in_url(), &e);
     }
     let email = form.get("email").unwrap_or_default();
-    match control(&state).request_sign_in(email, client_ip(&req)).await {
+    match control(&state)
+        .request_sign_in(email, client_ip(&req))
+        .await
+    {
         Ok(()) => {
             let q: String = url::form_urlencoded::Serializer::new(String::new())
                 .append_pair("email", email)
@@ -349,10 +358,9 @@ pub(super) async fn sign_in_email(
 
 fn signed_in_response(state: &AppState, token: &str) -> Page {
     let mut resp = redirect(BASE, None);
-    if let Ok(v) = header::HeaderValue::from_str(&session::session_cookie(
-        control(state).config(),
-        token,
-    )) {
+    if let Ok(v) =
+        header::HeaderValue::from_str(&session::session_cookie(control(state).config(), token))
+    {
         resp.headers_mut().append(header::SET_COOKIE, v);
     }
     resp
@@ -419,7 +427,11 @@ fn cleared(state: &AppState, to: &str, flash: Flash) -> Page {
 }
 
 /// `POST /console/sign-out`.
-pub(super) async fn sign_out(req: HttpRequest, state: web::Data<AppState>, body: web::Bytes) -> Page {
+pub(super) async fn sign_out(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Page {
     let form = Form::parse(&body);
     let ctx = match auth(&state, &req, Some(&form)).await {
         Ok(c) => c,
@@ -468,13 +480,15 @@ pub(super) async fn invitation_link(req: HttpRequest) -> Page {
     // Tokens are base64url; anything else cannot be one and is not stored.
     let plausible = !token.is_empty()
         && token.len() <= 128
-        && token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if plausible {
-        if let Ok(v) = header::HeaderValue::from_str(&format!(
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if plausible
+        && let Ok(v) = header::HeaderValue::from_str(&format!(
             "{INVITATION_COOKIE}={token}; Path={BASE}; Max-Age=3600; HttpOnly; SameSite=Lax"
-        )) {
-            resp.headers_mut().append(header::SET_COOKIE, v);
-        }
+        ))
+    {
+        resp.headers_mut().append(header::SET_COOKIE, v);
     }
     resp
 }
@@ -709,7 +723,10 @@ pub(super) async fn rename_account(
     let back = paths::account(&path);
     let request = RenameAccount {
         name: form.get("name").unwrap_or_default().to_owned(),
-        version: form.get("version").and_then(|v| v.parse().ok()).unwrap_or(-1),
+        version: form
+            .get("version")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1),
     };
     match control(&state)
         .rename_account(&ctx.signed.actor, id, request)
@@ -818,7 +835,10 @@ pub(super) async fn invite(
         .invite(&ctx.signed.actor, id, CreateInvitation { email, role })
         .await
     {
-        Ok(i) => redirect(&back, Some(Flash::ok(format!("Invitation sent to {}.", i.email)))),
+        Ok(i) => redirect(
+            &back,
+            Some(Flash::ok(format!("Invitation sent to {}.", i.email))),
+        ),
         Err(e) => failed(&back, &e),
     }
 }
@@ -945,7 +965,10 @@ pub(super) async fn audit_page(
             .into_iter()
             .map(|e| view::AuditRow {
                 at: when(e.created_at),
-                actor: e.actor.as_deref().map_or_else(|| "operator (CLI)".to_owned(), name),
+                actor: e
+                    .actor
+                    .as_deref()
+                    .map_or_else(|| "operator (CLI)".to_owned(), name),
                 action: e.action,
                 target: e.target,
             })
@@ -1118,7 +1141,10 @@ pub(super) async fn revoke_key(
         .revoke_key(&ctx.signed.actor, pid, &path.2)
         .await
     {
-        Ok(_) => redirect(&back, Some(Flash::ok("Key revoked. It stops working at once."))),
+        Ok(_) => redirect(
+            &back,
+            Some(Flash::ok("Key revoked. It stops working at once.")),
+        ),
         Err(e) => failed(&back, &e),
     }
 }
@@ -1157,7 +1183,11 @@ fn context_value(profile: Option<&ProfileView>, name: &str) -> String {
         "teamId" => c.team_id.clone(),
         "projectId" => c.project_id.clone(),
         "bridgeUrl" => c.bridge_url.clone(),
-        other => p.settings.get(other).and_then(|v| v.as_str()).map(str::to_owned),
+        other => p
+            .settings
+            .get(other)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned),
     }
     .unwrap_or_default()
 }
@@ -1227,7 +1257,9 @@ pub(super) async fn providers_page(
                         value: context_value(profile, name),
                     })
                     .collect(),
-                missing: profile.map(|x| x.readiness.missing.clone()).unwrap_or_default(),
+                missing: profile
+                    .map(|x| x.readiness.missing.clone())
+                    .unwrap_or_default(),
                 checks: profile.map(checks).unwrap_or_default(),
             }
         })
@@ -1258,7 +1290,12 @@ fn checks(profile: &ProfileView) -> Vec<view::CheckRow> {
             checked: ago(v.checked_at),
         })
         .collect();
-    rows.sort_by_key(|r| ORDER.iter().position(|o| *o == r.operation).unwrap_or(ORDER.len()));
+    rows.sort_by_key(|r| {
+        ORDER
+            .iter()
+            .position(|o| *o == r.operation)
+            .unwrap_or(ORDER.len())
+    });
     rows
 }
 
@@ -1280,7 +1317,9 @@ pub(super) async fn put_profile(
     let provider = try_page!(provider_of(&req, &path.2));
     let back = paths::providers(&path.0, &path.1);
     let control = control(&state);
-    let mut credential = form.get("credential").map(|c| SecretString::from(c.to_owned()));
+    let mut credential = form
+        .get("credential")
+        .map(|c| SecretString::from(c.to_owned()));
     let existing = control
         .list_profiles(&ctx.signed.actor, pid)
         .await
@@ -1452,7 +1491,10 @@ pub(super) async fn sandbox_page(
     let s = match control.get_sandbox(&ctx.signed.actor, pid, &path.2).await {
         Ok(s) => s,
         Err(ControlError::Invalid { .. }) => return not_found(&req),
-        Err(e) if e.code().as_str() == "sandbox_not_found" || e.code().as_str() == "invalid_sandbox_id" => {
+        Err(e)
+            if e.code().as_str() == "sandbox_not_found"
+                || e.code().as_str() == "invalid_sandbox_id" =>
+        {
             return not_found(&req);
         }
         Err(e) => return failure_page(&req, &e),

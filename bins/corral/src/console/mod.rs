@@ -18,8 +18,8 @@ pub(crate) mod view;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::{Next, from_fn};
 use actix_web::{HttpRequest, HttpResponse, web};
 use corral_errors::ErrorCode;
@@ -51,7 +51,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/sign-in/check-email", web::get().to(check_email_page))
             .route("/sign-in/verify", web::get().to(h::sign_in_verify))
             .route("/sign-out", web::post().to(h::sign_out))
-            .route("/sign-out-everywhere", web::post().to(h::sign_out_everywhere))
+            .route(
+                "/sign-out-everywhere",
+                web::post().to(h::sign_out_everywhere),
+            )
             .route("/invitations/accept", web::get().to(h::invitation_link))
             .route("/invitations/accept", web::post().to(h::accept_invitation))
             .route("/invitations", web::get().to(h::invitation_page))
@@ -64,26 +67,50 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(&format!("{acc}/delete"), web::post().to(h::delete_account))
             .route(&format!("{acc}/transfer"), web::post().to(h::transfer))
             .route(&format!("{acc}/members"), web::get().to(h::members_page))
-            .route(&format!("{acc}/members/{{user}}/role"), web::post().to(h::change_role))
-            .route(&format!("{acc}/members/{{user}}/remove"), web::post().to(h::remove_member))
+            .route(
+                &format!("{acc}/members/{{user}}/role"),
+                web::post().to(h::change_role),
+            )
+            .route(
+                &format!("{acc}/members/{{user}}/remove"),
+                web::post().to(h::remove_member),
+            )
             .route(&format!("{acc}/invitations"), web::post().to(h::invite))
             .route(
                 &format!("{acc}/invitations/{{invitation}}/revoke"),
                 web::post().to(h::revoke_invitation),
             )
             .route(&format!("{acc}/audit"), web::get().to(h::audit_page))
-            .route(&format!("{acc}/projects"), web::post().to(h::create_project))
+            .route(
+                &format!("{acc}/projects"),
+                web::post().to(h::create_project),
+            )
             .route(prj, web::get().to(h::sandboxes_page))
-            .route(&format!("{prj}/sandboxes/{{sandbox}}"), web::get().to(h::sandbox_page))
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}"),
+                web::get().to(h::sandbox_page),
+            )
             .route(&format!("{prj}/settings"), web::get().to(h::settings_page))
             .route(&format!("{prj}/rename"), web::post().to(h::rename_project))
             .route(&format!("{prj}/delete"), web::post().to(h::delete_project))
             .route(&format!("{prj}/keys"), web::get().to(h::keys_page))
             .route(&format!("{prj}/keys"), web::post().to(h::create_key))
-            .route(&format!("{prj}/keys/{{key}}/revoke"), web::post().to(h::revoke_key))
-            .route(&format!("{prj}/providers"), web::get().to(h::providers_page))
-            .route(&format!("{prj}/providers/{{provider}}"), web::post().to(h::put_profile))
-            .route(&format!("{prj}/providers/{{provider}}/test"), web::post().to(h::test_profile))
+            .route(
+                &format!("{prj}/keys/{{key}}/revoke"),
+                web::post().to(h::revoke_key),
+            )
+            .route(
+                &format!("{prj}/providers"),
+                web::get().to(h::providers_page),
+            )
+            .route(
+                &format!("{prj}/providers/{{provider}}"),
+                web::post().to(h::put_profile),
+            )
+            .route(
+                &format!("{prj}/providers/{{provider}}/test"),
+                web::post().to(h::test_profile),
+            )
             .route(
                 &format!("{prj}/providers/{{provider}}/disconnect"),
                 web::post().to(h::delete_profile),
@@ -140,9 +167,10 @@ pub(crate) fn redirect(to: &str, flash: Option<Flash>) -> HttpResponse {
     let mut resp = HttpResponse::SeeOther();
     resp.insert_header((header::LOCATION, to));
     if let Some(f) = flash {
-        let value: String =
-            url::form_urlencoded::byte_serialize(format!("{}:{}", f.kind.as_str(), f.text).as_bytes())
-                .collect();
+        let value: String = url::form_urlencoded::byte_serialize(
+            format!("{}:{}", f.kind.as_str(), f.text).as_bytes(),
+        )
+        .collect();
         resp.append_header((
             header::SET_COOKIE,
             format!(

@@ -593,7 +593,11 @@ fn project_head(project: &ProjectView, tab: ProjectTab) -> Markup {
     let tabs = [
         (ProjectTab::Sandboxes, paths::project(acc, id), "Sandboxes"),
         (ProjectTab::Keys, paths::keys(acc, id), "API keys"),
-        (ProjectTab::Providers, paths::providers(acc, id), "Providers"),
+        (
+            ProjectTab::Providers,
+            paths::providers(acc, id),
+            "Providers",
+        ),
         (ProjectTab::Settings, paths::settings(acc, id), "Settings"),
     ];
     html! {
@@ -651,13 +655,13 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
                 div.empty { strong { "No keys yet" } "Create a key to call the sandbox API." }
             } @else {
                 div.table-wrap { table {
-                    thead { tr { th { "Key" } th { "Created" } th { "Last used" } th { "Status" } th { span.visually-hidden { "Actions" } } } }
+                    thead { tr { th { "Key" } th.hide-sm { "Created" } th.hide-sm { "Last used" } th { "Status" } th { span.visually-hidden { "Actions" } } } }
                     tbody {
                         @for k in &page.keys {
                             tr.is-tombstone[k.revoked.is_some()] {
                                 td { code { (k.prefix) } }
-                                td.muted { (k.created) }
-                                td.muted { (k.last_used.as_deref().unwrap_or("never")) }
+                                td.muted.hide-sm { (k.created) }
+                                td.muted.hide-sm { (k.last_used.as_deref().unwrap_or("—")) }
                                 td {
                                     @match &k.revoked {
                                         Some(at) => span.badge.plain title={"Revoked " (at)} { "revoked" },
@@ -769,7 +773,11 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
             }
         }
     };
-    let others: Vec<&ProviderCard> = page.cards.iter().filter(|c| !c.enabled && !c.connected).collect();
+    let others: Vec<&ProviderCard> = page
+        .cards
+        .iter()
+        .filter(|c| !c.enabled && !c.connected)
+        .collect();
     let content = html! {
         (content)
         @if !others.is_empty() {
@@ -809,15 +817,15 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
                 }
             } @else {
                 div.table-wrap { table {
-                    thead { tr { th { "Sandbox" } th { "Provider" } th { "Status" } th { "Status seen" } th { "Created" } } }
+                    thead { tr { th { "Sandbox" } th.hide-sm { "Provider" } th { "Status" } th.hide-sm { "Status seen" } th.hide-sm { "Created" } } }
                     tbody {
                         @for r in &page.rows {
                             tr.is-tombstone[r.deleted.is_some()] data-sandbox=(r.id) {
                                 td { a href=(paths::sandbox(&p.account.id, &p.id, &r.id)) { code { (r.id) } } }
-                                td { (r.provider) }
+                                td.hide-sm { (r.provider) }
                                 td { (status_badge(&r.status, r.deleted.is_some())) }
-                                td.muted { (r.observed) }
-                                td.muted { (r.created) }
+                                td.muted.hide-sm { (r.observed) }
+                                td.muted.hide-sm { (r.created) }
                             }
                         }
                     }

@@ -2,12 +2,12 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, delete, get, patch, post, web};
+use corral_control::ControlError;
 use corral_control::{
     AcceptInvitation, AccountView, AuditEventView, ChangeRole, CreateInvitation,
     CreateOrganization, InvitationView, MemberView, RenameAccount, TransferOwnership,
 };
 use corral_control_store::{AccountId, InvitationId, UserId};
-use corral_control::ControlError;
 use corral_errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -96,7 +96,6 @@ fn audit_query(req: &HttpRequest) -> Result<Option<u32>, Failure> {
 
 const ACCOUNT: &str = "account";
 
-
 /// The accounts the user is a member of, with their role.
 #[utoipa::path(
     operation_id = "listAccounts", tag = "control-plane", security(("session" = [])),
@@ -125,9 +124,7 @@ pub(crate) async fn create_account(
 ) -> Reply {
     let account = run(
         &req,
-        state
-            .control
-            .create_organization(&session.0.actor, body.0),
+        state.control.create_organization(&session.0.actor, body.0),
     )
     .await?;
     Ok(json_ok(StatusCode::CREATED, &account))
@@ -245,9 +242,7 @@ pub(crate) async fn remove_member(
     let user: UserId = parse_id(&req, &path.1, "member")?;
     run(
         &req,
-        state
-            .control
-            .remove_member(&session.0.actor, account, user),
+        state.control.remove_member(&session.0.actor, account, user),
     )
     .await?;
     Ok(no_content())
@@ -364,9 +359,7 @@ pub(crate) async fn accept_invitation(
 ) -> Reply {
     let account = run(
         &req,
-        state
-            .control
-            .accept_invitation(&session.0.actor, body.0),
+        state.control.accept_invitation(&session.0.actor, body.0),
     )
     .await?;
     Ok(json_ok(StatusCode::OK, &account))
@@ -388,9 +381,7 @@ pub(crate) async fn audit_log(
     let limit = audit_query(&req)?;
     let items = run(
         &req,
-        state
-            .control
-            .audit_log(&session.0.actor, account, limit),
+        state.control.audit_log(&session.0.actor, account, limit),
     )
     .await?;
     Ok(json_ok(StatusCode::OK, &Items { items }))

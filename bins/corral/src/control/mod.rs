@@ -111,11 +111,7 @@ pub(crate) async fn run<T>(
 
 /// A path segment parsed as an id; one that does not parse is "no such <kind>", the same
 /// answer as an id that names nothing the caller can see.
-pub(crate) fn parse_id<T: FromStr>(
-    req: &HttpRequest,
-    raw: &str,
-    kind: &str,
-) -> Result<T, Failure> {
+pub(crate) fn parse_id<T: FromStr>(req: &HttpRequest, raw: &str, kind: &str) -> Result<T, Failure> {
     raw.parse()
         .map_err(|_| Failure::new(req, ControlError::invalid(format!("no such {kind}"))))
 }

@@ -211,9 +211,7 @@ pub(crate) async fn revoke_key(
     let project = project_id(&req, &path.0)?;
     let key = run(
         &req,
-        state
-            .control
-            .revoke_key(&session.0.actor, project, &path.1),
+        state.control.revoke_key(&session.0.actor, project, &path.1),
     )
     .await?;
     Ok(json_ok(StatusCode::OK, &key))

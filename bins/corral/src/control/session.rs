@@ -221,11 +221,17 @@ mod tests {
         };
         assert!(check(header::ORIGIN, "https://corral.example.com"));
         assert!(check(header::ORIGIN, "https://corral.example.com:443"));
-        assert!(check(header::REFERER, "https://corral.example.com/console/x?y=1"));
+        assert!(check(
+            header::REFERER,
+            "https://corral.example.com/console/x?y=1"
+        ));
         assert!(!check(header::ORIGIN, "https://evil.example.com"));
         assert!(!check(header::ORIGIN, "http://corral.example.com"));
         assert!(!check(header::ORIGIN, "null"));
-        assert!(!check(header::REFERER, "https://corral.example.com.evil.net/"));
+        assert!(!check(
+            header::REFERER,
+            "https://corral.example.com.evil.net/"
+        ));
         assert!(check_origin(&TestRequest::post().to_http_request(), public).is_ok());
     }
 

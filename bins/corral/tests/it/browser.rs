@@ -62,15 +62,22 @@ async fn console_sign_in_page_renders_with_its_security_headers_in_chromium() {
     serve_on(listener, world.state.clone());
 
     // The headers a browser relies on.
-    let resp = reqwest::get(format!("{base}/console/sign-in")).await.unwrap();
+    let resp = reqwest::get(format!("{base}/console/sign-in"))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     let h = resp.headers();
     let csp = h["content-security-policy"].to_str().unwrap();
-    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
     assert_eq!(h["x-frame-options"], "DENY");
     assert_eq!(h["cache-control"], "no-store");
     assert!(h["content-type"].to_str().unwrap().starts_with("text/html"));
-    let css = reqwest::get(format!("{base}/console/assets/console.css")).await.unwrap();
+    let css = reqwest::get(format!("{base}/console/assets/console.css"))
+        .await
+        .unwrap();
     assert_eq!(css.headers()["content-type"], "text/css; charset=utf-8");
 
     let dir = screenshot_dir();
@@ -79,9 +86,14 @@ async fn console_sign_in_page_renders_with_its_security_headers_in_chromium() {
     browser.goto(&format!("{base}/console/sign-in")).await;
     assert_eq!(browser.title().await, "Sign in · Corral");
     // The stylesheet applied (CSP let it through): the primary button is the accent colour.
-    let button = browser.find("form[action='/console/sign-in/email'] button").await;
+    let button = browser
+        .find("form[action='/console/sign-in/email'] button")
+        .await;
     assert_eq!(button.text().await, "Email me a sign-in link");
-    assert_eq!(button.css("background-color").await, "rgba(15, 118, 110, 1)");
+    assert_eq!(
+        button.css("background-color").await,
+        "rgba(15, 118, 110, 1)"
+    );
     browser.screenshot(&dir, "00-sign-in").await;
     browser.resize(390, 844).await;
     browser.screenshot(&dir, "00-sign-in-phone").await;
@@ -182,11 +194,7 @@ fn sign_in_link(mail: &smtp::Message) -> String {
     let start = body
         .find("http://")
         .unwrap_or_else(|| panic!("no link in the mail: {body}"));
-    body[start..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned()
+    body[start..].split_whitespace().next().unwrap().to_owned()
 }
 
 /// The done-when, in a real browser: invite → sign in through the emailed link →
@@ -205,7 +213,11 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
         .await
         .unwrap();
     j.control
-        .publish_legal("privacy", "Privacy Notice", "We keep what the service needs.")
+        .publish_legal(
+            "privacy",
+            "Privacy Notice",
+            "We keep what the service needs.",
+        )
         .await
         .unwrap();
     // The operator's bootstrap (what `corral user invite` does).
@@ -217,15 +229,29 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
 
     // Sign in through the emailed link.
     b.goto(&j.url("/console")).await;
-    assert!(b.url().await.ends_with("/console/sign-in"), "{}", b.url().await);
+    assert!(
+        b.url().await.ends_with("/console/sign-in"),
+        "{}",
+        b.url().await
+    );
     b.find("#email").await.type_text(email).await;
-    b.find("form[action='/console/sign-in/email'] button").await.submit().await;
+    b.find("form[action='/console/sign-in/email'] button")
+        .await
+        .submit()
+        .await;
     let text = b.text().await;
-    assert!(text.contains("Check your email"), "{}: {text}", b.url().await);
+    assert!(
+        text.contains("Check your email"),
+        "{}: {text}",
+        b.url().await
+    );
     b.screenshot(&shots, "01-check-email").await;
     let mail = j.smtp.wait_for(email).await;
     let link = sign_in_link(&mail);
-    assert!(link.starts_with(&j.url("/console/sign-in/verify?token=")), "{link}");
+    assert!(
+        link.starts_with(&j.url("/console/sign-in/verify?token=")),
+        "{link}"
+    );
     b.goto(&link).await;
 
     // The session cookie: HttpOnly, SameSite=Lax.
@@ -238,14 +264,25 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     assert_eq!(session["sameSite"], "Lax");
 
     // Terms first.
-    assert!(b.url().await.ends_with("/console/legal"), "{}", b.url().await);
+    assert!(
+        b.url().await.ends_with("/console/legal"),
+        "{}",
+        b.url().await
+    );
     let text = b.text().await;
-    assert!(text.contains("Terms of Service") && text.contains("Privacy Notice"), "{text}");
+    assert!(
+        text.contains("Terms of Service") && text.contains("Privacy Notice"),
+        "{text}"
+    );
     b.screenshot(&shots, "02-terms").await;
     b.find("#accept-terms").await.submit().await;
 
     // The personal account.
-    assert!(b.url().await.contains("/console/accounts/acc_"), "{}", b.url().await);
+    assert!(
+        b.url().await.contains("/console/accounts/acc_"),
+        "{}",
+        b.url().await
+    );
     assert!(b.text().await.contains("Your personal account."));
     b.screenshot(&shots, "03-personal-account").await;
 
@@ -253,13 +290,23 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     b.goto(&j.url("/console/accounts/new")).await;
     b.find("#org-name").await.type_text("Acme Robotics").await;
     b.screenshot(&shots, "04-new-organization").await;
-    b.find("form[action='/console/accounts'] button").await.submit().await;
+    b.find("form[action='/console/accounts'] button")
+        .await
+        .submit()
+        .await;
     let org_url = b.url().await;
-    assert!(b.text().await.contains("Created Acme Robotics."), "{}", b.text().await);
+    assert!(
+        b.text().await.contains("Created Acme Robotics."),
+        "{}",
+        b.text().await
+    );
 
     // A project: lands on its keys tab.
     b.find("#project-name").await.type_text("agents-prod").await;
-    b.find("form[action$='/projects'] button").await.submit().await;
+    b.find("form[action$='/projects'] button")
+        .await
+        .submit()
+        .await;
     assert!(b.url().await.ends_with("/keys"), "{}", b.url().await);
     assert!(b.text().await.contains("Created project agents-prod."));
     b.screenshot(&shots, "05-project-keys-empty").await;
@@ -271,27 +318,49 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     b.screenshot(&shots, "06-key-shown-once").await;
     let keys_url = b.url().await;
     b.goto(&keys_url).await;
-    assert!(!b.source().await.contains(&key), "the key is shown only once");
+    assert!(
+        !b.source().await.contains(&key),
+        "the key is shown only once"
+    );
     assert_eq!(b.count("#new-key").await, 0);
     let project_url = keys_url.trim_end_matches("/keys").to_owned();
 
     // Connect E2B to its fake and test it.
     b.goto(&format!("{project_url}/providers")).await;
-    b.find("#e2b-credential").await.type_text(corral_provider_e2b::fake::API_KEY).await;
-    b.find("#provider-e2b form.stack button[type=submit]").await.submit().await;
-    assert!(b.text().await.contains("E2B connected."), "{}", b.text().await);
+    b.find("#e2b-credential")
+        .await
+        .type_text(corral_provider_e2b::fake::API_KEY)
+        .await;
+    b.find("#provider-e2b form.stack button[type=submit]")
+        .await
+        .submit()
+        .await;
     assert!(
-        !b.source().await.contains(corral_provider_e2b::fake::API_KEY),
+        b.text().await.contains("E2B connected."),
+        "{}",
+        b.text().await
+    );
+    assert!(
+        !b.source()
+            .await
+            .contains(corral_provider_e2b::fake::API_KEY),
         "the provider credential never comes back"
     );
     b.find("#test-e2b").await.submit().await;
     b.find("ul.checks[data-provider=e2b]").await;
     let passed = b.count("ul.checks[data-provider=e2b] li.pass").await;
     let failed = b.count("ul.checks[data-provider=e2b] li.fail").await;
-    assert!(passed == 6 && failed == 0, "{passed} passed, {failed} failed: {}", b.text().await);
+    assert!(
+        passed == 6 && failed == 0,
+        "{passed} passed, {failed} failed: {}",
+        b.text().await
+    );
     for op in ["create", "exec", "write_file", "read_file", "get", "delete"] {
         assert_eq!(
-            b.count(&format!("ul.checks[data-provider=e2b] li.pass[data-operation={op}]")).await,
+            b.count(&format!(
+                "ul.checks[data-provider=e2b] li.pass[data-operation={op}]"
+            ))
+            .await,
             1,
             "{op} passed"
         );
@@ -310,7 +379,10 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
         .json()
         .await
         .unwrap();
-    let id = created["id"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    let id = created["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
     b.goto(&project_url).await;
     let row = format!("tr[data-sandbox='{id}']");
     b.find(&row).await;
@@ -327,7 +399,11 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
         .send()
         .await
         .unwrap();
-    assert!(deleted.status().is_success(), "{}", deleted.text().await.unwrap());
+    assert!(
+        deleted.status().is_success(),
+        "{}",
+        deleted.text().await.unwrap()
+    );
     b.goto(&project_url).await;
     b.find(&format!("{row}.is-tombstone")).await;
     assert!(b.find(&row).await.text().await.contains("deleted"));
@@ -338,25 +414,62 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     b.goto(&format!("{org_url}/members")).await;
     assert!(b.text().await.contains(email));
     b.find("#invite-email").await.type_text(teammate).await;
-    b.find("form[action$='/invitations'] button").await.submit().await;
-    assert!(b.text().await.contains("Invitation sent to lin@example.test."), "{}", b.text().await);
+    b.find("form[action$='/invitations'] button")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.text()
+            .await
+            .contains("Invitation sent to lin@example.test."),
+        "{}",
+        b.text().await
+    );
     b.screenshot(&shots, "11-members").await;
-    let invitation = j.smtp.wait_for_containing(teammate, "/console/invitations/accept?token=").await;
+    let invitation = j
+        .smtp
+        .wait_for_containing(teammate, "/console/invitations/accept?token=")
+        .await;
     let b2 = driver.session().await;
     b2.goto(&sign_in_link(&invitation)).await;
-    assert!(b2.url().await.ends_with("/console/sign-in"), "{}", b2.url().await);
-    assert!(b2.text().await.contains("Sign in with the invited email address"));
+    assert!(
+        b2.url().await.ends_with("/console/sign-in"),
+        "{}",
+        b2.url().await
+    );
+    assert!(
+        b2.text()
+            .await
+            .contains("Sign in with the invited email address")
+    );
     b2.find("#email").await.type_text(teammate).await;
-    b2.find("form[action='/console/sign-in/email'] button").await.submit().await;
-    let mail = j.smtp.wait_for_containing(teammate, "/console/sign-in/verify?token=").await;
+    b2.find("form[action='/console/sign-in/email'] button")
+        .await
+        .submit()
+        .await;
+    let mail = j
+        .smtp
+        .wait_for_containing(teammate, "/console/sign-in/verify?token=")
+        .await;
     b2.goto(&sign_in_link(&mail)).await;
     b2.find("#accept-terms").await.submit().await;
-    assert!(b2.url().await.ends_with("/console/invitations"), "{}", b2.url().await);
-    assert!(!b2.source().await.contains("token"), "the invitation token stays in its cookie");
+    assert!(
+        b2.url().await.ends_with("/console/invitations"),
+        "{}",
+        b2.url().await
+    );
+    assert!(
+        !b2.source().await.contains("token"),
+        "the invitation token stays in its cookie"
+    );
     b2.screenshot(&shots, "11b-invitation").await;
     b2.find("#accept-invitation").await.submit().await;
     assert_eq!(b2.url().await, org_url);
-    assert!(b2.text().await.contains("Welcome to Acme Robotics."), "{}", b2.text().await);
+    assert!(
+        b2.text().await.contains("Welcome to Acme Robotics."),
+        "{}",
+        b2.text().await
+    );
     // A member sees the project but not its keys, and cannot connect providers.
     b2.goto(&format!("{project_url}/providers")).await;
     assert_eq!(b2.count("a[href$='/keys']").await, 0);
@@ -367,7 +480,10 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     b2.quit().await;
     b.goto(&format!("{org_url}/audit")).await;
     let audit = b.text().await;
-    assert!(audit.contains("key.create") || audit.contains("project.create"), "{audit}");
+    assert!(
+        audit.contains("key.create") || audit.contains("project.create"),
+        "{audit}"
+    );
     b.screenshot(&shots, "12-audit").await;
 
     // A phone.
@@ -400,7 +516,10 @@ fn session_from(resp: &reqwest::Response) -> String {
 #[actix_web::test]
 async fn console_forms_need_the_csrf_field_and_this_origin() {
     let j = Journey::start().await;
-    j.control.publish_legal("terms", "Terms", "Text.").await.unwrap();
+    j.control
+        .publish_legal("terms", "Terms", "Text.")
+        .await
+        .unwrap();
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -456,11 +575,21 @@ async fn console_forms_need_the_csrf_field_and_this_origin() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 403);
-    assert!(refused.text().await.unwrap().contains("could not be verified"));
+    assert!(
+        refused
+            .text()
+            .await
+            .unwrap()
+            .contains("could not be verified")
+    );
     // A wrong one.
-    let refused = post("/console/accounts", "name=Evil&csrf=forged".to_owned(), None)
-        .await
-        .unwrap();
+    let refused = post(
+        "/console/accounts",
+        "name=Evil&csrf=forged".to_owned(),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(refused.status(), 403);
     // The right one from another site.
     let refused = post(
@@ -497,7 +626,10 @@ async fn console_forms_need_the_csrf_field_and_this_origin() {
     assert_eq!(page.headers()["x-frame-options"], "DENY");
     let body = page.text().await.unwrap();
     assert!(body.contains("Analytical Engines") && body.contains(&csrf));
-    assert!(!body.contains(&token), "the session token never reaches HTML");
+    assert!(
+        !body.contains(&token),
+        "the session token never reaches HTML"
+    );
 
     // Someone else's account looks like nothing at all.
     let other = j.control.invite_user("mallory@example.test").await.unwrap();

@@ -8,11 +8,7 @@ use crate::control_support::{ORIGIN, set_session_cookie, sign_in};
 use crate::support::{World, get, send};
 
 /// The sign-in operations, the only control-plane operations without a session.
-const ANONYMOUS: [&str; 3] = [
-    "requestSignInLink",
-    "signInWithToken",
-    "signInWithPassword",
-];
+const ANONYMOUS: [&str; 3] = ["requestSignInLink", "signInWithToken", "signInWithPassword"];
 
 #[test]
 fn the_document_has_36_control_plane_operations_all_behind_the_session_cookie() {
@@ -70,12 +66,9 @@ async fn cookies_never_open_the_sandbox_api_and_api_keys_never_open_the_control_
             .await
             .expect_error(401, "missing_api_key");
     }
-    send(
-        &app,
-        b.post("/v1/sandboxes", json!({"provider": "local"})),
-    )
-    .await
-    .expect_error(401, "missing_api_key");
+    send(&app, b.post("/v1/sandboxes", json!({"provider": "local"})))
+        .await
+        .expect_error(401, "missing_api_key");
     // A valid API key is nothing to the control plane.
     send(&app, get(&w, "/v1/sandboxes")).await.expect_ok(200);
     send(&app, get(&w, "/v1/control/me"))
@@ -175,7 +168,12 @@ async fn missing_sessions_bad_csrf_tokens_and_foreign_origins_are_authentication
 async fn sign_in_sets_a_strict_cookie_and_sign_out_clears_and_revokes_it() {
     let w = World::new().await;
     let app = test::init_service(corral::http::app(w.state.clone())).await;
-    let link = w.state.control.invite_user("ada@example.com").await.unwrap();
+    let link = w
+        .state
+        .control
+        .invite_user("ada@example.com")
+        .await
+        .unwrap();
     let token = crate::control_support::link_token(&link);
     let r = send(
         &app,
@@ -186,7 +184,11 @@ async fn sign_in_sets_a_strict_cookie_and_sign_out_clears_and_revokes_it() {
     .await;
     let body = r.expect_ok(200);
     let set = set_session_cookie(&r).unwrap();
-    let value = set.split(';').next().unwrap().trim_start_matches("corral_session=");
+    let value = set
+        .split(';')
+        .next()
+        .unwrap()
+        .trim_start_matches("corral_session=");
     assert!(value.len() >= 43, "a 256-bit token: {set}");
     assert!(
         set.ends_with("; HttpOnly; SameSite=Lax; Path=/; Max-Age=604800"),
@@ -231,7 +233,12 @@ async fn an_https_public_url_makes_the_cookie_secure() {
         config,
     );
     let app = test::init_service(corral::http::app(w.state.clone())).await;
-    let link = w.state.control.invite_user("ada@example.com").await.unwrap();
+    let link = w
+        .state
+        .control
+        .invite_user("ada@example.com")
+        .await
+        .unwrap();
     let r = send(
         &app,
         TestRequest::post()

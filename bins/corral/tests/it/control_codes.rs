@@ -21,14 +21,28 @@ fn code(r: &Resp, status: u16, code: &str) {
 
 async fn world_on(db: Database) -> World {
     let dir = tempfile::tempdir().unwrap();
-    World::with_db(dir, db, |_| Providers::new(), ServiceConfig::default(), None).await
+    World::with_db(
+        dir,
+        db,
+        |_| Providers::new(),
+        ServiceConfig::default(),
+        None,
+    )
+    .await
 }
 
 async fn sqlite_world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("corral.db").display());
     let db = Database::connect(DatabaseConfig::new(url)).await.unwrap();
-    World::with_db(dir, db, |_| Providers::new(), ServiceConfig::default(), None).await
+    World::with_db(
+        dir,
+        db,
+        |_| Providers::new(),
+        ServiceConfig::default(),
+        None,
+    )
+    .await
 }
 
 /// Organizations, members and legal releases: every code of the account rules.
@@ -37,7 +51,11 @@ async fn account_and_legal_codes(w: World) {
     let owner = sign_in(&app, &w, "owner@example.com").await;
     let admin = sign_in(&app, &w, "admin@example.com").await;
 
-    let org = send(&app, owner.post("/v1/control/accounts", json!({"name": "Acme"}))).await;
+    let org = send(
+        &app,
+        owner.post("/v1/control/accounts", json!({"name": "Acme"})),
+    )
+    .await;
     let org = org.expect_ok(201).clone();
     let acc = org["id"].as_str().unwrap().to_owned();
     let version = org["version"].as_i64().unwrap();
@@ -91,7 +109,11 @@ async fn account_and_legal_codes(w: World) {
         .as_str()
         .unwrap()
         .to_owned();
-    let r = send(&app, owner.delete(&format!("/v1/control/accounts/{personal}"))).await;
+    let r = send(
+        &app,
+        owner.delete(&format!("/v1/control/accounts/{personal}")),
+    )
+    .await;
     code(&r, 403, "personal_account_immutable");
     let r = send(
         &app,
@@ -150,7 +172,9 @@ async fn account_and_legal_codes(w: World) {
     .await;
     code(&r, 409, "legal_release_changed");
     let status = send(&app, admin.get("/v1/control/legal")).await;
-    let current = status.expect_ok(200)["items"][0]["release"].as_i64().unwrap();
+    let current = status.expect_ok(200)["items"][0]["release"]
+        .as_i64()
+        .unwrap();
     let r = send(
         &app,
         admin.post(
@@ -226,7 +250,11 @@ async fn every_account_and_legal_code_through_http_on_postgres() {
 async fn sign_in_failures_are_throttled_with_retry_after() {
     let w = sqlite_world().await;
     let app = test::init_service(corral::http::app(w.state.clone())).await;
-    w.state.control.invite_user("ada@example.com").await.unwrap();
+    w.state
+        .control
+        .invite_user("ada@example.com")
+        .await
+        .unwrap();
     let attempt = || {
         TestRequest::post()
             .uri("/v1/control/sign-in/password")
@@ -241,7 +269,14 @@ async fn sign_in_failures_are_throttled_with_retry_after() {
         }
     }
     code(&last, 429, "rate_limited");
-    let after: u64 = last.headers.get("retry-after").unwrap().to_str().unwrap().parse().unwrap();
+    let after: u64 = last
+        .headers
+        .get("retry-after")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(after > 0);
 }
 
@@ -255,8 +290,14 @@ async fn unreachable_stores_answer_registry_and_legal_unavailable() {
     tight.max_connections = 1;
     tight.wait_timeout = Duration::from_millis(200);
     let db = Database::connect(tight).await.unwrap();
-    let w = World::with_db(dir, db.clone(), |_| Providers::new(), ServiceConfig::default(), None)
-        .await;
+    let w = World::with_db(
+        dir,
+        db.clone(),
+        |_| Providers::new(),
+        ServiceConfig::default(),
+        None,
+    )
+    .await;
     let app = test::init_service(corral::http::app(w.state.clone())).await;
     let b = sign_in(&app, &w, "ada@example.com").await;
     let held = db.connection().await.unwrap();
@@ -343,9 +384,22 @@ async fn the_email_webhook_refuses_bad_signatures_stale_replayed_and_malformed_e
 
     let r = send(&app, event("msg_1", now, "v1,AAAA", body)).await;
     code(&r, 400, "invalid_email_webhook");
-    let r = send(&app, event("msg_1", now - 3600, &signed(&key, "msg_1", now - 3600, body), body)).await;
+    let r = send(
+        &app,
+        event(
+            "msg_1",
+            now - 3600,
+            &signed(&key, "msg_1", now - 3600, body),
+            body,
+        ),
+    )
+    .await;
     code(&r, 400, "invalid_email_webhook");
-    let r = send(&app, event("msg_2", now, &signed(&key, "msg_2", now, "{"), "{")).await;
+    let r = send(
+        &app,
+        event("msg_2", now, &signed(&key, "msg_2", now, "{"), "{"),
+    )
+    .await;
     code(&r, 400, "invalid_email_webhook");
     let r = send(
         &app,
@@ -365,7 +419,11 @@ async fn the_email_webhook_refuses_bad_signatures_stale_replayed_and_malformed_e
     // Without a configured secret every event is refused, however it is signed.
     let w2 = sqlite_world().await;
     let app2 = test::init_service(corral::http::app(w2.state.clone())).await;
-    let r = send(&app2, event("msg_9", now, &signed(&key, "msg_9", now, body), body)).await;
+    let r = send(
+        &app2,
+        event("msg_9", now, &signed(&key, "msg_9", now, body), body),
+    )
+    .await;
     code(&r, 400, "invalid_email_webhook");
 }
 
@@ -394,7 +452,11 @@ async fn a_failed_verification_makes_public_requests_answer_provider_operation_u
     .await;
     let app = test::init_service(corral::http::app(w.state.clone())).await;
     let owner = sign_in(&app, &w, "owner@example.com").await;
-    let org = send(&app, owner.post("/v1/control/accounts", json!({"name": "Acme"}))).await;
+    let org = send(
+        &app,
+        owner.post("/v1/control/accounts", json!({"name": "Acme"})),
+    )
+    .await;
     let acc = org.expect_ok(201)["id"].as_str().unwrap().to_owned();
     let prj = send(
         &app,
@@ -445,7 +507,11 @@ async fn a_failed_verification_makes_public_requests_answer_provider_operation_u
     );
 
     // The public API with a key of the project: create works, exec is refused up front.
-    let key = send(&app, owner.post(&format!("/v1/control/projects/{prj}/keys"), json!({}))).await;
+    let key = send(
+        &app,
+        owner.post(&format!("/v1/control/projects/{prj}/keys"), json!({})),
+    )
+    .await;
     let key = key.expect_ok(201)["key"].as_str().unwrap().to_owned();
     let bearer = ("Authorization", format!("Bearer {key}"));
     let r = send(
@@ -469,7 +535,11 @@ async fn a_failed_verification_makes_public_requests_answer_provider_operation_u
     code(&r, 403, "provider_operation_unavailable");
     let error = &r.json["error"];
     assert_eq!(error["operation"], "exec", "{}", r.text);
-    assert!(error["reason"].as_str().is_some_and(|s| !s.is_empty()), "{}", r.text);
+    assert!(
+        error["reason"].as_str().is_some_and(|s| !s.is_empty()),
+        "{}",
+        r.text
+    );
     assert!(
         error["remediation"].as_str().is_some_and(|s| !s.is_empty()),
         "{}",

@@ -23,7 +23,9 @@ impl Seen {
 }
 
 fn items(v: &Value) -> &Vec<Value> {
-    v["items"].as_array().expect("a list answers {\"items\": [...]}")
+    v["items"]
+        .as_array()
+        .expect("a list answers {\"items\": [...]}")
 }
 
 #[actix_web::test]
@@ -48,7 +50,10 @@ async fn control_journey_answers_every_operation() {
                 .set_json(json!({"email": email})),
         )
         .await;
-        assert_eq!(seen.ok("requestSignInLink", &r, 202), json!({"accepted": true}));
+        assert_eq!(
+            seen.ok("requestSignInLink", &r, 202),
+            json!({"accepted": true})
+        );
     }
     // 2: sign in with a link's token.
     let owner: Browser = sign_in(&app, &w, "owner@example.com").await;
@@ -68,7 +73,9 @@ async fn control_journey_answers_every_operation() {
         TestRequest::post()
             .uri("/v1/control/sign-in/password")
             .insert_header(("Origin", ORIGIN))
-            .set_json(json!({"email": "owner@example.com", "password": "a long enough passphrase"})),
+            .set_json(
+                json!({"email": "owner@example.com", "password": "a long enough passphrase"}),
+            ),
     )
     .await;
     let body = seen.ok("signInWithPassword", &r, 200);
@@ -89,7 +96,10 @@ async fn control_journey_answers_every_operation() {
         owner.get(&format!("/v1/control/legal/terms/releases/{terms}")),
     )
     .await;
-    assert_eq!(seen.ok("getLegalRelease", &r, 200)["title"], "Terms of service");
+    assert_eq!(
+        seen.ok("getLegalRelease", &r, 200)["title"],
+        "Terms of service"
+    );
     let r = send(
         &app,
         owner.post(
@@ -101,7 +111,11 @@ async fn control_journey_answers_every_operation() {
     seen.ok("acceptLegalRelease", &r, 204);
 
     // 11, 12, 13: accounts.
-    let r = send(&app, owner.post("/v1/control/accounts", json!({"name": "Acme"}))).await;
+    let r = send(
+        &app,
+        owner.post("/v1/control/accounts", json!({"name": "Acme"})),
+    )
+    .await;
     let org = seen.ok("createAccount", &r, 201);
     let acc = org["id"].as_str().unwrap().to_owned();
     assert_eq!(org["role"], "owner");
@@ -147,7 +161,11 @@ async fn control_journey_answers_every_operation() {
     .await;
     let invite_token = outbox.last_token("admin@example.com");
     assert!(!r.text.contains(&invite_token), "{}", r.text);
-    let r = send(&app, owner.get(&format!("/v1/control/accounts/{acc}/invitations"))).await;
+    let r = send(
+        &app,
+        owner.get(&format!("/v1/control/accounts/{acc}/invitations")),
+    )
+    .await;
     assert_eq!(items(&seen.ok("listInvitations", &r, 200)).len(), 1);
     let admin = sign_in(&app, &w, "admin@example.com").await;
     accept_all(&app, &admin).await;
@@ -162,7 +180,11 @@ async fn control_journey_answers_every_operation() {
     assert_eq!(seen.ok("acceptInvitation", &r, 200)["id"], json!(acc));
 
     // 15–18: members.
-    let r = send(&app, owner.get(&format!("/v1/control/accounts/{acc}/members"))).await;
+    let r = send(
+        &app,
+        owner.get(&format!("/v1/control/accounts/{acc}/members")),
+    )
+    .await;
     assert_eq!(items(&seen.ok("listMembers", &r, 200)).len(), 2);
     let r = send(
         &app,
@@ -195,7 +217,11 @@ async fn control_journey_answers_every_operation() {
     let owner = admin;
 
     // 23: the audit log shows what happened.
-    let r = send(&app, owner.get(&format!("/v1/control/accounts/{acc}/audit?limit=50"))).await;
+    let r = send(
+        &app,
+        owner.get(&format!("/v1/control/accounts/{acc}/audit?limit=50")),
+    )
+    .await;
     assert!(!items(&seen.ok("getAuditLog", &r, 200)).is_empty());
 
     // 24–27: projects.
@@ -213,15 +239,26 @@ async fn control_journey_answers_every_operation() {
         .to_owned();
     let r = send(
         &app,
-        owner.patch(&format!("/v1/control/projects/{prj}"), json!({"name": "website"})),
+        owner.patch(
+            &format!("/v1/control/projects/{prj}"),
+            json!({"name": "website"}),
+        ),
     )
     .await;
     assert_eq!(seen.ok("updateProject", &r, 200)["name"], "website");
-    let r = send(&app, owner.get(&format!("/v1/control/accounts/{acc}/projects"))).await;
+    let r = send(
+        &app,
+        owner.get(&format!("/v1/control/accounts/{acc}/projects")),
+    )
+    .await;
     assert_eq!(items(&seen.ok("listProjects", &r, 200)).len(), 1);
 
     // 28–30: keys; the new key opens the sandbox API.
-    let r = send(&app, owner.post(&format!("/v1/control/projects/{prj}/keys"), json!({}))).await;
+    let r = send(
+        &app,
+        owner.post(&format!("/v1/control/projects/{prj}/keys"), json!({})),
+    )
+    .await;
     assert_eq!(
         r.headers.get("cache-control").unwrap(),
         "no-store",
@@ -231,16 +268,26 @@ async fn control_journey_answers_every_operation() {
     let api_key = key["key"].as_str().unwrap().to_owned();
     let r = send(&app, owner.get(&format!("/v1/control/projects/{prj}/keys"))).await;
     let listed = seen.ok("listKeys", &r, 200);
-    assert!(!listed.to_string().contains(&api_key), "a listing never shows the key");
+    assert!(
+        !listed.to_string().contains(&api_key),
+        "a listing never shows the key"
+    );
 
     // 31–34: a profile for `local` (no credential needed), tested.
     let r = send(
         &app,
-        owner.put(&format!("/v1/control/projects/{prj}/profiles/local"), json!({})),
+        owner.put(
+            &format!("/v1/control/projects/{prj}/profiles/local"),
+            json!({}),
+        ),
     )
     .await;
     assert_eq!(seen.ok("putProfile", &r, 200)["provider"], "local");
-    let r = send(&app, owner.get(&format!("/v1/control/projects/{prj}/profiles"))).await;
+    let r = send(
+        &app,
+        owner.get(&format!("/v1/control/projects/{prj}/profiles")),
+    )
+    .await;
     assert_eq!(items(&seen.ok("listProfiles", &r, 200)).len(), 1);
     let r = send(
         &app,
@@ -266,8 +313,15 @@ async fn control_journey_answers_every_operation() {
     )
     .await;
     let sbx = r.expect_ok(201)["id"].as_str().unwrap().to_owned();
-    let r = send(&app, owner.get(&format!("/v1/control/projects/{prj}/sandboxes"))).await;
-    assert_eq!(items(&seen.ok("listProjectSandboxes", &r, 200))[0]["id"], json!(sbx));
+    let r = send(
+        &app,
+        owner.get(&format!("/v1/control/projects/{prj}/sandboxes")),
+    )
+    .await;
+    assert_eq!(
+        items(&seen.ok("listProjectSandboxes", &r, 200))[0]["id"],
+        json!(sbx)
+    );
     let r = send(
         &app,
         owner.get(&format!("/v1/control/projects/{prj}/sandboxes/{sbx}")),

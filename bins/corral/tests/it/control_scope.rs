@@ -13,19 +13,43 @@ use crate::support::{Providers, World, send};
 /// (method, path template, body, what is "not found"). `{acc}`, `{usr}`, `{inv}`, `{prj}`,
 /// `{key}`, `{sbx}` are B's objects (or ghosts).
 const TARGETED: &[(&str, &str, &str)] = &[
-    ("PATCH", "/v1/control/accounts/{acc}", r#"{"name":"x","version":1}"#),
+    (
+        "PATCH",
+        "/v1/control/accounts/{acc}",
+        r#"{"name":"x","version":1}"#,
+    ),
     ("DELETE", "/v1/control/accounts/{acc}", ""),
     ("GET", "/v1/control/accounts/{acc}/members", ""),
-    ("PATCH", "/v1/control/accounts/{acc}/members/{usr}", r#"{"role":"admin"}"#),
+    (
+        "PATCH",
+        "/v1/control/accounts/{acc}/members/{usr}",
+        r#"{"role":"admin"}"#,
+    ),
     ("DELETE", "/v1/control/accounts/{acc}/members/{usr}", ""),
-    ("POST", "/v1/control/accounts/{acc}/ownership-transfer", r#"{"userId":"{usr}"}"#),
+    (
+        "POST",
+        "/v1/control/accounts/{acc}/ownership-transfer",
+        r#"{"userId":"{usr}"}"#,
+    ),
     ("GET", "/v1/control/accounts/{acc}/invitations", ""),
-    ("POST", "/v1/control/accounts/{acc}/invitations", r#"{"email":"z@example.com","role":"member"}"#),
+    (
+        "POST",
+        "/v1/control/accounts/{acc}/invitations",
+        r#"{"email":"z@example.com","role":"member"}"#,
+    ),
     ("DELETE", "/v1/control/accounts/{acc}/invitations/{inv}", ""),
     ("GET", "/v1/control/accounts/{acc}/audit", ""),
     ("GET", "/v1/control/accounts/{acc}/projects", ""),
-    ("POST", "/v1/control/accounts/{acc}/projects", r#"{"name":"intruder"}"#),
-    ("PATCH", "/v1/control/projects/{prj}", r#"{"name":"renamed"}"#),
+    (
+        "POST",
+        "/v1/control/accounts/{acc}/projects",
+        r#"{"name":"intruder"}"#,
+    ),
+    (
+        "PATCH",
+        "/v1/control/projects/{prj}",
+        r#"{"name":"renamed"}"#,
+    ),
     ("DELETE", "/v1/control/projects/{prj}", ""),
     ("GET", "/v1/control/projects/{prj}/keys", ""),
     ("POST", "/v1/control/projects/{prj}/keys", ""),
@@ -67,7 +91,11 @@ async fn scoping(w: World) {
 
     // B: an organization with a member, an invitation, a project, a key, a profile and a
     // sandbox.
-    let acc = send(&app, b.post("/v1/control/accounts", json!({"name": "B Corp"}))).await;
+    let acc = send(
+        &app,
+        b.post("/v1/control/accounts", json!({"name": "B Corp"})),
+    )
+    .await;
     let acc = acc.expect_ok(201)["id"].as_str().unwrap().to_owned();
     let inv = send(
         &app,
@@ -87,7 +115,11 @@ async fn scoping(w: World) {
     )
     .await;
     let prj = prj.expect_ok(201)["id"].as_str().unwrap().to_owned();
-    let key = send(&app, b.post(&format!("/v1/control/projects/{prj}/keys"), json!({}))).await;
+    let key = send(
+        &app,
+        b.post(&format!("/v1/control/projects/{prj}/keys"), json!({})),
+    )
+    .await;
     let key = key.expect_ok(201).clone();
     let api_key = key["key"].as_str().unwrap().to_owned();
     let key = key["keyId"].as_str().unwrap().to_owned();
@@ -145,11 +177,18 @@ async fn scoping(w: World) {
         );
         assert_eq!(
             (on_b.status, on_b.code(), &on_b.json["error"]["message"]),
-            (on_ghost.status, on_ghost.code(), &on_ghost.json["error"]["message"]),
+            (
+                on_ghost.status,
+                on_ghost.code(),
+                &on_ghost.json["error"]["message"]
+            ),
             "{method} {template}: B's object and a ghost must look alike"
         );
         let message = on_b.json["error"]["message"].as_str().unwrap();
-        assert!(message.starts_with("no such "), "{method} {template}: {message}");
+        assert!(
+            message.starts_with("no such "),
+            "{method} {template}: {message}"
+        );
     }
     // B's invitation token is no use to A either (the tokens are mailed; A has none), and
     // B's objects are intact.
@@ -177,8 +216,17 @@ async fn control_members_of_one_account_see_nothing_of_another_on_sqlite() {
     let db = corral_registry::Database::connect(corral_registry::DatabaseConfig::new(url))
         .await
         .unwrap();
-    scoping(World::with_db(dir, db, |_| Providers::new(), ServiceConfig::default(), None).await)
-        .await;
+    scoping(
+        World::with_db(
+            dir,
+            db,
+            |_| Providers::new(),
+            ServiceConfig::default(),
+            None,
+        )
+        .await,
+    )
+    .await;
 }
 
 #[actix_web::test]

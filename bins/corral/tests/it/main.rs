@@ -4,9 +4,9 @@
 
 mod adapters;
 mod api;
-mod browser;
 mod bridge;
 mod bridge_e2e;
+mod browser;
 mod codes;
 mod control_api;
 mod control_codes;

@@ -65,7 +65,10 @@ impl Smtp {
             if let Some(m) = found {
                 return m;
             }
-            assert!(Instant::now() < deadline, "no mail to {to} with `{needle}` arrived");
+            assert!(
+                Instant::now() < deadline,
+                "no mail to {to} with `{needle}` arrived"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -85,9 +88,17 @@ async fn session(
             return Ok(());
         }
         let cmd = line.trim_end().to_owned();
-        let verb = cmd.split_whitespace().next().unwrap_or("").to_ascii_uppercase();
+        let verb = cmd
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_ascii_uppercase();
         match verb.as_str() {
-            "EHLO" => write.write_all(b"250-corral-test\r\n250-8BITMIME\r\n250 SMTPUTF8\r\n").await?,
+            "EHLO" => {
+                write
+                    .write_all(b"250-corral-test\r\n250-8BITMIME\r\n250 SMTPUTF8\r\n")
+                    .await?
+            }
             "HELO" | "NOOP" => write.write_all(b"250 ok\r\n").await?,
             "MAIL" => {
                 to.clear();

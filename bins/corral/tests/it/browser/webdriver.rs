@@ -61,13 +61,21 @@ impl Driver {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(r) = driver.http.get(format!("{}/status", driver.base)).send().await {
+            if let Ok(r) = driver
+                .http
+                .get(format!("{}/status", driver.base))
+                .send()
+                .await
+            {
                 let v: Value = r.json().await.unwrap_or(Value::Null);
                 if v["value"]["ready"] == true {
                     return driver;
                 }
             }
-            assert!(Instant::now() < deadline, "chromedriver did not become ready");
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not become ready"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -82,7 +90,13 @@ impl Driver {
                          "--window-size=1366,900", "--hide-scrollbars", "--force-device-scale-factor=1"]
             }
         }}});
-        let v = call(&self.http, reqwest::Method::POST, &format!("{}/session", self.base), Some(caps)).await;
+        let v = call(
+            &self.http,
+            reqwest::Method::POST,
+            &format!("{}/session", self.base),
+            Some(caps),
+        )
+        .await;
         let id = v["sessionId"].as_str().expect("a session id").to_owned();
         Session {
             http: self.http.clone(),
@@ -91,17 +105,28 @@ impl Driver {
     }
 }
 
-async fn call(http: &reqwest::Client, method: reqwest::Method, url: &str, body: Option<Value>) -> Value {
+async fn call(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<Value>,
+) -> Value {
     let mut req = http.request(method.clone(), url);
     if let Some(b) = body {
         req = req.json(&b);
     } else if method == reqwest::Method::POST {
         req = req.json(&json!({}));
     }
-    let resp = req.send().await.unwrap_or_else(|e| panic!("webdriver {url}: {e}"));
+    let resp = req
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("webdriver {url}: {e}"));
     let status = resp.status();
     let v: Value = resp.json().await.unwrap_or(Value::Null);
-    assert!(status.is_success(), "webdriver {method} {url}: {status} {v}");
+    assert!(
+        status.is_success(),
+        "webdriver {method} {url}: {status} {v}"
+    );
     v["value"].clone()
 }
 
@@ -119,11 +144,23 @@ pub(crate) struct Element<'a> {
 
 impl Session {
     async fn post(&self, path: &str, body: Value) -> Value {
-        call(&self.http, reqwest::Method::POST, &format!("{}{path}", self.base), Some(body)).await
+        call(
+            &self.http,
+            reqwest::Method::POST,
+            &format!("{}{path}", self.base),
+            Some(body),
+        )
+        .await
     }
 
     async fn get(&self, path: &str) -> Value {
-        call(&self.http, reqwest::Method::GET, &format!("{}{path}", self.base), None).await
+        call(
+            &self.http,
+            reqwest::Method::GET,
+            &format!("{}{path}", self.base),
+            None,
+        )
+        .await
     }
 
     /// Navigates to `url` and waits for the load.
@@ -133,17 +170,29 @@ impl Session {
 
     /// The current URL.
     pub(crate) async fn url(&self) -> String {
-        self.get("/url").await.as_str().unwrap_or_default().to_owned()
+        self.get("/url")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// The page source.
     pub(crate) async fn source(&self) -> String {
-        self.get("/source").await.as_str().unwrap_or_default().to_owned()
+        self.get("/source")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// The page title.
     pub(crate) async fn title(&self) -> String {
-        self.get("/title").await.as_str().unwrap_or_default().to_owned()
+        self.get("/title")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// The first element matching a CSS selector, waiting up to 10 s for it to appear.
@@ -188,12 +237,17 @@ impl Session {
 
     /// Resizes the window (e.g. to a phone's width).
     pub(crate) async fn resize(&self, width: u32, height: u32) {
-        self.post("/window/rect", json!({"width": width, "height": height})).await;
+        self.post("/window/rect", json!({"width": width, "height": height}))
+            .await;
     }
 
     /// The browser's cookies as WebDriver reports them (name, httpOnly, sameSite …).
     pub(crate) async fn cookies(&self) -> Vec<Value> {
-        self.get("/cookie").await.as_array().cloned().unwrap_or_default()
+        self.get("/cookie")
+            .await
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Saves a PNG of the viewport to `dir/<name>.png` and returns its path.
@@ -222,7 +276,10 @@ impl Element<'_> {
             .post(&format!("/element/{}/clear", self.id), json!({}))
             .await;
         self.session
-            .post(&format!("/element/{}/value", self.id), json!({"text": text}))
+            .post(
+                &format!("/element/{}/value", self.id),
+                json!({"text": text}),
+            )
             .await;
         self
     }
