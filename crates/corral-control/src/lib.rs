@@ -40,13 +40,13 @@ pub use error::{ControlError, Result};
 pub use identity::{MIN_PASSWORD_CHARS, Me, normalize_email};
 pub use legal::{LEGAL_DOCUMENTS, LegalStatus};
 pub use mail::{LogMailer, Mail, MailError, Mailer, SmtpConfig, SmtpMailer, SmtpSecurity};
-pub use session::SESSION_COOKIE;
-pub use webhook::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};
 pub use profiles::{
     MAX_FIELD_BYTES, MAX_SETTINGS_BYTES, ProfileView, PutProfile, Readiness, VerificationView,
     readiness, required_context,
 };
 pub use projects::{CreatedKey, KeyView, MAX_PROJECT_NAME, ProjectName, ProjectView};
+pub use session::SESSION_COOKIE;
+pub use webhook::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};
 
 /// Tunables of the control plane.
 #[derive(Debug, Clone)]
