@@ -408,8 +408,21 @@ impl ControlStore {
     }
 
     /// Creates an organization with `creator` as its owner. An organization of the same name
-    /// that `creator` already owns is a [`StoreError::Conflict`].
+    /// that `creator` already owns is a [`StoreError::Conflict`]; [`StoreError::NotFound`]
+    /// ("user") when `creator` does not exist.
     pub async fn create_organization(&self, creator: UserId, name: &str) -> Result<Account> {
+        // Two creations by one user are serialized on their personal account's row (on
+        // PostgreSQL; SQLite serializes every writer), so a double submit cannot make two.
+        let user = creator.to_string();
+        let personal: Option<String> = read!(self, |c| {
+            Ok(users::table
+                .filter(users::id.eq(&user))
+                .select(users::personal_account_id)
+                .first(c)
+                .await
+                .optional()?)
+        })?;
+        let personal = personal.ok_or(StoreError::NotFound { what: "user" })?;
         let now = to_micros(self.db.now());
         let row = AccountRow {
             id: AccountId::new().to_string(),
@@ -422,7 +435,7 @@ impl ControlStore {
             deleted_at: None,
         };
         let creator = creator.to_string();
-        let created: AccountRow = write_tx!(self, lock = None, |c| {
+        let created: AccountRow = write_tx!(self, lock = Some(personal), |c| {
             let same: i64 = memberships::table
                 .inner_join(accounts::table)
                 .filter(memberships::user_id.eq(&creator))

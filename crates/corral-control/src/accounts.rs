@@ -251,29 +251,15 @@ fn not_found_as(what: &'static str) -> impl Fn(ControlError) -> ControlError {
     }
 }
 
-pub(crate) fn validate_name(kind: &str, name: &str, max: usize) -> Result<String> {
+pub(crate) fn validate_name(name: &str, max: usize) -> Result<String> {
     let trimmed = name.trim();
     if trimmed.is_empty() || trimmed.chars().count() > max || trimmed.chars().any(char::is_control)
     {
         return Err(ControlError::invalid(format!(
-            "a {kind} name is 1–{max} characters without control characters"
+            "`name` must be 1–{max} characters without control characters"
         )));
     }
     Ok(trimmed.to_owned())
-}
-
-/// A plausible, lower-cased email address (one `@`, something either side, no spaces).
-pub(crate) fn normalize_email(email: &str) -> Result<String> {
-    let e = email.trim().to_lowercase();
-    let ok = e.len() <= 254
-        && e.split_once('@').is_some_and(|(local, domain)| {
-            !local.is_empty() && domain.contains('.') && !domain.contains('@')
-        })
-        && !e.chars().any(|c| c.is_whitespace() || c.is_control());
-    if !ok {
-        return Err(ControlError::invalid("`email` is not an email address"));
-    }
-    Ok(e)
 }
 
 impl Control {
@@ -336,7 +322,7 @@ impl Control {
         request: CreateOrganization,
     ) -> Result<AccountView> {
         self.require_legal(actor).await?;
-        let name = validate_name("account", &request.name, MAX_ACCOUNT_NAME)?;
+        let name = validate_name(&request.name, MAX_ACCOUNT_NAME)?;
         let account = self
             .store()
             .create_organization(actor.user_id, &name)
@@ -361,7 +347,7 @@ impl Control {
     ) -> Result<AccountView> {
         self.require_legal(actor).await?;
         let (_, role) = self.account_role(actor, account, Role::Admin).await?;
-        let name = validate_name("account", &request.name, MAX_ACCOUNT_NAME)?;
+        let name = validate_name(&request.name, MAX_ACCOUNT_NAME)?;
         let renamed = self
             .store()
             .rename_account(account, &name, request.version)
@@ -566,7 +552,7 @@ impl Control {
         if request.role == Role::Owner && role != Role::Owner {
             return Err(needs(Role::Owner));
         }
-        let email = normalize_email(&request.email)?;
+        let email = crate::identity::normalize_email(&request.email)?;
         let (token, token_hash) = crate::token::new_token()?;
         let ttl = chrono::Duration::from_std(self.config().invitation_ttl)
             .map_err(|_| ControlError::internal("the invitation lifetime is out of range"))?;

@@ -10,12 +10,19 @@
 //! Every step is idempotent, so a pass that crashed or failed half-way is simply run again:
 //! a project stays "being deleted" until a pass deletes all of its sandboxes. Profiles are
 //! erased only after that, since deleting a sandbox needs the credential.
+//!
+//! Two refusals can never change while the project is being deleted (its profiles can no
+//! longer be edited): no profile for the sandbox's provider, and a stored verification proving
+//! the credential cannot delete. Such a sandbox is left at its provider rather than blocking
+//! the deletion for ever; it is named in the report, the log and the `project.deleted` audit
+//! event (`leftAtProvider`), for the owner to delete by hand.
 
 use std::time::Duration;
 
 use corral_control_store::{NewAuditEvent, StoreError};
 use corral_domain::limits::MAX_PAGE_LIMIT;
 use corral_registry::ProjectId;
+use corral_service::error::ServiceError;
 use corral_service::{Caller, InlineAccess};
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +45,9 @@ pub struct DeletionReport {
     pub profiles_erased: usize,
     /// Projects left for the next pass, with why (never a secret).
     pub failures: Vec<String>,
+    /// Sandboxes Corral can never delete (no profile, or a credential proved unable to),
+    /// left at their providers.
+    pub left_at_provider: Vec<String>,
 }
 
 impl Control {
@@ -50,7 +60,7 @@ impl Control {
         for owned in self.store().projects_being_deleted().await? {
             let project = owned.project_id;
             match self.delete_project_contents(project, &mut report).await {
-                Ok(()) => {
+                Ok(left) => {
                     self.store().finish_project_deletion(project).await?;
                     report.projects_finished += 1;
                     self.store()
@@ -59,7 +69,7 @@ impl Control {
                             actor: None,
                             action: "project.deleted".to_owned(),
                             target: project.to_string(),
-                            detail: serde_json::json!({}),
+                            detail: serde_json::json!({ "leftAtProvider": left }),
                         })
                         .await?;
                 }
@@ -92,11 +102,12 @@ impl Control {
     }
 
     /// Keys, sandboxes, profiles of one project; `Err` leaves the project for the next pass.
+    /// Answers the sandboxes left at their providers.
     async fn delete_project_contents(
         &self,
         project: ProjectId,
         report: &mut DeletionReport,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         for key in self.registry().list_api_keys(project).await? {
             if key.revoked_at.is_none() {
                 self.registry().revoke_api_key(&key.key_id).await?;
@@ -123,13 +134,22 @@ impl Control {
             }
         }
         let mut failed = None;
+        let mut left = Vec::new();
         for id in live {
+            let id = id.to_string();
             match self
                 .service()
-                .delete(&caller, InlineAccess::default(), &id.to_string())
+                .delete(&caller, InlineAccess::default(), &id)
                 .await
             {
                 Ok(_) => report.sandboxes_deleted += 1,
+                Err(
+                    ServiceError::ProfileNotFound { .. }
+                    | ServiceError::OperationUnavailable { .. },
+                ) => {
+                    tracing::warn!(%project, sandbox = %id, "sandbox left at its provider: no usable credential");
+                    left.push(id);
+                }
                 // Keep going: each sandbox deleted now is one fewer to pay for.
                 Err(e) => failed = Some(ControlError::from(e)),
             }
@@ -146,7 +166,8 @@ impl Control {
                 report.profiles_erased += 1;
             }
         }
-        Ok(())
+        report.left_at_provider.extend(left.iter().cloned());
+        Ok(left)
     }
 
     /// Runs [`Control::run_deletions`] every `interval` until the task is aborted, logging

@@ -36,7 +36,8 @@ pub struct Readiness {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct VerificationView {
-    /// `create`, `exec`, `write`, `read` or `delete`.
+    /// The operation, as `Service::verify_profile` names it (`create`, `get`, `exec`,
+    /// `write_file`, `read_file`, `delete`).
     pub operation: String,
     /// Whether the credential can do it.
     pub ok: bool,
@@ -284,6 +285,13 @@ impl Control {
             )
             .await
             .map_err(profile_error)?;
+        if let Err(e) = self.still_writable(project).await {
+            self.registry()
+                .delete_profile(project, provider)
+                .await
+                .map_err(profile_error)?;
+            return Err(e);
+        }
         self.audit(
             actor,
             owned.account_id,
@@ -354,5 +362,104 @@ impl Control {
             .find(|p| p.provider == provider)
             .ok_or(ServiceError::ProfileNotFound { provider })?;
         Ok(self.profile_view(profile))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(
+        provider: Provider,
+        has_credential: bool,
+        context: ProviderContext,
+    ) -> ProviderProfile {
+        ProviderProfile {
+            project_id: ProjectId::new(),
+            provider,
+            context,
+            settings: serde_json::Map::new(),
+            has_credential,
+            verifications: Vec::new(),
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn readiness_names_the_missing_credential_and_context_fields() {
+        let all = Provider::ALL;
+        let vercel = readiness(
+            &profile(Provider::Vercel, false, ProviderContext::default()),
+            &all,
+        );
+        assert_eq!(vercel.missing, vec!["credential", "teamId", "projectId"]);
+        assert!(!vercel.ready);
+        let scoped = ProviderContext {
+            team_id: Some("team_1".into()),
+            project_id: Some("  ".into()),
+            ..ProviderContext::default()
+        };
+        let vercel = readiness(&profile(Provider::Vercel, true, scoped), &all);
+        assert_eq!(
+            vercel.missing,
+            vec!["projectId"],
+            "a blank field is missing"
+        );
+        let blaxel = readiness(
+            &profile(Provider::Blaxel, true, ProviderContext::default()),
+            &all,
+        );
+        assert_eq!(blaxel.missing, vec!["workspace"]);
+        let modal = readiness(
+            &profile(Provider::Modal, true, ProviderContext::default()),
+            &all,
+        );
+        assert_eq!(modal.missing, vec!["bridgeUrl"]);
+        let local = readiness(
+            &profile(Provider::Local, false, ProviderContext::default()),
+            &all,
+        );
+        assert!(local.ready, "the embedded provider needs no credential");
+        let e2b = readiness(
+            &profile(Provider::E2b, true, ProviderContext::default()),
+            &[],
+        );
+        assert_eq!(e2b.missing, vec!["provider"]);
+    }
+
+    #[test]
+    fn a_failed_verification_makes_a_complete_profile_not_ready() {
+        let mut p = profile(Provider::E2b, true, ProviderContext::default());
+        p.verifications = vec![
+            Verification {
+                operation: "create".into(),
+                ok: true,
+                reason: None,
+                remediation: None,
+                checked_at: chrono::Utc::now(),
+            },
+            Verification {
+                operation: "exec".into(),
+                ok: false,
+                reason: Some("forbidden".into()),
+                remediation: None,
+                checked_at: chrono::Utc::now(),
+            },
+        ];
+        let r = readiness(&p, &[Provider::E2b]);
+        assert!(r.missing.is_empty());
+        assert_eq!(r.failing_operations, vec!["exec"]);
+        assert!(!r.ready);
+    }
+
+    #[test]
+    fn put_profile_debug_never_shows_the_credential() {
+        let put: PutProfile =
+            serde_json::from_str(r#"{"credential":"s3cret","context":{"teamId":"t"}}"#).unwrap();
+        let shown = format!("{put:?}");
+        assert!(!shown.contains("s3cret"));
+        assert!(shown.contains("[redacted]"));
+        assert!(serde_json::from_str::<PutProfile>(r#"{"credentials":"x"}"#).is_err());
     }
 }

@@ -142,6 +142,17 @@ impl Control {
         }
     }
 
+    /// Re-checks, after a key or profile was written, that `project` was not meanwhile put up
+    /// for deletion: the worker lists keys and profiles after the deletion started, so what
+    /// this check lets through is seen by it, and what it catches the caller undoes.
+    pub(crate) async fn still_writable(&self, project: ProjectId) -> Result<()> {
+        self.store()
+            .check_project_writable(project)
+            .await
+            .map(|_| ())
+            .map_err(|e| not_found_as_project(e.into()))
+    }
+
     async fn project_view(&self, owned: &ProjectOwnership) -> Result<ProjectView> {
         let project = self
             .registry()
@@ -188,7 +199,7 @@ impl Control {
     ) -> Result<ProjectView> {
         self.require_legal(actor).await?;
         self.account_role(actor, account, Role::Admin).await?;
-        let name = validate_name("project", &request.name, MAX_PROJECT_NAME)?;
+        let name = validate_name(&request.name, MAX_PROJECT_NAME)?;
         let (project, created_at) = self
             .store()
             .create_account_project(account, &name)
@@ -224,7 +235,7 @@ impl Control {
         request: ProjectName,
     ) -> Result<ProjectView> {
         let owned = self.project_for_change(actor, project, Role::Admin).await?;
-        let name = validate_name("project", &request.name, MAX_PROJECT_NAME)?;
+        let name = validate_name(&request.name, MAX_PROJECT_NAME)?;
         self.registry()
             .rename_project(project, &name)
             .await
@@ -281,6 +292,10 @@ impl Control {
     pub async fn create_key(&self, actor: &Actor, project: ProjectId) -> Result<CreatedKey> {
         let owned = self.project_for_change(actor, project, Role::Admin).await?;
         let issued = self.registry().issue_api_key(project).await?;
+        if let Err(e) = self.still_writable(project).await {
+            self.registry().revoke_api_key(&issued.info.key_id).await?;
+            return Err(e);
+        }
         self.audit(
             actor,
             owned.account_id,

@@ -71,6 +71,7 @@ pub struct Fault {
     kind: FaultKind,
     path_contains: Option<String>,
     method: Option<Method>,
+    credential: Option<String>,
 }
 
 impl Fault {
@@ -89,6 +90,7 @@ impl Fault {
             kind,
             path_contains: None,
             method: None,
+            credential: None,
         }
     }
 
@@ -112,12 +114,24 @@ impl Fault {
         self
     }
 
-    fn matches(&self, method: &Method, path: &str) -> bool {
+    /// Applies only to requests carrying `credential` in some header (whichever header the
+    /// provider reads it from): a fault for one credential, e.g. a key without a permission.
+    pub fn for_credential(mut self, credential: &str) -> Self {
+        self.credential = Some(credential.to_owned());
+        self
+    }
+
+    fn matches(&self, method: &Method, path: &str, headers: &HeaderMap) -> bool {
         self.method.as_ref().is_none_or(|m| m == method)
             && self
                 .path_contains
                 .as_deref()
                 .is_none_or(|s| path.contains(s))
+            && self.credential.as_deref().is_none_or(|c| {
+                headers
+                    .values()
+                    .any(|v| v.to_str().is_ok_and(|v| v.contains(c)))
+            })
     }
 }
 
@@ -131,9 +145,9 @@ impl Faults {
         self.0.lock().expect("faults lock").push_back(fault);
     }
 
-    fn take(&self, method: &Method, path: &str) -> Option<FaultKind> {
+    fn take(&self, method: &Method, path: &str, headers: &HeaderMap) -> Option<FaultKind> {
         let mut q = self.0.lock().expect("faults lock");
-        let pos = q.iter().position(|f| f.matches(method, path))?;
+        let pos = q.iter().position(|f| f.matches(method, path, headers))?;
         q.remove(pos).map(|f| f.kind)
     }
 }
@@ -182,7 +196,9 @@ async fn intercept(State(shared): State<Shared>, req: Request, next: Next) -> Re
         headers: parts.headers.clone(),
         body: bytes.clone(),
     });
-    let fault = shared.faults.take(&parts.method, parts.uri.path());
+    let fault = shared
+        .faults
+        .take(&parts.method, parts.uri.path(), &parts.headers);
     let req = Request::from_parts(parts, Body::from(bytes));
     match fault {
         None => next.run(req).await,

@@ -21,6 +21,7 @@ pub mod fake;
 pub mod faults;
 pub mod harness;
 pub mod host_shell;
+pub mod spy;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

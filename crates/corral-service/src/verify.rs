@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::SubsecRound as _;
 use corral_domain::{
     CreateSandboxRequest, OperationId, Provider, ProviderCapabilities, SandboxStatus, TimeoutMode,
 };
@@ -59,6 +60,21 @@ pub(crate) fn not_reached(v: &Verification) -> bool {
         && v.reason
             .as_deref()
             .is_some_and(|r| r.starts_with(NOT_REACHED))
+}
+
+/// The probe's file in `dir`.
+fn probe_file_in(dir: &str, op: OperationId) -> String {
+    format!(
+        "{dir}/corral-probe-{}.txt",
+        op.to_string().to_ascii_lowercase()
+    )
+}
+
+/// Where the probe of operation `op` writes its file when its command made no directory:
+/// `/tmp`, present and writable in every sandbox image the adapters start. (Against a test
+/// fake that runs commands on the host, that is the host's `/tmp`: tests remove it.)
+pub fn fallback_probe_file(op: OperationId) -> String {
+    probe_file_in("/tmp", op)
 }
 
 /// Why an operation failed and what the customer can do about it; never a secret.
@@ -436,11 +452,10 @@ impl Probe {
             let dir = self.exec(&native).await;
             let folder = dir.as_ref().ok().cloned().flatten();
             out.push((exec, dir.map(|_| ())));
-            let path = format!(
-                "{}/corral-probe-{}.txt",
-                folder.as_deref().unwrap_or("/tmp"),
-                op.to_string().to_ascii_lowercase()
-            );
+            let path = match folder {
+                Some(dir) => probe_file_in(&dir, op),
+                None => fallback_probe_file(op),
+            };
             let content = format!("{PROBE_WORD} {op}\n").into_bytes();
             let written = self.write(&native, &path, &content).await;
             let read_back = match &written {
@@ -521,7 +536,8 @@ impl Service {
                 ok,
                 reason,
                 remediation,
-                checked_at: registry.database().now(),
+                // Stored with microsecond precision: answer exactly what is stored.
+                checked_at: registry.database().now().trunc_subsecs(6),
             });
         }
         for v in &results {

@@ -18,3 +18,4 @@ mod idempotency;
 mod limits;
 mod replicas;
 mod support;
+mod verify;

@@ -12,10 +12,11 @@ use corral_errors::ErrorCode;
 use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
 use corral_provider::{ProviderError, SandboxProvider, SecretString};
 use corral_provider_testkit::counting::Counting;
+use corral_provider_testkit::spy::Spy;
 use corral_registry::testing::{TestDb, dump_all_rows};
 use corral_registry::{MasterKey, ProfileInput, ProjectId, Registry, Verification};
 use corral_service::error::ServiceError;
-use corral_service::verify::VERIFIED_OPERATIONS;
+use corral_service::verify::{VERIFIED_OPERATIONS, fallback_probe_file};
 use corral_service::{Caller, InlineAccess, Service, ServiceConfig};
 
 const PROVIDER: Provider = Provider::E2b;
@@ -27,7 +28,19 @@ struct World {
     registry: Registry,
     service: Service,
     double: Arc<Counting>,
+    /// Around the double: the operation ids of the probes.
+    spy: Arc<Spy>,
     project: ProjectId,
+}
+
+impl Drop for World {
+    /// A probe whose exec failed wrote its file to `/tmp`, which for the double is the
+    /// host's.
+    fn drop(&mut self) {
+        for op in self.spy.attempted() {
+            let _ = std::fs::remove_file(fallback_probe_file(op));
+        }
+    }
 }
 
 async fn world(db: TestDb, gated: bool, config: ServiceConfig) -> World {
@@ -35,8 +48,9 @@ async fn world(db: TestDb, gated: bool, config: ServiceConfig) -> World {
     let registry = Registry::new(database.clone(), MasterKey::generate().unwrap());
     let store = IdempotencyStore::new(database, IdempotencyConfig::default());
     let double = Arc::new(Counting::new(PROVIDER, gated));
+    let spy = Arc::new(Spy::new(double.clone()));
     let mut providers: BTreeMap<Provider, Arc<dyn SandboxProvider>> = BTreeMap::new();
-    providers.insert(PROVIDER, double.clone());
+    providers.insert(PROVIDER, spy.clone());
     let service = Service::new(providers, registry.clone(), store, config);
     let project = registry.create_project("p").await.unwrap().id;
     registry
@@ -59,6 +73,7 @@ async fn world(db: TestDb, gated: bool, config: ServiceConfig) -> World {
         registry,
         service,
         double,
+        spy,
         project,
     }
 }
@@ -178,7 +193,9 @@ async fn every_operation_passes(w: World) {
     expected.sort_unstable();
     let kept = stored(&w).await;
     assert_eq!(ops(&kept), expected);
-    assert!(kept.iter().all(|v| v.ok));
+    for v in &results {
+        assert!(kept.contains(v), "answered {v:?}, stored {kept:?}");
+    }
     let mut metrics = String::new();
     w.service.render_metrics(&mut metrics);
     for call in VERIFIED_OPERATIONS {
