@@ -1,4 +1,4 @@
-//! The command line: `corral serve | migrate | project | key | profile | openapi`.
+//! The command line: `corral serve | migrate | project | key | profile | user | legal | openapi`.
 
 use std::path::PathBuf;
 
@@ -63,8 +63,60 @@ pub enum Command {
         #[command(subcommand)]
         command: ProfileCommand,
     },
+    /// Manage control-plane users.
+    User {
+        /// What to do.
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Publish legal documents users must accept.
+    Legal {
+        /// What to do.
+        #[command(subcommand)]
+        command: LegalCommand,
+    },
     /// Print the OpenAPI document (regenerate docs/openapi.json with it).
     Openapi,
+}
+
+/// `corral user …`.
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user (and their personal account) if missing and print a sign-in link for
+    /// them on stdout (it works once, for 15 minutes). Bootstraps the first owner.
+    Invite {
+        /// The user's email address.
+        #[arg(long)]
+        email: String,
+        /// The server's public URL the link points at; default `http://<listen address>`.
+        #[arg(long, env = "CORRAL_PUBLIC_URL")]
+        public_url: Option<String>,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+}
+
+/// `corral legal …`.
+#[derive(Debug, Subcommand)]
+pub enum LegalCommand {
+    /// Publish the next release of a document (`terms`, `privacy` or `acceptable-use`) from a
+    /// Markdown file; prints `{"document": …, "release": …}`. Every user must accept it
+    /// before changing anything in the control plane.
+    Publish {
+        /// `terms`, `privacy` or `acceptable-use`.
+        #[arg(long)]
+        document: String,
+        /// The release's title.
+        #[arg(long)]
+        title: String,
+        /// The release's text (Markdown).
+        #[arg(long)]
+        file: PathBuf,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
 }
 
 /// `corral project …`.

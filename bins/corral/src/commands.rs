@@ -15,7 +15,9 @@ use corral_registry::{
 };
 use corral_service::{Service, ServiceConfig};
 
-use crate::cli::{Cli, Command, KeyCommand, ProfileCommand, ProjectCommand, Storage};
+use crate::cli::{
+    Cli, Command, KeyCommand, LegalCommand, ProfileCommand, ProjectCommand, Storage, UserCommand,
+};
 use crate::config::{self, Overrides, Settings};
 use crate::http::{AppState, BuildInfo};
 
@@ -47,6 +49,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Project { command } => block_on(project(command)),
         Command::Key { command } => block_on(key(command)),
         Command::Profile { command } => block_on(profile(command)),
+        Command::User { command } => block_on(user(command)),
+        Command::Legal { command } => block_on(legal(command)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -362,5 +366,58 @@ async fn profile(command: ProfileCommand) -> Outcome {
         "hasCredential": stored.has_credential,
     });
     println!("{out}");
+    Ok(())
+}
+
+/// The control plane over the configured database, for the operator's commands (no
+/// providers: these commands never reach one).
+async fn open_control(
+    settings: &Settings,
+    public_url: Option<String>,
+) -> Result<corral_control::Control, CommandError> {
+    let (registry, store) = open_registry(settings).await?;
+    let service = service(settings, BTreeMap::new(), registry.clone(), store);
+    let public_url = public_url
+        .unwrap_or_else(|| format!("http://{}", settings.listen.replace("0.0.0.0", "127.0.0.1")));
+    let config = corral_control::ControlConfig {
+        public_url,
+        ..corral_control::ControlConfig::default()
+    };
+    let store = corral_control_store::ControlStore::new(registry.database().clone());
+    Ok(corral_control::Control::new(
+        store, registry, service, config,
+    ))
+}
+
+async fn user(command: UserCommand) -> Outcome {
+    let UserCommand::Invite {
+        email,
+        public_url,
+        storage,
+    } = command;
+    let settings = settings(&storage, None)?;
+    let control = open_control(&settings, public_url).await?;
+    // The operator asked for this link on their own terminal: printing it is the point.
+    let link = control.invite_user(&email).await?;
+    println!("{link}");
+    Ok(())
+}
+
+async fn legal(command: LegalCommand) -> Outcome {
+    let LegalCommand::Publish {
+        document,
+        title,
+        file,
+        storage,
+    } = command;
+    let body = std::fs::read_to_string(&file)
+        .map_err(|e| CommandError(format!("cannot read {}: {e}", file.display())))?;
+    let settings = settings(&storage, None)?;
+    let control = open_control(&settings, None).await?;
+    let release = control.publish_legal(&document, &title, &body).await?;
+    println!(
+        "{}",
+        serde_json::json!({ "document": document, "release": release })
+    );
     Ok(())
 }

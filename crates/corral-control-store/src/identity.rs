@@ -375,11 +375,22 @@ impl ControlStore {
             revoked_at: None,
         };
         let insert = row.clone();
-        read!(self, |c| diesel::insert_into(sessions::table)
-            .values(&insert)
+        write_tx!(self, |c| {
+            // The user's sessions past their absolute expiry are dead for good: drop them
+            // here, so sessions do not pile up without a sweeper.
+            diesel::delete(
+                sessions::table
+                    .filter(sessions::user_id.eq(&insert.user_id))
+                    .filter(sessions::expires_at.le(now)),
+            )
             .execute(c)
-            .await
-            .map_err(corral_registry::db_error))?;
+            .await?;
+            diesel::insert_into(sessions::table)
+                .values(&insert)
+                .execute(c)
+                .await?;
+            Ok::<_, RegistryError>(())
+        })?;
         row.into_session()
     }
 
@@ -429,13 +440,16 @@ impl ControlStore {
         Ok(())
     }
 
-    /// Revokes every session of `user`; returns how many were live.
-    pub async fn revoke_user_sessions(&self, user: UserId) -> Result<usize> {
+    /// Revokes every session of `user` except the one hashed `keep` (if given); returns how
+    /// many were revoked now.
+    pub async fn revoke_user_sessions(&self, user: UserId, keep: Option<&[u8]>) -> Result<usize> {
         let (id, now) = (user.to_string(), to_micros(self.db.now()));
+        let keep = keep.map(<[u8]>::to_vec).unwrap_or_default();
         let n = read!(self, |c| diesel::update(
             sessions::table
                 .filter(sessions::user_id.eq(&id))
                 .filter(sessions::revoked_at.is_null())
+                .filter(sessions::id_hash.ne(&keep))
         )
         .set(sessions::revoked_at.eq(now))
         .execute(c)

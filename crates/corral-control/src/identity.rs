@@ -224,8 +224,8 @@ impl Control {
 
     /// Mails a sign-in link to `email` if it belongs to a user or has a pending invitation
     /// (and is not suppressed). Always `Ok` for a well-formed address, so the answer says
-    /// nothing about who has an account; links beyond [`MAX_FAILURES`] per email or client
-    /// address in the window are silently not sent.
+    /// nothing about who has an account; beyond 5 links per email or client address in 15
+    /// minutes, none is sent.
     pub async fn request_sign_in(&self, email: &str, client: Option<IpAddr>) -> Result<()> {
         let email = normalize_email(email)?;
         let now = self.store().now();
@@ -302,8 +302,8 @@ impl Control {
     }
 
     /// Signs in with email and password. Wrong email and wrong password get the same answer
-    /// in about the same time; after [`MAX_FAILURES`] failures per email or client address in
-    /// the window, `rate_limited`.
+    /// in about the same time; after 5 failures in 15 minutes per email or client address,
+    /// `rate_limited`.
     pub async fn sign_in_with_password(
         &self,
         email: &str,
@@ -334,7 +334,9 @@ impl Control {
         }
     }
 
-    /// Sets the signed-in user's password (at least [`MIN_PASSWORD_CHARS`] characters).
+    /// Sets the signed-in user's password (at least [`MIN_PASSWORD_CHARS`] characters) and
+    /// signs out every other session of the user (whoever knew the old password, or held an
+    /// old session, is out).
     pub async fn set_password(&self, actor: &Actor, new_password: &str) -> Result<()> {
         if new_password.chars().count() < MIN_PASSWORD_CHARS
             || new_password.len() > MAX_PASSWORD_BYTES
@@ -347,6 +349,9 @@ impl Control {
         let password = new_password.to_owned();
         let phc = blocking(move || hash_password(&password)).await??;
         self.store().set_password_hash(actor.user_id, &phc).await?;
+        self.store()
+            .revoke_user_sessions(actor.user_id, Some(&actor.session_hash))
+            .await?;
         self.user_audit(actor.user_id, "user.password_change", serde_json::json!({}))
             .await?;
         Ok(())
@@ -366,5 +371,75 @@ impl Control {
             accounts,
             created_at: user.created_at,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails_are_trimmed_lower_cased_and_checked() {
+        assert_eq!(
+            normalize_email("  Ada.Lovelace+x@Example.COM\n").unwrap(),
+            "ada.lovelace+x@example.com"
+        );
+        for bad in [
+            "",
+            "ada",
+            "@example.com",
+            "ada@",
+            "ada@localhost",
+            "ada@@example.com",
+            "a da@example.com",
+            "ada@example..com",
+            "ada@.example.com",
+            "<ada@example.com>",
+            "ada@example.com\u{0}",
+        ] {
+            assert!(normalize_email(bad).is_err(), "{bad:?}");
+        }
+        let long = format!("{}@example.com", "a".repeat(65));
+        assert!(normalize_email(&long).is_err());
+    }
+
+    #[test]
+    fn throttle_counts_failures_per_key_within_the_window() {
+        let throttle = Throttle::default();
+        let t0 = chrono::Utc::now();
+        let keys = throttle_keys(Some("a@example.com"), None);
+        for _ in 0..MAX_FAILURES - 1 {
+            throttle.fail(&keys, t0);
+        }
+        assert!(throttle.check(&keys, t0).is_ok());
+        throttle.fail(&keys, t0 + chrono::TimeDelta::seconds(60));
+        let Err(ControlError::Throttled { retry_after }) = throttle.check(&keys, t0) else {
+            panic!("expected throttling");
+        };
+        // Free again once the oldest failure leaves the window: 15 minutes after t0.
+        assert_eq!(retry_after, 15 * 60);
+        let other = throttle_keys(Some("b@example.com"), None);
+        assert!(throttle.check(&other, t0).is_ok());
+        assert!(throttle.check(&keys, t0 + THROTTLE_WINDOW).is_ok());
+        throttle.fail(&keys, t0);
+        throttle.clear("email:a@example.com");
+        assert!(throttle.check(&keys, t0).is_ok());
+    }
+
+    #[test]
+    fn passwords_hash_to_argon2id_and_verify() {
+        let phc = hash_password("correct horse battery").unwrap();
+        assert!(phc.starts_with("$argon2id$"));
+        assert!(verify_password("correct horse battery", &phc));
+        assert!(!verify_password("correct horse batterY", &phc));
+        assert!(!verify_password(
+            "correct horse battery",
+            "not a phc string"
+        ));
+        assert_ne!(
+            phc,
+            hash_password("correct horse battery").unwrap(),
+            "salted"
+        );
     }
 }

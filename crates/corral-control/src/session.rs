@@ -141,7 +141,10 @@ impl Control {
 
     /// Signs out of every session of the user (this one included).
     pub async fn sign_out_everywhere(&self, actor: &Actor) -> Result<()> {
-        let revoked = self.store().revoke_user_sessions(actor.user_id).await?;
+        let revoked = self
+            .store()
+            .revoke_user_sessions(actor.user_id, None)
+            .await?;
         self.user_audit(
             actor.user_id,
             "user.sign_out_everywhere",

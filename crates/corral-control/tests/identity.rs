@@ -47,9 +47,14 @@ struct World {
 }
 
 async fn world(db: TestDb) -> World {
+    let config = db.config();
+    world_with(db, config).await
+}
+
+async fn world_with(db: TestDb, db_config: corral_registry::DatabaseConfig) -> World {
     let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
     let c: Arc<dyn Clock> = clock.clone();
-    let database = db.connect_with(db.config(), c).await;
+    let database = db.connect_with(db_config, c).await;
     let registry = Registry::new(database.clone(), MasterKey::generate().unwrap());
     let idempotency = IdempotencyStore::new(database.clone(), IdempotencyConfig::default());
     let service = Service::new(
@@ -106,6 +111,9 @@ on_both_backends!(
     invited_address_gets_a_user_when_its_link_is_used,
     me_lists_the_personal_account_and_audit_records_identity_events,
     no_token_or_password_is_stored,
+    concurrent_uses_of_one_sign_in_link_yield_one_session,
+    password_change_signs_out_every_other_session,
+    unreachable_store_is_legal_unavailable_for_legal_operations,
 );
 
 fn token_of(link: &str) -> String {
@@ -668,6 +676,66 @@ async fn no_token_or_password_is_stored(db: TestDb) {
         dump.contains("$argon2id$"),
         "the password is stored as argon2id"
     );
+}
+
+async fn concurrent_uses_of_one_sign_in_link_yield_one_session(db: TestDb) {
+    let w = world(db).await;
+    let token = token_of(&w.control.invite_user("race@example.com").await.unwrap());
+    let attempts = (0..6).map(|_| {
+        let (control, token) = (w.control.clone(), token.clone());
+        tokio::spawn(async move { control.sign_in_with_token(&token, None).await })
+    });
+    let mut ok = 0;
+    for attempt in attempts {
+        match attempt.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(ControlError::Unauthenticated { .. }) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(ok, 1);
+}
+
+async fn password_change_signs_out_every_other_session(db: TestDb) {
+    let w = world(db).await;
+    let (here, here_cookie) = signed_in(&w, "change@example.com").await;
+    let (_, elsewhere) = signed_in(&w, "change@example.com").await;
+    w.control
+        .set_password(&here, "a brand new password")
+        .await
+        .unwrap();
+    assert_eq!(
+        w.control.authenticate_session(&here_cookie).await.unwrap(),
+        here
+    );
+    assert!(w.control.authenticate_session(&elsewhere).await.is_err());
+}
+
+async fn unreachable_store_is_legal_unavailable_for_legal_operations(db: TestDb) {
+    // One connection, a short wait: holding it makes the store unreachable.
+    let mut config = db.config();
+    config.max_connections = 1;
+    config.wait_timeout = Duration::from_millis(200);
+    let w = world_with(db, config).await;
+    let (actor, _) = signed_in(&w, "outage@example.com").await;
+    w.control.publish_legal("terms", "T", "body").await.unwrap();
+
+    let held = w.control.store().database().connection().await.unwrap();
+    let status = w.control.legal_status(&actor).await.unwrap_err();
+    assert_eq!(status.code().as_str(), "legal_unavailable");
+    let gate = w.control.require_legal(&actor).await.unwrap_err();
+    assert_eq!(gate.code().as_str(), "legal_unavailable");
+    let accept = w
+        .control
+        .accept_legal(&actor, "terms", 1)
+        .await
+        .unwrap_err();
+    assert_eq!(accept.code().as_str(), "legal_unavailable");
+    // Other operations answer the store's own code.
+    let me = w.control.me(&actor).await.unwrap_err();
+    assert_eq!(me.code().as_str(), "sandbox_registry_unavailable");
+    drop(held);
+    w.control.accept_legal(&actor, "terms", 1).await.unwrap();
 }
 
 /// A loopback SMTP server that accepts one mail and hands back its DATA.

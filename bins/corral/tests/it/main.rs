@@ -7,6 +7,7 @@ mod api;
 mod bridge;
 mod bridge_e2e;
 mod browser;
+mod cli_control;
 mod codes;
 mod control_api;
 mod control_codes;
