@@ -121,8 +121,13 @@ fn start_server() -> Result<Server, String> {
     // One client sending thousands of requests a minute: the service's rate limits would
     // answer most of them 429 (they are tested through HTTP in the test suite instead).
     let config = dir.0.join("corral.toml");
-    std::fs::write(&config, "[rate_limits]\nenabled = false\n")
-        .map_err(|e| format!("cannot write {config:?}: {e}"))?;
+    // Thousands of creates on `local`: small sandbox filesystems (the default 1 GiB is
+    // allocated in full at create).
+    std::fs::write(
+        &config,
+        "[rate_limits]\nenabled = false\n\n[local]\ndisk_mib = 32\ndisk_reserve_mib = 256\n",
+    )
+    .map_err(|e| format!("cannot write {config:?}: {e}"))?;
     let log_path = root().join("target/schemathesis-server.log");
     let log =
         std::fs::File::create(&log_path).map_err(|e| format!("cannot create {log_path:?}: {e}"))?;

@@ -106,7 +106,7 @@ pub async fn open_registry(
 
 fn create_private_dir(dir: &Path) -> Result<(), CommandError> {
     if dir.exists() {
-        return Ok(());
+        return restrict_dir(dir);
     }
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
@@ -118,6 +118,27 @@ fn create_private_dir(dir: &Path) -> Result<(), CommandError> {
     builder
         .create(dir)
         .map_err(|e| CommandError(format!("cannot create {}: {e}", dir.display())))
+}
+
+/// Narrows an existing data directory to the server's user (it holds the master key and the
+/// SQLite database); an operator's wider mode from an older install is corrected with a warning.
+fn restrict_dir(dir: &Path) -> Result<(), CommandError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let meta = std::fs::metadata(dir)
+            .map_err(|e| CommandError(format!("cannot read {}: {e}", dir.display())))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| {
+                CommandError(format!(
+                    "cannot restrict {} to mode 0700: {e}",
+                    dir.display()
+                ))
+            })?;
+            tracing::warn!(dir = %dir.display(), "restricted the data directory to mode 0700");
+        }
+    }
+    Ok(())
 }
 
 /// Builds the service from settings and providers (used by `serve` and by tests).
@@ -420,4 +441,26 @@ async fn legal(command: LegalCommand) -> Outcome {
         serde_json::json!({ "document": document, "release": release })
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_data_directory_with_a_wider_mode_is_narrowed_to_the_owner() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("data");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        create_private_dir(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let fresh = parent.path().join("fresh");
+        create_private_dir(&fresh).unwrap();
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
 }

@@ -58,6 +58,9 @@
 //! max_processes = 1024
 //! file_size_mib = 1024
 //! cpu_seconds = 600
+//! cpu_weight = 100
+//! disk_mib = 1024          # each sandbox's own filesystem; 0 = none
+//! disk_reserve_mib = 1024  # free space every create leaves on the data volume
 //! ```
 //!
 //! Each `[providers.<id>]` table is read by that adapter's configuration type, which documents
@@ -264,10 +267,20 @@ pub struct LocalSection {
     pub root: Option<PathBuf>,
     /// Whether sandboxes may reach the network.
     pub allow_network: Option<bool>,
-    /// Address space per command process, in MiB (`RLIMIT_AS`).
+    /// Memory of the whole sandbox, swap off (its cgroup), and address space per process, in
+    /// MiB.
     pub memory_mib: Option<u64>,
-    /// Processes of the sandbox uid (`RLIMIT_NPROC`).
+    /// Processes of the whole sandbox (its cgroup's `pids.max`, and `RLIMIT_NPROC`).
     pub max_processes: Option<u64>,
+    /// Size of each sandbox's own filesystem, in MiB, allocated in full at create; `0` puts
+    /// sandboxes directly on the data volume (no quota).
+    pub disk_mib: Option<u64>,
+    /// Free space a create must leave on the data volume, in MiB.
+    pub disk_reserve_mib: Option<u64>,
+    /// The sandbox's CPU weight against other sandboxes (cgroup `cpu.weight`, 1–10000).
+    pub cpu_weight: Option<u64>,
+    /// A hard CPU cap per sandbox in thousandths of a core (cgroup `cpu.max`); none by default.
+    pub cpu_max_millicores: Option<u64>,
     /// Largest file a command may write, in MiB (`RLIMIT_FSIZE`).
     pub file_size_mib: Option<u64>,
     /// CPU seconds per command process (`RLIMIT_CPU`).

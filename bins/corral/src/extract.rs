@@ -318,6 +318,13 @@ impl<T: DeserializeOwned + 'static, L: BodyLimit + 'static> FromRequest for Json
     }
 }
 
+/// A client that stops sending its body would hold a connection (and, for a slow trickle, a
+/// worker's attention) indefinitely: the body must keep arriving, a chunk at least every
+/// `BODY_IDLE`, and be complete within `BODY_TOTAL`.
+pub const BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+/// See [`BODY_IDLE`].
+pub const BODY_TOTAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 async fn read_json<T: DeserializeOwned>(
     req: &HttpRequest,
     payload: &mut Payload,
@@ -345,7 +352,19 @@ async fn read_json<T: DeserializeOwned>(
         return Err(too_large());
     }
     let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
+    let deadline = tokio::time::Instant::now() + BODY_TOTAL;
+    loop {
+        let wait = deadline.min(tokio::time::Instant::now() + BODY_IDLE);
+        let Ok(next) = tokio::time::timeout_at(wait, payload.next()).await else {
+            return Err(ServiceError::RequestTimeout {
+                message: format!(
+                    "the request body stalled (no data for {} s, or not complete within {} s)",
+                    BODY_IDLE.as_secs(),
+                    BODY_TOTAL.as_secs()
+                ),
+            });
+        };
+        let Some(chunk) = next else { break };
         let chunk =
             chunk.map_err(|e| ServiceError::invalid(format!("cannot read the body: {e}")))?;
         if body.len() + chunk.len() > limit {

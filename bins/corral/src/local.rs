@@ -24,6 +24,14 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn SandboxProvider>, String> {
             memory_bytes: mib(l.memory_mib, defaults.memory_bytes),
             file_size_bytes: mib(l.file_size_mib, defaults.file_size_bytes),
             cpu_seconds: l.cpu_seconds.unwrap_or(defaults.cpu_seconds),
+            cpu_weight: l.cpu_weight.unwrap_or(defaults.cpu_weight),
+            cpu_max_millicores: l.cpu_max_millicores.or(defaults.cpu_max_millicores),
+            disk_bytes: match l.disk_mib {
+                Some(0) => None,
+                Some(m) => Some(m.saturating_mul(1024 * 1024)),
+                None => defaults.disk_bytes,
+            },
+            disk_reserve_bytes: mib(l.disk_reserve_mib, defaults.disk_reserve_bytes),
         },
     };
     let provider = LocalProvider::new(config).map_err(|e| e.to_string())?;

@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use corral_domain::Provider;
-use corral_provider::{CallContext, ProviderError, Result};
+use corral_provider::{CallContext, ExposeSecret as _, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, Response, header};
 use corral_provider_http::{
     Auth, Failure, HttpConfig, ProviderHttp, parse_json, path_segment, read_capped,
@@ -19,8 +19,15 @@ use crate::api::{self, ErrorBody, codes};
 /// Clients kept for distinct (URL, pinned addresses) pairs; the cache is emptied when full.
 const MAX_CLIENTS: usize = 64;
 
-/// A failed call whose answer may say "this route does not exist here".
-pub(crate) struct Refusal(pub(crate) Failure);
+/// A failed call whose answer may say "this route does not exist here", with the answer's
+/// text already scrubbed of the call's credential (empty when no answer came back).
+pub(crate) struct Refusal(pub(crate) Failure, String);
+
+impl From<Failure> for Refusal {
+    fn from(failure: Failure) -> Self {
+        Refusal(failure, String::new())
+    }
+}
 
 impl Refusal {
     /// The error body's `code`, when the bridge sent the contract's error body.
@@ -51,7 +58,7 @@ impl Refusal {
             },
             (Some(403), Some(codes::INVALID_REQUEST)) => ProviderError::InvalidRequest {
                 provider,
-                message: corral_provider_http::error_message(&self.0.body),
+                message: self.1,
             },
             _ => self.0.error,
         }
@@ -148,13 +155,20 @@ impl Client {
     ) -> std::result::Result<Response, Refusal> {
         let mut req = http
             .authed_query(ctx, method, path, query)
-            .map_err(|e| Refusal(transport(e)))?;
+            .map_err(|e| Refusal::from(transport(e)))?;
         if let Some((content_type, bytes)) = body {
             req = req.header(header::CONTENT_TYPE, content_type).body(bytes);
         }
-        http.send_for_failure(ctx, req, limit)
-            .await
-            .map_err(Refusal)
+        http.send_for_failure(ctx, req, limit).await.map_err(|f| {
+            // Redacted before it is cut, so no part of a key straddling the cut survives.
+            let secrets: Vec<&str> = ctx
+                .credential()
+                .map(|c| c.expose_secret())
+                .into_iter()
+                .collect();
+            let excerpt = corral_provider_http::error_message_redacted(&f.body, &secrets);
+            Refusal(f, excerpt)
+        })
     }
 
     async fn json<T: serde::de::DeserializeOwned>(
@@ -272,8 +286,9 @@ impl Client {
         body: &api::ExecRequest,
         limit: Duration,
     ) -> std::result::Result<Response, Refusal> {
-        let http = self.http(ctx).map_err(|e| Refusal(transport(e)))?;
-        let body = serde_json::to_vec(body).map_err(|e| Refusal(transport(self.invalid(e))))?;
+        let http = self.http(ctx).map_err(|e| Refusal::from(transport(e)))?;
+        let body =
+            serde_json::to_vec(body).map_err(|e| Refusal::from(transport(self.invalid(e))))?;
         self.send(
             &http,
             ctx,
@@ -292,7 +307,7 @@ impl Client {
         id: &str,
         file_path: &str,
     ) -> std::result::Result<Response, Refusal> {
-        let http = self.http(ctx).map_err(|e| Refusal(transport(e)))?;
+        let http = self.http(ctx).map_err(|e| Refusal::from(transport(e)))?;
         let limit = http.config().request_timeout;
         self.send(
             &http,
@@ -313,7 +328,7 @@ impl Client {
         file_path: &str,
         content: &[u8],
     ) -> std::result::Result<(), Refusal> {
-        let http = self.http(ctx).map_err(|e| Refusal(transport(e)))?;
+        let http = self.http(ctx).map_err(|e| Refusal::from(transport(e)))?;
         let limit = http.config().request_timeout;
         self.send(
             &http,

@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use corral_provider::{CallContext, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
-use corral_provider_http::{
-    Failure, ProviderHttp, Url, collect_pages, join, multipart_file, with_query,
-};
+use corral_provider_http::{Failure, ProviderHttp, TrustedUrl, Url, collect_pages, multipart_file};
 
 use crate::api;
 
@@ -43,20 +41,15 @@ pub(crate) fn check_id(native_id: &str) -> Result<()> {
     }
 }
 
-/// The toolbox base of one sandbox: `{toolboxProxyUrl}/{sandboxId}`, checked to be http(s).
-pub(crate) fn toolbox_base(proxy_url: &str, id: &str) -> Result<Url> {
+/// The toolbox base of one sandbox: `{toolboxProxyUrl}/{sandboxId}`, checked to be on the
+/// trusted hosts (the API key is sent there).
+pub(crate) fn toolbox_base(http: &ProviderHttp, proxy_url: &str, id: &str) -> Result<TrustedUrl> {
     check_id(id)?;
     let proxy = Url::parse(proxy_url).map_err(|e| ProviderError::Protocol {
         provider: P,
         message: format!("the sandbox's toolboxProxyUrl is invalid: {e}"),
     })?;
-    if !matches!(proxy.scheme(), "http" | "https") || proxy.host().is_none() {
-        return Err(ProviderError::Protocol {
-            provider: P,
-            message: "the sandbox's toolboxProxyUrl is not an http(s) URL".into(),
-        });
-    }
-    Ok(join(&proxy, id))
+    Ok(http.check_trusted("toolboxProxyUrl", proxy)?.join(id))
 }
 
 /// A toolbox file endpoint's failure as a file error about `path`. The daemon answers 403 when
@@ -75,6 +68,11 @@ fn file_failure(failure: Failure, path: &str) -> ProviderError {
 impl Client {
     pub(crate) fn new(http: ProviderHttp) -> Self {
         Self { http }
+    }
+
+    /// The shared HTTP layer (for checking toolbox URLs).
+    pub(crate) fn http(&self) -> &ProviderHttp {
+        &self.http
     }
 
     /// Sends a request whose non-2xx answer says something its status alone tells (a 409 on
@@ -155,13 +153,13 @@ impl Client {
     pub(crate) async fn execute(
         &self,
         ctx: &CallContext,
-        toolbox: &Url,
+        toolbox: &TrustedUrl,
         body: &api::ExecuteRequest,
         limit: Duration,
     ) -> Result<api::ExecuteResponse> {
         let req = self
             .http
-            .authed_url(ctx, Method::POST, join(toolbox, "/process/execute"))?
+            .authed_trusted(ctx, Method::POST, &toolbox.join("/process/execute"))?
             .json(body);
         self.http.send_json_within(ctx, req, limit).await
     }
@@ -170,11 +168,11 @@ impl Client {
     pub(crate) async fn file_info(
         &self,
         ctx: &CallContext,
-        toolbox: &Url,
+        toolbox: &TrustedUrl,
         path: &str,
     ) -> Result<Option<api::FileInfo>> {
-        let url = with_query(join(toolbox, "/files/info"), &[("path", path)]);
-        let req = self.http.authed_url(ctx, Method::GET, url)?;
+        let url = toolbox.join("/files/info").with_query(&[("path", path)]);
+        let req = self.http.authed_trusted(ctx, Method::GET, &url)?;
         match self.send_for_failure(ctx, req).await {
             Ok(resp) => self.http.read_json(resp).await.map(Some),
             Err(failure) => match file_failure(failure, path) {
@@ -188,11 +186,13 @@ impl Client {
     pub(crate) async fn download(
         &self,
         ctx: &CallContext,
-        toolbox: &Url,
+        toolbox: &TrustedUrl,
         path: &str,
     ) -> Result<Response> {
-        let url = with_query(join(toolbox, "/files/download"), &[("path", path)]);
-        let req = self.http.authed_url(ctx, Method::GET, url)?;
+        let url = toolbox
+            .join("/files/download")
+            .with_query(&[("path", path)]);
+        let req = self.http.authed_trusted(ctx, Method::GET, &url)?;
         self.send_for_failure(ctx, req)
             .await
             .map_err(|f| file_failure(f, path))
@@ -203,16 +203,16 @@ impl Client {
     pub(crate) async fn upload(
         &self,
         ctx: &CallContext,
-        toolbox: &Url,
+        toolbox: &TrustedUrl,
         path: &str,
         content: &[u8],
     ) -> Result<()> {
-        let url = with_query(join(toolbox, "/files/upload"), &[("path", path)]);
+        let url = toolbox.join("/files/upload").with_query(&[("path", path)]);
         let name = path.rsplit('/').next().unwrap_or(path);
         let (content_type, body) = multipart_file("file", name, content);
         let req = self
             .http
-            .authed_url(ctx, Method::POST, url)?
+            .authed_trusted(ctx, Method::POST, &url)?
             .header("Content-Type", content_type)
             .body(body);
         self.send_for_failure(ctx, req)

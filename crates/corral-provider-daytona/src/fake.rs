@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -67,7 +67,9 @@ struct Inner {
     max_page: AtomicUsize,
     /// Paths the toolbox refuses with 403 (the sandbox user lacks the permission).
     denied: Mutex<BTreeSet<PathBuf>>,
-    toolbox_url: OnceLock<String>,
+    /// The `toolboxProxyUrl` every sandbox record carries (the toolbox server's own, unless
+    /// [`Fake::set_toolbox_proxy_url`] said otherwise).
+    toolbox_url: Mutex<String>,
 }
 
 type Shared = Arc<Inner>;
@@ -91,9 +93,7 @@ impl Fake {
         inner.max_page.store(200, Ordering::SeqCst);
         let control = FakeServer::start(control_router(inner.clone())).await;
         let toolbox = FakeServer::start(toolbox_router(inner.clone())).await;
-        let _ = inner
-            .toolbox_url
-            .set(format!("{}/toolbox", toolbox.base_url()));
+        *inner.toolbox_url.lock().unwrap() = format!("{}/toolbox", toolbox.base_url());
         Self {
             control,
             toolbox,
@@ -121,8 +121,16 @@ impl Fake {
     pub fn config(&self) -> DaytonaConfig {
         DaytonaConfig {
             base_url: self.base_url(),
+            default_toolbox_proxy_url: format!("{}/toolbox", self.toolbox.base_url()),
+            trusted_hosts: vec![self.toolbox.base_url()],
             ..DaytonaConfig::default()
         }
+    }
+
+    /// Makes every sandbox record name `url` as its `toolboxProxyUrl` from now on, as a
+    /// provider could answer anything there.
+    pub fn set_toolbox_proxy_url(&self, url: &str) {
+        *self.inner.toolbox_url.lock().unwrap() = url.to_owned();
     }
 
     /// A call context carrying [`API_KEY`].
@@ -321,7 +329,7 @@ fn record(inner: &Inner, id: &str, s: &Sandbox, state: &str) -> Value {
         "autoStopInterval": s.auto_stop_interval,
         "autoArchiveInterval": 10080,
         "autoDeleteInterval": -1,
-        "toolboxProxyUrl": inner.toolbox_url.get().cloned().unwrap_or_default(),
+        "toolboxProxyUrl": inner.toolbox_url.lock().unwrap().clone(),
     })
 }
 

@@ -30,8 +30,11 @@
 //! 403 for a file the sandbox user may not read or write: a file operation failure, not a
 //! rejected key.
 //!
-//! Configuration (`[providers.daytona]`, [`DaytonaConfig`]): `base_url`, `toolbox_url` and the
-//! `http` table.
+//! Configuration (`[providers.daytona]`, [`DaytonaConfig`]): `base_url`, `toolbox_url`,
+//! `trusted_hosts` and the `http` table. A sandbox record's `toolboxProxyUrl` is a provider
+//! answer and the API key goes there, so it is used only when it is on `trusted_hosts`
+//! (`daytona.io` over https at public addresses, by default; see
+//! `corral_provider_http::TrustedHosts`).
 
 pub mod api;
 pub mod capabilities;
@@ -52,7 +55,7 @@ use corral_provider::{
     Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
     ProviderError, Result, SandboxProvider,
 };
-use corral_provider_http::{HttpConfig, ProviderHttp, Url, read_file_body};
+use corral_provider_http::{HttpConfig, ProviderHttp, TrustedHosts, TrustedUrl, read_file_body};
 
 use crate::client::{Client, OPERATION_LABEL, toolbox_base};
 
@@ -70,15 +73,25 @@ pub struct DaytonaConfig {
     /// configuration file.
     #[serde(rename = "toolbox_url")]
     pub default_toolbox_proxy_url: String,
+    /// Hosts a toolbox URL may be on, since the API key is sent there: host suffixes (https
+    /// and public addresses only; default Daytona's `daytona.io`) or exact origins such as
+    /// `http://127.0.0.1:4567` (fakes, self-hosted Daytona). A sandbox record's
+    /// `toolboxProxyUrl` off these hosts is refused, and so is a `toolbox_url` at start-up.
+    pub trusted_hosts: Vec<String>,
     /// Timeouts and caps.
     pub http: HttpConfig,
 }
+
+/// Daytona Cloud's domain: its API (`app.daytona.io`) and toolbox proxy
+/// (`proxy.app.daytona.io`) are under it.
+pub const DEFAULT_TRUSTED_HOSTS: [&str; 1] = ["daytona.io"];
 
 impl Default for DaytonaConfig {
     fn default() -> Self {
         Self {
             base_url: "https://app.daytona.io/api".into(),
             default_toolbox_proxy_url: "https://proxy.app.daytona.io/toolbox".into(),
+            trusted_hosts: DEFAULT_TRUSTED_HOSTS.map(str::to_owned).to_vec(),
             http: HttpConfig::default(),
         }
     }
@@ -90,18 +103,27 @@ pub struct DaytonaProvider {
     client: Client,
     caps: ProviderCapabilities,
     default_toolbox_proxy_url: String,
-    /// Toolbox base per sandbox, learnt from create/get.
-    toolboxes: Mutex<HashMap<String, Url>>,
+    /// Toolbox base per sandbox, learnt from create/get (and checked against the trusted
+    /// hosts).
+    toolboxes: Mutex<HashMap<String, TrustedUrl>>,
 }
 
 impl Adapter for DaytonaProvider {
     const PROVIDER: Provider = P;
     type Config = DaytonaConfig;
 
-    /// Fails only on an unusable base or toolbox URL.
+    /// Fails on an unusable base URL, `trusted_hosts` entry or toolbox URL (one off the
+    /// trusted hosts included).
     fn from_config(config: DaytonaConfig) -> Result<Self> {
-        let http = ProviderHttp::new(P, &config.base_url, config.http)?;
-        toolbox_base(&config.default_toolbox_proxy_url, "probe")?;
+        let trusted = TrustedHosts::parse(P, &config.trusted_hosts)?;
+        let http =
+            ProviderHttp::new(P, &config.base_url, config.http)?.with_trusted_hosts(trusted)?;
+        toolbox_base(&http, &config.default_toolbox_proxy_url, "probe").map_err(|e| {
+            ProviderError::InvalidRequest {
+                provider: P,
+                message: format!("toolbox_url is not usable: {e}"),
+            }
+        })?;
         Ok(Self {
             client: Client::new(http),
             caps: capabilities::capabilities(),
@@ -112,13 +134,15 @@ impl Adapter for DaytonaProvider {
 }
 
 impl DaytonaProvider {
-    fn remember(&self, sandbox: &api::Sandbox) -> Result<Url> {
+    /// Caches the sandbox's toolbox base, when its `toolboxProxyUrl` is on the trusted hosts
+    /// (the API key is sent there).
+    fn remember(&self, sandbox: &api::Sandbox) -> Result<TrustedUrl> {
         let proxy = if sandbox.toolbox_proxy_url.is_empty() {
             &self.default_toolbox_proxy_url
         } else {
             &sandbox.toolbox_proxy_url
         };
-        let base = toolbox_base(proxy, &sandbox.id)?;
+        let base = toolbox_base(self.client.http(), proxy, &sandbox.id)?;
         self.toolboxes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -127,7 +151,7 @@ impl DaytonaProvider {
     }
 
     /// The sandbox's toolbox base, from the cache or from `GET /sandbox/{id}`.
-    async fn toolbox(&self, ctx: &CallContext, id: &str) -> Result<Url> {
+    async fn toolbox(&self, ctx: &CallContext, id: &str) -> Result<TrustedUrl> {
         let cached = self
             .toolboxes
             .lock()

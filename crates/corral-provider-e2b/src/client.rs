@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use corral_provider::{CallContext, ProviderError, Result, SecretString};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
-use corral_provider_http::{Auth, Page, ProviderHttp, Url, join, multipart_file, with_query};
+use corral_provider_http::{
+    Auth, Page, ProviderHttp, TrustedUrl, Url, is_host_name, multipart_file,
+};
 
 use crate::api;
 
@@ -61,7 +63,7 @@ pub(crate) fn envd_user(envd_version: &str) -> Option<&'static str> {
 /// Where one sandbox's envd answers, with which token, and as whom to ask.
 #[derive(Clone)]
 pub(crate) struct Envd {
-    pub(crate) base: Url,
+    pub(crate) base: TrustedUrl,
     pub(crate) token: Option<SecretString>,
     /// The user named on every request (old envd only, see [`envd_user`]).
     pub(crate) user: Option<&'static str>,
@@ -70,7 +72,7 @@ pub(crate) struct Envd {
 impl std::fmt::Debug for Envd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Envd")
-            .field("base", &self.base.as_str())
+            .field("base", &self.base.as_url().as_str())
             .field("token", &self.token.as_ref().map(|_| "[redacted]"))
             .field("user", &self.user)
             .finish()
@@ -184,12 +186,25 @@ impl Client {
         })
     }
 
-    /// The envd base URL of a sandbox, from the configured template.
-    pub(crate) fn envd_base(&self, id: &str, domain: Option<&str>) -> Result<Url> {
+    /// The envd base URL of a sandbox, from the configured template: `domain` (a provider
+    /// answer) must be a plain host name, and the URL must be on the trusted hosts, since the
+    /// sandbox's token is sent there.
+    pub(crate) fn envd_base(&self, id: &str, domain: Option<&str>) -> Result<TrustedUrl> {
         check_id(id)?;
-        let domain = domain
-            .filter(|d| !d.is_empty())
-            .unwrap_or(&self.default_domain);
+        let domain = match domain.filter(|d| !d.is_empty()) {
+            Some(d) if is_host_name(d) => d,
+            Some(_) => {
+                tracing::warn!(
+                    provider = %P,
+                    "refused a sandbox domain that is not a plain host name"
+                );
+                return Err(ProviderError::Protocol {
+                    provider: P,
+                    message: "the sandbox's `domain` is not a plain host name".into(),
+                });
+            }
+            None => &self.default_domain,
+        };
         let url = self
             .envd_url_template
             .replace("{port}", &ENVD_PORT.to_string())
@@ -199,41 +214,40 @@ impl Client {
             provider: P,
             message: format!("the envd URL for the sandbox is invalid: {e}"),
         })?;
-        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-            return Err(ProviderError::Protocol {
-                provider: P,
-                message: "the envd URL for the sandbox is not an http(s) URL".into(),
-            });
-        }
-        Ok(parsed)
+        self.http.check_trusted("envd URL (`domain`)", parsed)
     }
 
     /// A request to envd carrying the sandbox's token (if it has one).
-    fn envd_request(&self, envd: &Envd, method: Method, url: Url) -> RequestBuilder {
+    fn envd_request(
+        &self,
+        envd: &Envd,
+        method: Method,
+        url: &TrustedUrl,
+    ) -> Result<RequestBuilder> {
         match &envd.token {
             Some(token) => self.http.with_token(method, url, ACCESS_TOKEN_AUTH, token),
-            None => self.http.client().request(method, url),
+            None => self.http.trusted_request(method, url),
         }
     }
 
     /// A Connect call to envd: the user, if named, as the SDKs send it there (HTTP Basic,
     /// empty password).
-    fn envd_rpc(&self, envd: &Envd, path: &str) -> RequestBuilder {
-        let req = self.envd_request(envd, Method::POST, join(&envd.base, path));
-        match envd.user {
+    fn envd_rpc(&self, envd: &Envd, path: &str) -> Result<RequestBuilder> {
+        let req = self.envd_request(envd, Method::POST, &envd.base.join(path))?;
+        Ok(match envd.user {
             Some(user) => req.basic_auth(user, Some("")),
             None => req,
-        }
+        })
     }
 
     /// `GET`/`POST /files?path=` (and `&username=` when the user is named).
-    fn envd_files(&self, envd: &Envd, method: Method, path: &str) -> RequestBuilder {
+    fn envd_files(&self, envd: &Envd, method: Method, path: &str) -> Result<RequestBuilder> {
         let mut query = vec![("path", path)];
         if let Some(user) = envd.user {
             query.push(("username", user));
         }
-        let url = with_query(join(&envd.base, "/files"), &query);
-        self.envd_request(envd, method, url)
+        let url = envd.base.join("/files").with_query(&query);
+        self.envd_request(envd, method, &url)
     }
 
     /// `POST /process.Process/Start` (Connect server stream); the body is one enveloped
@@ -247,7 +261,7 @@ impl Client {
         grace: Duration,
     ) -> Result<Response> {
         let req = self
-            .envd_rpc(envd, "/process.Process/Start")
+            .envd_rpc(envd, "/process.Process/Start")?
             .header("Content-Type", "application/connect+json")
             .header("Connect-Protocol-Version", "1")
             .header("Connect-Timeout-Ms", timeout.as_millis().max(1).to_string())
@@ -265,7 +279,7 @@ impl Client {
         path: &str,
     ) -> Result<Option<api::StatResponse>> {
         let req = self
-            .envd_rpc(envd, "/filesystem.Filesystem/Stat")
+            .envd_rpc(envd, "/filesystem.Filesystem/Stat")?
             .header("Connect-Protocol-Version", "1")
             .json(&api::StatRequest {
                 path: path.to_owned(),
@@ -285,7 +299,7 @@ impl Client {
         path: &str,
     ) -> Result<Response> {
         let req = self
-            .envd_files(envd, Method::GET, path)
+            .envd_files(envd, Method::GET, path)?
             .header("Accept-Encoding", "identity");
         self.http.send(ctx, req).await
     }
@@ -301,7 +315,7 @@ impl Client {
         let name = path.rsplit('/').next().unwrap_or(path);
         let (content_type, body) = multipart_file("file", name, content);
         let req = self
-            .envd_files(envd, Method::POST, path)
+            .envd_files(envd, Method::POST, path)?
             .header("Content-Type", content_type)
             .body(body);
         self.http.send_json(ctx, req).await

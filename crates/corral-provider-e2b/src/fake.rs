@@ -65,6 +65,8 @@ struct Sandbox {
     dir: tempfile::TempDir,
     expires: Instant,
     timeout_seconds: u64,
+    /// The `domain` its answers carry (`null` unless [`Fake::set_domain`] said otherwise).
+    domain: Option<String>,
 }
 
 impl Sandbox {
@@ -81,6 +83,7 @@ struct Inner {
     chunk: AtomicUsize,
     page_size: AtomicUsize,
     envd_version: Mutex<String>,
+    domain: Mutex<Option<String>>,
 }
 
 type Shared = Arc<Inner>;
@@ -131,6 +134,7 @@ impl Fake {
         E2bConfig {
             base_url: self.control.base_url(),
             envd_url_template: self.envd.base_url(),
+            trusted_hosts: vec![self.envd.base_url()],
             ..E2bConfig::default()
         }
     }
@@ -151,6 +155,13 @@ impl Fake {
     /// Sandboxes created from now on run envd `version` (see [`OLD_ENVD_VERSION`]).
     pub fn set_envd_version(&self, version: &str) {
         *self.inner.envd_version.lock().unwrap() = version.to_owned();
+    }
+
+    /// Sandboxes created from now on carry `domain` in their create and get answers (the
+    /// envd host is then `49983-<id>.<domain>` under E2B's template), as a provider could
+    /// answer anything there.
+    pub fn set_domain(&self, domain: Option<&str>) {
+        *self.inner.domain.lock().unwrap() = domain.map(str::to_owned);
     }
 
     /// Sends exec streams in pieces of `n` bytes (envelopes then straddle pieces).
@@ -221,7 +232,7 @@ fn detail(id: &str, s: &Sandbox, with_token: bool) -> Value {
         "envdVersion": s.envd_version,
         "metadata": s.metadata,
         "state": "running",
-        "domain": null,
+        "domain": s.domain,
     });
     if with_token {
         v["envdAccessToken"] = json!(s.token);
@@ -292,6 +303,7 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
     let dir = tempfile::tempdir().expect("temp dir");
     let secure = v.get("secure").and_then(Value::as_bool).unwrap_or(false);
     let envd_version = inner.envd_version.lock().unwrap().clone();
+    let domain = inner.domain.lock().unwrap().clone();
     let sandbox = Sandbox {
         seq: n,
         template_id: template_id.to_owned(),
@@ -301,6 +313,7 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         dir,
         expires: Instant::now() + Duration::from_secs(timeout),
         timeout_seconds: timeout,
+        domain: domain.clone(),
     };
     inner.sandboxes.lock().unwrap().insert(id.clone(), sandbox);
     let mut out = json!({
@@ -308,7 +321,7 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         "sandboxID": id,
         "clientID": "6532622b",
         "envdVersion": envd_version,
-        "domain": null,
+        "domain": domain,
     });
     if secure {
         out["envdAccessToken"] = json!(token);

@@ -29,8 +29,13 @@
 //! what E2B itself can do). No context beyond the API key is needed.
 //!
 //! Configuration ([`E2bConfig`], `[providers.e2b]` in the server's file): `base_url`,
-//! `envd_url_template`, `default_domain`, `default_template` and the `http` table; every key
-//! is optional and defaults to E2B's production values.
+//! `envd_url_template`, `default_domain`, `default_template`, `trusted_hosts` and the `http`
+//! table; every key is optional and defaults to E2B's production values.
+//!
+//! The `domain` of a create or get answer is a provider answer: it is used only when it is a
+//! plain host name and the envd URL it gives is on `trusted_hosts` (E2B's domains over https
+//! at public addresses, by default; see `corral_provider_http::TrustedHosts`), so the
+//! sandbox's token is sent nowhere else.
 
 pub mod api;
 pub mod capabilities;
@@ -48,11 +53,11 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use corral_domain::{OperationId, Provider, ProviderCapabilities};
 use corral_provider::{
-    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider, SecretString, files,
+    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _,
+    ObservedSandbox, ProviderError, Result, SandboxProvider, SecretString, files,
 };
 use corral_provider_http::{
-    HttpConfig, ProviderHttp, collect_pages, map_body_error, read_file_body,
+    HttpConfig, ProviderHttp, TrustedHosts, collect_pages, map_body_error, read_file_body,
 };
 
 use crate::client::{API_KEY_AUTH, Client, Envd, OPERATION_KEY, envd_user};
@@ -79,9 +84,18 @@ pub struct E2bConfig {
     pub default_domain: String,
     /// Template used when the request has no `image`.
     pub default_template: String,
+    /// Hosts an envd URL may be on: host suffixes (https and public addresses only; default
+    /// E2B's domains `e2b.app`, `e2b.dev`, `e2b.pro`) or exact origins such as
+    /// `http://127.0.0.1:4567` (fakes, self-hosted E2B). The `domain` of a create answer is
+    /// used only when the envd URL it gives is on one of these.
+    pub trusted_hosts: Vec<String>,
     /// Timeouts and caps (the `http` table).
     pub http: HttpConfig,
 }
+
+/// E2B's own domains: the SDKs' default `e2b.app` and the other domains they treat as E2B's
+/// (`e2b.dev`, `e2b.pro`; see `docs/providers/e2b.md`).
+pub const DEFAULT_TRUSTED_HOSTS: [&str; 3] = ["e2b.app", "e2b.dev", "e2b.pro"];
 
 impl Default for E2bConfig {
     fn default() -> Self {
@@ -90,6 +104,7 @@ impl Default for E2bConfig {
             envd_url_template: "https://{port}-{sandboxID}.{domain}".into(),
             default_domain: "e2b.app".into(),
             default_template: "base".into(),
+            trusted_hosts: DEFAULT_TRUSTED_HOSTS.map(str::to_owned).to_vec(),
             http: HttpConfig::default(),
         }
     }
@@ -109,16 +124,22 @@ impl Adapter for E2bProvider {
     const PROVIDER: Provider = P;
     type Config = E2bConfig;
 
-    /// Fails on an unusable base URL or envd URL template.
+    /// Fails on an unusable base URL, `trusted_hosts` entry or envd URL template (one that
+    /// with `default_domain` does not give an http(s) URL on the trusted hosts).
     fn from_config(config: E2bConfig) -> Result<Self> {
-        let http = ProviderHttp::new(P, &config.base_url, config.http)?.with_auth(API_KEY_AUTH);
+        let trusted = TrustedHosts::parse(P, &config.trusted_hosts)?;
+        let http = ProviderHttp::new(P, &config.base_url, config.http)?
+            .with_auth(API_KEY_AUTH)
+            .with_trusted_hosts(trusted)?;
         let client = Client::new(http, config.envd_url_template, config.default_domain);
         // Validate the template once, so a bad configuration fails at start-up.
         client
             .envd_base("probe", None)
-            .map_err(|_| ProviderError::InvalidRequest {
+            .map_err(|e| ProviderError::InvalidRequest {
                 provider: P,
-                message: "envd_url_template does not give an http(s) URL".into(),
+                message: format!(
+                    "envd_url_template with default_domain does not give a usable envd URL: {e}"
+                ),
             })?;
         Ok(Self {
             client,
@@ -262,7 +283,14 @@ impl E2bProvider {
                     let eos: api::EndOfStream =
                         corral_provider_http::parse_json(P, &envelope.data)?;
                     if let Some(err) = eos.error {
-                        return Err(map::connect_error(&err, spec.timeout));
+                        let mut secrets: Vec<&str> = Vec::new();
+                        if let Some(token) = &envd.token {
+                            secrets.push(token.expose_secret());
+                        }
+                        if let Some(key) = ctx.credential() {
+                            secrets.push(key.expose_secret());
+                        }
+                        return Err(map::connect_error(&err, spec.timeout, &secrets));
                     }
                     let end = end.ok_or_else(|| {
                         protocol("the command stream closed without an end event".into())

@@ -34,8 +34,14 @@ pub(crate) fn status(state: &str) -> SandboxStatus {
 
 /// A Connect error code (end-of-stream or unary body) → `ProviderError`, as the E2B SDK reads
 /// them; `deadline_exceeded` is the command's own deadline.
-pub(crate) fn connect_error(err: &api::ConnectError, command_timeout: Duration) -> ProviderError {
-    let message = excerpt(&err.message, 300);
+/// `secrets` (the API key, the sandbox's envd token) are scrubbed from envd's message before it
+/// is cut.
+pub(crate) fn connect_error(
+    err: &api::ConnectError,
+    command_timeout: Duration,
+    secrets: &[&str],
+) -> ProviderError {
+    let message = corral_provider_http::redacted_excerpt(&err.message, secrets);
     match err.code.as_str() {
         "deadline_exceeded" => ProviderError::CommandTimedOut {
             after: command_timeout,
@@ -132,9 +138,26 @@ mod tests {
                 message: String::new(),
             },
             Duration::from_secs(2),
+            &[],
         );
         assert!(
             matches!(e, ProviderError::CommandTimedOut { after } if after == Duration::from_secs(2))
         );
+    }
+
+    #[test]
+    fn an_envd_stream_error_is_scrubbed_of_the_token_before_it_is_cut() {
+        let token = "envd-token-CANARY0123456789ABCDEF";
+        let e = connect_error(
+            &api::ConnectError {
+                code: "unauthenticated".into(),
+                message: format!("{}{token} is not valid", "z".repeat(290)),
+            },
+            Duration::from_secs(2),
+            &[token],
+        );
+        let shown = format!("{e} {e:?}");
+        assert!(matches!(e, ProviderError::Unauthorized { .. }), "{e:?}");
+        assert!(!shown.contains(&token[..8]), "{shown}");
     }
 }

@@ -29,9 +29,20 @@ impl Auth {
             Auth::Bearer => client
                 .request(method, url)
                 .bearer_auth(secret.expose_secret()),
-            Auth::Header(name) => client
-                .request(method, url)
-                .header(name, secret.expose_secret()),
+            Auth::Header(name) => {
+                let req = client.request(method, url);
+                match reqwest::header::HeaderValue::from_str(secret.expose_secret()) {
+                    // Sensitive: kept out of `Debug` output and in the redaction set of the
+                    // request's error messages (as `bearer_auth` marks its value).
+                    Ok(mut value) => {
+                        value.set_sensitive(true);
+                        req.header(name, value)
+                    }
+                    // Not a valid header value: the builder reports it when the request is
+                    // sent, without echoing the value.
+                    Err(_) => req.header(name, secret.expose_secret()),
+                }
+            }
             Auth::Query(name) => {
                 url.query_pairs_mut()
                     .append_pair(name, secret.expose_secret());
@@ -59,6 +70,7 @@ mod tests {
         assert_eq!(bearer.headers()["authorization"], "Bearer s3cret");
         let header = build(Auth::Header("X-API-Key"));
         assert_eq!(header.headers()["x-api-key"], "s3cret");
+        assert!(header.headers()["x-api-key"].is_sensitive());
         assert!(header.headers().get("authorization").is_none());
         let query = build(Auth::Query("token"));
         assert_eq!(query.url().query(), Some("a=1&token=s3cret"));

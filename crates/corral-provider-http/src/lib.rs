@@ -13,10 +13,18 @@
 //! [`ProviderHttp::authed`] (or [`ProviderHttp::authed_url`] for the provider's other hosts);
 //! listings are followed with [`collect_pages`]. [`sse::SseParser`] decodes
 //! `text/event-stream` bodies incrementally.
+//!
+//! URLs a provider's answers name (a sandbox's toolbox, envd or agent address) are checked
+//! against the adapter's [`TrustedHosts`] and requested through a second client whose
+//! resolver vets and pins the addresses ([`ProviderHttp::with_trusted_hosts`],
+//! [`ProviderHttp::authed_trusted`], [`ProviderHttp::with_token`]). Error messages quote the
+//! provider's text only after every secret the request carried is replaced, then cut
+//! ([`error_message_redacted`]).
 
 mod auth;
 mod pages;
 pub mod sse;
+mod trust;
 
 use std::time::Duration;
 
@@ -32,6 +40,7 @@ use serde::de::DeserializeOwned;
 pub use auth::Auth;
 pub use pages::{Page, collect_pages};
 pub use reqwest;
+pub use trust::{TrustedHosts, TrustedUrl, is_host_name, is_public};
 pub use url::Url;
 
 /// How long to wait for a TCP/TLS connection.
@@ -41,7 +50,7 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest response body read into memory (file reads are 8 MiB, plus encoding overhead).
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// Characters of a provider's error body kept in an error message.
-const ERROR_EXCERPT_CHARS: usize = 300;
+pub const ERROR_EXCERPT_CHARS: usize = 300;
 
 /// Timeouts and caps of one provider's HTTP client. In a configuration file it is the
 /// `[providers.<id>.http]` table: `connect_timeout_seconds`, `request_timeout_seconds`,
@@ -120,6 +129,21 @@ pub struct ProviderHttp {
     base: Url,
     config: HttpConfig,
     auth: Auth,
+    /// The hosts provider answers may name, and the client (with the guarded resolver) that
+    /// requests them; `None` until [`ProviderHttp::with_trusted_hosts`].
+    trusted: Option<(TrustedHosts, reqwest::Client)>,
+}
+
+/// A client builder with the settings every provider client shares: timeouts, no redirects
+/// (a provider that redirects is answering something Corral did not ask, and a redirect is a
+/// new, unchecked URL), no environment proxies.
+fn client_builder(config: &HttpConfig) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .connect_timeout(config.connect_timeout)
+        .timeout(config.request_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
 }
 
 impl ProviderHttp {
@@ -154,7 +178,7 @@ impl ProviderHttp {
         pinned: Option<&[std::net::SocketAddr]>,
     ) -> Result<Self> {
         let base = parse_base(provider, base_url)?;
-        let mut builder = reqwest::Client::builder();
+        let mut builder = client_builder(&config);
         if let Some(addrs) = pinned {
             match base.host() {
                 Some(url::Host::Domain(domain)) => {
@@ -172,24 +196,68 @@ impl ProviderHttp {
             }
         }
         let client = builder
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| ProviderError::Unavailable {
-                provider,
-                message: format!("cannot build the HTTP client: {}", e.without_url()),
-                retry_after: None,
-            })?;
+            .map_err(|e| client_build_error(provider, e))?;
         Ok(Self {
             provider,
             client,
             base,
             config,
             auth: Auth::Bearer,
+            trusted: None,
         })
+    }
+
+    /// Lets this client reach the data-plane URLs the provider names, when they pass
+    /// `trusted` (see [`TrustedHosts`]): builds a second client whose resolver resolves only
+    /// trusted names, once, and refuses non-public answers for suffix-trusted ones.
+    pub fn with_trusted_hosts(mut self, trusted: TrustedHosts) -> Result<Self> {
+        let client = client_builder(&self.config)
+            .dns_resolver(trusted.resolver())
+            .build()
+            .map_err(|e| client_build_error(self.provider, e))?;
+        self.trusted = Some((trusted, client));
+        Ok(self)
+    }
+
+    /// Checks a URL the provider named (`what`: the field, e.g. `toolboxProxyUrl`) against
+    /// the trusted hosts; everything is refused when none were given.
+    pub fn check_trusted(&self, what: &str, url: Url) -> Result<TrustedUrl> {
+        match &self.trusted {
+            Some((trusted, _)) => trusted.check(what, url),
+            None => TrustedHosts::parse(self.provider, &[])?.check(what, url),
+        }
+    }
+
+    /// The client that requests trusted URLs (`Protocol` when none was built: no URL can have
+    /// been checked against this client's hosts).
+    fn trusted_client(&self) -> Result<&reqwest::Client> {
+        self.trusted
+            .as_ref()
+            .map(|(_, client)| client)
+            .ok_or_else(|| ProviderError::Protocol {
+                provider: self.provider,
+                message: "no trusted hosts are configured for the provider's data plane".into(),
+            })
+    }
+
+    /// A request to a provider-named `url` carrying the call's credential, presented as this
+    /// client's [`Auth`] (Daytona's toolbox takes the account key).
+    pub fn authed_trusted(
+        &self,
+        ctx: &CallContext,
+        method: Method,
+        url: &TrustedUrl,
+    ) -> Result<RequestBuilder> {
+        let secret = ctx.require_credential(self.provider)?;
+        Ok(self
+            .auth
+            .request(self.trusted_client()?, method, url.as_url().clone(), secret))
+    }
+
+    /// A request to a provider-named `url` without a credential.
+    pub fn trusted_request(&self, method: Method, url: &TrustedUrl) -> Result<RequestBuilder> {
+        Ok(self.trusted_client()?.request(method, url.as_url().clone()))
     }
 
     /// Presents the call's credential as `auth` on every [`ProviderHttp::authed`] request
@@ -217,7 +285,8 @@ impl ProviderHttp {
     }
 
     /// A request to `url` carrying the call's credential, for a provider's other hosts that
-    /// take the same credential (Daytona's toolbox). Never for a host a caller chose.
+    /// take the same credential and that the operator configured. Never for a host a caller
+    /// or a provider answer chose (use [`ProviderHttp::authed_trusted`]).
     pub fn authed_url(
         &self,
         ctx: &CallContext,
@@ -228,16 +297,17 @@ impl ProviderHttp {
         Ok(self.auth.request(&self.client, method, url, secret))
     }
 
-    /// A request to `url` carrying a token that is not the call's credential (E2B's envd
-    /// access token, Together's in-VM agent token), presented as `auth`.
+    /// A request to a provider-named `url` carrying a token that is not the call's credential
+    /// (E2B's envd access token, Together's in-VM agent token), presented as `auth`. The token
+    /// joins the redaction set of this request's error messages.
     pub fn with_token(
         &self,
         method: Method,
-        url: Url,
+        url: &TrustedUrl,
         auth: Auth,
         token: &SecretString,
-    ) -> RequestBuilder {
-        auth.request(&self.client, method, url, token)
+    ) -> Result<RequestBuilder> {
+        Ok(auth.request(self.trusted_client()?, method, url.as_url().clone(), token))
     }
 
     /// The provider this client talks to.
@@ -294,15 +364,17 @@ impl ProviderHttp {
                 retry_after: None,
             });
         }
-        let resp = req
-            .timeout(left)
-            .send()
+        let (client, request) = req.timeout(left).build_split();
+        let request = request.map_err(|e| map_send_error(self.provider, &e))?;
+        let sent = sent_secrets(&request);
+        let resp = client
+            .execute(request)
             .await
             .map_err(|e| map_send_error(self.provider, &e))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
-        let failure = self.failure(ctx, resp).await;
+        let failure = self.failure(ctx, resp, &sent).await;
         Err(failure.error)
     }
 
@@ -323,20 +395,24 @@ impl ProviderHttp {
                 retry_after: None,
             }));
         }
-        let resp = req
-            .timeout(left)
-            .send()
+        let (client, request) = req.timeout(left).build_split();
+        let request = request.map_err(|e| Failure::transport(map_send_error(self.provider, &e)))?;
+        let sent = sent_secrets(&request);
+        let resp = client
+            .execute(request)
             .await
             .map_err(|e| Failure::transport(map_send_error(self.provider, &e)))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
-        Err(self.failure(ctx, resp).await)
+        Err(self.failure(ctx, resp, &sent).await)
     }
 
-    /// Maps a non-2xx answer. The call's credential is scrubbed from the message, in case the
-    /// provider echoed it (the raw body stays in `Failure::body` for the adapter only).
-    async fn failure(&self, ctx: &CallContext, resp: Response) -> Failure {
+    /// Maps a non-2xx answer. Every secret in play (the call's credential and the tokens the
+    /// request carried, `sent`) is scrubbed from the provider's text *before* it is cut to
+    /// an excerpt, so no part of a secret straddling the cut survives (the raw body stays in
+    /// `Failure::body` for the adapter only).
+    async fn failure(&self, ctx: &CallContext, resp: Response, sent: &[String]) -> Failure {
         let status = resp.status();
         let headers = resp.headers().clone();
         let path = resp.url().path().to_owned();
@@ -344,9 +420,14 @@ impl ProviderHttp {
         let body = read_capped(self.provider, resp, 64 * 1024)
             .await
             .unwrap_or_default();
-        let mut error = map_status(self.provider, status, &headers, &body, &path);
+        let mut secrets: Vec<&str> = sent.iter().map(String::as_str).collect();
         if let Some(credential) = ctx.credential() {
-            error = error.redact(credential.expose_secret());
+            secrets.push(credential.expose_secret());
+        }
+        let mut error =
+            map_status_redacted(self.provider, status, &headers, &body, &path, &secrets);
+        for secret in &secrets {
+            error = error.redact(secret);
         }
         Failure {
             error,
@@ -544,6 +625,14 @@ pub async fn read_capped(provider: Provider, mut resp: Response, cap: usize) -> 
 
 /// Maps a failure to get a response.
 pub fn map_send_error(provider: Provider, e: &reqwest::Error) -> ProviderError {
+    if let Some(refusal) = trust::guard_refusal(e) {
+        // The provider named a host that resolves where Corral will not connect: its answer
+        // is what is wrong, and nothing was sent.
+        return ProviderError::Protocol {
+            provider,
+            message: format!("refused to connect to a provider-named host: {refusal}"),
+        };
+    }
     if e.is_connect() {
         // Nothing was sent: no connection was made.
         return ProviderError::Unavailable {
@@ -655,7 +744,20 @@ pub fn map_status(
     body: &[u8],
     path: &str,
 ) -> ProviderError {
-    let message = error_message(body);
+    map_status_redacted(provider, status, headers, body, path, &[])
+}
+
+/// As [`map_status`], with `secrets` scrubbed from the provider's text before it is cut (see
+/// [`error_message_redacted`]).
+pub fn map_status_redacted(
+    provider: Provider,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    path: &str,
+    secrets: &[&str],
+) -> ProviderError {
+    let message = error_message_redacted(body, secrets);
     match status.as_u16() {
         401 | 403 => ProviderError::Unauthorized { provider, message },
         404 | 410 => ProviderError::NotFound {
@@ -688,25 +790,82 @@ pub fn map_status(
 /// The message of a provider error body: a JSON `message`/`error`/`detail` field if there is
 /// one, else the text; trimmed.
 pub fn error_message(body: &[u8]) -> String {
+    error_message_redacted(body, &[])
+}
+
+/// As [`error_message`], with every one of `secrets` (4 characters or more) replaced by
+/// `[redacted]` before the text is cut to [`ERROR_EXCERPT_CHARS`]: redacting after the cut
+/// would leave the first part of a secret that straddles it.
+pub fn error_message_redacted(body: &[u8], secrets: &[&str]) -> String {
+    message_within(body, secrets, ERROR_EXCERPT_CHARS)
+}
+
+/// `text` with every one of `secrets` (4 characters or more) replaced by `[redacted]`, then cut
+/// to [`ERROR_EXCERPT_CHARS`]: for provider text that does not arrive as an error body (an
+/// error event inside a stream).
+pub fn redacted_excerpt(text: &str, secrets: &[&str]) -> String {
+    excerpt(&redact_all(text, secrets), ERROR_EXCERPT_CHARS)
+}
+
+/// [`error_message_redacted`] cut to `max` characters.
+fn message_within(body: &[u8], secrets: &[&str], max: usize) -> String {
+    let cut = |s: &str| excerpt(&redact_all(s, secrets), max);
     let text = String::from_utf8_lossy(body);
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
         for key in ["message", "error", "detail", "msg"] {
             match &v[key] {
-                serde_json::Value::String(s) => return excerpt(s, ERROR_EXCERPT_CHARS),
+                serde_json::Value::String(s) => return cut(s),
                 serde_json::Value::Object(o) => {
                     if let Some(serde_json::Value::String(s)) = o.get("message") {
-                        return excerpt(s, ERROR_EXCERPT_CHARS);
+                        return cut(s);
                     }
                 }
                 _ => {}
             }
         }
     }
-    let msg = excerpt(&text, ERROR_EXCERPT_CHARS);
+    let msg = cut(&text);
     if msg.is_empty() {
         "no details".into()
     } else {
         msg
+    }
+}
+
+/// Shortest secret scrubbed (as [`ProviderError::redact`]): shorter strings would scrub
+/// ordinary words.
+const MIN_REDACTED_CHARS: usize = 4;
+
+/// `text` with every occurrence of each of `secrets` replaced by `[redacted]`.
+fn redact_all(text: &str, secrets: &[&str]) -> String {
+    let mut out = text.to_owned();
+    for secret in secrets {
+        if secret.len() >= MIN_REDACTED_CHARS && out.contains(secret) {
+            out = out.replace(secret, "[redacted]");
+        }
+    }
+    out
+}
+
+/// The secrets a request carries: its sensitive header values (a bearer token without its
+/// scheme, a named credential header as [`Auth`] sets it). HTTP Basic values are left out:
+/// the only one sent (E2B's user selection) has no password.
+fn sent_secrets(request: &reqwest::Request) -> Vec<String> {
+    request
+        .headers()
+        .values()
+        .filter(|v| v.is_sensitive())
+        .filter_map(|v| v.to_str().ok())
+        .filter(|v| !v.starts_with("Basic "))
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).to_owned())
+        .collect()
+}
+
+fn client_build_error(provider: Provider, e: reqwest::Error) -> ProviderError {
+    ProviderError::Unavailable {
+        provider,
+        message: format!("cannot build the HTTP client: {}", e.without_url()),
+        retry_after: None,
     }
 }
 
@@ -868,6 +1027,267 @@ mod tests {
         assert!(ProviderHttp::pinned(p, "https://203.0.113.7/", c.clone(), &[vetted]).is_ok());
         assert!(ProviderHttp::pinned(p, "https://127.0.0.1/", c.clone(), &[vetted]).is_err());
         assert!(ProviderHttp::pinned(p, "https://bridge.example.com/", c, &[]).is_err());
+    }
+
+    /// A loopback server answering every request with `status` and `body(request head)`,
+    /// counting the connections it accepted.
+    async fn answering(
+        status: u16,
+        body: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> (
+        std::net::SocketAddr,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            while let Ok((mut sock, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let mut buf = vec![0u8; 16 * 1024];
+                let n = sock.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let text = body(&head);
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+                let _ = sock.write_all(answer.as_bytes()).await;
+            }
+        });
+        (addr, accepted)
+    }
+
+    /// The value of header `name` in a raw request head.
+    fn header_in(head: &str, name: &str) -> String {
+        head.lines()
+            .find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every 8-character window of `secret` absent from `shown`.
+    fn assert_no_part_of(secret: &str, shown: &str) {
+        let chars: Vec<char> = secret.chars().collect();
+        for w in chars.windows(8) {
+            let part: String = w.iter().collect();
+            assert!(
+                !shown.contains(&part),
+                "`{part}` of the secret leaked: {shown}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_credential_straddling_the_excerpt_cut_is_redacted_whole() {
+        // The provider echoes the key so that it starts 10 characters before the cut.
+        let key = "sk-live-CANARYKEY0123456789ABCDEF";
+        let (addr, _) = answering(400, |head| {
+            let echoed = header_in(head, "authorization");
+            let echoed = echoed.trim_start_matches("Bearer ");
+            format!(
+                "{}{echoed} is not allowed",
+                "x".repeat(ERROR_EXCERPT_CHARS - 10)
+            )
+        })
+        .await;
+        let http = ProviderHttp::new(
+            Provider::Daytona,
+            &format!("http://{addr}"),
+            HttpConfig::default(),
+        )
+        .unwrap();
+        let ctx = CallContext::new(Some(SecretString::from(key)), Default::default());
+        let req = http.authed(&ctx, Method::GET, "/x").unwrap();
+        let err = http.send_bytes(&ctx, req).await.unwrap_err();
+        assert_no_part_of(key, &format!("{err} {err:?}"));
+    }
+
+    #[tokio::test]
+    async fn an_in_sandbox_token_is_redacted_from_its_requests_errors() {
+        let token = SecretString::from("envd-token-CANARY0123456789ABCDEF");
+        let (addr, _) = answering(500, |head| {
+            let echoed = header_in(head, "x-access-token");
+            format!(
+                r#"{{"message":"{}token {echoed} expired"}}"#,
+                "y".repeat(290)
+            )
+        })
+        .await;
+        let origin = format!("http://{addr}");
+        let trusted = TrustedHosts::parse(Provider::E2b, std::slice::from_ref(&origin)).unwrap();
+        let http = ProviderHttp::new(Provider::E2b, "https://api.e2b.app", HttpConfig::default())
+            .unwrap()
+            .with_trusted_hosts(trusted)
+            .unwrap();
+        let url = http
+            .check_trusted("envd URL", Url::parse(&origin).unwrap())
+            .unwrap();
+        let req = http
+            .with_token(Method::GET, &url, Auth::Header("X-Access-Token"), &token)
+            .unwrap();
+        let ctx = CallContext::new(
+            Some(SecretString::from("e2b_other_key")),
+            Default::default(),
+        );
+        let err = http.send_bytes(&ctx, req).await.unwrap_err();
+        assert!(matches!(err, ProviderError::ServerError { .. }), "{err:?}");
+        assert_no_part_of(token.expose_secret(), &format!("{err} {err:?}"));
+    }
+
+    #[tokio::test]
+    async fn a_trusted_name_resolving_to_a_non_public_address_is_refused_before_connecting() {
+        let (addr, accepted) = answering(200, |_| "ok".into()).await;
+        // `localhost` as a trusted *suffix*: https, public addresses only.
+        let trusted = TrustedHosts::parse(Provider::Daytona, &["localhost".to_owned()]).unwrap();
+        let http = ProviderHttp::new(
+            Provider::Daytona,
+            "https://app.daytona.io/api",
+            HttpConfig::default(),
+        )
+        .unwrap()
+        .with_trusted_hosts(trusted)
+        .unwrap();
+        let url = http
+            .check_trusted(
+                "toolboxProxyUrl",
+                Url::parse(&format!("https://localhost:{}/t", addr.port())).unwrap(),
+            )
+            .unwrap();
+        let ctx = CallContext::new(Some(SecretString::from("dtn_key_0123")), Default::default());
+        let req = http.authed_trusted(&ctx, Method::GET, &url).unwrap();
+        let err = http.send_bytes(&ctx, req).await.unwrap_err();
+        assert!(matches!(err, ProviderError::Protocol { .. }), "{err:?}");
+        assert!(err.to_string().contains("non-public"), "{err}");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn an_operator_origin_is_reached_at_any_address_and_nothing_else_is() {
+        let (addr, accepted) = answering(200, |_| "ok".into()).await;
+        let by_name = format!("http://localhost:{}", addr.port());
+        let trusted = TrustedHosts::parse(
+            Provider::Together,
+            &[format!("http://{addr}"), by_name.clone()],
+        )
+        .unwrap();
+        let http = ProviderHttp::new(
+            Provider::Together,
+            "https://api.example",
+            HttpConfig::default(),
+        )
+        .unwrap()
+        .with_trusted_hosts(trusted)
+        .unwrap();
+        let ctx = CallContext::anonymous();
+        for origin in [format!("http://{addr}"), by_name] {
+            let url = http
+                .check_trusted("agent.url", Url::parse(&origin).unwrap())
+                .unwrap();
+            let body = http
+                .send_bytes(&ctx, http.trusted_request(Method::GET, &url).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(&body[..], b"ok");
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // A client without trusted hosts refuses every provider-named URL.
+        let bare = ProviderHttp::new(
+            Provider::Together,
+            "https://api.example",
+            HttpConfig::default(),
+        )
+        .unwrap();
+        assert!(
+            bare.check_trusted("agent.url", Url::parse(&format!("http://{addr}")).unwrap())
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_canary_at_every_position_of_a_body_survives_no_cut() {
+        // Exhaustive where the property test samples: every position of the canary in a short
+        // body, every cut from 1 to past the body's end, plain and JSON.
+        let canary = "CANARY0123456789SECRET";
+        let filler = "abcdefghij klmnopqrs, tuvwxyz; ".repeat(3);
+        let windows: Vec<String> = canary
+            .chars()
+            .collect::<Vec<_>>()
+            .windows(8)
+            .map(|w| w.iter().collect())
+            .collect();
+        for at in 0..=filler.len() {
+            let text = format!("{}{canary}{}", &filler[..at], &filler[at..]);
+            let json = serde_json::json!({ "message": text }).to_string();
+            for body in [&text, &json] {
+                for max in 1..=text.len() + 1 {
+                    let shown = message_within(body.as_bytes(), &[canary], max);
+                    for part in &windows {
+                        assert!(
+                            !shown.contains(part.as_str()),
+                            "at {at}, cut {max}: {shown}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// How an error body wraps the text that holds the canary.
+    #[derive(Debug, Clone, Copy)]
+    enum BodyShape {
+        Plain,
+        Message,
+        NestedError,
+        Detail,
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// The canary (upper-case letters and digits, which the filler never contains) placed
+        /// at every position of every body shape, cut at any length: no 8 characters of it
+        /// survive in the message.
+        #[test]
+        fn a_canary_credential_never_survives_any_cut_of_any_error_body(
+            canary in "[A-Z0-9]{8,48}",
+            filler in "[a-z .,:;/_\\-\n\t\"{}]{0,700}",
+            at in 0usize..=1000,
+            max in 1usize..=800,
+            shape in proptest::prop_oneof![
+                proptest::strategy::Just(BodyShape::Plain),
+                proptest::strategy::Just(BodyShape::Message),
+                proptest::strategy::Just(BodyShape::NestedError),
+                proptest::strategy::Just(BodyShape::Detail),
+            ],
+        ) {
+            let chars: Vec<char> = filler.chars().collect();
+            let at = at.min(chars.len());
+            let text: String = chars[..at]
+                .iter()
+                .chain(canary.chars().collect::<Vec<_>>().iter())
+                .chain(chars[at..].iter())
+                .collect();
+            let body = match shape {
+                BodyShape::Plain => text,
+                BodyShape::Message => serde_json::json!({ "message": text }).to_string(),
+                BodyShape::NestedError => {
+                    serde_json::json!({ "error": { "message": text } }).to_string()
+                }
+                BodyShape::Detail => serde_json::json!({ "detail": text }).to_string(),
+            };
+            let shown = message_within(body.as_bytes(), &[canary.as_str(), "unrelated-secret"], max);
+            let canary_chars: Vec<char> = canary.chars().collect();
+            for w in canary_chars.windows(8) {
+                let part: String = w.iter().collect();
+                proptest::prop_assert!(!shown.contains(&part), "`{}` leaked: {}", part, shown);
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! of a pid namespace when its pid 1 dies: one `SIGKILL` ends the whole tree.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::thread;
@@ -64,6 +63,16 @@ const SETPRIV: &str = "/usr/bin/setpriv";
 /// Home and default working directory inside a sandbox.
 pub(crate) const WORKSPACE: &str = "/workspace";
 
+/// Run by pid 1 after [`MOUNT_GUARD`]: waits for the server's `go` on stdin, which it sends
+/// once pid 1 is in the sandbox's cgroup (everything pid 1 starts is then in it too), then
+/// gives the command `/dev/null` as its stdin. Anything else (the server could not apply the
+/// limits and closed the pipe) runs nothing.
+const GATE: &str = concat!(
+    "if ! read -r corral_go || [ \"$corral_go\" != go ]; then echo \"corral: the sandbox's ",
+    "limits could not be applied; the command was not run\" >&2; exit 125; fi; ",
+    "exec </dev/null; unset corral_go; "
+);
+
 /// The namespaces and mounts every command of every sandbox gets; cloned per exec.
 #[derive(Debug, Clone)]
 pub(crate) struct Jail {
@@ -71,6 +80,8 @@ pub(crate) struct Jail {
     as_root: bool,
     /// Mount points pid 1 checks (see [`MOUNT_GUARD`]), escaped as in mountinfo.
     expected_mounts: String,
+    /// The seccomp filter (hex) loaded just before the command, if any.
+    seccomp: Option<String>,
 }
 
 /// What to run.
@@ -106,7 +117,11 @@ impl Jail {
     /// interfaces but a down loopback unless `allow_network`. The host's system directories
     /// are bind-mounted read-only, `/dev` is a minimal devfs, and the sandbox root itself
     /// stays writable.
-    pub(crate) fn new(allow_network: bool, limits: &LocalLimits) -> Result<Self, String> {
+    pub(crate) fn new(
+        allow_network: bool,
+        limits: &LocalLimits,
+        seccomp: Option<String>,
+    ) -> Result<Self, String> {
         for tool in [UNSHARE, SETPRIV, SETSID] {
             if !Path::new(tool).exists() {
                 return Err(format!("{tool} (util-linux) is missing"));
@@ -159,6 +174,7 @@ impl Jail {
             template: c,
             as_root,
             expected_mounts: expected.join(" "),
+            seccomp,
         })
     }
 
@@ -170,12 +186,16 @@ impl Jail {
     /// are set up (until `spawn` returns): hakoniwa prepares mount points inside the sandbox
     /// root (`.oldrootfs`), so two commands of one sandbox — from this process or another
     /// sharing the root — must not set up at the same time. The commands then run concurrently.
+    ///
+    /// With `cgroup` (the cgroups and the sandbox's id), pid 1 joins the sandbox's group
+    /// before the command starts (see [`GATE`]); a command that cannot be put in it is not run.
     pub(crate) fn run(
         &self,
         fs_root: &Path,
         uid: Option<u32>,
         run: &Run<'_>,
         cancel: Option<&OwnedFd>,
+        cgroup: Option<(&crate::cgroup::Cgroups, &str)>,
     ) -> Result<Outcome, String> {
         repair_root(fs_root);
         let mut container = self.template.clone();
@@ -209,39 +229,84 @@ impl Jail {
         // command's own shell evaluates as its very first step, inside the nested namespace,
         // then `exec`s the command. Not as arguments: a command line is readable by every
         // user of the host (`ps`), an environment only by its owner.
-        let script = match (self.as_root, uid) {
-            (true, Some(_)) => concat!(
-                "/usr/bin/setsid /usr/bin/setpriv --reuid \"$2\" --regid \"$2\" --clear-groups ",
-                "-- /usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c ",
-                "'eval \"$CORRAL_EXEC_ENV\"; exec /bin/sh -c \"$1\"' sh \"$1\"; exit $?"
-            ),
+        //
+        // The seccomp filter comes last, just before the command: it forbids new user
+        // namespaces, and the nested one above is one (see `seccomp`).
+        let drop_uid = match (self.as_root, uid) {
+            (true, Some(_)) => "/usr/bin/setpriv --reuid \"$2\" --regid \"$2\" --clear-groups -- ",
             (true, None) => return Err("a sandbox without its own uid cannot run as root".into()),
-            (false, _) => concat!(
-                "/usr/bin/setsid /usr/bin/unshare --user --map-root-user --mount -- /bin/sh -c ",
-                "'eval \"$CORRAL_EXEC_ENV\"; exec /bin/sh -c \"$1\"' sh \"$1\"; exit $?"
-            ),
+            (false, _) => "",
         };
-        let script = format!("{MOUNT_GUARD}{script}");
+        let filter = if self.seccomp.is_some() {
+            "/usr/bin/perl -e \"$3\" -- "
+        } else {
+            ""
+        };
+        let script = format!(
+            "{MOUNT_GUARD}{GATE}/usr/bin/setsid {drop_uid}/usr/bin/unshare --user \
+             --map-root-user --mount -- {filter}/bin/sh -c \
+             'eval \"$CORRAL_EXEC_ENV\"; exec /bin/sh -c \"$1\"' sh \"$1\"; exit $?"
+        );
         let uid = uid.map(|u| u.to_string()).unwrap_or_default();
         let mut cmd = container.command("/bin/sh");
-        cmd.args(["-c", &script, "sh", run.command, &uid]);
+        cmd.args([
+            "-c",
+            &script,
+            "sh",
+            run.command,
+            &uid,
+            crate::seccomp::LOADER,
+        ]);
         cmd.env(EXEC_ENV, &exports(run.env)?);
+        if let Some(filter) = &self.seccomp {
+            cmd.env(crate::seccomp::FILTER_ENV, filter);
+            cmd.env(
+                crate::seccomp::NR_ENV,
+                &crate::seccomp::seccomp_nr().to_string(),
+            );
+        }
         cmd.env(EXPECTED_MOUNTS, &self.expected_mounts);
         cmd.env("HOME", WORKSPACE)
             .env("PATH", PATH)
             .env("USER", "root")
             .env("LANG", "C.UTF-8");
         cmd.current_dir(run.cwd);
-        let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
-        cmd.stdin(Stdio::from(null))
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
 
-        let mut child = {
+        // The lock is held until pid 1 is in the sandbox's cgroup: a provider that drops
+        // removes empty groups under it too.
+        let (mut child, contained) = {
             let _setup = crate::store::FileLock::exclusive(&crate::store::setup_lock_path(fs_root))
                 .map_err(|e| format!("cannot lock the sandbox's setup: {e}"))?;
-            cmd.spawn().map_err(|e| format!("cannot start: {e}"))?
+            // Checked under the setup lock, which a provider that unmounts on drop holds too:
+            // a command never starts on the bare mount point of an unmounted image.
+            if let Some(dir) = fs_root.parent() {
+                crate::disk::ensure_mounted(dir, fs_root)
+                    .map_err(|e| format!("cannot mount the sandbox's filesystem: {e}"))?;
+            }
+            let group = cgroup
+                .map(|(cgroups, id)| cgroups.prepare(id))
+                .transpose()
+                .map_err(|e| format!("cannot set up the sandbox's cgroup: {e}"))?;
+            let child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+            // pid 1 exists once `spawn` returns (hakoniwa's supervisor reports success after
+            // forking it) and waits at the gate: nothing of the caller's has run yet.
+            let contained = match &group {
+                Some(group) => crate::procs::children_of(child.id())
+                    .into_iter()
+                    .try_for_each(|pid| group.join(pid))
+                    .map_err(|e| format!("cannot apply the sandbox's limits: {e}")),
+                None => Ok(()),
+            };
+            (child, contained)
         };
+        let gate = child.stdin.take();
+        if let (Ok(()), Some(mut gate)) = (&contained, gate) {
+            // A pid 1 that is already gone (its setup failed) reads nothing: no error here.
+            let _ = std::io::Write::write_all(&mut gate, b"go\n");
+        }
         // Opened before the child is reaped, so the pid cannot have been reused.
         let pidfd = i32::try_from(child.id())
             .ok()
@@ -278,6 +343,7 @@ impl Jail {
         // Every writer of the pipes is in the (now dead) pid namespace: the drains end.
         let (out, out_cut) = join(stdout);
         let (err, err_cut) = join(stderr);
+        contained?;
         match ending {
             Ending::TimedOut => return Ok(Outcome::TimedOut),
             Ending::Cancelled => return Ok(Outcome::Cancelled),
@@ -490,7 +556,7 @@ mod tests {
             timeout: Duration::from_secs(20),
             max_output_bytes: 1 << 16,
         };
-        match jail.run(&root, uid, &run, None) {
+        match jail.run(&root, uid, &run, None, None) {
             Ok(Outcome::Finished(out)) => out,
             other => panic!("{other:?}"),
         }
@@ -498,7 +564,7 @@ mod tests {
 
     #[test]
     fn a_namespace_left_with_the_hosts_proc_or_without_an_expected_mount_runs_nothing() {
-        let jail = Jail::new(false, &LocalLimits::default()).unwrap();
+        let jail = Jail::new(false, &LocalLimits::default(), None).unwrap();
         let clean = run_in(&jail, "echo ran");
         assert_eq!(
             clean.stdout,

@@ -74,17 +74,36 @@
 //!
 //! # Limits, and what is not isolated
 //!
-//! [`LocalLimits`] sets rlimits on every command: address space (`memory_bytes`), file size,
-//! CPU seconds (all per process), and processes (`RLIMIT_NPROC`, counted per host uid: per
-//! sandbox when the server runs as root, shared with the server's own processes otherwise).
-//! There are no cgroups: CPU share, memory in total and disk space are not limited. The
-//! kernel is shared (no VM boundary): a kernel bug reachable from an unprivileged user
-//! namespace is reachable from a sandbox. With networking allowed, the sandbox shares the
-//! host's network namespace, loopback and abstract Unix sockets included.
+//! [`LocalLimits`] bounds each sandbox as a whole, and each process in it:
 //!
-//! Deleting a sandbox kills its running commands. Expiry (a create's `timeout`) is enforced
-//! when the sandbox is next named by a call: it then reads as `expired`, its files are
-//! removed, and exec and file calls answer `NotFound`.
+//! - **cgroup** (server as root): every command of a sandbox joins the sandbox's own group
+//!   (`corral/<native-id>`, cgroup v2, or the v1 `memory`, `pids` and `cpu` hierarchies on
+//!   hosts still on the legacy layout) before anything of the caller's runs: `memory_bytes`
+//!   in total with swap off, `max_processes` in total, `cpu_weight` and `cpu_max_millicores`.
+//!   A sandbox over its memory has processes killed by the kernel's OOM killer, inside
+//!   that sandbox only.
+//! - **disk** (server as root): the sandbox's root is an ext4 image of `disk_bytes`,
+//!   allocated whole at create and loop-mounted; a full sandbox gets `ENOSPC`, and a create
+//!   that would leave less than `disk_reserve_bytes` free on the volume fails.
+//! - **seccomp**: the last step before the command loads a filter modelled on the default
+//!   profiles of container runtimes (no new user namespaces, keyring, BPF, ptrace, kernel
+//!   modules, clocks, …; see the `seccomp` module).
+//! - **rlimits** on every process: address space (`memory_bytes`), file size, CPU seconds,
+//!   and processes (`RLIMIT_NPROC`, per host uid: per sandbox as root).
+//!
+//! A part the machine cannot provide (not root, no cgroup controllers, no loop devices, no
+//! perl) is logged when the provider starts and reported by [`LocalProvider::containment`];
+//! the provider runs without it. Without cgroups a non-root server limits processes per
+//! command, not per sandbox. The kernel is shared (no VM boundary): a kernel bug reachable
+//! through the calls the filter allows is reachable from a sandbox. With networking allowed,
+//! the sandbox shares the host's network namespace, loopback and abstract Unix sockets
+//! included.
+//!
+//! Deleting a sandbox kills its running commands and every process of its uid whose root is
+//! the sandbox's, and returns once they are gone: only then is its metadata removed, so its
+//! uid is never given to a new sandbox while an old process still holds it. Expiry (a
+//! create's `timeout`) is enforced when the sandbox is next named by a call: it then reads
+//! as `expired`, its files are removed, and exec and file calls answer `NotFound`.
 //!
 //! On a system where the namespaces cannot be created (no user namespaces, a seccomp policy
 //! that forbids `unshare`, no util-linux, not Linux), [`LocalProvider::new`] still succeeds,
@@ -114,9 +133,13 @@
 //! ```
 
 mod capabilities;
+mod cgroup;
+mod disk;
 mod files;
 mod jail;
+mod procs;
 mod running;
+mod seccomp;
 mod store;
 
 use std::collections::BTreeMap;
@@ -137,29 +160,59 @@ use jail::{Jail, Outcome, Run, WORKSPACE};
 use running::Running;
 use store::{Metadata, Store};
 
-/// Resource limits set on every command (rlimits).
+/// Resource limits of every sandbox (cgroup, disk image) and of every process (rlimits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalLimits {
-    /// `RLIMIT_NPROC`: processes of the sandbox's host uid (per sandbox when the server is root).
+    /// Processes of one sandbox, all its commands together (`pids.max`; also `RLIMIT_NPROC`
+    /// of the sandbox's host uid).
     pub max_processes: u64,
-    /// `RLIMIT_AS`: address space of one process, in bytes.
+    /// Memory of one sandbox, all its commands together, in bytes (`memory.max`, with swap
+    /// off); also the address space of each process (`RLIMIT_AS`).
     pub memory_bytes: u64,
     /// `RLIMIT_FSIZE`: largest file a process may write, in bytes.
     pub file_size_bytes: u64,
     /// `RLIMIT_CPU`: CPU time of one process, in seconds.
     pub cpu_seconds: u64,
+    /// Share of CPU time against other sandboxes under contention (`cpu.weight`, 1 ..= 10 000;
+    /// 100 is the kernel's default).
+    pub cpu_weight: u64,
+    /// Most CPU one sandbox may use, in thousandths of a core (`cpu.max`; `None`: no cap).
+    pub cpu_max_millicores: Option<u64>,
+    /// Size of each sandbox's own filesystem, in bytes, allocated when it is created
+    /// (`None`: sandboxes share the filesystem of the root, with no quota).
+    pub disk_bytes: Option<u64>,
+    /// Space a create must leave free on the root's filesystem, in bytes (for the database
+    /// and everything else on that volume).
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for LocalLimits {
-    /// 1024 processes, 4 GiB of address space, 1 GiB files, 600 CPU seconds.
+    /// 1024 processes and 4 GiB of memory per sandbox, 1 GiB files, 600 CPU seconds per
+    /// process, CPU weight 100 and no CPU cap, a 1 GiB filesystem per sandbox, 1 GiB kept free.
     fn default() -> Self {
         Self {
             max_processes: 1024,
             memory_bytes: 4 << 30,
             file_size_bytes: 1 << 30,
             cpu_seconds: 600,
+            cpu_weight: 100,
+            cpu_max_millicores: None,
+            disk_bytes: Some(1 << 30),
+            disk_reserve_bytes: 1 << 30,
         }
     }
+}
+
+/// What contains sandboxes on this machine, found when the provider starts. Each part that
+/// is missing is logged (warn) with its reason; the provider runs without it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Containment {
+    /// The cgroup layout in use, or why sandboxes run without cgroups.
+    pub cgroups: std::result::Result<String, String>,
+    /// The size of each sandbox's own filesystem, or why there is no disk quota.
+    pub disk_quota: std::result::Result<u64, String>,
+    /// Whether commands run under the seccomp filter, or why not.
+    pub seccomp: std::result::Result<(), String>,
 }
 
 /// How the local provider is set up.
@@ -190,6 +243,9 @@ pub struct LocalProvider {
     store: Store,
     jail: Result<Arc<Jail>, String>,
     running: Arc<Running>,
+    cgroups: Option<cgroup::Cgroups>,
+    disks: Option<disk::Disks>,
+    containment: Containment,
 }
 
 impl std::fmt::Debug for LocalProvider {
@@ -198,6 +254,30 @@ impl std::fmt::Debug for LocalProvider {
             .field("store", &self.store)
             .field("unavailable_reason", &self.unavailable_reason())
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for LocalProvider {
+    /// Unmounts the filesystems of this root's sandboxes (each under its setup lock, so no
+    /// command of another process sharing the root is being set up on it) and removes their
+    /// empty cgroups: neither is state, both are made again when a sandbox is next used, and
+    /// a test or a server that goes away leaves no loop device holding a deleted image.
+    fn drop(&mut self) {
+        let Ok(sandboxes) = self.store.list() else {
+            return;
+        };
+        for meta in sandboxes {
+            let fs_root = self.store.fs_root(&meta.native_id);
+            let _setup = store::FileLock::exclusive(&store::setup_lock_path(&fs_root));
+            // The image itself may already be gone (a test's temporary directory being
+            // removed): the mount is what matters.
+            if disk::is_mount_point(&fs_root) {
+                let _ = disk::unmount(&fs_root);
+            }
+            if let Some(cgroups) = &self.cgroups {
+                cgroups.remove_if_empty(&meta.native_id);
+            }
+        }
     }
 }
 
@@ -241,13 +321,55 @@ impl LocalProvider {
             ))
         })?;
         store.empty_trash();
-        let jail = probe(&store, &config);
+        store.remove_unfinished();
+        let mut seccomp = seccomp_filter();
+        let mut jail = probe(&store, &config, seccomp.as_ref().ok().cloned());
+        // A filter this kernel refuses must not make the provider unusable: run without it,
+        // and say so.
+        if let (Err(why), Ok(_)) = (&jail, &seccomp)
+            && let Ok(plain) = probe(&store, &config, None)
+        {
+            seccomp = Err(format!("the filter cannot be loaded here: {why}"));
+            jail = Ok(plain);
+        }
+        let cgroups = cgroup::Cgroups::detect(&config.limits);
+        let disks = match config.limits.disk_bytes {
+            Some(size) => disk::Disks::detect(size, config.limits.disk_reserve_bytes),
+            None => Err("no disk quota is configured (LocalLimits::disk_bytes)".into()),
+        };
+        let containment = Containment {
+            cgroups: cgroups
+                .as_ref()
+                .map(cgroup::Cgroups::describe)
+                .map_err(Clone::clone),
+            disk_quota: disks.as_ref().map(disk::Disks::size).map_err(Clone::clone),
+            seccomp: seccomp.as_ref().map(drop).map_err(Clone::clone),
+        };
+        if jail.is_ok() {
+            if let Err(why) = &containment.cgroups {
+                tracing::warn!(reason = %why, "local sandboxes run without cgroups: memory, processes and CPU are limited per process only");
+            }
+            if let Err(why) = &containment.disk_quota {
+                tracing::warn!(reason = %why, "local sandboxes have no disk quota");
+            }
+            if let Err(why) = &containment.seccomp {
+                tracing::warn!(reason = %why, "local sandboxes run without a seccomp filter");
+            }
+        }
         Ok(Self {
             caps: capabilities::capabilities(),
             store,
             jail: jail.map(Arc::new),
             running: Arc::new(Running::default()),
+            cgroups: cgroups.ok(),
+            disks: disks.ok(),
+            containment,
         })
+    }
+
+    /// What contains sandboxes here (cgroups, disk quota, seccomp), and why a part is missing.
+    pub fn containment(&self) -> &Containment {
+        &self.containment
     }
 
     /// Why the provider cannot run sandboxes on this machine, if it cannot.
@@ -278,6 +400,7 @@ impl LocalProvider {
             return Err(not_found(native_id));
         }
         let store = self.store.clone();
+        let cgroups = self.cgroups.clone();
         let id = native_id.to_owned();
         blocking(move || {
             let meta = store
@@ -286,9 +409,16 @@ impl LocalProvider {
                 .ok_or_else(|| not_found(&id))?;
             if meta.expired_at(store::now_unix()) {
                 // Best effort: a failure leaves files that the next call removes.
-                let _ = store.reclaim_files(&id);
+                if end_processes(cgroups.as_ref(), &store, &id, meta.uid).is_ok() {
+                    let _ = store.reclaim_files(&id);
+                }
                 return Ok((meta, SandboxStatus::Expired));
             }
+            // After a reboot the sandbox's filesystem must be mounted again before its root
+            // is used: otherwise commands would write to the bare mount point, unlimited.
+            disk::ensure_mounted(&store.dir(&id), &store.fs_root(&id)).map_err(|e| {
+                unavailable(format!("cannot mount the filesystem of sandbox {id}: {e}"))
+            })?;
             Ok((meta, SandboxStatus::Running))
         })
         .await?
@@ -303,13 +433,56 @@ fn observed(meta: &Metadata, status: SandboxStatus) -> ObservedSandbox {
     }
 }
 
+/// How long a delete waits for a sandbox's processes to be gone before it gives up (and the
+/// sandbox, with its uid, stays until a retry).
+const KILL_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Kills every process of sandbox `id` (its cgroup, and every process of its host uid whose
+/// root is the sandbox's) and waits until they are gone; removes its cgroup. The sandbox's
+/// metadata, and with it its uid, is removed only after this succeeds; and no uid that any
+/// process holds is given to a new sandbox (`Store::free_uid`).
+fn end_processes(
+    cgroups: Option<&cgroup::Cgroups>,
+    store: &Store,
+    id: &str,
+    uid: Option<u32>,
+) -> std::result::Result<(), String> {
+    if let Some(cgroups) = cgroups {
+        cgroups
+            .remove(id, KILL_PATIENCE)
+            .map_err(|e| e.to_string())?;
+    }
+    if let Some(uid) = uid {
+        procs::kill_sandbox(uid, &store.fs_root(id), KILL_PATIENCE).map_err(|left| {
+            format!("processes {left:?} of uid {uid} are still there after {KILL_PATIENCE:?}")
+        })?;
+    }
+    Ok(())
+}
+
+/// The seccomp filter (hex), or why commands run without one.
+fn seccomp_filter() -> std::result::Result<String, String> {
+    if !std::path::Path::new(seccomp::PERL).exists() {
+        return Err(format!(
+            "{} (perl-base), which loads the filter, is missing",
+            seccomp::PERL
+        ));
+    }
+    seccomp::program().map(|p| seccomp::hex(&p))
+}
+
 /// Builds the jail and runs `true` in it once: namespaces either work here or they do not.
-fn probe(store: &Store, config: &LocalConfig) -> std::result::Result<Jail, String> {
+/// A seccomp filter that cannot be loaded here makes the jail unusable too.
+fn probe(
+    store: &Store,
+    config: &LocalConfig,
+    seccomp: Option<String>,
+) -> std::result::Result<Jail, String> {
     let why = |e: String| format!("Linux namespaces are not usable on this machine: {e}");
     if !cfg!(target_os = "linux") {
         return Err(why("not Linux".into()));
     }
-    let jail = Jail::new(config.allow_network, &config.limits).map_err(why)?;
+    let jail = Jail::new(config.allow_network, &config.limits, seccomp).map_err(why)?;
     let uid = jail.per_sandbox_uid().then_some(store::PROBE_UID);
     let root = store
         .probe_root(uid)
@@ -322,7 +495,7 @@ fn probe(store: &Store, config: &LocalConfig) -> std::result::Result<Jail, Strin
         timeout: Duration::from_secs(20),
         max_output_bytes: 4096,
     };
-    let outcome = jail.run(&root, uid, &run, None);
+    let outcome = jail.run(&root, uid, &run, None, None);
     store.remove_probe(&root);
     match outcome {
         Ok(Outcome::Finished(out)) if out.exit_code == 0 => Ok(jail),
@@ -388,6 +561,7 @@ impl SandboxProvider for LocalProvider {
             uid: None,
         };
         let store = self.store.clone();
+        let disks = self.disks.clone();
         let mut record = meta.clone();
         meta = blocking(move || {
             // One create at a time across every process sharing the root, so no two sandboxes
@@ -402,7 +576,7 @@ impl SandboxProvider for LocalProvider {
                         .map_err(|e| unavailable(format!("cannot pick a sandbox uid: {e}")))?,
                 );
             }
-            store.create(&record).map_err(|e| {
+            store.create(&record, disks.as_ref()).map_err(|e| {
                 // Without its metadata the directory is not a sandbox; clean it up.
                 let _ = store.delete(&record.native_id);
                 unavailable(format!("cannot create the sandbox directory: {e}"))
@@ -426,11 +600,17 @@ impl SandboxProvider for LocalProvider {
         // Running commands of the sandbox are killed with it.
         self.running.cancel_all(native_id);
         let store = self.store.clone();
+        let cgroups = self.cgroups.clone();
         let id = native_id.to_owned();
         blocking(move || {
-            store
-                .delete(&id)
-                .map_err(|e| unavailable(format!("cannot delete sandbox {id}: {e}")))
+            let fail = |e: String| unavailable(format!("cannot delete sandbox {id}: {e}"));
+            // The metadata (which holds the uid) goes last: until every process of the
+            // sandbox is gone, its uid is not free for another sandbox.
+            // Unreadable metadata is not a sandbox (`Store::list` skips it), so its uid is
+            // not held either: delete what is there.
+            let uid = store.load(&id).ok().flatten().and_then(|m| m.uid);
+            end_processes(cgroups.as_ref(), &store, &id, uid).map_err(&fail)?;
+            store.delete(&id).map_err(|e| fail(e.to_string()))
         })
         .await?
     }
@@ -462,6 +642,8 @@ impl SandboxProvider for LocalProvider {
         let run_for = lifetime_left.map_or(timeout, |left| left.min(timeout));
         let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
         let spec = spec.clone();
+        let cgroups = self.cgroups.clone();
+        let id = native_id.to_owned();
         let outcome = blocking(move || {
             files::check_cwd(&fs_root, &cwd).map_err(invalid)?;
             let run = Run {
@@ -471,7 +653,8 @@ impl SandboxProvider for LocalProvider {
                 timeout: run_for,
                 max_output_bytes: spec.max_output_bytes,
             };
-            jail.run(&fs_root, meta.uid, &run, Some(&cancel))
+            let cgroup = cgroups.as_ref().map(|c| (c, id.as_str()));
+            jail.run(&fs_root, meta.uid, &run, Some(&cancel), cgroup)
                 .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
         })
         .await??;

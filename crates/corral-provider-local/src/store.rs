@@ -5,6 +5,8 @@
 //!   <native-id>/          one sandbox
 //!     meta.json           operation id, creation time, lifetime (written atomically, last)
 //!     fs/                 the sandbox's own root: workspace/, tmp/, whatever commands create
+//!     disk.img            the filesystem mounted on fs/, when disk quotas are on (see `disk`)
+//!     mount.lock          held (flock) while disk.img is mounted again after a reboot
 //!     setup.lock          held (flock) while a command of the sandbox is set up
 //!   .create.lock          held (flock) while a sandbox is created and picks its uid
 //!   .probe-<ulid>/fs/     the root of one process's availability probe (removed after it)
@@ -139,18 +141,31 @@ impl Store {
         FileLock::exclusive(&self.root.join(".create.lock"))
     }
 
-    /// Creates the directory tree of a new sandbox, then records `meta` (last, atomically).
-    pub(crate) fn create(&self, meta: &Metadata) -> std::io::Result<()> {
+    /// Creates the directory tree of a new sandbox (its root on a filesystem of its own when
+    /// `disks` is given), then records `meta` (last, atomically).
+    pub(crate) fn create(
+        &self,
+        meta: &Metadata,
+        disks: Option<&crate::disk::Disks>,
+    ) -> std::io::Result<()> {
         let dir = self.dir(&meta.native_id);
         fs::create_dir(&dir)?;
+        if let Some(disks) = disks {
+            fs::create_dir(dir.join(FS))?;
+            disks
+                .create(&dir, &dir.join(FS))
+                .map_err(std::io::Error::other)?;
+        }
         prepare_fs_root(&dir.join(FS), meta.uid)?;
         write_atomically(&dir, META, &serde_json::to_vec_pretty(meta)?)
     }
 
-    /// The lowest sandbox uid no recorded sandbox has. Callers serialise creates.
+    /// The lowest sandbox uid that no recorded sandbox has and no process holds (a deleted
+    /// sandbox's uid is free only once its processes are gone). Callers serialise creates.
     pub(crate) fn free_uid(&self) -> std::io::Result<u32> {
-        let taken: std::collections::BTreeSet<u32> =
+        let mut taken: std::collections::BTreeSet<u32> =
             self.list()?.iter().filter_map(|m| m.uid).collect();
+        taken.extend(crate::procs::uids_in_use());
         (FIRST_SANDBOX_UID..u32::MAX - 1)
             .find(|uid| !taken.contains(uid))
             .ok_or_else(|| std::io::Error::other("no sandbox uid is left"))
@@ -187,6 +202,12 @@ impl Store {
     /// Removes the sandbox's files but keeps its metadata, so it reads as expired.
     pub(crate) fn reclaim_files(&self, id: &str) -> std::io::Result<()> {
         let fs_root = self.fs_root(id);
+        crate::disk::unmount(&fs_root).map_err(std::io::Error::other)?;
+        match fs::remove_file(self.dir(id).join(crate::disk::IMAGE)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
         if !fs_root.exists() {
             return Ok(());
         }
@@ -203,6 +224,8 @@ impl Store {
     /// The directory is first renamed into `.trash`, so the sandbox disappears at once and a
     /// removal interrupted half-way never leaves a half sandbox behind.
     pub(crate) fn delete(&self, id: &str) -> std::io::Result<()> {
+        // A mount point cannot be renamed, nor its files removed through it by accident.
+        crate::disk::unmount(&self.fs_root(id)).map_err(std::io::Error::other)?;
         let trash = self
             .root
             .join(".trash")
@@ -211,6 +234,28 @@ impl Store {
             Ok(()) => fs::remove_dir_all(&trash),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Removes creates that a crash interrupted: directories of a native id without
+    /// `meta.json` (which is written last), unmounting their image first. Under the create
+    /// lock, so no create of another process sharing the root is under way.
+    pub(crate) fn remove_unfinished(&self) {
+        let Ok(_one_at_a_time) = self.lock_creates() else {
+            return;
+        };
+        let Ok(entries) = fs::read_dir(&self.root) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().filter(|n| is_native_id(n)) else {
+                continue;
+            };
+            if !self.dir(id).join(META).exists() {
+                // A failure leaves it for the next start.
+                let _ = self.delete(id);
+            }
         }
     }
 

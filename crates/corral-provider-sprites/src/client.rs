@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use corral_provider::{CallContext, ExposeSecret as _, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, Response};
-use corral_provider_http::{ProviderHttp, Url, map_status, path_segment as segment, with_query};
+use corral_provider_http::{
+    ProviderHttp, Url, map_status_redacted, path_segment as segment, with_query,
+};
 use tokio_tungstenite::tungstenite;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
@@ -181,8 +183,12 @@ impl Client {
             Ok(Ok((socket, _))) => Ok(socket),
             Ok(Err(tungstenite::Error::Http(resp))) => {
                 let body = resp.body().clone().unwrap_or_default();
-                Err(map_status(p, resp.status(), resp.headers(), &body, &path)
-                    .redact(secret.expose_secret()))
+                // Redacted before the excerpt is cut (and after, for the mapped fields).
+                let secret = secret.expose_secret();
+                Err(
+                    map_status_redacted(p, resp.status(), resp.headers(), &body, &path, &[secret])
+                        .redact(secret),
+                )
             }
             Ok(Err(tungstenite::Error::Io(e))) => Err(ProviderError::Unavailable {
                 provider: p,

@@ -3,7 +3,9 @@
 
 use corral_provider::{CallContext, ProviderError, Result, SecretString};
 use corral_provider_http::reqwest::{Method, RequestBuilder};
-use corral_provider_http::{Auth, Page, ProviderHttp, Url, collect_pages, join, path_segment};
+use corral_provider_http::{
+    Auth, Page, ProviderHttp, TrustedUrl, Url, collect_pages, path_segment,
+};
 
 use crate::api::{
     CreateExecRequest, CreateSandboxRequest, ExecItem, ExecStdout, FileInfo, FileReadResponse,
@@ -93,20 +95,19 @@ impl Control {
 /// The in-VM Pint API of one running sandbox.
 pub(crate) struct Agent<'a> {
     http: &'a ProviderHttp,
-    base: Url,
+    base: TrustedUrl,
     token: SecretString,
 }
 
 impl<'a> Agent<'a> {
-    /// The agent at `url` with `token`, as the sandbox's `agent` field gives them.
+    /// The agent at `url` with `token`, as the sandbox's `agent` field gives them; `url` must
+    /// be on the trusted hosts (the token is sent there).
     pub(crate) fn new(http: &'a ProviderHttp, url: &str, token: String) -> Result<Self> {
-        let base = Url::parse(url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-            .ok_or_else(|| ProviderError::Protocol {
-                provider: http.provider(),
-                message: "the sandbox's agent URL is not an http(s) URL".into(),
-            })?;
+        let url = Url::parse(url).map_err(|_| ProviderError::Protocol {
+            provider: http.provider(),
+            message: "the sandbox's agent URL is not a URL".into(),
+        })?;
+        let base = http.check_trusted("agent.url", url)?;
         Ok(Self {
             http,
             base,
@@ -115,9 +116,9 @@ impl<'a> Agent<'a> {
     }
 
     /// A request to the agent carrying the sandbox's own token (never the project key).
-    fn req(&self, method: Method, path: &str) -> RequestBuilder {
+    fn req(&self, method: Method, path: &str) -> Result<RequestBuilder> {
         self.http
-            .with_token(method, join(&self.base, path), Auth::Bearer, &self.token)
+            .with_token(method, &self.base.join(path), Auth::Bearer, &self.token)
     }
 
     /// `POST /api/v1/execs` (createExec).
@@ -126,34 +127,38 @@ impl<'a> Agent<'a> {
         ctx: &CallContext,
         body: &CreateExecRequest,
     ) -> Result<ExecItem> {
-        let req = self.req(Method::POST, "/api/v1/execs").json(body);
+        let req = self.req(Method::POST, "/api/v1/execs")?.json(body);
         self.http.send_json(ctx, req).await
     }
 
     /// `GET /api/v1/execs/{id}` (getExec).
     pub(crate) async fn get_exec(&self, ctx: &CallContext, id: &str) -> Result<ExecItem> {
         let path = format!("/api/v1/execs/{}", path_segment(id));
-        self.http.send_json(ctx, self.req(Method::GET, &path)).await
+        self.http
+            .send_json(ctx, self.req(Method::GET, &path)?)
+            .await
     }
 
     /// `GET /api/v1/execs/{id}/io` (getExecOutput): the whole buffered output.
     pub(crate) async fn exec_output(&self, ctx: &CallContext, id: &str) -> Result<Vec<ExecStdout>> {
         let path = format!("/api/v1/execs/{}/io", path_segment(id));
-        self.http.send_json(ctx, self.req(Method::GET, &path)).await
+        self.http
+            .send_json(ctx, self.req(Method::GET, &path)?)
+            .await
     }
 
     /// `DELETE /api/v1/execs/{id}` (deleteExec): kills the process if it still runs.
     pub(crate) async fn delete_exec(&self, ctx: &CallContext, id: &str) -> Result<()> {
         let path = format!("/api/v1/execs/{}", path_segment(id));
         self.http
-            .send_empty(ctx, self.req(Method::DELETE, &path))
+            .send_empty(ctx, self.req(Method::DELETE, &path)?)
             .await
     }
 
     /// `GET /api/v1/file_stat/{path}` (getFileStat).
     pub(crate) async fn file_stat(&self, ctx: &CallContext, path: &str) -> Result<FileInfo> {
         let p = format!("/api/v1/file_stat/{}", path_segment(path));
-        self.http.send_json(ctx, self.req(Method::GET, &p)).await
+        self.http.send_json(ctx, self.req(Method::GET, &p)?).await
     }
 
     /// `GET /api/v1/files/{path}` (readFile).
@@ -163,7 +168,7 @@ impl<'a> Agent<'a> {
         path: &str,
     ) -> Result<FileReadResponse> {
         let p = format!("/api/v1/files/{}", path_segment(path));
-        self.http.send_json(ctx, self.req(Method::GET, &p)).await
+        self.http.send_json(ctx, self.req(Method::GET, &p)?).await
     }
 
     /// `POST /api/v1/files/{path}` (createFile) with the raw bytes as the body.
@@ -175,7 +180,7 @@ impl<'a> Agent<'a> {
     ) -> Result<FileReadResponse> {
         let p = format!("/api/v1/files/{}", path_segment(path));
         let req = self
-            .req(Method::POST, &p)
+            .req(Method::POST, &p)?
             .header("content-type", "application/octet-stream")
             .body(content.to_vec());
         self.http.send_json(ctx, req).await

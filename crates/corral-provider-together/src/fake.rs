@@ -63,6 +63,9 @@ struct Shared {
     max_page: AtomicUsize,
     next: AtomicU64,
     sandboxes: Mutex<HashMap<String, FakeSandbox>>,
+    /// Where booted agents say they are (`{base}/agent/{id}`); `None`: this server, as the
+    /// request's `Host` names it.
+    agent_base: Mutex<Option<String>>,
 }
 
 type St = State<Arc<Shared>>;
@@ -312,7 +315,13 @@ async fn get_sandbox(State(shared): St, headers: HeaderMap, Path(id): Path<Strin
         let restored = sb.body["status_reason"] == "restore_requested";
         sb.body["status_reason"] = json!(if restored { "restored" } else { "cold_started" });
         sb.body["started_at"] = json!(NOW);
-        boot(sb, format!("http://{host}/agent/{id}"), token);
+        let base = shared
+            .agent_base
+            .lock()
+            .ok()
+            .and_then(|b| b.clone())
+            .unwrap_or_else(|| format!("http://{host}"));
+        boot(sb, format!("{base}/agent/{id}"), token);
     }
     axum::Json(seen).into_response()
 }
@@ -708,6 +717,7 @@ impl Fake {
             max_page: AtomicUsize::new(100),
             next: AtomicU64::new(1),
             sandboxes: Mutex::new(HashMap::new()),
+            agent_base: Mutex::new(None),
         });
         Self {
             server: FakeServer::start(router(shared.clone())).await,
@@ -730,8 +740,16 @@ impl Fake {
         crate::TogetherConfig {
             base_url: self.base_url(),
             default_snapshot: Some(ALIAS.into()),
+            trusted_hosts: vec![self.server.base_url()],
             ..Default::default()
         }
+    }
+
+    /// Sandboxes booting from now on name `{base}/agent/{id}` as their `agent.url` (`None`:
+    /// this server), as a provider could answer anything there.
+    #[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
+    pub fn set_agent_base(&self, base: Option<&str>) {
+        *self.shared.agent_base.lock().expect("agent base lock") = base.map(str::to_owned);
     }
 
     /// A call context carrying [`API_KEY`].

@@ -24,7 +24,10 @@
 //! byte-exact; files are.
 //!
 //! Configuration (`[providers.together]`, [`TogetherConfig`]): `base_url`, `default_image` (the
-//! snapshot booted when a request has no `image`) and the `http` table.
+//! snapshot booted when a request has no `image`), `trusted_hosts` and the `http` table. The
+//! agent token goes to `agent.url`, a provider answer, so that URL is used only when it is on
+//! `trusted_hosts` (`codesandbox.io` over https at public addresses, by default; see
+//! `corral_provider_http::TrustedHosts`).
 
 pub mod api;
 mod capabilities;
@@ -43,7 +46,7 @@ use corral_provider::{
     Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
     ProviderError, Result, SandboxProvider,
 };
-use corral_provider_http::{HttpConfig, ProviderHttp};
+use corral_provider_http::{HttpConfig, ProviderHttp, TrustedHosts};
 
 /// Together's public control-plane base URL (the SDK's default, plus the API's `/v1`).
 pub const DEFAULT_BASE_URL: &str = "https://api.bartender.codesandbox.io/v1";
@@ -65,7 +68,16 @@ pub struct TogetherConfig {
     /// required); `default_image` in the configuration file.
     #[serde(rename = "default_image")]
     pub default_snapshot: Option<String>,
+    /// Hosts a sandbox's `agent.url` may be on, since its agent token is sent there: host
+    /// suffixes (https and public addresses only; default `codesandbox.io`, the domain of
+    /// Together Sandbox's API and of the Pint API's description) or exact origins such as
+    /// `http://127.0.0.1:4567` (fakes). An agent URL off these hosts is refused.
+    pub trusted_hosts: Vec<String>,
 }
+
+/// The domain Together Sandbox's published descriptions name (`api.bartender.codesandbox.io`,
+/// the Pint API's `https://codesandbox.io`); agent hosts elsewhere are added by the operator.
+pub const DEFAULT_TRUSTED_HOSTS: [&str; 1] = ["codesandbox.io"];
 
 impl Default for TogetherConfig {
     fn default() -> Self {
@@ -73,6 +85,7 @@ impl Default for TogetherConfig {
             base_url: DEFAULT_BASE_URL.into(),
             http: HttpConfig::default(),
             default_snapshot: None,
+            trusted_hosts: DEFAULT_TRUSTED_HOSTS.map(str::to_owned).to_vec(),
         }
     }
 }
@@ -91,9 +104,11 @@ impl Adapter for TogetherProvider {
     const PROVIDER: Provider = P;
     type Config = TogetherConfig;
 
-    /// Fails only on an unusable base URL.
+    /// Fails on an unusable base URL or `trusted_hosts` entry.
     fn from_config(config: TogetherConfig) -> Result<Self> {
-        let http = ProviderHttp::new(P, &config.base_url, config.http)?;
+        let trusted = TrustedHosts::parse(P, &config.trusted_hosts)?;
+        let http =
+            ProviderHttp::new(P, &config.base_url, config.http)?.with_trusted_hosts(trusted)?;
         Ok(Self {
             control: client::Control::new(http),
             caps: capabilities::capabilities(),

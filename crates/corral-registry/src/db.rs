@@ -332,6 +332,7 @@ fn sqlite_pool(config: &DatabaseConfig) -> Result<Pool<SqliteConn>> {
             message: format!("cannot create the directory of the SQLite file: {e}"),
         })?;
     }
+    restrict_sqlite_files(&path)?;
     let busy = config.sqlite_busy_timeout;
     let busy_ms = busy.as_millis();
     let mut manager_config = ManagerConfig::<SqliteConn>::default();
@@ -370,6 +371,49 @@ fn sqlite_pool(config: &DatabaseConfig) -> Result<Pool<SqliteConn>> {
         manager_config,
     );
     build_pool!(manager, config)
+}
+
+/// Makes the SQLite file (created empty here if missing) and any `-wal`/`-shm` beside it
+/// readable by the server's user only: they hold API-key hashes and encrypted credentials.
+/// SQLite gives the `-wal` and `-shm` files it creates later the database file's mode.
+fn restrict_sqlite_files(path: &std::path::Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(RegistryError::Unavailable {
+                    message: format!("cannot create the SQLite file: {e}"),
+                });
+            }
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            let file = PathBuf::from(file);
+            let Ok(meta) = std::fs::metadata(&file) else {
+                continue;
+            };
+            if meta.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).map_err(
+                    |e| RegistryError::Unavailable {
+                        message: format!("cannot restrict {} to mode 0600: {e}", file.display()),
+                    },
+                )?;
+                tracing::warn!(file = %file.display(), "restricted a database file to mode 0600");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 fn pg_pool(config: &DatabaseConfig) -> Result<Pool<PgConn>> {
@@ -477,6 +521,34 @@ pub(crate) fn from_micros(us: i64) -> Result<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_sqlite_files_are_private_even_when_they_existed_with_a_wider_mode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("corral.db");
+        let mode = |p: &std::path::Path| {
+            std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
+        };
+        let url = format!("sqlite://{}", path.display());
+        let db = Database::connect(DatabaseConfig::new(url.clone()))
+            .await
+            .expect("connect");
+        db.ping().await.expect("ping");
+        for suffix in ["", "-wal", "-shm"] {
+            let file = PathBuf::from(format!("{}{suffix}", path.display()));
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+        drop(db);
+        // An older install left the file world-readable: the next start narrows it.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let db = Database::connect(DatabaseConfig::new(url))
+            .await
+            .expect("connect");
+        db.ping().await.expect("ping");
+        assert_eq!(mode(&path), 0o600);
+    }
 
     #[test]
     fn debug_never_shows_a_password_of_any_url() {

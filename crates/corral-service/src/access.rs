@@ -94,10 +94,11 @@ impl Service {
             (None, None) => return Err(ServiceError::ProfileNotFound { provider }),
             (None, Some(p)) => {
                 // Only what the credential was proved unable to do: an operation the last
-                // verification did not reach says nothing about the credential.
+                // verification did not reach, or that failed for a passing reason (rate
+                // limit, outage), says nothing about the credential.
                 if let Some(operation) = refuse_if_failed
                     && let Some(v) = p.profile.verifications.iter().find(|v| {
-                        v.operation == operation && !v.ok && !crate::verify::not_reached(v)
+                        v.operation == operation && !v.ok && !crate::verify::proves_nothing(v)
                     })
                 {
                     return Err(ServiceError::OperationUnavailable {

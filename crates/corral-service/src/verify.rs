@@ -32,6 +32,10 @@ pub const VERIFIED_OPERATIONS: [&str; 6] =
 /// How an operation that did not run because an earlier one failed is reported.
 const NOT_REACHED: &str = "not reached: ";
 
+/// How a failure that says nothing lasting about the credential (a rate limit, an outage, a
+/// timeout) is reported.
+const INCONCLUSIVE: &str = "inconclusive: ";
+
 /// The lifetime the probe asks for where the provider takes one: short, so a probe whose
 /// delete failed does not live (and bill) for long.
 const PROBE_LIFETIME_SECONDS: u64 = 600;
@@ -52,14 +56,14 @@ const PROBE_OUTPUT_BYTES: usize = 4096;
 /// The longest provider message kept in a reason.
 const MAX_MESSAGE_CHARS: usize = 200;
 
-/// Whether `v` is a failure because the operation was not reached (an earlier one failed):
-/// it says nothing about what the credential can do, so public requests are not refused
-/// for it.
-pub(crate) fn not_reached(v: &Verification) -> bool {
+/// Whether `v` is a failure that proves nothing about what the credential can do: the
+/// operation was not reached (an earlier one failed), or failed for a passing reason (rate
+/// limit, outage, timeout). Public requests are not refused for it.
+pub(crate) fn proves_nothing(v: &Verification) -> bool {
     !v.ok
         && v.reason
             .as_deref()
-            .is_some_and(|r| r.starts_with(NOT_REACHED))
+            .is_some_and(|r| r.starts_with(NOT_REACHED) || r.starts_with(INCONCLUSIVE))
 }
 
 /// The probe's file in `dir`.
@@ -92,6 +96,13 @@ impl Failure {
         }
     }
 
+    fn inconclusive(self) -> Self {
+        Self {
+            reason: format!("{INCONCLUSIVE}{}", self.reason),
+            ..self
+        }
+    }
+
     fn not_reached(after: &str) -> Self {
         Self::new(
             format!("{NOT_REACHED}{after} failed"),
@@ -117,6 +128,14 @@ fn doing(operation: &str) -> &'static str {
 /// `authenticated`: an earlier call with the same credential succeeded, so a refusal of the
 /// credential is about permission rather than identity.
 fn explain(operation: &str, e: &ProviderError, authenticated: bool) -> Failure {
+    let failure = describe(operation, e, authenticated);
+    if e.is_transient() || matches!(e, ProviderError::CommandTimedOut { .. }) {
+        return failure.inconclusive();
+    }
+    failure
+}
+
+fn describe(operation: &str, e: &ProviderError, authenticated: bool) -> Failure {
     let what = doing(operation);
     let later = "run the test again later; if it keeps failing, check the provider's status";
     let says = |m: &str| excerpt(m, MAX_MESSAGE_CHARS);
@@ -289,7 +308,8 @@ impl Probe {
                         t.as_secs().max(1)
                     ),
                     "run the test again later; if it keeps failing, check the provider account's capacity",
-                );
+                )
+                .inconclusive();
                 return (Some(native), Err(failure));
             }
             tokio::time::sleep(pause).await;
@@ -587,7 +607,7 @@ mod tests {
     }
 
     #[test]
-    fn only_not_reached_failures_are_marked_as_such() {
+    fn only_not_reached_and_passing_failures_prove_nothing() {
         let v = |ok: bool, reason: Option<&str>| Verification {
             operation: "exec".into(),
             ok,
@@ -597,9 +617,30 @@ mod tests {
         };
         let nr = Failure::not_reached("create");
         assert_eq!(nr.reason, "not reached: create failed");
-        assert!(not_reached(&v(false, Some(&nr.reason))));
-        assert!(!not_reached(&v(false, Some("the provider rejected it"))));
-        assert!(!not_reached(&v(true, None)));
+        assert!(proves_nothing(&v(false, Some(&nr.reason))));
+        let limited = explain(
+            "exec",
+            &ProviderError::RateLimited {
+                provider: Provider::E2b,
+                retry_after: None,
+            },
+            true,
+        );
+        assert_eq!(
+            limited.reason,
+            "inconclusive: the provider rate-limited the request"
+        );
+        assert!(proves_nothing(&v(false, Some(&limited.reason))));
+        let refused = explain(
+            "exec",
+            &ProviderError::Unauthorized {
+                provider: Provider::E2b,
+                message: "no".into(),
+            },
+            true,
+        );
+        assert!(!proves_nothing(&v(false, Some(&refused.reason))));
+        assert!(!proves_nothing(&v(true, None)));
     }
 
     #[test]

@@ -89,6 +89,7 @@ impl World {
         let text = format!(
             "data_dir = {data:?}\ndatabase_url = {database_url:?}\n\n\
              [reconciler]\ninterval_seconds = 3600\n\n\
+             [local]\ndisk_mib = 32\ndisk_reserve_mib = 256\n\n\
              [rate_limits]\nenabled = true\n\
              per_key = {{ per_second = 1000000000.0, burst = 1000000000 }}\n\
              per_project = {{ per_second = 1000000000.0, burst = 1000000000 }}\n\n\

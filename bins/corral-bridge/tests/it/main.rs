@@ -19,7 +19,11 @@ const KEY: &str = "reference-bridge-key-0123456789";
 /// machine cannot run local sandboxes.
 async fn bridge() -> Option<(FakeServer, tempfile::TempDir)> {
     let root = tempfile::tempdir().unwrap();
-    let local = LocalProvider::new(LocalConfig::new(root.path().join("sandboxes"))).unwrap();
+    // A 32 MiB filesystem per sandbox (the 1 GiB default is allocated in full at create).
+    let mut config = LocalConfig::new(root.path().join("sandboxes"));
+    config.limits.disk_bytes = Some(32 << 20);
+    config.limits.disk_reserve_bytes = 256 << 20;
+    let local = LocalProvider::new(config).unwrap();
     if let Some(why) = local.unavailable_reason() {
         eprintln!("skipped: the local provider cannot run here: {why}");
         return None;

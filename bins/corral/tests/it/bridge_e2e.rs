@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use actix_web::test::{self, TestRequest};
 use corral_provider::SecretString;
-use corral_provider_local::{LocalConfig, LocalProvider};
+use corral_provider_local::LocalProvider;
 use corral_provider_testkit::fake::{FakeServer, Fault, FaultKind};
 use reqwest::Method;
 use serde_json::json;
@@ -21,7 +21,8 @@ const BRIDGE_KEY: &str = "e2e-bridge-key-0123456789abcdef";
 /// The reference bridge over a fresh local root, or `None` where local sandboxes cannot run.
 async fn reference_bridge() -> Option<(FakeServer, tempfile::TempDir)> {
     let root = tempfile::tempdir().unwrap();
-    let local = LocalProvider::new(LocalConfig::new(root.path().join("sandboxes"))).unwrap();
+    let local =
+        LocalProvider::new(crate::support::small_local(root.path().join("sandboxes"))).unwrap();
     if let Some(why) = local.unavailable_reason() {
         eprintln!("skipped: the local provider cannot run here: {why}");
         return None;

@@ -159,7 +159,8 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
     std::fs::write(
         &config,
         format!(
-            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n",
+            "[providers]\nenabled = [\"local\", \"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n\
+             [local]\ndisk_mib = 32\ndisk_reserve_mib = 256\n",
             morph.base_url()
         ),
     )
@@ -705,4 +706,42 @@ async fn a_create_cut_off_by_a_crash_is_adopted_by_the_reconciler_after_restart(
     }
     assert_eq!(started(morph.server()), 1, "adopted, never started twice");
     server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stops_arriving_is_answered_request_timeout_and_the_connection_closed() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let config = tmp.path().join("corral.toml");
+    std::fs::write(&config, "[local]\ndisk_mib = 32\n").unwrap();
+    let server = start(&data, &config, 1);
+    let banner = std::fs::read_to_string(&server.stdout).unwrap();
+    let key = banner
+        .split_whitespace()
+        .find(|w| w.starts_with("crl_"))
+        .unwrap()
+        .to_owned();
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // An authenticated create that promises 1000 bytes and sends 10, then nothing.
+    let head = format!(
+        "POST /v1/sandboxes HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"provider"
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), conn.read_to_end(&mut answer))
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    let waited = started.elapsed();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert!(answer.contains("\"request_timeout\""), "{answer}");
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(20),
+        "answered after {waited:?}"
+    );
 }

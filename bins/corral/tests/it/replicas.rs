@@ -350,7 +350,7 @@ async fn two_replicas_on_one_postgres_schema_share_keys_idempotency_and_sandboxe
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_started_at_once_on_an_empty_schema_both_migrate_and_come_up_ready() {
+async fn two_replicas_started_at_once_on_an_empty_postgres_schema_both_migrate_and_come_up_ready() {
     let Some(db) = TestDb::postgres("two_replicas_race_migrations_on_an_empty_schema").await else {
         return;
     };

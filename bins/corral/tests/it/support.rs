@@ -35,7 +35,16 @@ pub(crate) struct World {
 pub(crate) type Providers = BTreeMap<Provider, Arc<dyn SandboxProvider>>;
 
 pub(crate) fn local(root: &Path) -> Arc<dyn SandboxProvider> {
-    Arc::new(LocalProvider::new(LocalConfig::new(root.join("sandboxes"))).unwrap())
+    Arc::new(LocalProvider::new(small_local(root.join("sandboxes"))).unwrap())
+}
+
+/// `local` with a 32 MiB filesystem per sandbox: the 1 GiB default is allocated in full at
+/// create, and the suite makes many sandboxes at once.
+pub(crate) fn small_local(root: std::path::PathBuf) -> LocalConfig {
+    let mut config = LocalConfig::new(root);
+    config.limits.disk_bytes = Some(32 << 20);
+    config.limits.disk_reserve_bytes = 256 << 20;
+    config
 }
 
 impl World {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use corral::config::{FileConfig, Overrides};
 use corral::wiring::FakeVisitor;
@@ -11,7 +12,7 @@ use corral_domain::Provider;
 use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
 use corral_provider::{Adapter, CallContext, ExposeSecret as _, SandboxProvider};
 use corral_provider_http::HttpConfig;
-use corral_provider_testkit::fake::Fault;
+use corral_provider_testkit::fake::{Fault, FaultKind};
 use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::spy::Spy;
 use corral_registry::{
@@ -30,6 +31,16 @@ struct World {
 }
 
 async fn world(id: &str, table: toml::Table, ctx: &CallContext) -> World {
+    world_with(id, table, ctx, None).await
+}
+
+/// As [`world`], with `[limits] provider_call_timeout` set to `call_timeout`.
+async fn world_with(
+    id: &str,
+    table: toml::Table,
+    ctx: &CallContext,
+    call_timeout: Option<Duration>,
+) -> World {
     let mut providers = toml::Table::new();
     providers.insert("enabled".into(), toml::Value::try_from([id]).unwrap());
     providers.insert(id.into(), toml::Value::Table(table));
@@ -45,6 +56,10 @@ async fn world(id: &str, table: toml::Table, ctx: &CallContext) -> World {
         },
     )
     .unwrap();
+    let mut settings = settings;
+    if let Some(t) = call_timeout {
+        settings.provider_call_timeout = t;
+    }
     let built = corral::wiring::build(&settings).unwrap();
     let provider: Provider = id.parse().unwrap();
     let spy = Arc::new(Spy::new(built[&provider].clone()));
@@ -195,4 +210,69 @@ async fn verify_stores_a_refused_exec_with_reason_and_remediation_and_still_dele
     // fake is the host's.
     let op = w.spy.made().last().unwrap().operation_id;
     std::fs::remove_file(fallback_probe_file(op)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_waits_for_a_probe_still_starting_before_running_commands() {
+    use corral_provider_daytona::fake::Fake;
+    let fake = Fake::start().await;
+    // Three observations `starting` (the create's answer and two polls), then `started`.
+    fake.set_warmup(3);
+    let ctx = fake.context();
+    let w = world(
+        "daytona",
+        toml::Table::try_from(fake.config()).unwrap(),
+        &ctx,
+    )
+    .await;
+    let results = w
+        .service
+        .verify_profile(w.project, Provider::Daytona)
+        .await
+        .unwrap();
+    assert!(failures(&results).is_empty(), "{results:#?}");
+    let calls = w.spy.calls();
+    let first_exec = calls.iter().position(|c| *c == "exec").unwrap();
+    assert!(
+        calls[..first_exec].iter().filter(|c| **c == "get").count() >= 2,
+        "polled until started: {calls:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_removes_a_probe_whose_create_answer_was_lost() {
+    use corral_provider_morph::fake::Fake;
+    let fake = Fake::start_with_key("morph-key-lost").await;
+    let ctx = fake.context();
+    let w = world_with(
+        "morph",
+        toml::Table::try_from(fake.config()).unwrap(),
+        &ctx,
+        Some(Duration::from_secs(1)),
+    )
+    .await;
+    // The instance is started, but its answer comes after the call deadline.
+    fake.server().faults().arm(
+        Fault::new(FaultKind::DelayAfterHandler(Duration::from_secs(3)))
+            .on_method(reqwest::Method::POST)
+            .on_path("/api/instance"),
+    );
+    let results = w
+        .service
+        .verify_profile(w.project, Provider::Morph)
+        .await
+        .unwrap();
+    assert_eq!(
+        results[0].reason.as_deref(),
+        Some("inconclusive: the provider did not answer in time"),
+        "{results:#?}"
+    );
+    assert!(results[1..].iter().all(|v| !v.ok));
+    assert_eq!(
+        w.spy.calls(),
+        ["create", "find_by_operation_id", "delete"],
+        "found by its operation id and deleted"
+    );
+    let left = w.spy.leftovers(&ctx).await;
+    assert!(left.is_empty(), "left at the fake: {left:?}");
 }

@@ -332,3 +332,38 @@ async fn a_worker_without_exec_timeout_ending_a_killed_command_with_an_error_is_
     let err = p.exec(&ctx, &id, &ExecSpec::new("true")).await.unwrap_err();
     assert!(matches!(err, ProviderError::ServerError { .. }), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_key_echoed_in_a_403_invalid_request_straddling_the_excerpt_cut_is_redacted_whole() {
+    use corral_provider_testkit::fake::{Fault, FaultKind};
+    let fake = Fake::start().await;
+    let p = adapter(&fake);
+    let ctx = fake.context();
+    let id = p.create(&ctx, &spec()).await.unwrap().native_id;
+    // The excerpt is cut at 300 characters; put the key across that cut at every offset a
+    // cut-then-redact order would leak a part of it.
+    for before in (300 - API_KEY.len() + 1)..300 {
+        let message = format!("{}{API_KEY} and more", "x".repeat(before - 10));
+        fake.server().faults().arm(
+            Fault::new(FaultKind::Status {
+                status: 403,
+                retry_after: None,
+                body: format!(r#"{{"error":"{message}","code":"invalid_request"}}"#),
+            })
+            .on_path("/exec"),
+        );
+        let err = p.exec(&ctx, &id, &ExecSpec::new("true")).await.unwrap_err();
+        let shown = format!("{err:?} {err}");
+        assert!(
+            matches!(err, ProviderError::InvalidRequest { .. }),
+            "{err:?}"
+        );
+        for window in API_KEY.as_bytes().windows(8) {
+            let window = std::str::from_utf8(window).unwrap();
+            assert!(
+                !shown.contains(window),
+                "`{window}` of the key leaked: {shown}"
+            );
+        }
+    }
+}

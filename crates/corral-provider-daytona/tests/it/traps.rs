@@ -529,3 +529,72 @@ async fn a_toolbox_403_on_a_file_is_a_file_operation_failure_not_a_rejected_key(
     // The key itself is still good.
     p.exec(&ctx(), id, &ExecSpec::new("true")).await.unwrap();
 }
+
+/// The toolbox URL comes from the provider's sandbox record, and the API key is sent there: a
+/// `toolboxProxyUrl` off the trusted hosts is refused, and the host it names (another fake's
+/// toolbox, on loopback) receives nothing: not the key, not a request.
+#[tokio::test]
+async fn a_toolbox_proxy_url_naming_another_host_is_refused_and_that_host_receives_nothing() {
+    let (fake, p) = crate::world().await;
+    let rogue = corral_provider_daytona::fake::Fake::start().await;
+    let rogue_port = rogue.toolbox().addr().port();
+    for url in [
+        format!("{}/toolbox", rogue.toolbox().base_url()),
+        format!("http://localhost:{rogue_port}/toolbox"),
+        format!("http://{}@{}/toolbox", API_KEY, fake.toolbox().addr()),
+        format!("https://{}/toolbox", fake.toolbox().addr()),
+        "http://169.254.169.254/latest".to_owned(),
+        "file:///etc/passwd".to_owned(),
+    ] {
+        fake.set_toolbox_proxy_url(&url);
+        let created = p.create(&ctx(), &spec(None)).await.unwrap();
+        crate::started(&p, &created.native_id).await;
+        let err = p
+            .exec(&ctx(), &created.native_id, &ExecSpec::new("true"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ProviderError::Protocol { .. }),
+            "{url}: {err:?}"
+        );
+        let err = p
+            .write_file(&ctx(), &created.native_id, "/tmp/x", b"x")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ProviderError::Protocol { .. }),
+            "{url}: {err:?}"
+        );
+        assert!(!err.to_string().contains(API_KEY), "{err}");
+    }
+    assert!(rogue.toolbox().log().all().is_empty());
+    assert!(rogue.server().log().all().is_empty());
+    assert!(fake.toolbox().log().all().is_empty());
+}
+
+#[tokio::test]
+async fn with_the_default_trusted_hosts_only_daytona_hosts_over_https_are_used() {
+    let fake = corral_provider_daytona::fake::Fake::start().await;
+    let p = crate::provider(corral_provider_daytona::DaytonaConfig {
+        base_url: fake.base_url(),
+        ..Default::default()
+    });
+    // The fake's own (loopback, http) toolbox is not Daytona's.
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    crate::started(&p, &created.native_id).await;
+    let err = p
+        .exec(&ctx(), &created.native_id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Protocol { .. }), "{err:?}");
+    assert!(err.to_string().contains("127.0.0.1"), "{err}");
+    assert!(fake.toolbox().log().all().is_empty());
+    // A toolbox_url off the trusted hosts fails at start-up.
+    let bad = <corral_provider_daytona::DaytonaProvider as corral_provider::Adapter>::from_config(
+        corral_provider_daytona::DaytonaConfig {
+            default_toolbox_proxy_url: "https://toolbox.attacker.example/toolbox".into(),
+            ..Default::default()
+        },
+    );
+    assert!(matches!(bad, Err(ProviderError::InvalidRequest { .. })));
+}

@@ -570,3 +570,94 @@ async fn the_fakes_old_envd_refuses_requests_that_name_no_user() {
     assert!(eos.is_end_stream());
     assert_eq!(body_json(&eos.data)["error"]["code"], "unauthenticated");
 }
+
+/// A provider answer names the envd host: E2B's `domain` is used only when it is a plain host
+/// name giving an envd URL on the trusted hosts. The rogue envd (another fake, not trusted)
+/// must receive nothing: not the sandbox's token, not a request.
+#[tokio::test]
+async fn a_domain_naming_another_host_is_refused_and_that_host_receives_nothing() {
+    let fake = corral_provider_e2b::fake::Fake::start().await;
+    let rogue = corral_provider_e2b::fake::Fake::start().await;
+    let rogue_port = rogue.envd().addr().port();
+    // The operator's template puts the domain in the host; trusted are the fake's envd and
+    // the default domain's envd (a name that never resolves), not the rogue.
+    let p = E2bProvider::from_config(corral_provider_e2b::E2bConfig {
+        envd_url_template: format!("http://{{domain}}:{rogue_port}"),
+        default_domain: "envd.corral.invalid".into(),
+        trusted_hosts: vec![
+            fake.envd().base_url(),
+            format!("http://envd.corral.invalid:{rogue_port}"),
+        ],
+        ..fake.config()
+    })
+    .unwrap();
+    for domain in [
+        "localhost",
+        "127.0.0.1",
+        "[::1]",
+        &format!("127.0.0.1:{rogue_port}"),
+        "localhost/x",
+        "user@localhost",
+        "http://localhost",
+    ] {
+        fake.set_domain(Some(domain));
+        let created = p.create(&ctx(), &spec(None)).await.unwrap();
+        let err = p
+            .exec(&ctx(), &created.native_id, &ExecSpec::new("true"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ProviderError::Protocol { .. }),
+            "{domain}: {err:?}"
+        );
+        let err = p
+            .read_file(&ctx(), &created.native_id, "/etc/hostname", 1024)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ProviderError::Protocol { .. }),
+            "{domain}: {err:?}"
+        );
+    }
+    assert!(rogue.envd().log().all().is_empty());
+    assert!(rogue.server().log().all().is_empty());
+    assert!(fake.envd().log().all().is_empty());
+}
+
+#[tokio::test]
+async fn with_the_default_trusted_hosts_a_domain_outside_e2b_is_refused_before_any_lookup() {
+    let fake = corral_provider_e2b::fake::Fake::start().await;
+    let p = E2bProvider::from_config(corral_provider_e2b::E2bConfig {
+        base_url: fake.base_url(),
+        ..Default::default()
+    })
+    .unwrap();
+    fake.set_domain(Some("attacker.example"));
+    let created = p.create(&ctx(), &spec(None)).await.unwrap();
+    let err = p
+        .exec(&ctx(), &created.native_id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    let shown = err.to_string();
+    assert!(matches!(err, ProviderError::Protocol { .. }), "{err:?}");
+    assert!(shown.contains("attacker.example"), "{shown}");
+    let token = fake.token_of(&created.native_id).unwrap();
+    assert!(
+        !shown.contains(&token) && !shown.contains(API_KEY),
+        "{shown}"
+    );
+}
+
+#[test]
+fn an_envd_template_off_the_trusted_hosts_fails_at_construction() {
+    let err = E2bProvider::from_config(corral_provider_e2b::E2bConfig {
+        envd_url_template: "https://{port}-{sandboxID}.{domain}".into(),
+        default_domain: "attacker.example".into(),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+}

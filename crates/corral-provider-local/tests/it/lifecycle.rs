@@ -53,6 +53,7 @@ async fn a_sandbox_survives_a_restart_of_its_provider() {
         .unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].native_id, id);
+    drop(again);
     drop(data);
 }
 

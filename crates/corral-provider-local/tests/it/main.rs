@@ -3,6 +3,7 @@
 //! deadlines and output.
 
 mod conformance;
+mod contain;
 mod escape;
 mod exec;
 mod lifecycle;
@@ -13,9 +14,11 @@ use corral_provider::{CallContext, CreateSpec, ExecOutput, ExecSpec, SandboxProv
 use corral_provider_local::{LocalConfig, LocalProvider};
 
 /// A provider over a fresh temporary data dir: sandboxes live in `<data>/sandboxes`.
+/// The provider is declared first so that it is dropped first: it unmounts its sandboxes'
+/// filesystems before the directory is removed.
 pub(crate) struct World {
-    pub(crate) data: tempfile::TempDir,
     pub(crate) provider: LocalProvider,
+    pub(crate) data: tempfile::TempDir,
 }
 
 impl World {
@@ -26,10 +29,12 @@ impl World {
     pub(crate) fn with(tweak: impl FnOnce(&mut LocalConfig)) -> Self {
         let data = tempfile::tempdir().unwrap();
         let mut config = LocalConfig::new(data.path().join("sandboxes"));
+        // Small images: tests run many sandboxes at once, and each image is allocated whole.
+        config.limits.disk_bytes = Some(64 << 20);
         tweak(&mut config);
         let provider = LocalProvider::new(config).unwrap();
         assert_eq!(provider.unavailable_reason(), None);
-        Self { data, provider }
+        Self { provider, data }
     }
 
     pub(crate) fn root(&self) -> std::path::PathBuf {

@@ -104,5 +104,21 @@ fn inner_sandboxes_work_for_an_unprivileged_server() {
             "{}",
             text(&remount.stdout)
         );
+        // Without root there are no cgroups or disk images, and the provider says why; the
+        // seccomp filter still applies.
+        let containment = world.provider.containment();
+        assert!(
+            containment
+                .cgroups
+                .as_ref()
+                .is_err_and(|why| why.contains("not root")),
+            "{containment:?}"
+        );
+        assert!(containment.disk_quota.is_err(), "{containment:?}");
+        assert_eq!(containment.seccomp, Ok(()));
+        let nested = world
+            .sh(&id, "unshare -r -n true 2>/dev/null || echo refused")
+            .await;
+        assert_eq!(text(&nested.stdout), "refused\n");
     });
 }

@@ -350,3 +350,75 @@ async fn a_recovering_sandbox_is_failed_not_creating_and_runs_again_once_recover
         .unwrap();
     assert_eq!(out.stdout, b"back\n");
 }
+
+/// The agent URL comes from the provider's sandbox record, and the sandbox's agent token is
+/// sent there: an `agent.url` off the trusted hosts is refused, and the host it names (another
+/// fake, on loopback) receives nothing.
+#[tokio::test]
+async fn an_agent_url_naming_another_host_is_refused_and_that_host_receives_nothing() {
+    let (fake, provider) = setup().await;
+    let rogue = corral_provider_together::fake::Fake::start().await;
+    let rogue_port = rogue.server().addr().port();
+    for base in [
+        rogue.server().base_url(),
+        format!("http://localhost:{rogue_port}"),
+        format!("http://{KEY}@{}", fake.server().addr()),
+        format!("https://{}", fake.server().addr()),
+        "http://169.254.169.254".to_owned(),
+    ] {
+        fake.set_agent_base(Some(&base));
+        let id = running(&provider).await;
+        let err = provider
+            .exec(&ctx(), &id, &ExecSpec::new("true"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ProviderError::Protocol { .. }),
+            "{base}: {err:?}"
+        );
+        let err = provider
+            .read_file(&ctx(), &id, "/etc/hostname", 1024)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ProviderError::Protocol { .. }),
+            "{base}: {err:?}"
+        );
+        assert!(!err.to_string().contains("agent-token-"), "{err}");
+    }
+    assert!(rogue.server().log().all().is_empty());
+    assert!(
+        fake.server()
+            .log()
+            .all()
+            .iter()
+            .all(|r| !r.path.starts_with("/agent/"))
+    );
+}
+
+#[tokio::test]
+async fn with_the_default_trusted_hosts_a_loopback_agent_is_refused() {
+    let (fake, _) = setup().await;
+    let provider =
+        <corral_provider_together::TogetherProvider as corral_provider::Adapter>::from_config(
+            corral_provider_together::TogetherConfig {
+                trusted_hosts: corral_provider_together::TogetherConfig::default().trusted_hosts,
+                ..fake.config()
+            },
+        )
+        .unwrap();
+    let id = running(&provider).await;
+    let err = provider
+        .exec(&ctx(), &id, &ExecSpec::new("true"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Protocol { .. }), "{err:?}");
+    assert!(err.to_string().contains("127.0.0.1"), "{err}");
+    assert!(
+        fake.server()
+            .log()
+            .all()
+            .iter()
+            .all(|r| !r.path.starts_with("/agent/"))
+    );
+}

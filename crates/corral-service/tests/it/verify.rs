@@ -121,6 +121,8 @@ on_both_backends! {
         });
     after_a_failed_exec_public_exec_with_the_profile_is_refused_without_a_provider_call =>
         refusal_path(false, corral_service::ServiceConfig::default());
+    a_rate_limited_exec_is_inconclusive_and_does_not_refuse_public_exec =>
+        rate_limited_exec(false, corral_service::ServiceConfig::default());
     operations_a_verification_did_not_reach_are_not_refused =>
         not_reached_is_not_refused(false, corral_service::ServiceConfig::default());
     a_credential_echoed_by_the_provider_is_stored_nowhere =>
@@ -309,7 +311,7 @@ async fn lost_create(w: World) {
     assert!(!create.ok);
     assert_eq!(
         create.reason.as_deref(),
-        Some("the provider did not answer in time")
+        Some("inconclusive: the provider did not answer in time")
     );
     assert_eq!(
         *w.double.calls.lock().unwrap(),
@@ -329,7 +331,7 @@ async fn hung_create(w: World) {
     let create = by_op(&results, "create");
     assert_eq!(
         create.reason.as_deref(),
-        Some("the provider did not answer in time")
+        Some("inconclusive: the provider did not answer in time")
     );
     assert!(results[1..].iter().all(|v| !v.ok));
     // The hung create never got past the gate; the lookup for it found nothing.
@@ -508,4 +510,55 @@ async fn no_profile(w: World) {
         .unwrap_err();
     assert_eq!(e.code(), ErrorCode::ProviderUnavailable, "{e:?}");
     assert_eq!(w.double.total(), 0);
+}
+
+async fn rate_limited_exec(w: World) {
+    w.double.fail_next("exec", || ProviderError::RateLimited {
+        provider: PROVIDER,
+        retry_after: Some(Duration::from_secs(3)),
+    });
+    let results = w.service.verify_profile(w.project, PROVIDER).await.unwrap();
+    let exec = by_op(&results, "exec");
+    assert!(!exec.ok);
+    assert_eq!(
+        exec.reason.as_deref(),
+        Some("inconclusive: the provider rate-limited the request")
+    );
+    assert!(
+        exec.remediation
+            .as_deref()
+            .unwrap()
+            .starts_with("run the test again later")
+    );
+    // A passing refusal proves nothing about the credential: public exec still goes through.
+    let caller = Caller::trusted(w.project);
+    let created = w
+        .service
+        .create(
+            &caller,
+            InlineAccess::default(),
+            None,
+            corral_domain::CreateSandboxRequest::standard(PROVIDER, None, None),
+        )
+        .await
+        .unwrap();
+    let id = serde_json::from_str::<serde_json::Value>(&created.body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = w
+        .service
+        .exec(
+            &caller,
+            InlineAccess::default(),
+            &id,
+            RunCommandInput {
+                command: "echo still".into(),
+                cwd: None,
+                env: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "still\n");
 }
