@@ -189,6 +189,9 @@ pub(crate) fn schemathesis(args: &[String]) -> Result<(), String> {
         .args(["run", &format!("{}/v1/openapi.json", server.base)])
         .args(["--header", &format!("Authorization: Bearer {}", server.key)])
         .args(["--checks", "all"])
+        // The email webhook refuses every unsigned event with 400 `invalid_email_webhook`:
+        // nothing a generator can send is accepted (its signature is tested in bins/corral).
+        .args(["--exclude-operation-id", "receiveEmailEvent"])
         // Get of a tombstone is 200 by design: see xtask/schemathesis.toml.
         .args(["--exclude-checks", "use_after_free"])
         .args(["--max-examples", &max_examples.to_string()])

@@ -12,7 +12,7 @@ use corral_errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::session::Session;
+use super::session::{CsrfToken, Session};
 use super::{COMMON, Failure, MUTATION, Reply, no_content, parse_id, run};
 use crate::extract::{Json, Small};
 use crate::http::{AppState, json_ok};
@@ -112,7 +112,7 @@ pub(crate) async fn list_accounts(
 
 /// Create an organization; the caller is its owner.
 #[utoipa::path(
-    operation_id = "createAccount", tag = "control-plane", security(("session" = [])),
+    operation_id = "createAccount", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     request_body(content = CreateOrganization, content_type = "application/json"),
     responses((status = 201, description = "Created.", body = AccountView), CreateErrors))]
 #[post("/v1/control/accounts")]
@@ -133,7 +133,7 @@ pub(crate) async fn create_account(
 /// Rename an account (admin). `version` must be the current one.
 #[utoipa::path(
     operation_id = "updateAccount", tag = "control-plane", security(("session" = [])),
-    params(("account" = String, Path, description = "`acc_<ulid>`.")),
+    params(CsrfToken, ("account" = String, Path, description = "`acc_<ulid>`.")),
     request_body(content = RenameAccount, content_type = "application/json"),
     responses((status = 200, description = "Renamed; `version` incremented.", body = AccountView), UpdateErrors))]
 #[patch("/v1/control/accounts/{account}")]
@@ -159,7 +159,7 @@ pub(crate) async fn update_account(
 /// background; meanwhile every mutation of it answers `account_deleting`.
 #[utoipa::path(
     operation_id = "deleteAccount", tag = "control-plane", security(("session" = [])),
-    params(("account" = String, Path, description = "`acc_<ulid>`.")),
+    params(CsrfToken, ("account" = String, Path, description = "`acc_<ulid>`.")),
     responses((status = 202, description = "Deletion started (`deletingAt` set).", body = AccountView), DeleteErrors))]
 #[delete("/v1/control/accounts/{account}")]
 pub(crate) async fn delete_account(
@@ -198,6 +198,7 @@ pub(crate) async fn list_members(
 #[utoipa::path(
     operation_id = "updateMember", tag = "control-plane", security(("session" = [])),
     params(
+        CsrfToken,
         ("account" = String, Path, description = "`acc_<ulid>`."),
         ("user" = String, Path, description = "`usr_<ulid>`."),
     ),
@@ -227,6 +228,7 @@ pub(crate) async fn update_member(
 #[utoipa::path(
     operation_id = "removeMember", tag = "control-plane", security(("session" = [])),
     params(
+        CsrfToken,
         ("account" = String, Path, description = "`acc_<ulid>`."),
         ("user" = String, Path, description = "`usr_<ulid>`."),
     ),
@@ -251,7 +253,7 @@ pub(crate) async fn remove_member(
 /// Make another member the owner (owner); the caller becomes admin, in one transaction.
 #[utoipa::path(
     operation_id = "transferOwnership", tag = "control-plane", security(("session" = [])),
-    params(("account" = String, Path, description = "`acc_<ulid>`.")),
+    params(CsrfToken, ("account" = String, Path, description = "`acc_<ulid>`.")),
     request_body(content = TransferOwnership, content_type = "application/json"),
     responses((status = 204, description = "Transferred."), DeleteErrors))]
 #[post("/v1/control/accounts/{account}/ownership-transfer")]
@@ -297,7 +299,7 @@ pub(crate) async fn list_invitations(
 /// Invite someone by email (admin); the link is mailed, never returned.
 #[utoipa::path(
     operation_id = "createInvitation", tag = "control-plane", security(("session" = [])),
-    params(("account" = String, Path, description = "`acc_<ulid>`.")),
+    params(CsrfToken, ("account" = String, Path, description = "`acc_<ulid>`.")),
     request_body(content = CreateInvitation, content_type = "application/json"),
     responses((status = 201, description = "Invited.", body = InvitationView), InviteErrors))]
 #[post("/v1/control/accounts/{account}/invitations")]
@@ -321,6 +323,7 @@ pub(crate) async fn create_invitation(
 #[utoipa::path(
     operation_id = "revokeInvitation", tag = "control-plane", security(("session" = [])),
     params(
+        CsrfToken,
         ("account" = String, Path, description = "`acc_<ulid>`."),
         ("invitation" = String, Path, description = "`inv_<ulid>`."),
     ),
@@ -347,7 +350,7 @@ pub(crate) async fn revoke_invitation(
 /// Accept an invitation with the token from its link (single use; the signed-in user's email
 /// must be the invited one).
 #[utoipa::path(
-    operation_id = "acceptInvitation", tag = "control-plane", security(("session" = [])),
+    operation_id = "acceptInvitation", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     request_body(content = AcceptInvitation, content_type = "application/json"),
     responses((status = 200, description = "Joined; the account.", body = AccountView), AcceptErrors))]
 #[post("/v1/control/invitations/accept")]

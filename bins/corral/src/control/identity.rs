@@ -9,7 +9,7 @@ use corral_errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::session::{Session, check_origin, cleared_session_cookie, session_cookie};
+use super::session::{CsrfToken, Session, check_origin, cleared_session_cookie, session_cookie};
 use super::{COMMON, Failure, Reply, no_content, run};
 use crate::extract::{Json, Small};
 use crate::http::{AppState, json_ok};
@@ -42,6 +42,7 @@ errors!(AcceptErrors: COMMON, &[
 #[serde(deny_unknown_fields)]
 pub(crate) struct SignInEmail {
     /// The address to mail a sign-in link to.
+    #[schema(format = Email, max_length = 254)]
     email: String,
 }
 
@@ -58,8 +59,10 @@ pub(crate) struct SignInToken {
 #[serde(deny_unknown_fields)]
 pub(crate) struct SignInPassword {
     /// The account's email.
+    #[schema(format = Email, max_length = 254)]
     email: String,
     /// Its password.
+    #[schema(format = Password)]
     password: String,
 }
 
@@ -67,7 +70,8 @@ pub(crate) struct SignInPassword {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewPassword {
-    /// The new password (at least 12 characters).
+    /// The new password: at least 12 characters and at most 1024 bytes of UTF-8.
+    #[schema(min_length = 12, format = Password)]
     password: String,
 }
 
@@ -225,7 +229,7 @@ pub(crate) async fn sign_in_password(
 
 /// Sign out this session; clears the cookie.
 #[utoipa::path(
-    operation_id = "signOut", tag = "control-plane", security(("session" = [])),
+    operation_id = "signOut", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     responses((status = 204, description = "Signed out; the cookie is cleared."), Common))]
 #[post("/v1/control/sign-out")]
 pub(crate) async fn sign_out(
@@ -239,7 +243,7 @@ pub(crate) async fn sign_out(
 
 /// Sign out every session of the user; clears the cookie.
 #[utoipa::path(
-    operation_id = "signOutEverywhere", tag = "control-plane", security(("session" = [])),
+    operation_id = "signOutEverywhere", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     responses((status = 204, description = "Every session revoked; the cookie is cleared."), Common))]
 #[delete("/v1/control/sessions")]
 pub(crate) async fn sign_out_everywhere(
@@ -257,8 +261,8 @@ pub(crate) async fn sign_out_everywhere(
     responses((status = 200, description = "The user.", body = MeBody), Common))]
 #[get("/v1/control/me")]
 pub(crate) async fn me(req: HttpRequest, session: Session, state: web::Data<AppState>) -> Reply {
-    let me = run(&req, state.control.me(&session.0.actor)).await?;
-    let body = MeBody::new(me, state.control.csrf_token(session.0.cookie_token()));
+    let user = run(&req, state.control.me(&session.0.actor)).await?;
+    let body = MeBody::new(user, state.control.csrf_token(session.0.cookie_token()));
     let mut resp = json_ok(StatusCode::OK, &body);
     resp.headers_mut().insert(
         actix_web::http::header::CACHE_CONTROL,
@@ -305,13 +309,13 @@ pub(crate) struct AccountRoleBody {
 }
 
 impl MeBody {
-    fn new(found: corral_control::Me, csrf_token: String) -> Self {
+    fn new(user: corral_control::Me, csrf_token: String) -> Self {
         Self {
-            user_id: found.user_id.to_string(),
-            email: found.email,
-            has_password: found.has_password,
-            personal_account_id: found.personal_account_id.to_string(),
-            accounts: found
+            user_id: user.user_id.to_string(),
+            email: user.email,
+            has_password: user.has_password,
+            personal_account_id: user.personal_account_id.to_string(),
+            accounts: user
                 .accounts
                 .into_iter()
                 .map(|a| AccountRoleBody {
@@ -321,7 +325,7 @@ impl MeBody {
                     role: a.role,
                 })
                 .collect(),
-            created_at: found.created_at,
+            created_at: user.created_at,
             csrf_token,
         }
     }
@@ -371,7 +375,7 @@ pub(crate) struct LegalReleaseBody {
 
 /// Set the user's password (at least 12 characters).
 #[utoipa::path(
-    operation_id = "setPassword", tag = "control-plane", security(("session" = [])),
+    operation_id = "setPassword", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     request_body(content = NewPassword, content_type = "application/json"),
     responses((status = 204, description = "Set."), Common))]
 #[put("/v1/control/me/password")]
@@ -455,7 +459,7 @@ pub(crate) async fn legal_release(
 ///
 /// `legal_release_changed` when a newer release was published since.
 #[utoipa::path(
-    operation_id = "acceptLegalRelease", tag = "control-plane", security(("session" = [])),
+    operation_id = "acceptLegalRelease", tag = "control-plane", security(("session" = [])), params(CsrfToken),
     request_body(content = Acceptance, content_type = "application/json"),
     responses((status = 204, description = "Accepted (and kept as an audit trail)."), AcceptErrors))]
 #[post("/v1/control/legal/acceptances")]

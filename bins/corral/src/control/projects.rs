@@ -10,7 +10,7 @@ use corral_errors::ErrorCode;
 use corral_registry::ProjectId;
 
 use super::accounts::Items;
-use super::session::Session;
+use super::session::{CsrfToken, Session};
 use super::{COMMON, Failure, MUTATION, Reply, no_content, parse_id, run};
 use crate::extract::{Json, ListQuery, Small};
 use crate::http::{AppState, json_ok};
@@ -85,7 +85,7 @@ pub(crate) async fn list_projects(
 /// Create a project in the account (admin).
 #[utoipa::path(
     operation_id = "createProject", tag = "control-plane", security(("session" = [])),
-    params(("account" = String, Path, description = "`acc_<ulid>`.")),
+    params(CsrfToken, ("account" = String, Path, description = "`acc_<ulid>`.")),
     request_body(content = ProjectName, content_type = "application/json"),
     responses((status = 201, description = "Created.", body = ProjectView), CreateErrors))]
 #[post("/v1/control/accounts/{account}/projects")]
@@ -110,7 +110,7 @@ pub(crate) async fn create_project(
 /// Rename a project (admin).
 #[utoipa::path(
     operation_id = "updateProject", tag = "control-plane", security(("session" = [])),
-    params(("project" = String, Path, description = "The project id.")),
+    params(CsrfToken, ("project" = String, Path, description = "The project id.")),
     request_body(content = ProjectName, content_type = "application/json"),
     responses((status = 200, description = "Renamed.", body = ProjectView), CreateErrors))]
 #[patch("/v1/control/projects/{project}")]
@@ -136,7 +136,7 @@ pub(crate) async fn update_project(
 /// background.
 #[utoipa::path(
     operation_id = "deleteProject", tag = "control-plane", security(("session" = [])),
-    params(("project" = String, Path, description = "The project id.")),
+    params(CsrfToken, ("project" = String, Path, description = "The project id.")),
     responses((status = 202, description = "Deletion started.", body = ProjectView), Deleting))]
 #[delete("/v1/control/projects/{project}")]
 pub(crate) async fn delete_project(
@@ -174,7 +174,7 @@ pub(crate) async fn list_keys(
 /// Issue an API key (admin). The key is in this answer only (`Cache-Control: no-store`).
 #[utoipa::path(
     operation_id = "createKey", tag = "control-plane", security(("session" = [])),
-    params(("project" = String, Path, description = "The project id.")),
+    params(CsrfToken, ("project" = String, Path, description = "The project id.")),
     responses((status = 201, description = "Issued; the key is shown this once.", body = CreatedKey), Deleting))]
 #[post("/v1/control/projects/{project}/keys")]
 pub(crate) async fn create_key(
@@ -197,6 +197,7 @@ pub(crate) async fn create_key(
 #[utoipa::path(
     operation_id = "revokeKey", tag = "control-plane", security(("session" = [])),
     params(
+        CsrfToken,
         ("project" = String, Path, description = "The project id."),
         ("key" = String, Path, description = "The key id (the part after `crl_`)."),
     ),
@@ -239,6 +240,7 @@ pub(crate) async fn list_profiles(
 #[utoipa::path(
     operation_id = "putProfile", tag = "control-plane", security(("session" = [])),
     params(
+        CsrfToken,
         ("project" = String, Path, description = "The project id."),
         ("provider" = Provider, Path, description = "The provider id."),
     ),
@@ -268,6 +270,7 @@ pub(crate) async fn put_profile(
 #[utoipa::path(
     operation_id = "deleteProfile", tag = "control-plane", security(("session" = [])),
     params(
+        CsrfToken,
         ("project" = String, Path, description = "The project id."),
         ("provider" = Provider, Path, description = "The provider id."),
     ),
@@ -296,6 +299,7 @@ pub(crate) async fn delete_profile(
 #[utoipa::path(
     operation_id = "testProfile", tag = "control-plane", security(("session" = [])),
     params(
+        CsrfToken,
         ("project" = String, Path, description = "The project id."),
         ("provider" = Provider, Path, description = "The provider id."),
     ),

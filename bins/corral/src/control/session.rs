@@ -157,6 +157,30 @@ fn secure(config: &ControlConfig) -> &'static str {
     }
 }
 
+/// The `X-CSRF-Token` header, as documented on every state-changing operation (checked by
+/// [`Session`]).
+pub struct CsrfToken;
+
+impl utoipa::IntoParams for CsrfToken {
+    fn into_params(
+        _: impl Fn() -> Option<utoipa::openapi::path::ParameterIn>,
+    ) -> Vec<utoipa::openapi::path::Parameter> {
+        use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        vec![
+            ParameterBuilder::new()
+                .name(CSRF_HEADER)
+                .parameter_in(ParameterIn::Header)
+                .required(utoipa::openapi::Required::True)
+                .description(Some(
+                    "The session's CSRF token, `csrfToken` of `GET /v1/control/me` or of the sign-in answer.",
+                ))
+                .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                .build(),
+        ]
+    }
+}
+
 /// The JSON API's extractor: [`authenticate`] with the `X-CSRF-Token` header.
 #[derive(Debug)]
 pub struct Session(pub SignedIn);

@@ -20,6 +20,7 @@ fn the_document_has_36_control_plane_operations_all_behind_the_session_cookie() 
     );
     let mut control = Vec::new();
     let mut webhooks = Vec::new();
+    let mut with_csrf = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
             let tags = op["tags"].as_array().unwrap();
@@ -32,6 +33,17 @@ fn the_document_has_36_control_plane_operations_all_behind_the_session_cookie() 
                     json!([{"session": []}])
                 };
                 assert_eq!(op["security"], expected, "{id}: never the project key");
+                // A state-changing operation with a session documents its CSRF header.
+                let csrf = op["parameters"].as_array().is_some_and(|ps| {
+                    ps.iter().any(|p| {
+                        p["in"] == "header" && p["name"] == "X-CSRF-Token" && p["required"] == true
+                    })
+                });
+                let needs_csrf = method != "get" && !ANONYMOUS.contains(&id.as_str());
+                assert_eq!(csrf, needs_csrf, "{id}: X-CSRF-Token documented iff needed");
+                if needs_csrf {
+                    with_csrf += 1;
+                }
                 // Every operation documents the common failures with the envelope.
                 for status in ["400", "401", "429", "500", "503"] {
                     assert!(op["responses"][status].is_object(), "{id} lacks {status}");
@@ -49,6 +61,10 @@ fn the_document_has_36_control_plane_operations_all_behind_the_session_cookie() 
     control.sort();
     control.dedup();
     assert_eq!(control.len(), 36, "{control:?}");
+    assert_eq!(
+        with_csrf, 21,
+        "the state-changing operations behind a session"
+    );
     assert_eq!(webhooks, ["post /v1/webhooks/email"]);
     assert_eq!(doc["security"], json!([{"projectKey": []}]));
 }
