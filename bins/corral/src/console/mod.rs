@@ -7,7 +7,8 @@
 //!   `docs/control-plane.md`), then redirect (POST/redirect/GET) with a flash message in a
 //!   short-lived cookie. JavaScript only enhances (the copy button).
 //! - Every response carries a strict `Content-Security-Policy` (no inline script or style),
-//!   `X-Frame-Options: DENY`, `Referrer-Policy: same-origin` (sign-in links carry a token; `no-referrer` would make browsers send `Origin: null` on form posts) and, for HTML,
+//!   `X-Frame-Options: DENY`, `Referrer-Policy: same-origin` (sign-in links carry a token;
+//!   `no-referrer` would make browsers send `Origin: null` on form posts) and, for HTML,
 //!   `Cache-Control: no-store`.
 
 mod assets;

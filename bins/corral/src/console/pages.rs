@@ -918,3 +918,80 @@ pub(crate) fn project_settings(page: &ProjectSettingsPage) -> Markup {
     };
     shell(&format!("{} · Settings", p.name), &page.chrome, content)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chrome() -> Chrome {
+        Chrome {
+            email: "ada@example.test".to_owned(),
+            csrf: "csrf-value".to_owned(),
+            accounts: Vec::new(),
+            account: None,
+            projects: Vec::new(),
+            project: None,
+            nav: Nav::Overview,
+            flash: Some(Flash::error("<b>bold</b>")),
+        }
+    }
+
+    fn project(name: &str) -> ProjectView {
+        ProjectView {
+            id: "prj_1".to_owned(),
+            name: name.to_owned(),
+            created: "today".to_owned(),
+            account: AccountView {
+                id: "acc_1".to_owned(),
+                name: "Acme".to_owned(),
+                personal: false,
+                role: "admin".to_owned(),
+                version: 1,
+                deleting: false,
+            },
+        }
+    }
+
+    #[test]
+    fn user_data_is_escaped_and_every_form_carries_the_csrf_field() {
+        let evil = "<img src=x onerror=alert(1)>";
+        let page = project_settings(&ProjectSettingsPage {
+            chrome: chrome(),
+            project: project(evil),
+        })
+        .into_string();
+        assert!(!page.contains(evil), "raw markup from user data");
+        assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
+        assert!(page.contains("&lt;b&gt;bold&lt;/b&gt;"), "flash text is escaped");
+        let forms = page.matches("method=\"post\"").count();
+        let csrf = page.matches("name=\"csrf\" value=\"csrf-value\"").count();
+        // Sign out, sign out everywhere, rename, delete.
+        assert_eq!((forms, csrf), (4, 4), "every POST form has the CSRF field");
+        assert!(!page.contains("<script>"), "no inline script");
+        assert!(!page.contains("style=\""), "no inline style (the CSP forbids it)");
+    }
+
+    #[test]
+    fn the_new_key_appears_only_when_just_created() {
+        let keys_page = |new_key: Option<&str>| {
+            keys(&KeysPage {
+                chrome: chrome(),
+                project: project("p"),
+                keys: vec![KeyRow {
+                    key_id: "abc".to_owned(),
+                    prefix: "crl_abc_…".to_owned(),
+                    created: "now".to_owned(),
+                    last_used: None,
+                    revoked: None,
+                }],
+                new_key: new_key.map(str::to_owned),
+            })
+            .into_string()
+        };
+        let with = keys_page(Some("crl_abc_SECRETSECRET"));
+        assert!(with.contains("crl_abc_SECRETSECRET") && with.contains("id=\"new-key\""));
+        let without = keys_page(None);
+        assert!(!without.contains("SECRETSECRET") && !without.contains("id=\"new-key\""));
+        assert!(without.contains("crl_abc_…"));
+    }
+}
