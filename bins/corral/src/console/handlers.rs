@@ -472,7 +472,12 @@ pub(super) async fn sign_out_everywhere(
 const INVITATION_COOKIE: &str = "corral_invitation";
 
 /// `GET /console/invitations/accept?token=…`: the emailed invitation link.
-pub(super) async fn invitation_link(req: HttpRequest) -> Page {
+pub(super) async fn invitation_link(req: HttpRequest, state: web::Data<AppState>) -> Page {
+    let secure = if control(&state).config().public_url.starts_with("https:") {
+        "; Secure"
+    } else {
+        ""
+    };
     let token = web::Query::<TokenQuery>::from_query(req.query_string())
         .map(|q| q.into_inner().token)
         .unwrap_or_default();
@@ -485,7 +490,7 @@ pub(super) async fn invitation_link(req: HttpRequest) -> Page {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if plausible
         && let Ok(v) = header::HeaderValue::from_str(&format!(
-            "{INVITATION_COOKIE}={token}; Path={BASE}; Max-Age=3600; HttpOnly; SameSite=Lax"
+            "{INVITATION_COOKIE}={token}; Path={BASE}; Max-Age=3600; HttpOnly; SameSite=Lax{secure}"
         ))
     {
         resp.headers_mut().append(header::SET_COOKIE, v);

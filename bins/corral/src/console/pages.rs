@@ -962,13 +962,19 @@ mod tests {
         .into_string();
         assert!(!page.contains(evil), "raw markup from user data");
         assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
-        assert!(page.contains("&lt;b&gt;bold&lt;/b&gt;"), "flash text is escaped");
+        assert!(
+            page.contains("&lt;b&gt;bold&lt;/b&gt;"),
+            "flash text is escaped"
+        );
         let forms = page.matches("method=\"post\"").count();
         let csrf = page.matches("name=\"csrf\" value=\"csrf-value\"").count();
         // Sign out, sign out everywhere, rename, delete.
         assert_eq!((forms, csrf), (4, 4), "every POST form has the CSRF field");
         assert!(!page.contains("<script>"), "no inline script");
-        assert!(!page.contains("style=\""), "no inline style (the CSP forbids it)");
+        assert!(
+            !page.contains("style=\""),
+            "no inline style (the CSP forbids it)"
+        );
     }
 
     #[test]

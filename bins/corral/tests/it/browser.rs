@@ -106,6 +106,7 @@ async fn console_sign_in_page_renders_with_its_security_headers_in_chromium() {
 /// A server with the control plane: SQLite in a temp dir, `local` and E2B (pointed at its
 /// loopback fake), mail through SMTP to the loopback listener, public URL = the socket's.
 struct Journey {
+    _db: corral_registry::testing::TestDb,
     _dir: tempfile::TempDir,
     base: String,
     control: corral_control::Control,
@@ -114,19 +115,18 @@ struct Journey {
 }
 
 impl Journey {
-    async fn start() -> Self {
+    async fn start(test_db: corral_registry::testing::TestDb) -> Self {
         use std::collections::BTreeMap;
         use std::sync::Arc;
 
         use corral_domain::Provider;
         use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
         use corral_provider::{Adapter as _, SandboxProvider};
-        use corral_registry::{Database, DatabaseConfig, MasterKey, Registry};
+        use corral_registry::{MasterKey, Registry};
         use corral_service::{Service, ServiceConfig};
 
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("corral.db").display());
-        let db = Database::connect(DatabaseConfig::new(url)).await.unwrap();
+        let db = test_db.connect().await;
         let registry = Registry::new(
             db.clone(),
             MasterKey::load_or_create(&dir.path().join("master.key")).unwrap(),
@@ -175,6 +175,7 @@ impl Journey {
         };
         serve_on(listener, state);
         Journey {
+            _db: test_db,
             _dir: dir,
             base,
             control,
@@ -202,11 +203,28 @@ fn sign_in_link(mail: &smtp::Message) -> String {
 /// sandbox created with the key over the public API, seen in the console, deleted, seen as a
 /// tombstone. A screenshot of every page lands in `target/console-screenshots/`.
 #[actix_web::test]
-async fn console_journey_from_invitation_to_tombstone_in_chromium() {
-    if !browser_or_skip("console_journey_from_invitation_to_tombstone_in_chromium") {
+async fn console_journey_from_invitation_to_tombstone_in_chromium_on_sqlite() {
+    if !browser_or_skip("console_journey_from_invitation_to_tombstone_in_chromium_on_sqlite") {
         return;
     }
-    let j = Journey::start().await;
+    let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
+    journey(j, screenshot_dir()).await;
+}
+
+#[actix_web::test]
+async fn console_journey_from_invitation_to_tombstone_in_chromium_on_postgresql() {
+    let test = "console_journey_from_invitation_to_tombstone_in_chromium_on_postgresql";
+    if !browser_or_skip(test) {
+        return;
+    }
+    let Some(db) = corral_registry::testing::TestDb::postgres(test).await else {
+        return;
+    };
+    let j = Journey::start(db).await;
+    journey(j, screenshot_dir().join("postgresql")).await;
+}
+
+async fn journey(j: Journey, shots: PathBuf) {
     let email = "ada@example.test";
     j.control
         .publish_legal("terms", "Terms of Service", "Be kind to the sandboxes.")
@@ -223,7 +241,6 @@ async fn console_journey_from_invitation_to_tombstone_in_chromium() {
     // The operator's bootstrap (what `corral user invite` does).
     j.control.invite_user(email).await.unwrap();
 
-    let shots = screenshot_dir();
     let driver = webdriver::Driver::start(&shots.join("chromedriver-journey.log")).await;
     let b = driver.session().await;
 
@@ -515,7 +532,7 @@ fn session_from(resp: &reqwest::Response) -> String {
 /// account's page is the 404 page; a bad sign-in link goes back to sign-in.
 #[actix_web::test]
 async fn console_forms_need_the_csrf_field_and_this_origin() {
-    let j = Journey::start().await;
+    let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
     j.control
         .publish_legal("terms", "Terms", "Text.")
         .await
