@@ -34,6 +34,14 @@ impl Form {
             .filter(|v| !v.is_empty())
     }
 
+    /// The first value of `name` exactly as sent (passwords are not trimmed).
+    pub(crate) fn raw(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// Every value of `name`.
     pub(crate) fn all(&self, name: &str) -> impl Iterator<Item = &str> {
         self.pairs

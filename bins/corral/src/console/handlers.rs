@@ -378,7 +378,7 @@ pub(super) async fn sign_in_password(
     }
     let (email, password) = (
         form.get("email").unwrap_or_default(),
-        form.get("password").unwrap_or_default(),
+        form.raw("password").unwrap_or_default(),
     );
     match control(&state)
         .sign_in_with_password(email, password, client_ip(&req))
@@ -559,6 +559,56 @@ pub(super) async fn accept_invitation(
         resp.headers_mut().append(header::SET_COOKIE, v);
     }
     resp
+}
+
+// --- the user's profile ---------------------------------------------------------------------------
+
+/// `GET /console/profile`: password and sessions.
+pub(super) async fn profile_page(req: HttpRequest, state: web::Data<AppState>) -> Page {
+    let ctx = get_ctx!(state, req);
+    let control = control(&state);
+    let (accounts, me) = match (
+        control.list_accounts(&ctx.signed.actor).await,
+        control.me(&ctx.signed.actor).await,
+    ) {
+        (Ok(a), Ok(m)) => (a, m),
+        (Err(e), _) | (_, Err(e)) => return failure_page(&req, &e),
+    };
+    let chrome = Chrome {
+        email: ctx.signed.actor.email.clone(),
+        csrf: ctx.csrf.clone(),
+        accounts: accounts.iter().map(link).collect(),
+        account: None,
+        projects: Vec::new(),
+        project: None,
+        nav: Nav::Profile,
+        flash: take_flash(&req),
+    };
+    html(
+        &req,
+        StatusCode::OK,
+        pages::profile(&chrome, me.has_password),
+    )
+}
+
+/// `POST /console/profile/password`.
+pub(super) async fn set_password(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let back = format!("{BASE}/profile");
+    // Not trimmed: a password is taken exactly as typed.
+    let password = form.raw("password").unwrap_or_default();
+    match control(&state)
+        .set_password(&ctx.signed.actor, password)
+        .await
+    {
+        Ok(()) => redirect(&back, Some(Flash::ok("Password saved."))),
+        Err(e) => failed(&back, &e),
+    }
 }
 
 // --- legal ---------------------------------------------------------------------------------------

@@ -59,6 +59,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/invitations/accept", web::get().to(h::invitation_link))
             .route("/invitations/accept", web::post().to(h::accept_invitation))
             .route("/invitations", web::get().to(h::invitation_page))
+            .route("/profile", web::get().to(h::profile_page))
+            .route("/profile/password", web::post().to(h::set_password))
             .route("/legal", web::get().to(h::legal_page))
             .route("/legal/accept", web::post().to(h::legal_accept))
             .route("/accounts/new", web::get().to(h::new_organization_page))

@@ -109,6 +109,7 @@ fn shell(title: &str, chrome: &Chrome, content: Markup) -> Markup {
                         div.menu-panel {
                             div.menu-label { "Signed in as" }
                             div.small.muted.menu-who { (chrome.email) }
+                            a href={(BASE) "/profile"} { "Password and sessions" }
                             hr;
                             form method="post" action={(BASE) "/sign-out"} {
                                 (csrf_field(&chrome.csrf))
@@ -427,6 +428,41 @@ pub(crate) fn overview(page: &OverviewPage) -> Markup {
         }
     };
     shell(&acc.name, &page.chrome, content)
+}
+
+/// The signed-in user's password and sessions.
+pub(crate) fn profile(chrome: &Chrome, has_password: bool) -> Markup {
+    let content = html! {
+        (page_head(html! { span { "You" } }, "Password and sessions",
+            Some("Sign in with an emailed link, or with a password you set here."), html! {}))
+        div.card {
+            div.card-head { div {
+                h2 { @if has_password { "Change your password" } @else { "Set a password" } }
+                p { "At least 12 characters. Changing it signs you out on your other devices." }
+            } }
+            div.card-body {
+                form.stack.narrow method="post" action={(BASE) "/profile/password"} {
+                    (csrf_field(&chrome.csrf))
+                    input type="email" name="username" autocomplete="username" value=(chrome.email) hidden;
+                    div.field {
+                        label for="new-password" { "New password" }
+                        input #new-password type="password" name="password" autocomplete="new-password" required minlength="12";
+                    }
+                    div { button.btn type="submit" { "Save password" } }
+                }
+            }
+        }
+        div.card {
+            div.card-head { div { h2 { "Sessions" } p { "Lost a device? Sign out everywhere, this browser included." } } }
+            div.card-body {
+                form method="post" action={(BASE) "/sign-out-everywhere"} {
+                    (csrf_field(&chrome.csrf))
+                    button.btn.secondary type="submit" { "Sign out everywhere" }
+                }
+            }
+        }
+    };
+    shell("Password and sessions", chrome, content)
 }
 
 /// Create an organization.

@@ -88,6 +88,7 @@ pub(crate) enum Nav {
     Audit,
     NewOrganization,
     Project,
+    Profile,
 }
 
 /// Which project tab is current.

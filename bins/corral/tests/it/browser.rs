@@ -503,6 +503,56 @@ async fn journey(j: Journey, shots: PathBuf) {
     );
     b.screenshot(&shots, "12-audit").await;
 
+    // A password, then sign out and back in with it.
+    b.goto(&j.url("/console/profile")).await;
+    b.find("#new-password")
+        .await
+        .type_text("correct horse battery staple")
+        .await;
+    b.find("form[action='/console/profile/password'] button")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.text().await.contains("Password saved."),
+        "{}",
+        b.text().await
+    );
+    b.screenshot(&shots, "15-profile").await;
+    b.find("header details.menu.right summary")
+        .await
+        .click()
+        .await;
+    b.find("form[action='/console/sign-out'] button")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.url().await.ends_with("/console/sign-in"),
+        "{}",
+        b.url().await
+    );
+    assert!(b.text().await.contains("You are signed out."));
+    b.goto(&org_url).await;
+    assert!(
+        b.url().await.ends_with("/console/sign-in"),
+        "signed out for real"
+    );
+    b.find("#pw-email").await.type_text(email).await;
+    b.find("#password")
+        .await
+        .type_text("correct horse battery staple")
+        .await;
+    b.find("form[action='/console/sign-in/password'] button")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.url().await.contains("/console/accounts/acc_"),
+        "{}",
+        b.url().await
+    );
+
     // A phone.
     b.resize(390, 844).await;
     b.goto(&project_url).await;
