@@ -146,6 +146,14 @@ fn shell(title: &str, chrome: &Chrome, content: Markup) -> Markup {
                                     }
                                 }
                             }
+                        } @else {
+                            div.section {
+                                div.section-title { "Your accounts" }
+                                nav aria-label="Accounts" {
+                                    @for a in &chrome.accounts { a href=(paths::account(&a.id)) { (a.name) } }
+                                    a href={(BASE) "/accounts/new"} aria-current=[current_page(chrome.nav == Nav::NewOrganization)] { "New organization" }
+                                }
+                            }
                         }
                     }
                     main.content id="main" {
