@@ -325,7 +325,7 @@ pub const BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
 /// See [`BODY_IDLE`].
 pub const BODY_TOTAL: std::time::Duration = std::time::Duration::from_secs(60);
 
-async fn read_json<T: DeserializeOwned>(
+pub(crate) async fn read_json<T: DeserializeOwned>(
     req: &HttpRequest,
     payload: &mut Payload,
     limit: usize,

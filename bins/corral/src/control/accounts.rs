@@ -12,9 +12,8 @@ use corral_errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::session::{CsrfToken, Session};
+use super::session::{CsrfToken, Session, SessionJson};
 use super::{COMMON, Failure, MUTATION, Reply, no_content, parse_id, run};
-use crate::extract::{Json, Small};
 use crate::http::{AppState, json_ok};
 use crate::routes::errors;
 
@@ -118,10 +117,10 @@ pub(crate) async fn list_accounts(
 #[post("/v1/control/accounts")]
 pub(crate) async fn create_account(
     req: HttpRequest,
-    session: Session,
-    body: Json<CreateOrganization, Small>,
+    session_body: SessionJson<CreateOrganization>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let account = run(
         &req,
         state.control.create_organization(&session.0.actor, body.0),
@@ -139,11 +138,11 @@ pub(crate) async fn create_account(
 #[patch("/v1/control/accounts/{account}")]
 pub(crate) async fn update_account(
     req: HttpRequest,
-    session: Session,
+    session_body: SessionJson<RenameAccount>,
     path: web::Path<String>,
-    body: Json<RenameAccount, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
     let account = run(
         &req,
@@ -207,11 +206,11 @@ pub(crate) async fn list_members(
 #[patch("/v1/control/accounts/{account}/members/{user}")]
 pub(crate) async fn update_member(
     req: HttpRequest,
-    session: Session,
+    session_body: SessionJson<ChangeRole>,
     path: web::Path<(String, String)>,
-    body: Json<ChangeRole, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path.0, ACCOUNT)?;
     let user: UserId = parse_id(&req, &path.1, "member")?;
     run(
@@ -259,11 +258,11 @@ pub(crate) async fn remove_member(
 #[post("/v1/control/accounts/{account}/ownership-transfer")]
 pub(crate) async fn transfer_ownership(
     req: HttpRequest,
-    session: Session,
+    session_body: SessionJson<TransferOwnership>,
     path: web::Path<String>,
-    body: Json<TransferOwnership, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
     run(
         &req,
@@ -305,11 +304,11 @@ pub(crate) async fn list_invitations(
 #[post("/v1/control/accounts/{account}/invitations")]
 pub(crate) async fn create_invitation(
     req: HttpRequest,
-    session: Session,
+    session_body: SessionJson<CreateInvitation>,
     path: web::Path<String>,
-    body: Json<CreateInvitation, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
     let invitation = run(
         &req,
@@ -356,10 +355,10 @@ pub(crate) async fn revoke_invitation(
 #[post("/v1/control/invitations/accept")]
 pub(crate) async fn accept_invitation(
     req: HttpRequest,
-    session: Session,
-    body: Json<AcceptInvitation, Small>,
+    session_body: SessionJson<AcceptInvitation>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let account = run(
         &req,
         state.control.accept_invitation(&session.0.actor, body.0),

@@ -9,7 +9,9 @@ use corral_errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::session::{CsrfToken, Session, check_origin, cleared_session_cookie, session_cookie};
+use super::session::{
+    CsrfToken, Session, SessionJson, check_origin, cleared_session_cookie, session_cookie,
+};
 use super::{COMMON, Failure, Reply, no_content, run};
 use crate::extract::{Json, Small};
 use crate::http::{AppState, json_ok};
@@ -381,10 +383,10 @@ pub(crate) struct LegalReleaseBody {
 #[put("/v1/control/me/password")]
 pub(crate) async fn set_password(
     req: HttpRequest,
-    session: Session,
-    body: Json<NewPassword, Small>,
+    session_body: SessionJson<NewPassword>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     run(
         &req,
         state
@@ -465,10 +467,10 @@ pub(crate) async fn legal_release(
 #[post("/v1/control/legal/acceptances")]
 pub(crate) async fn accept_legal(
     req: HttpRequest,
-    session: Session,
-    body: Json<Acceptance, Small>,
+    session_body: SessionJson<Acceptance>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let Acceptance { document, release } = body.0;
     run(
         &req,

@@ -10,9 +10,9 @@ use corral_errors::ErrorCode;
 use corral_registry::ProjectId;
 
 use super::accounts::Items;
-use super::session::{CsrfToken, Session};
+use super::session::{CsrfToken, Session, SessionJson};
 use super::{COMMON, Failure, MUTATION, Reply, no_content, parse_id, run};
-use crate::extract::{Json, ListQuery, Small};
+use crate::extract::ListQuery;
 use crate::http::{AppState, json_ok};
 use crate::routes::errors;
 
@@ -91,11 +91,11 @@ pub(crate) async fn list_projects(
 #[post("/v1/control/accounts/{account}/projects")]
 pub(crate) async fn create_project(
     req: HttpRequest,
-    session: Session,
+    session_body: SessionJson<ProjectName>,
     path: web::Path<String>,
-    body: Json<ProjectName, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path, "account")?;
     let project = run(
         &req,
@@ -116,11 +116,11 @@ pub(crate) async fn create_project(
 #[patch("/v1/control/projects/{project}")]
 pub(crate) async fn update_project(
     req: HttpRequest,
-    session: Session,
+    session_body: SessionJson<ProjectName>,
     path: web::Path<String>,
-    body: Json<ProjectName, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let project = project_id(&req, &path)?;
     let project = run(
         &req,
@@ -249,11 +249,11 @@ pub(crate) async fn list_profiles(
 #[put("/v1/control/projects/{project}/profiles/{provider}")]
 pub(crate) async fn put_profile(
     req: HttpRequest,
-    session: Session,
+    session_body: SessionJson<PutProfile>,
     path: web::Path<(String, String)>,
-    body: Json<PutProfile, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
+    let SessionJson(session, body) = session_body;
     let project = project_id(&req, &path.0)?;
     let provider = provider(&req, &path.1)?;
     let profile = run(

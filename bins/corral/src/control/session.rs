@@ -211,6 +211,33 @@ impl FromRequest for Session {
     }
 }
 
+/// A session and then a JSON body (at most 64 KiB), in that order: a request without a valid
+/// session is `authentication_error` whatever its body, so nothing about the body's rules is
+/// learned without signing in. (Separate `Session` and `Json` arguments would be extracted
+/// concurrently, and the body's error could come first.)
+pub struct SessionJson<T>(pub Session, pub Body<T>);
+
+/// The JSON body of a [`SessionJson`].
+pub struct Body<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned + 'static> FromRequest for SessionJson<T> {
+    type Error = Failure;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Failure>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        let mut payload = payload.take();
+        Box::pin(async move {
+            let session = Session::from_request(&req, &mut Payload::None).await?;
+            let limit = <crate::extract::Small as crate::extract::BodyLimit>::BYTES;
+            let body = crate::extract::read_json::<T>(&req, &mut payload, limit)
+                .await
+                .map_err(|e| Failure::new(&req, e.into()))?;
+            Ok(SessionJson(session, Body(body)))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use actix_web::test::TestRequest;

@@ -116,6 +116,18 @@ async fn missing_sessions_bad_csrf_tokens_and_foreign_origins_are_authentication
     .await
     .expect_error(401, "authentication_error");
 
+    // Without a session, a body is not even looked at: no rule of it is learned.
+    for bad in [json!({"bogus": 1}), json!({"name": "x", "version": 1.5})] {
+        let r = send(
+            &app,
+            TestRequest::patch()
+                .uri("/v1/control/accounts/acc_nope")
+                .set_json(bad),
+        )
+        .await;
+        r.expect_error(401, "authentication_error");
+    }
+
     // A state-changing request without the CSRF header, or with another session's token.
     let no_csrf = TestRequest::post()
         .uri("/v1/control/accounts")

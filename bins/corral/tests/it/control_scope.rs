@@ -148,6 +148,15 @@ async fn scoping(w: World) {
         key: "zzzzzzzzzzzz".into(),
         sbx: real.sbx.clone(),
     };
+    // Ids that do not even parse answer the same.
+    let malformed = Targets {
+        acc: "acc_nope".into(),
+        usr: "usr_nope".into(),
+        inv: "inv_nope".into(),
+        prj: "prj_nope".into(),
+        key: "nope".into(),
+        sbx: "nope".into(),
+    };
 
     // A sees none of it: B's account is not in A's list …
     let listed = send(&app, a.get("/v1/control/accounts")).await;
@@ -170,6 +179,20 @@ async fn scoping(w: World) {
         };
         let on_b = send(&app, ask(&real)).await;
         let on_ghost = send(&app, ask(&ghost)).await;
+        let on_malformed = send(&app, ask(&malformed)).await;
+        assert_eq!(
+            (
+                on_malformed.status,
+                on_malformed.code(),
+                &on_malformed.json["error"]["message"]
+            ),
+            (
+                on_ghost.status,
+                on_ghost.code(),
+                &on_ghost.json["error"]["message"]
+            ),
+            "{method} {template}: a malformed id and a ghost must look alike"
+        );
         assert!(
             on_b.status.is_client_error(),
             "{method} {template}: {}",
