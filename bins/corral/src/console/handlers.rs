@@ -1138,7 +1138,6 @@ async fn keys_response(
             prefix: format!("crl_{}_…", k.key_id),
             key_id: k.key_id,
             created: ago(k.created_at),
-            last_used: None,
             revoked: k.revoked_at.map(when),
         })
         .collect();

@@ -265,7 +265,6 @@ pub(crate) struct KeyRow {
     /// The visible prefix, `crl_<keyid>_…`.
     pub(crate) prefix: String,
     pub(crate) created: String,
-    pub(crate) last_used: Option<String>,
     pub(crate) revoked: Option<String>,
 }
 
