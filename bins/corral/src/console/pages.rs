@@ -2,6 +2,7 @@
 //! interpolated value, so user data (names, emails, provider reasons) cannot become markup.
 //! Every state-changing form posts to a console route with the hidden `csrf` field.
 
+use corral_control::{MAX_ACCOUNT_NAME, MAX_PROJECT_NAME};
 use maud::{DOCTYPE, Markup, html};
 
 use super::view::*;
@@ -397,7 +398,7 @@ pub(crate) fn overview(page: &OverviewPage) -> Markup {
                         (csrf_field(&page.chrome.csrf))
                         div.field {
                             label for="project-name" { "New project" }
-                            input #project-name type="text" name="name" required maxlength="64" placeholder="e.g. agents-prod" pattern="[a-z0-9][a-z0-9-]*";
+                            input #project-name type="text" name="name" required maxlength=(MAX_PROJECT_NAME) placeholder="e.g. agents-prod";
                         }
                         button.btn type="submit" { "Create project" }
                     }
@@ -413,7 +414,7 @@ pub(crate) fn overview(page: &OverviewPage) -> Markup {
                         input type="hidden" name="version" value=(acc.version);
                         div.field {
                             label for="account-name" { "Name" }
-                            input #account-name type="text" name="name" required maxlength="100" value=(acc.name);
+                            input #account-name type="text" name="name" required maxlength=(MAX_ACCOUNT_NAME) value=(acc.name);
                         }
                         button.btn.secondary type="submit" { "Rename" }
                     }
@@ -483,7 +484,7 @@ pub(crate) fn new_organization(page: &NewOrganizationPage) -> Markup {
                 (csrf_field(&page.chrome.csrf))
                 div.field {
                     label for="org-name" { "Organization name" }
-                    input #org-name type="text" name="name" required maxlength="100" placeholder="Acme Robotics";
+                    input #org-name type="text" name="name" required maxlength=(MAX_ACCOUNT_NAME) placeholder="Acme Robotics";
                     span.hint { "You can rename it later." }
                 }
                 div { button.btn type="submit" { "Create organization" } }
@@ -937,7 +938,7 @@ pub(crate) fn project_settings(page: &ProjectSettingsPage) -> Markup {
                         (csrf_field(csrf))
                         div.field {
                             label for="rename" { "Name" }
-                            input #rename type="text" name="name" required maxlength="64" value=(p.name);
+                            input #rename type="text" name="name" required maxlength=(MAX_PROJECT_NAME) value=(p.name);
                         }
                         button.btn.secondary type="submit" { "Rename" }
                     }
