@@ -559,6 +559,32 @@ async fn journey(j: Journey, shots: PathBuf) {
     b.screenshot(&shots, "13-sandboxes-phone").await;
     b.goto(&format!("{project_url}/providers")).await;
     b.screenshot(&shots, "14-providers-phone").await;
+
+    // Rename the project, then delete it (asynchronously: its sandboxes, keys and profile go).
+    b.resize(1366, 900).await;
+    b.goto(&format!("{project_url}/settings")).await;
+    b.find("#rename").await.type_text("agents-staging").await;
+    b.find("form[action$='/rename'] button")
+        .await
+        .submit()
+        .await;
+    assert!(b.text().await.contains("Renamed."), "{}", b.text().await);
+    assert_eq!(b.find("h1").await.text().await, "agents-staging");
+    b.screenshot(&shots, "16-project-settings").await;
+    b.find("form[action$='/delete'] details summary")
+        .await
+        .click()
+        .await;
+    b.find("form[action$='/delete'] button.danger")
+        .await
+        .submit()
+        .await;
+    assert_eq!(b.url().await, org_url);
+    assert!(
+        b.text().await.contains("agents-staging is being deleted."),
+        "{}",
+        b.text().await
+    );
     b.quit().await;
     // The fake saw the verification's probe and the API's sandbox, with the stored credential.
     assert!(!j.e2b.server().log().all().is_empty());
