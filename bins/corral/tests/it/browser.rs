@@ -29,8 +29,8 @@ fn browser_or_skip(test: &str) -> bool {
     assert!(
         !ci,
         "{test}: {} or {} is missing; .ci/run installs Debian's chromium and chromium-driver",
-        webdriver::CHROMIUM,
-        webdriver::CHROMEDRIVER
+        webdriver::chromium(),
+        webdriver::chromedriver()
     );
     eprintln!("SKIPPED {test}: chromium or chromedriver is not installed");
     false

@@ -11,13 +11,19 @@ use serde_json::{Value, json};
 /// The W3C key under which an element reference travels.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
-/// Where Debian's packages put the browser and its driver.
-pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
-pub(crate) const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The browser: `$CORRAL_CHROMIUM`, else where Debian's package puts it.
+pub(crate) fn chromium() -> String {
+    std::env::var("CORRAL_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned())
+}
+
+/// Its driver: `$CORRAL_CHROMEDRIVER`, else where Debian's package puts it.
+pub(crate) fn chromedriver() -> String {
+    std::env::var("CORRAL_CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".to_owned())
+}
 
 /// Whether both are installed.
 pub(crate) fn available() -> bool {
-    Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists()
+    Path::new(&chromium()).exists() && Path::new(&chromedriver()).exists()
 }
 
 /// A running chromedriver; killed on drop.
@@ -45,7 +51,7 @@ impl Driver {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(CHROMEDRIVER)
+        let child = Command::new(chromedriver())
             .arg(format!("--port={port}"))
             .arg(format!("--log-path={}", log.display()))
             .stdin(Stdio::null())
@@ -85,7 +91,7 @@ impl Driver {
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
-                "binary": CHROMIUM,
+                "binary": chromium(),
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                          "--window-size=1366,900", "--hide-scrollbars", "--force-device-scale-factor=1"]
             }
