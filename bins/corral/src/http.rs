@@ -79,9 +79,10 @@ pub fn request_metrics() -> Histograms {
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// The v3 code a response carried, for metrics and logs.
+/// The v3 code a response carried, for metrics and logs (and the mark that a failure response
+/// is already rendered, so the envelope middleware leaves it alone).
 #[derive(Debug, Clone, Copy)]
-struct ResponseCode(ErrorCode);
+pub(crate) struct ResponseCode(pub(crate) ErrorCode);
 
 pub(crate) fn request_id(req: &HttpRequest) -> String {
     req.extensions()
@@ -390,7 +391,8 @@ pub fn app(
         .wrap(from_fn(request_context))
         .into_utoipa_app()
         .configure(api)
-        .into_app();
+        .into_app()
+        .configure(crate::console::configure);
     for (path, _) in OPS {
         let handler = match path {
             "/healthz" => web::get().to(healthz),

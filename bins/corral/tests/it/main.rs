@@ -6,6 +6,7 @@ mod adapters;
 mod api;
 mod bridge;
 mod bridge_e2e;
+mod browser;
 mod cli_control;
 mod codes;
 mod control_api;

@@ -1,0 +1,743 @@
+//! The console in a real browser: headless Chromium driven through chromedriver (WebDriver),
+//! against the server on a loopback socket. Screenshots of every page land in
+//! `target/console-screenshots/` for review.
+//!
+//! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them). Without them the
+//! tests fail under `CI=true` and print SKIPPED otherwise: never a silent pass.
+
+mod smtp;
+mod webdriver;
+
+use std::path::PathBuf;
+
+use corral::http::AppState;
+
+use crate::support::World;
+
+/// Where screenshots go: `<target>/console-screenshots`.
+fn screenshot_dir() -> PathBuf {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(&tmp).join("console-screenshots")
+}
+
+/// Whether the browser tests can run here; panics under CI when they cannot.
+fn browser_or_skip(test: &str) -> bool {
+    if webdriver::available() {
+        return true;
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        !ci,
+        "{test}: {} or {} is missing; .ci/run installs Debian's chromium and chromium-driver",
+        webdriver::chromium(),
+        webdriver::chromedriver()
+    );
+    eprintln!("SKIPPED {test}: chromium or chromedriver is not installed");
+    false
+}
+
+/// Serves `state` on a loopback socket already bound (so its URL could be configured before).
+fn serve_on(listener: std::net::TcpListener, state: AppState) {
+    let server = actix_web::HttpServer::new(move || corral::http::app(state.clone()))
+        .workers(1)
+        .listen(listener)
+        .unwrap()
+        .run();
+    actix_web::rt::spawn(server);
+}
+
+fn loopback() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    (listener, base)
+}
+
+#[actix_web::test]
+async fn console_sign_in_page_renders_with_its_security_headers_in_chromium() {
+    if !browser_or_skip("console_sign_in_page_renders_with_its_security_headers_in_chromium") {
+        return;
+    }
+    let world = World::new().await;
+    let (listener, base) = loopback();
+    serve_on(listener, world.state.clone());
+
+    // The headers a browser relies on.
+    let resp = reqwest::get(format!("{base}/console/sign-in"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let h = resp.headers();
+    let csp = h["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["cache-control"], "no-store");
+    assert!(h["content-type"].to_str().unwrap().starts_with("text/html"));
+    let css = reqwest::get(format!("{base}/console/assets/console.css"))
+        .await
+        .unwrap();
+    assert_eq!(css.headers()["content-type"], "text/css; charset=utf-8");
+
+    let dir = screenshot_dir();
+    let driver = webdriver::Driver::start(&dir.join("chromedriver-static.log")).await;
+    let browser = driver.session().await;
+    browser.goto(&format!("{base}/console/sign-in")).await;
+    assert_eq!(browser.title().await, "Sign in · Corral");
+    // The stylesheet applied (CSP let it through): the primary button is the accent colour.
+    let button = browser
+        .find("form[action='/console/sign-in/email'] button")
+        .await;
+    assert_eq!(button.text().await, "Email me a sign-in link");
+    assert_eq!(
+        button.css("background-color").await,
+        "rgba(15, 118, 110, 1)"
+    );
+    browser.screenshot(&dir, "00-sign-in").await;
+    browser.resize(390, 844).await;
+    browser.screenshot(&dir, "00-sign-in-phone").await;
+    // An unknown console page is an HTML 404, not the API's JSON envelope.
+    browser.goto(&format!("{base}/console/nope")).await;
+    assert!(browser.text().await.contains("Page not found"));
+    browser.quit().await;
+}
+
+/// A server with the control plane: SQLite in a temp dir, `local` and E2B (pointed at its
+/// loopback fake), mail through SMTP to the loopback listener, public URL = the socket's.
+struct Journey {
+    _db: corral_registry::testing::TestDb,
+    _dir: tempfile::TempDir,
+    base: String,
+    control: corral_control::Control,
+    e2b: corral_provider_e2b::fake::Fake,
+    smtp: smtp::Smtp,
+}
+
+impl Journey {
+    async fn start(test_db: corral_registry::testing::TestDb) -> Self {
+        use std::collections::BTreeMap;
+        use std::sync::Arc;
+
+        use corral_domain::Provider;
+        use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
+        use corral_provider::{Adapter as _, SandboxProvider};
+        use corral_registry::{MasterKey, Registry};
+        use corral_service::{Service, ServiceConfig};
+
+        let dir = tempfile::tempdir().unwrap();
+        let db = test_db.connect().await;
+        let registry = Registry::new(
+            db.clone(),
+            MasterKey::load_or_create(&dir.path().join("master.key")).unwrap(),
+        );
+        let e2b = corral_provider_e2b::fake::Fake::start().await;
+        let mut providers: BTreeMap<Provider, Arc<dyn SandboxProvider>> = BTreeMap::new();
+        providers.insert(Provider::Local, crate::support::local(dir.path()));
+        providers.insert(
+            Provider::E2b,
+            Arc::new(corral_provider_e2b::E2bProvider::from_config(e2b.config()).unwrap()),
+        );
+        let idempotency = IdempotencyStore::new(db.clone(), IdempotencyConfig::default());
+        let service = Service::new(
+            providers,
+            registry.clone(),
+            idempotency,
+            ServiceConfig::default(),
+        );
+        let smtp = smtp::Smtp::start().await;
+        let mailer = corral_control::SmtpMailer::new(&corral_control::SmtpConfig {
+            host: "127.0.0.1".to_owned(),
+            port: smtp.port,
+            security: corral_control::SmtpSecurity::Plain,
+            username: None,
+            password: None,
+            from: "Corral <corral@example.test>".to_owned(),
+            timeout: std::time::Duration::from_secs(10),
+        })
+        .unwrap();
+        let (listener, base) = loopback();
+        let control = corral_control::Control::new(
+            corral_control_store::ControlStore::new(db),
+            registry,
+            service.clone(),
+            corral_control::ControlConfig {
+                public_url: base.clone(),
+                ..Default::default()
+            },
+        )
+        .with_mailer(Arc::new(mailer));
+        let state = AppState {
+            service,
+            metrics: Arc::new(corral::http::request_metrics()),
+            build: corral::http::BuildInfo::current(),
+            control: control.clone(),
+        };
+        serve_on(listener, state);
+        Journey {
+            _db: test_db,
+            _dir: dir,
+            base,
+            control,
+            e2b,
+            smtp,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+/// The sign-in link in a captured mail.
+fn sign_in_link(mail: &smtp::Message) -> String {
+    let body = smtp::decoded_body(&mail.data);
+    let start = body
+        .find("http://")
+        .unwrap_or_else(|| panic!("no link in the mail: {body}"));
+    body[start..].split_whitespace().next().unwrap().to_owned()
+}
+
+/// The done-when, in a real browser: invite → sign in through the emailed link →
+/// accept terms → organization → project → key → E2B profile connected and tested → a
+/// sandbox created with the key over the public API, seen in the console, deleted, seen as a
+/// tombstone. A screenshot of every page lands in `target/console-screenshots/`.
+#[actix_web::test]
+async fn console_journey_from_invitation_to_tombstone_in_chromium_on_sqlite() {
+    if !browser_or_skip("console_journey_from_invitation_to_tombstone_in_chromium_on_sqlite") {
+        return;
+    }
+    let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
+    journey(j, screenshot_dir()).await;
+}
+
+#[actix_web::test]
+async fn console_journey_from_invitation_to_tombstone_in_chromium_on_postgresql() {
+    let test = "console_journey_from_invitation_to_tombstone_in_chromium_on_postgresql";
+    if !browser_or_skip(test) {
+        return;
+    }
+    let Some(db) = corral_registry::testing::TestDb::postgres(test).await else {
+        return;
+    };
+    let j = Journey::start(db).await;
+    journey(j, screenshot_dir().join("postgresql")).await;
+}
+
+async fn journey(j: Journey, shots: PathBuf) {
+    let email = "ada@example.test";
+    j.control
+        .publish_legal("terms", "Terms of Service", "Be kind to the sandboxes.")
+        .await
+        .unwrap();
+    j.control
+        .publish_legal(
+            "privacy",
+            "Privacy Notice",
+            "We keep what the service needs.",
+        )
+        .await
+        .unwrap();
+    // The operator's bootstrap (what `corral user invite` does).
+    j.control.invite_user(email).await.unwrap();
+
+    let driver = webdriver::Driver::start(&shots.join("chromedriver-journey.log")).await;
+    let b = driver.session().await;
+
+    // Sign in through the emailed link.
+    b.goto(&j.url("/console")).await;
+    assert!(
+        b.url().await.ends_with("/console/sign-in"),
+        "{}",
+        b.url().await
+    );
+    b.find("#email").await.type_text(email).await;
+    b.find("form[action='/console/sign-in/email'] button")
+        .await
+        .submit()
+        .await;
+    let text = b.text().await;
+    assert!(
+        text.contains("Check your email"),
+        "{}: {text}",
+        b.url().await
+    );
+    b.screenshot(&shots, "01-check-email").await;
+    let mail = j.smtp.wait_for(email).await;
+    let link = sign_in_link(&mail);
+    assert!(
+        link.starts_with(&j.url("/console/sign-in/verify?token=")),
+        "{link}"
+    );
+    b.goto(&link).await;
+
+    // The session cookie: HttpOnly, SameSite=Lax.
+    let cookies = b.cookies().await;
+    let session = cookies
+        .iter()
+        .find(|c| c["name"] == "corral_session")
+        .expect("a session cookie");
+    assert_eq!(session["httpOnly"], true);
+    assert_eq!(session["sameSite"], "Lax");
+
+    // Terms first.
+    assert!(
+        b.url().await.ends_with("/console/legal"),
+        "{}",
+        b.url().await
+    );
+    let text = b.text().await;
+    assert!(
+        text.contains("Terms of Service") && text.contains("Privacy Notice"),
+        "{text}"
+    );
+    b.screenshot(&shots, "02-terms").await;
+    b.find("#accept-terms").await.submit().await;
+
+    // The personal account.
+    assert!(
+        b.url().await.contains("/console/accounts/acc_"),
+        "{}",
+        b.url().await
+    );
+    assert!(b.text().await.contains("Your personal account."));
+    b.screenshot(&shots, "03-personal-account").await;
+
+    // An organization.
+    b.goto(&j.url("/console/accounts/new")).await;
+    b.find("#org-name").await.type_text("Acme Robotics").await;
+    b.screenshot(&shots, "04-new-organization").await;
+    b.find("form[action='/console/accounts'] button")
+        .await
+        .submit()
+        .await;
+    let org_url = b.url().await;
+    assert!(
+        b.text().await.contains("Created Acme Robotics."),
+        "{}",
+        b.text().await
+    );
+
+    // A project: lands on its keys tab.
+    b.find("#project-name").await.type_text("agents-prod").await;
+    b.find("form[action$='/projects'] button")
+        .await
+        .submit()
+        .await;
+    assert!(b.url().await.ends_with("/keys"), "{}", b.url().await);
+    assert!(b.text().await.contains("Created project agents-prod."));
+    b.screenshot(&shots, "05-project-keys-empty").await;
+
+    // A key, shown once.
+    b.find("#create-key").await.submit().await;
+    let key = b.find("#new-key").await.text().await;
+    assert!(key.starts_with("crl_"), "{key}");
+    b.screenshot(&shots, "06-key-shown-once").await;
+    let keys_url = b.url().await;
+    b.goto(&keys_url).await;
+    assert!(
+        !b.source().await.contains(&key),
+        "the key is shown only once"
+    );
+    assert_eq!(b.count("#new-key").await, 0);
+    let project_url = keys_url.trim_end_matches("/keys").to_owned();
+
+    // Connect E2B to its fake and test it.
+    b.goto(&format!("{project_url}/providers")).await;
+    b.find("#e2b-credential")
+        .await
+        .type_text(corral_provider_e2b::fake::API_KEY)
+        .await;
+    b.find("#provider-e2b form.stack button[type=submit]")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.text().await.contains("E2B connected."),
+        "{}",
+        b.text().await
+    );
+    assert!(
+        !b.source()
+            .await
+            .contains(corral_provider_e2b::fake::API_KEY),
+        "the provider credential never comes back"
+    );
+    b.find("#test-e2b").await.submit().await;
+    b.find("ul.checks[data-provider=e2b]").await;
+    let passed = b.count("ul.checks[data-provider=e2b] li.pass").await;
+    let failed = b.count("ul.checks[data-provider=e2b] li.fail").await;
+    assert!(
+        passed == 6 && failed == 0,
+        "{passed} passed, {failed} failed: {}",
+        b.text().await
+    );
+    for op in ["create", "exec", "write_file", "read_file", "get", "delete"] {
+        assert_eq!(
+            b.count(&format!(
+                "ul.checks[data-provider=e2b] li.pass[data-operation={op}]"
+            ))
+            .await,
+            1,
+            "{op} passed"
+        );
+    }
+    b.screenshot(&shots, "07-providers-tested").await;
+
+    // A sandbox over the public API, with the key from the page.
+    let api = reqwest::Client::new();
+    let created: serde_json::Value = api
+        .post(j.url("/v1/sandboxes"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"provider": "e2b"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    b.goto(&project_url).await;
+    let row = format!("tr[data-sandbox='{id}']");
+    b.find(&row).await;
+    assert_eq!(b.count(&format!("{row}.is-tombstone")).await, 0);
+    b.screenshot(&shots, "08-sandboxes").await;
+    b.goto(&format!("{project_url}/sandboxes/{id}")).await;
+    assert!(b.text().await.contains(&id));
+    b.screenshot(&shots, "09-sandbox").await;
+
+    // Deleted over the API: a tombstone in the console.
+    let deleted = api
+        .delete(j.url(&format!("/v1/sandboxes/{id}")))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        deleted.status().is_success(),
+        "{}",
+        deleted.text().await.unwrap()
+    );
+    b.goto(&project_url).await;
+    b.find(&format!("{row}.is-tombstone")).await;
+    assert!(b.find(&row).await.text().await.contains("deleted"));
+    b.screenshot(&shots, "10-sandboxes-tombstone").await;
+
+    // Invite a teammate as a member; they accept in their own browser.
+    let teammate = "lin@example.test";
+    b.goto(&format!("{org_url}/members")).await;
+    assert!(b.text().await.contains(email));
+    b.find("#invite-email").await.type_text(teammate).await;
+    b.find("form[action$='/invitations'] button")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.text()
+            .await
+            .contains("Invitation sent to lin@example.test."),
+        "{}",
+        b.text().await
+    );
+    b.screenshot(&shots, "11-members").await;
+    let invitation = j
+        .smtp
+        .wait_for_containing(teammate, "/console/invitations/accept?token=")
+        .await;
+    let b2 = driver.session().await;
+    b2.goto(&sign_in_link(&invitation)).await;
+    assert!(
+        b2.url().await.ends_with("/console/sign-in"),
+        "{}",
+        b2.url().await
+    );
+    assert!(
+        b2.text()
+            .await
+            .contains("Sign in with the invited email address")
+    );
+    b2.find("#email").await.type_text(teammate).await;
+    b2.find("form[action='/console/sign-in/email'] button")
+        .await
+        .submit()
+        .await;
+    let mail = j
+        .smtp
+        .wait_for_containing(teammate, "/console/sign-in/verify?token=")
+        .await;
+    b2.goto(&sign_in_link(&mail)).await;
+    b2.find("#accept-terms").await.submit().await;
+    assert!(
+        b2.url().await.ends_with("/console/invitations"),
+        "{}",
+        b2.url().await
+    );
+    assert!(
+        !b2.source().await.contains("token"),
+        "the invitation token stays in its cookie"
+    );
+    b2.screenshot(&shots, "11b-invitation").await;
+    b2.find("#accept-invitation").await.submit().await;
+    assert_eq!(b2.url().await, org_url);
+    assert!(
+        b2.text().await.contains("Welcome to Acme Robotics."),
+        "{}",
+        b2.text().await
+    );
+    // A member sees the project but not its keys, and cannot connect providers.
+    b2.goto(&format!("{project_url}/providers")).await;
+    assert_eq!(b2.count("a[href$='/keys']").await, 0);
+    assert_eq!(b2.count("#e2b-credential").await, 0);
+    assert_eq!(b2.count("#test-e2b").await, 0);
+    assert_eq!(b2.count("ul.checks[data-provider=e2b] li.pass").await, 6);
+    b2.screenshot(&shots, "11c-member-providers").await;
+    b2.quit().await;
+    b.goto(&format!("{org_url}/audit")).await;
+    let audit = b.text().await;
+    assert!(
+        audit.contains("key.create") || audit.contains("project.create"),
+        "{audit}"
+    );
+    b.screenshot(&shots, "12-audit").await;
+
+    // A password, then sign out and back in with it.
+    b.goto(&j.url("/console/profile")).await;
+    b.find("#new-password")
+        .await
+        .type_text("correct horse battery staple")
+        .await;
+    b.find("form[action='/console/profile/password'] button")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.text().await.contains("Password saved."),
+        "{}",
+        b.text().await
+    );
+    b.screenshot(&shots, "15-profile").await;
+    b.find("header details.menu.right summary")
+        .await
+        .click()
+        .await;
+    b.find("form[action='/console/sign-out'] button")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.url().await.ends_with("/console/sign-in"),
+        "{}",
+        b.url().await
+    );
+    assert!(b.text().await.contains("You are signed out."));
+    b.goto(&org_url).await;
+    assert!(
+        b.url().await.ends_with("/console/sign-in"),
+        "signed out for real"
+    );
+    b.find("#pw-email").await.type_text(email).await;
+    b.find("#password")
+        .await
+        .type_text("correct horse battery staple")
+        .await;
+    b.find("form[action='/console/sign-in/password'] button")
+        .await
+        .submit()
+        .await;
+    assert!(
+        b.url().await.contains("/console/accounts/acc_"),
+        "{}",
+        b.url().await
+    );
+
+    // A phone.
+    b.resize(390, 844).await;
+    b.goto(&project_url).await;
+    b.screenshot(&shots, "13-sandboxes-phone").await;
+    b.goto(&format!("{project_url}/providers")).await;
+    b.screenshot(&shots, "14-providers-phone").await;
+
+    // Rename the project, then delete it (asynchronously: its sandboxes, keys and profile go).
+    b.resize(1366, 900).await;
+    b.goto(&format!("{project_url}/settings")).await;
+    b.find("#rename").await.type_text("agents-staging").await;
+    b.find("form[action$='/rename'] button")
+        .await
+        .submit()
+        .await;
+    assert!(b.text().await.contains("Renamed."), "{}", b.text().await);
+    assert_eq!(b.find("h1").await.text().await, "agents-staging");
+    b.screenshot(&shots, "16-project-settings").await;
+    b.find("form[action$='/delete'] details summary")
+        .await
+        .click()
+        .await;
+    b.find("form[action$='/delete'] button.danger")
+        .await
+        .submit()
+        .await;
+    assert_eq!(b.url().await, org_url);
+    assert!(
+        b.text().await.contains("agents-staging is being deleted."),
+        "{}",
+        b.text().await
+    );
+    b.quit().await;
+    // The fake saw the verification's probe and the API's sandbox, with the stored credential.
+    assert!(!j.e2b.server().log().all().is_empty());
+}
+
+/// The session cookie's token from a `Set-Cookie` answer.
+fn session_from(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("corral_session="))
+        .and_then(|v| v.split(';').next())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| panic!("no session cookie in {:?}", resp.headers()))
+        .to_owned()
+}
+
+/// Without a browser: every console POST needs the session's CSRF field and, when the
+/// browser names one, this server's origin; failing either changes nothing. Another
+/// account's page is the 404 page; a bad sign-in link goes back to sign-in.
+#[actix_web::test]
+async fn console_forms_need_the_csrf_field_and_this_origin() {
+    let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
+    j.control
+        .publish_legal("terms", "Terms", "Text.")
+        .await
+        .unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    let bad = http
+        .get(j.url("/console/sign-in/verify?token=nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 303);
+    assert_eq!(bad.headers()["location"], "/console/sign-in");
+
+    let link = j.control.invite_user("grace@example.test").await.unwrap();
+    let signed = http.get(&link).send().await.unwrap();
+    assert_eq!(signed.status(), 303);
+    let set_cookie = signed.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Lax"),
+        "{set_cookie}"
+    );
+    let token = session_from(&signed);
+    let cookie = format!("corral_session={token}");
+    let csrf = j.control.csrf_token(&token);
+    let post = |path: &str, body: String, origin: Option<&str>| {
+        let mut req = http
+            .post(j.url(path))
+            .header("cookie", &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        req.send()
+    };
+    let accepted = post(
+        "/console/legal/accept",
+        format!("csrf={csrf}&release=terms%3A1"),
+        Some(&j.base),
+    )
+    .await
+    .unwrap();
+    assert_eq!(accepted.status(), 303);
+
+    let count = || async {
+        let actor = j.control.authenticate_session(&token).await.unwrap();
+        j.control.list_accounts(&actor).await.unwrap().len()
+    };
+    assert_eq!(count().await, 1, "the personal account");
+
+    // No CSRF field.
+    let refused = post("/console/accounts", "name=Evil".to_owned(), Some(&j.base))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(
+        refused
+            .text()
+            .await
+            .unwrap()
+            .contains("could not be verified")
+    );
+    // A wrong one.
+    let refused = post(
+        "/console/accounts",
+        "name=Evil&csrf=forged".to_owned(),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 403);
+    // The right one from another site.
+    let refused = post(
+        "/console/accounts",
+        format!("name=Evil&csrf={csrf}"),
+        Some("http://evil.example"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 403);
+    assert_eq!(count().await, 1, "nothing was created");
+
+    // The right one from here.
+    let made = post(
+        "/console/accounts",
+        format!("name=Analytical+Engines&csrf={csrf}"),
+        Some(&j.base),
+    )
+    .await
+    .unwrap();
+    assert_eq!(made.status(), 303);
+    let org = made.headers()["location"].to_str().unwrap().to_owned();
+    assert!(org.starts_with("/console/accounts/acc_"), "{org}");
+    assert_eq!(count().await, 2);
+
+    // The page shows the CSRF field but never the session token.
+    let page = http
+        .get(j.url(&org))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    let body = page.text().await.unwrap();
+    assert!(body.contains("Analytical Engines") && body.contains(&csrf));
+    assert!(
+        !body.contains(&token),
+        "the session token never reaches HTML"
+    );
+
+    // Someone else's account looks like nothing at all.
+    let other = j.control.invite_user("mallory@example.test").await.unwrap();
+    let other_token = session_from(&http.get(&other).send().await.unwrap());
+    let theirs = http
+        .get(j.url(&org))
+        .header("cookie", format!("corral_session={other_token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(theirs.status(), 404);
+    assert!(theirs.text().await.unwrap().contains("Page not found"));
+
+    // Signed out: pages send you to sign in.
+    let anonymous = http.get(j.url(&org)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 303);
+    assert_eq!(anonymous.headers()["location"], "/console/sign-in");
+}
