@@ -4,6 +4,7 @@
 mod accounts;
 mod deletion;
 mod gates;
+mod identity;
 mod projects;
 mod scoping;
 mod support;

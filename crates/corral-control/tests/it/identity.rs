@@ -1,6 +1,5 @@
 //! Identity, sessions, CSRF, throttling, legal gating, mail and the email webhook, each
 //! scenario on SQLite and on PostgreSQL.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
