@@ -38,9 +38,10 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 
 pub use auth::Auth;
+pub use corral_provider::net::is_public;
 pub use pages::{Page, collect_pages};
 pub use reqwest;
-pub use trust::{TrustedHosts, TrustedUrl, is_host_name, is_public};
+pub use trust::{TrustedHosts, TrustedUrl, is_host_name};
 pub use url::Url;
 
 /// How long to wait for a TCP/TLS connection.

@@ -19,10 +19,11 @@
 //!
 //! Each adapter's default entries are its provider's production domains.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use corral_domain::Provider;
+use corral_provider::net::{is_public, kind};
 use corral_provider::{ProviderError, Result};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use snafu::Snafu;
@@ -303,69 +304,6 @@ pub fn is_host_name(s: &str) -> bool {
             .rsplit('.')
             .next()
             .is_some_and(|last| last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x"))
-}
-
-fn kind(ip: IpAddr) -> &'static str {
-    if ip.is_loopback() {
-        "loopback"
-    } else if ip.is_unspecified() {
-        "unspecified"
-    } else if ip.is_multicast() {
-        "multicast"
-    } else {
-        "private or link-local"
-    }
-}
-
-/// Whether `ip` is an ordinary public unicast address (the same rules as the service's bridge
-/// URL guard).
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(a) => is_public_v4(a),
-        IpAddr::V6(a) => is_public_v6(a),
-    }
-}
-
-fn is_public_v4(a: Ipv4Addr) -> bool {
-    let o = a.octets();
-    !(a.is_loopback()
-        || a.is_private()
-        || a.is_link_local()
-        || a.is_unspecified()
-        || a.is_broadcast()
-        || a.is_multicast()
-        || a.is_documentation()
-        || o[0] == 0
-        || (o[0] == 100 && (o[1] & 0xc0) == 64) // 100.64.0.0/10, carrier-grade NAT
-        || (o[0] == 192 && o[1] == 0 && o[2] == 0) // 192.0.0.0/24, IETF protocol assignments
-        || (o[0] == 198 && (o[1] & 0xfe) == 18) // 198.18.0.0/15, benchmarking
-        || o[0] >= 240)
-}
-
-fn is_public_v6(a: Ipv6Addr) -> bool {
-    if let Some(v4) = a.to_ipv4_mapped() {
-        return is_public_v4(v4);
-    }
-    let s = a.segments();
-    let embedded = |hi: u16, lo: u16| {
-        let [a, b] = hi.to_be_bytes();
-        let [c, d] = lo.to_be_bytes();
-        Ipv4Addr::new(a, b, c, d)
-    };
-    // NAT64 (64:ff9b::/96) embeds an IPv4 address.
-    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-        return is_public_v4(embedded(s[6], s[7]));
-    }
-    // 6to4 (2002::/16) embeds an IPv4 address in bits 16..48.
-    if s[0] == 0x2002 {
-        return is_public_v4(embedded(s[1], s[2]));
-    }
-    // Only global unicast (2000::/3) is public, less documentation, Teredo and benchmarking.
-    (s[0] & 0xe000) == 0x2000
-        && !(s[0] == 0x2001 && s[1] == 0x0db8)
-        && !(s[0] == 0x2001 && s[1] == 0)
-        && !(s[0] == 0x2001 && s[1] == 2 && s[2] == 0)
-        && !(s[0] == 0x3fff && s[1] < 0x1000)
 }
 
 /// The guard's refusal among `e`'s causes, if the connection failed because of it.

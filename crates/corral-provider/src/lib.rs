@@ -24,6 +24,7 @@ pub mod contract;
 mod error;
 pub mod files;
 pub mod files_via_exec;
+pub mod net;
 mod output;
 pub mod shell;
 
