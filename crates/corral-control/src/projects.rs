@@ -62,6 +62,10 @@ pub struct KeyView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
     pub revoked_at: Option<Timestamp>,
+    /// When it last authenticated a request, to within a minute; absent if never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
+    pub last_used_at: Option<Timestamp>,
 }
 
 impl From<ApiKeyInfo> for KeyView {
@@ -70,6 +74,7 @@ impl From<ApiKeyInfo> for KeyView {
             key_id: k.key_id,
             created_at: k.created_at,
             revoked_at: k.revoked_at,
+            last_used_at: k.last_used_at,
         }
     }
 }

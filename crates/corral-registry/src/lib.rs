@@ -98,5 +98,5 @@ pub use model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
     ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
 };
-pub use registry::{Registry, cursor_pattern};
+pub use registry::{LAST_USE_PRECISION, Registry, cursor_pattern};
 pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey};

@@ -29,6 +29,10 @@ const SQLITE: &[Migration] = &[
         version: "0003_control_plane",
         up: include_str!("../migrations/sqlite/0003_control_plane/up.sql"),
     },
+    Migration {
+        version: "0004_api_key_last_used",
+        up: include_str!("../migrations/sqlite/0004_api_key_last_used/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -43,6 +47,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0003_control_plane",
         up: include_str!("../migrations/postgres/0003_control_plane/up.sql"),
+    },
+    Migration {
+        version: "0004_api_key_last_used",
+        up: include_str!("../migrations/postgres/0004_api_key_last_used/up.sql"),
     },
 ];
 

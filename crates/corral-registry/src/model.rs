@@ -81,6 +81,9 @@ pub struct ApiKeyInfo {
     pub created_at: Timestamp,
     /// When it was revoked, if it was.
     pub revoked_at: Option<Timestamp>,
+    /// When it last authenticated a request, to within a minute
+    /// ([`LAST_USE_PRECISION`](crate::LAST_USE_PRECISION)); `None` if never.
+    pub last_used_at: Option<Timestamp>,
 }
 
 /// A freshly issued API key: the only time the full key exists outside the caller's hands.

@@ -32,6 +32,9 @@ pub struct Registry {
     key: Arc<MasterKey>,
     keys: Arc<TtlCache<String, VerifiedKey>>,
     profiles: Arc<TtlCache<(ProjectId, Provider), Option<ProfileWithCredential>>>,
+    /// The last use this process knows of per key id (read from the row on a cache miss, or
+    /// written by it), so that uses served from the key cache are recorded too.
+    last_use: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
 }
 
 /// Runs `$body` (which yields `Result<T>`) on a pooled connection of either backend, under the
@@ -118,6 +121,9 @@ pub fn cursor_pattern() -> String {
 
 const SANDBOX: &str = "sandbox";
 
+/// How stale an API key's recorded last use may get before an authentication updates it.
+pub const LAST_USE_PRECISION: Duration = Duration::from_secs(60);
+
 impl Registry {
     /// A registry over `db` (already connected and migrated) using `master_key`, trusting a
     /// verified API key or a loaded provider profile for
@@ -136,6 +142,7 @@ impl Registry {
             key: Arc::new(master_key),
             keys: Arc::new(TtlCache::new(ttl)),
             profiles: Arc::new(TtlCache::new(ttl)),
+            last_use: Arc::default(),
         }
     }
 
@@ -260,6 +267,7 @@ impl Registry {
             secret_hash: self.key.api_key_hash(parsed.key_id, parsed.secret),
             created_at: to_micros(self.db.now()),
             revoked_at: None,
+            last_used_at: None,
         };
         let info = row.info()?;
         run!(self, |c| {
@@ -285,6 +293,8 @@ impl Registry {
             return Ok(None);
         };
         let now = self.db.now();
+        // The stored last use, when this call read the row (a cache miss).
+        let mut stored_use: Option<i64> = None;
         let verified = match self.keys.get(parsed.key_id, now) {
             Ok(cached) => cached,
             Err(generation) => {
@@ -304,6 +314,7 @@ impl Registry {
                 let Some(row) = row.filter(|r| r.revoked_at.is_none()) else {
                     return Ok(None);
                 };
+                stored_use = row.last_used_at;
                 let verified = VerifiedKey {
                     project: crate::rows::parse_project_id(&row.project_id)?,
                     secret_hash: row.secret_hash,
@@ -315,7 +326,48 @@ impl Registry {
         };
         let expected = self.key.api_key_hash(parsed.key_id, parsed.secret);
         let matches = bool::from(expected.ct_eq(&verified.secret_hash));
+        if matches && self.use_is_due(parsed.key_id, stored_use, to_micros(now)) {
+            // Advisory, so off the request's path: a failure only leaves the older time.
+            let key_id = parsed.key_id.to_owned();
+            let at = to_micros(now);
+            let registry = self.clone();
+            tokio::spawn(async move {
+                let db = &registry;
+                let result = run!(db, |c| {
+                    diesel::update(api_keys::table.filter(api_keys::key_id.eq(&key_id)))
+                        .set(api_keys::last_used_at.eq(Some(at)))
+                        .execute(c)
+                        .await
+                        .map_err(db_error)
+                });
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "could not record an API key's last use");
+                }
+            });
+        }
         Ok(matches.then_some(verified.project))
+    }
+
+    /// Whether a use of `key_id` at `at` should be written: the last use known here (this
+    /// process's, or the row's when just read) is older than [`LAST_USE_PRECISION`]. Marks it
+    /// written when it is, so one use a minute per key reaches the database.
+    fn use_is_due(&self, key_id: &str, stored: Option<i64>, at: i64) -> bool {
+        let precision = i64::try_from(LAST_USE_PRECISION.as_micros()).unwrap_or(i64::MAX);
+        let mut known = self
+            .last_use
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Bounded: forgetting only costs an early write.
+        if known.len() >= 100_000 {
+            known.clear();
+        }
+        let last = known.get(key_id).copied().max(stored);
+        let due = last.is_none_or(|t| t.saturating_add(precision) <= at);
+        let remembered = if due { Some(at) } else { last };
+        if let Some(t) = remembered {
+            known.insert(key_id.to_owned(), t);
+        }
+        due
     }
 
     /// Revokes a key by its key id. Idempotent (the first revocation time is kept);

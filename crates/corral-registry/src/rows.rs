@@ -47,6 +47,7 @@ pub(crate) struct ApiKeyRow {
     pub(crate) secret_hash: Vec<u8>,
     pub(crate) created_at: i64,
     pub(crate) revoked_at: Option<i64>,
+    pub(crate) last_used_at: Option<i64>,
 }
 
 impl ApiKeyRow {
@@ -56,6 +57,7 @@ impl ApiKeyRow {
             project_id: parse_project_id(&self.project_id)?,
             created_at: from_micros(self.created_at)?,
             revoked_at: self.revoked_at.map(from_micros).transpose()?,
+            last_used_at: self.last_used_at.map(from_micros).transpose()?,
         })
     }
 }

@@ -17,6 +17,7 @@ diesel::table! {
         secret_hash -> Binary,
         created_at -> BigInt,
         revoked_at -> Nullable<BigInt>,
+        last_used_at -> Nullable<BigInt>,
     }
 }
 

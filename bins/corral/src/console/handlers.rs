@@ -1138,6 +1138,7 @@ async fn keys_response(
             prefix: format!("crl_{}_…", k.key_id),
             key_id: k.key_id,
             created: ago(k.created_at),
+            last_used: k.last_used_at.map_or_else(|| "never".to_owned(), ago),
             revoked: k.revoked_at.map(when),
         })
         .collect();

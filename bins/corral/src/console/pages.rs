@@ -700,12 +700,13 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
                 div.empty { strong { "No keys yet" } "Create a key to call the sandbox API." }
             } @else {
                 div.table-wrap { table {
-                    thead { tr { th { "Key" } th.hide-sm { "Created" } th { "Status" } th { span.visually-hidden { "Actions" } } } }
+                    thead { tr { th { "Key" } th.hide-sm { "Created" } th.hide-sm { "Last used" } th { "Status" } th { span.visually-hidden { "Actions" } } } }
                     tbody {
                         @for k in &page.keys {
                             tr.is-tombstone[k.revoked.is_some()] {
                                 td { code { (k.prefix) } }
                                 td.muted.hide-sm { (k.created) }
+                                td.muted.hide-sm { (k.last_used) }
                                 td {
                                     @match &k.revoked {
                                         Some(at) => span.badge.plain title={"Revoked " (at)} { "revoked" },
@@ -1031,6 +1032,7 @@ mod tests {
                     key_id: "abc".to_owned(),
                     prefix: "crl_abc_…".to_owned(),
                     created: "now".to_owned(),
+                    last_used: "never".to_owned(),
                     revoked: None,
                 }],
                 new_key: new_key.map(str::to_owned),

@@ -265,6 +265,8 @@ pub(crate) struct KeyRow {
     /// The visible prefix, `crl_<keyid>_…`.
     pub(crate) prefix: String,
     pub(crate) created: String,
+    /// When it last authenticated a request ("never", or how long ago, to within a minute).
+    pub(crate) last_used: String,
     pub(crate) revoked: Option<String>,
 }
 

@@ -272,6 +272,10 @@ async fn control_journey_answers_every_operation() {
         !listed.to_string().contains(&api_key),
         "a listing never shows the key"
     );
+    assert!(
+        items(&listed)[0].get("lastUsedAt").is_none(),
+        "an unused key has no last use: {listed}"
+    );
 
     // 31–34: a profile for `local` (no credential needed), tested.
     let r = send(
@@ -328,6 +332,20 @@ async fn control_journey_answers_every_operation() {
     )
     .await;
     assert_eq!(seen.ok("getProjectSandbox", &r, 200)["id"], json!(sbx));
+    // The key's use shows in the listing (recorded in the background, to within a minute).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let r = send(&app, owner.get(&format!("/v1/control/projects/{prj}/keys"))).await;
+        let listed = r.expect_ok(200);
+        if items(&listed)[0]["lastUsedAt"].is_string() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key's use was never recorded: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 
     // 30, 33, 27, 14: revoke, remove, delete.
     let r = send(

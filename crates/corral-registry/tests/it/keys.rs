@@ -4,7 +4,7 @@ use std::time::Duration;
 use corral_domain::Provider;
 use corral_registry::testing::{TestDb, dump_all_rows, hex};
 use corral_registry::{
-    API_KEY_PREFIX, DEFAULT_CACHE_TTL, ManualClock, MasterKey, ProfileInput, Registry,
+    API_KEY_PREFIX, Clock as _, DEFAULT_CACHE_TTL, ManualClock, MasterKey, ProfileInput, Registry,
     RegistryError,
 };
 use secrecy::{ExposeSecret, SecretString};
@@ -17,6 +17,7 @@ on_both_backends!(keys:
     a_cached_key_still_refuses_a_wrong_secret,
     a_zero_cache_ttl_reads_the_database_every_time,
     canary_secrets_appear_in_no_table,
+    a_keys_last_use_is_recorded_to_within_a_minute_and_never_for_a_wrong_secret,
 );
 
 pub(crate) async fn an_api_key_authenticates_its_project_until_revoked(db: &TestDb) {
@@ -241,4 +242,67 @@ pub(crate) async fn a_zero_cache_ttl_reads_the_database_every_time(db: &TestDb) 
     a.revoke_api_key(&issued.info.key_id).await.unwrap();
     // No time passes, yet the other replica refuses the key: nothing was cached.
     assert_eq!(b.authenticate(&key).await.unwrap(), None);
+}
+
+/// The recorded last use of the only key of `project`, once the background write has landed
+/// (or after 5 s, whatever it then is).
+async fn last_used(
+    reg: &Registry,
+    project: corral_registry::ProjectId,
+    until: impl Fn(Option<corral_domain::Timestamp>) -> bool,
+) -> Option<corral_domain::Timestamp> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = reg.list_api_keys(project).await.unwrap()[0].last_used_at;
+        if until(seen) || std::time::Instant::now() > deadline {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(crate) async fn a_keys_last_use_is_recorded_to_within_a_minute_and_never_for_a_wrong_secret(
+    db: &TestDb,
+) {
+    let (reg, _, clock) = two_replicas(db, DEFAULT_CACHE_TTL).await;
+    let project = reg.create_project("p").await.unwrap();
+    let issued = reg.issue_api_key(project.id).await.unwrap();
+    let key = issued.key.expose_secret().to_owned();
+    assert_eq!(
+        reg.list_api_keys(project.id).await.unwrap()[0].last_used_at,
+        None
+    );
+
+    // A right key id with a wrong secret is not a use.
+    let forged = forge_with_valid_checksum(&issued.info.key_id);
+    assert_eq!(reg.authenticate(&forged).await.unwrap(), None);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        reg.list_api_keys(project.id).await.unwrap()[0].last_used_at,
+        None
+    );
+
+    let first_use = clock.now();
+    assert_eq!(reg.authenticate(&key).await.unwrap(), Some(project.id));
+    let recorded = last_used(&reg, project.id, |t| t.is_some()).await;
+    assert_eq!(
+        recorded.map(|t| t.timestamp_micros()),
+        Some(first_use.timestamp_micros())
+    );
+
+    // Within the precision, later uses (cache misses included) leave it alone.
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(reg.authenticate(&key).await.unwrap(), Some(project.id));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(last_used(&reg, project.id, |_| true).await, recorded);
+
+    // Past it, the next database read records the new time.
+    clock.advance(corral_registry::LAST_USE_PRECISION);
+    let later = clock.now();
+    assert_eq!(reg.authenticate(&key).await.unwrap(), Some(project.id));
+    let updated = last_used(&reg, project.id, |t| t != recorded).await;
+    assert_eq!(
+        updated.map(|t| t.timestamp_micros()),
+        Some(later.timestamp_micros())
+    );
 }
