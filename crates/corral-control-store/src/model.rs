@@ -19,6 +19,12 @@ macro_rules! prefixed_id {
             pub fn new() -> Self {
                 Self(Ulid::generate())
             }
+
+            /// The id with this ULID.
+            #[allow(dead_code)] // Not every id type is built from a chosen ULID.
+            pub(crate) const fn from_ulid(ulid: Ulid) -> Self {
+                Self(ulid)
+            }
         }
 
         impl Default for $name {
