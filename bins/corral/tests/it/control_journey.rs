@@ -337,7 +337,7 @@ async fn control_journey_answers_every_operation() {
     loop {
         let r = send(&app, owner.get(&format!("/v1/control/projects/{prj}/keys"))).await;
         let listed = r.expect_ok(200);
-        if items(&listed)[0]["lastUsedAt"].is_string() {
+        if items(listed)[0]["lastUsedAt"].is_string() {
             break;
         }
         assert!(
