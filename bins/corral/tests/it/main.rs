@@ -18,5 +18,6 @@ mod e2e;
 mod idempotency;
 mod limits;
 mod replicas;
+mod serve;
 mod support;
 mod verify;

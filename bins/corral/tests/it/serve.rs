@@ -1,0 +1,137 @@
+//! The real `corral serve` binary as a child process, and a small client for its API: shared
+//! by the end-to-end, fault and crash tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, Method, StatusCode};
+use serde_json::Value;
+
+pub(crate) struct Server {
+    child: Child,
+    pub(crate) base: String,
+    pub(crate) stdout: PathBuf,
+    pub(crate) stderr: PathBuf,
+}
+
+/// `corral serve` on an ephemeral loopback port over `data` with `config`; `run` numbers its
+/// log files so restarts keep the earlier logs.
+pub(crate) fn start(data: &Path, config: &Path, run: usize) -> Server {
+    start_with_env(data, config, run, &[])
+}
+
+/// As [`start`], with extra environment variables (failpoints, database URLs).
+pub(crate) fn start_with_env(
+    data: &Path,
+    config: &Path,
+    run: usize,
+    env: &[(&str, &str)],
+) -> Server {
+    let stdout = data.with_extension(format!("stdout{run}"));
+    let stderr = data.with_extension(format!("stderr{run}"));
+    let child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .env("CORRAL_LOG", "debug")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    // Owned by `Server` at once, so a failed start still kills and reaps it.
+    let mut server = Server {
+        child,
+        base: String::new(),
+        stdout,
+        stderr,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = std::fs::read_to_string(&server.stdout).unwrap_or_default();
+        if let Some(line) = out.lines().find(|l| l.starts_with("corral: listening on ")) {
+            server.base = line.trim_start_matches("corral: listening on ").to_owned();
+            return server;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not start: {out} {}",
+            std::fs::read_to_string(&server.stderr).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Server {
+    /// SIGKILL: no chance to finish anything.
+    pub(crate) fn crash(mut self) {
+        self.child.kill().unwrap();
+        let _ = self.child.wait();
+    }
+
+    pub(crate) fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success());
+        let exit = self.child.wait().unwrap();
+        assert!(exit.success(), "graceful shutdown exits 0: {exit}");
+        let mut logs = std::fs::read_to_string(&self.stdout).unwrap();
+        logs.push_str(&std::fs::read_to_string(&self.stderr).unwrap());
+        logs
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) struct Api {
+    pub(crate) client: Client,
+    pub(crate) base: String,
+    pub(crate) key: String,
+}
+
+impl Api {
+    pub(crate) async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, reqwest::header::HeaderMap, String) {
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        (status, headers, resp.text().await.unwrap())
+    }
+
+    pub(crate) async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+        want: u16,
+    ) -> Value {
+        let (status, _, text) = self.call(method, path, body, headers).await;
+        assert_eq!(status.as_u16(), want, "{path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
