@@ -207,7 +207,7 @@ impl IdempotencyStore {
     ) -> Result<ClaimOutcome> {
         let project_text = project.to_string();
         // A record can vanish between the insert and the read (released or reaped): then the
-        // insert is simply tried again. Three rounds are plenty; a fourth means churn.
+        // claim is simply tried again. Three rounds are plenty; a fourth means churn.
         for _ in 0..3 {
             let now = self.db.now();
             let owner = new_owner();
@@ -226,14 +226,6 @@ impl IdempotencyStore {
                 updated_at: micros(now),
                 expires_at: micros(now).saturating_add(span(self.config.retention)),
             };
-            let candidate = row.clone();
-            let inserted = run!(self, |c| diesel::insert_into(ik::table)
-                .values(&candidate)
-                .on_conflict((ik::project_id, ik::idempotency_key))
-                .do_nothing()
-                .execute(c)
-                .await
-                .map_err(db_error))?;
             let claim = Claim {
                 project_id: project,
                 key: key.clone(),
@@ -241,11 +233,28 @@ impl IdempotencyStore {
                 lease_until: from_micros(lease_until)?,
                 operation_id: None,
             };
-            if inserted == 1 {
-                return Ok(ClaimOutcome::Claimed(claim));
-            }
-            let Some(existing) = self.fetch(&project_text, key.as_str()).await? else {
-                continue;
+            // A retry (a replay, or a client polling a create in progress) finds its record
+            // with one read and takes no write lock; only a key not seen yet pays for the
+            // insert, whose unique constraint still decides among concurrent first requests.
+            let existing = match self.fetch(&project_text, key.as_str()).await? {
+                Some(existing) => existing,
+                None => {
+                    let candidate = row.clone();
+                    let inserted = run!(self, |c| diesel::insert_into(ik::table)
+                        .values(&candidate)
+                        .on_conflict((ik::project_id, ik::idempotency_key))
+                        .do_nothing()
+                        .execute(c)
+                        .await
+                        .map_err(db_error))?;
+                    if inserted == 1 {
+                        return Ok(ClaimOutcome::Claimed(claim));
+                    }
+                    let Some(existing) = self.fetch(&project_text, key.as_str()).await? else {
+                        continue;
+                    };
+                    existing
+                }
             };
             let now_us = micros(now);
             if existing.state == COMPLETED && existing.expires_at <= now_us {

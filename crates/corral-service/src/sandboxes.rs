@@ -16,6 +16,12 @@ use crate::{Caller, InlineAccess, Service};
 /// Slack past the exec deadline for the provider to report the kill before we stop waiting.
 const EXEC_SLACK: Duration = Duration::from_secs(10);
 
+/// A get that observes the status already recorded writes it again (to move
+/// `statusObservedAt`) only once this much time has passed since the recorded observation:
+/// a busy sandbox's gets would otherwise each commit a write that changes nothing but a
+/// timestamp. A changed status is always written at once.
+const STATUS_REFRESH: Duration = Duration::from_secs(1);
+
 /// Exec and files take only `X-Provider-Workspace` of the inline context (the spec's header
 /// table); the rest comes from the context recorded at create time.
 fn workspace_only(inline: InlineAccess) -> InlineAccess {
@@ -26,6 +32,13 @@ fn workspace_only(inline: InlineAccess) -> InlineAccess {
             ..ProviderContext::default()
         },
     }
+}
+
+/// Whether the recorded observation of an unchanged status is old enough to write again.
+fn refresh_due(rec: &SandboxRecord, now: corral_domain::Timestamp) -> bool {
+    now.signed_duration_since(rec.status_observed_at)
+        .to_std()
+        .map_or(true, |age| age >= STATUS_REFRESH)
 }
 
 fn not_found(id: &str) -> ServiceError {
@@ -111,16 +124,13 @@ impl Service {
             .ctx
             .with_timeout(self.inner.config.provider_call_timeout);
         let seen = provider.get(&ctx, &native).await;
+        let now = self.inner.registry.database().now();
         let updated = match seen {
+            Ok(obs) if obs.status == rec.status && !refresh_due(&rec, now) => rec,
             Ok(obs) => self
                 .inner
                 .registry
-                .record_status(
-                    rec.project_id,
-                    rec.id,
-                    obs.status,
-                    self.inner.registry.database().now(),
-                )
+                .record_status(rec.project_id, rec.id, obs.status, now)
                 .await
                 .map_err(registry_error)?,
             Err(ProviderError::NotFound { .. }) => self.mark_expired(&rec).await?,

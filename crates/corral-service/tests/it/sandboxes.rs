@@ -198,3 +198,67 @@ async fn exec_and_files_round_trip_on_a_live_sandbox() {
         .unwrap();
     assert_eq!((out.stdout.as_str(), out.exit_code), ("hello", 0));
 }
+
+/// A get that sees the recorded status again writes it (moving `statusObservedAt`) at most
+/// once a second; the registry still tells the observation's age.
+#[tokio::test]
+async fn an_unchanged_status_is_written_again_only_once_its_observation_is_a_second_old() {
+    use crate::support::Setup;
+    let w = World::with(Setup {
+        manual_clock: true,
+        ..Setup::default()
+    })
+    .await;
+    let sbx = created(&w).await;
+    let id = sbx.id.to_string();
+    let caller = w.caller().await;
+    let observed = |w: &World| {
+        let id = sbx.id;
+        let project = caller.project_id();
+        let registry = w.registry.clone();
+        async move {
+            registry
+                .sandbox(project, id)
+                .await
+                .unwrap()
+                .unwrap()
+                .status_observed_at
+        }
+    };
+    let first = w
+        .service
+        .get(&caller, InlineAccess::default(), &id)
+        .await
+        .unwrap();
+    let t1 = observed(&w).await;
+    assert_eq!(first.status_observed_at, Some(t1));
+
+    w.clock.advance(std::time::Duration::from_millis(600));
+    let second = w
+        .service
+        .get(&caller, InlineAccess::default(), &id)
+        .await
+        .unwrap();
+    assert_eq!(second.status, first.status);
+    assert_eq!(
+        observed(&w).await,
+        t1,
+        "not written again within the second"
+    );
+    assert_eq!(second.status_observed_at, Some(t1));
+
+    w.clock.advance(std::time::Duration::from_millis(500));
+    let third = w
+        .service
+        .get(&caller, InlineAccess::default(), &id)
+        .await
+        .unwrap();
+    let t3 = observed(&w).await;
+    assert!(t3 > t1, "written again after a second: {t1} then {t3}");
+    assert_eq!(third.status_observed_at, Some(t3));
+    assert_eq!(
+        w.double.count("get"),
+        3,
+        "every get still asks the provider"
+    );
+}
