@@ -1,5 +1,6 @@
 //! The store: atomic claims, transitions, reconciliation hand-off and retention.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use corral_domain::{OperationId, Timestamp};
@@ -11,6 +12,7 @@ use ulid::Ulid;
 
 use crate::error::{IdempotencyError, Result};
 use crate::key::{Fingerprint, IdempotencyKey};
+use crate::replays::{Completed, Replays};
 
 /// Tunables of the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub struct Claim {
     pub lease_until: Timestamp,
     /// The create operation attached to the claim, if any.
     pub operation_id: Option<OperationId>,
+    /// The request's fingerprint, remembered with the response on completion.
+    fingerprint: [u8; 32],
 }
 
 /// A stored response, replayed byte for byte.
@@ -105,6 +109,9 @@ pub struct ReconcileCandidate {
 pub struct IdempotencyStore {
     db: Database,
     config: IdempotencyConfig,
+    /// Completed records seen by this process (shared by its clones): replays without a
+    /// database round trip.
+    replays: Arc<Replays>,
 }
 
 const IN_PROGRESS: &str = "in_progress";
@@ -177,7 +184,11 @@ impl IdempotencyStore {
     /// A store over `db` (connected and migrated: the table comes with the registry's
     /// migrations). Time comes from the database's clock.
     pub fn new(db: Database, config: IdempotencyConfig) -> Self {
-        Self { db, config }
+        Self {
+            db,
+            config,
+            replays: Arc::default(),
+        }
     }
 
     /// The configuration.
@@ -226,12 +237,24 @@ impl IdempotencyStore {
                 updated_at: micros(now),
                 expires_at: micros(now).saturating_add(span(self.config.retention)),
             };
+            let now_us = micros(now);
+            if let Some(done) = self.replays.get(&project_text, key.as_str(), now_us) {
+                return Ok(if &done.fingerprint == fingerprint.as_bytes() {
+                    ClaimOutcome::Replay(StoredResponse {
+                        status: done.status,
+                        body: done.body.to_vec(),
+                    })
+                } else {
+                    ClaimOutcome::Conflict
+                });
+            }
             let claim = Claim {
                 project_id: project,
                 key: key.clone(),
                 owner,
                 lease_until: from_micros(lease_until)?,
                 operation_id: None,
+                fingerprint: *fingerprint.as_bytes(),
             };
             // A retry (a replay, or a client polling a create in progress) finds its record
             // with one read and takes no write lock; only a key not seen yet pays for the
@@ -256,7 +279,6 @@ impl IdempotencyStore {
                     existing
                 }
             };
-            let now_us = micros(now);
             if existing.state == COMPLETED && existing.expires_at <= now_us {
                 // Past retention and not reaped yet: the key is new again.
                 if self.replace_expired(&row, now_us).await? {
@@ -276,10 +298,18 @@ impl IdempotencyStore {
                         .ok_or_else(|| IdempotencyError::Internal {
                             message: "completed record without a status".to_owned(),
                         })?;
-                    return Ok(ClaimOutcome::Replay(StoredResponse {
-                        status,
-                        body: existing.response_body.unwrap_or_default(),
-                    }));
+                    let body = existing.response_body.unwrap_or_default();
+                    if let Ok(fingerprint) = <[u8; 32]>::try_from(existing.fingerprint.as_slice()) {
+                        let completed = Completed {
+                            fingerprint,
+                            status,
+                            body: Arc::from(body.as_slice()),
+                            expires_at: existing.expires_at,
+                        };
+                        self.replays
+                            .put(&project_text, key.as_str(), completed, now_us);
+                    }
+                    return Ok(ClaimOutcome::Replay(StoredResponse { status, body }));
                 }
                 UNKNOWN => return Ok(ClaimOutcome::Unknown { operation_id }),
                 _ if existing.lease_until > now_us => {
@@ -419,6 +449,7 @@ impl IdempotencyStore {
     /// Stores the definitive response; later claims with the same fingerprint replay it.
     /// Retention restarts now.
     pub async fn complete(&self, claim: &Claim, status: u16, body: &[u8]) -> Result<()> {
+        let kept = body;
         let body = body.to_vec();
         let (project, owner) = (claim.project_id.to_string(), claim.owner.clone());
         let key = claim.key.as_str().to_owned();
@@ -444,6 +475,15 @@ impl IdempotencyStore {
         if n != 1 {
             return Err(IdempotencyError::ClaimLost);
         }
+        let completed = Completed {
+            fingerprint: claim.fingerprint,
+            status,
+            body: Arc::from(kept),
+            expires_at: expires,
+        };
+        let project = claim.project_id.to_string();
+        self.replays
+            .put(&project, claim.key.as_str(), completed, now);
         Ok(())
     }
 
@@ -543,6 +583,11 @@ impl IdempotencyStore {
             owner,
             lease_until: from_micros(lease_until)?,
             operation_id: parse_operation(row.operation_id.as_deref())?,
+            fingerprint: <[u8; 32]>::try_from(row.fingerprint.as_slice()).map_err(|_| {
+                IdempotencyError::Internal {
+                    message: "stored fingerprint is not 32 bytes".to_owned(),
+                }
+            })?,
         }))
     }
 

@@ -12,6 +12,7 @@ on_both_backends!(claims:
     keys_are_scoped_per_project_and_released_keys_can_be_reused,
     no_credential_reaches_the_idempotency_table,
     an_unavailable_store_is_a_retryable_error_within_the_pool_timeout,
+    a_key_completed_here_replays_and_conflicts_without_the_database,
 );
 
 fn fingerprint(body: serde_json::Value) -> Fingerprint {
@@ -191,5 +192,44 @@ pub(crate) async fn an_unavailable_store_is_a_retryable_error_within_the_pool_ti
     );
     assert!(err.is_retryable());
     assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    drop(held);
+}
+
+/// A completed record cannot change until it expires, so the process that completed it (or
+/// read it) answers its replays from memory: here with the pool's only connection held.
+pub(crate) async fn a_key_completed_here_replays_and_conflicts_without_the_database(db: &TestDb) {
+    let mut config = db.config();
+    config.max_connections = 1;
+    config.wait_timeout = Duration::from_millis(300);
+    let w = world_with(db, config).await;
+    let key = IdempotencyKey::parse("done-here").unwrap();
+    let fp = fingerprint(json!({"provider": "e2b"}));
+    let ClaimOutcome::Claimed(claim) = w.store.claim(w.p, &key, &fp).await.unwrap() else {
+        panic!("a new key is claimed");
+    };
+    w.store
+        .complete(&claim, 201, b"{\"id\":\"sbx_1\"}")
+        .await
+        .unwrap();
+
+    let held = w.registry.database().connection().await.unwrap();
+    let ClaimOutcome::Replay(stored) = w.store.claim(w.p, &key, &fp).await.unwrap() else {
+        panic!("replayed from memory");
+    };
+    assert_eq!(
+        (stored.status, stored.body.as_slice()),
+        (201, &b"{\"id\":\"sbx_1\"}"[..])
+    );
+    let other = fingerprint(json!({"provider": "daytona"}));
+    assert!(matches!(
+        w.store.claim(w.p, &key, &other).await.unwrap(),
+        ClaimOutcome::Conflict
+    ));
+    // The same key in another project is another record: it needs the database.
+    let err = w.store.claim(w.q, &key, &fp).await.unwrap_err();
+    assert!(
+        matches!(err, IdempotencyError::Unavailable { .. }),
+        "{err:?}"
+    );
     drop(held);
 }
