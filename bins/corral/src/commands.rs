@@ -160,6 +160,7 @@ pub fn service(
             reconcile_grace: settings.reconcile_grace,
             rate_limits: settings.rate_limits.clone(),
             quotas: settings.quotas.clone(),
+            exec_concurrency: settings.exec_concurrency,
         },
     )
 }

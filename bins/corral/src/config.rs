@@ -16,6 +16,8 @@
 //! provider_call_timeout_seconds = 60
 //! max_live_sandboxes_per_project = 100                       # quota; default none
 //! max_live_sandboxes_per_provider = { e2b = 20 }             # quota per provider; default none
+//! max_concurrent_execs_per_project = 32   # commands running at once per project; 0 = no cap
+//! max_concurrent_execs = 256              # commands running at once on this server; 0 = no cap
 //!
 //! [rate_limits]                   # token buckets, kept per replica (see docs/api.md)
 //! enabled = true
@@ -61,6 +63,8 @@
 //! cpu_weight = 100
 //! disk_mib = 1024          # each sandbox's own filesystem; 0 = none
 //! disk_reserve_mib = 1024  # free space every create leaves on the data volume
+//! exec_threads = 64        # commands running at once, each on a thread of its own (not tokio's blocking pool)
+//! exec_queue_wait_seconds = 5  # an exec waits this long for a free command thread, then provider_unavailable
 //! ```
 //!
 //! Each `[providers.<id>]` table is read by that adapter's configuration type, which documents
@@ -204,6 +208,11 @@ pub struct LimitsSection {
     /// Quota: live sandboxes per project on one provider, by provider id.
     #[serde(default)]
     pub max_live_sandboxes_per_provider: BTreeMap<String, u64>,
+    /// Commands (exec calls) running at once per project; default 32, `0` = no cap.
+    pub max_concurrent_execs_per_project: Option<u32>,
+    /// Commands running at once on this server, every project together; default 256, `0` =
+    /// no cap.
+    pub max_concurrent_execs: Option<u32>,
 }
 
 /// One token bucket of `[rate_limits]`.
@@ -285,6 +294,11 @@ pub struct LocalSection {
     pub file_size_mib: Option<u64>,
     /// CPU seconds per command process (`RLIMIT_CPU`).
     pub cpu_seconds: Option<u64>,
+    /// Commands running at once, each on a thread of its own; default 64, at least 1.
+    pub exec_threads: Option<u64>,
+    /// How long an exec waits for a free command thread before `provider_unavailable`;
+    /// default 5.
+    pub exec_queue_wait_seconds: Option<u64>,
 }
 
 /// The resolved settings the server runs with.
@@ -322,6 +336,8 @@ pub struct Settings {
     pub rate_limits: corral_service::limiter::RateLimits,
     /// Live-sandbox quotas.
     pub quotas: corral_service::limiter::Quotas,
+    /// Caps on commands running at once.
+    pub exec_concurrency: corral_service::limiter::ExecConcurrency,
     /// The control plane.
     pub control: ControlSettings,
 }
@@ -461,6 +477,23 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
             .map_err(|e| ConfigError(format!("limits.max_live_sandboxes_per_provider: {e}")))?;
         quotas.live_sandboxes_per_provider.insert(p, *n);
     }
+    if local.exec_threads == Some(0) {
+        return Err(ConfigError("local.exec_threads must be at least 1".into()));
+    }
+    let standard = corral_service::limiter::ExecConcurrency::standard();
+    // `0` switches a cap off.
+    let cap = |v: Option<u32>, default: Option<u32>| match v {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => default,
+    };
+    let exec_concurrency = corral_service::limiter::ExecConcurrency {
+        per_project: cap(
+            fc.limits.max_concurrent_execs_per_project,
+            standard.per_project,
+        ),
+        total: cap(fc.limits.max_concurrent_execs, standard.total),
+    };
     let listen = cli
         .listen
         .clone()
@@ -499,6 +532,7 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
         local,
         rate_limits,
         quotas,
+        exec_concurrency,
         control,
     })
 }
@@ -658,5 +692,32 @@ mod tests {
         );
         assert_eq!(s.bridge_allow, ["b.example:443"]);
         assert_eq!(s.exec_deadline, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn exec_caps_default_to_32_per_project_and_256_per_server_and_0_switches_one_off() {
+        use corral_service::limiter::ExecConcurrency;
+        let s = parse("").unwrap();
+        assert_eq!(s.exec_concurrency, ExecConcurrency::standard());
+        assert_eq!(
+            (s.exec_concurrency.per_project, s.exec_concurrency.total),
+            (Some(32), Some(256))
+        );
+        let s = parse("[limits]\nmax_concurrent_execs_per_project = 4\nmax_concurrent_execs = 0")
+            .unwrap();
+        assert_eq!(
+            s.exec_concurrency,
+            ExecConcurrency {
+                per_project: Some(4),
+                total: None
+            }
+        );
+        assert!(parse("[limits]\nmax_concurrent_execs = -1").is_err());
+        let s = parse("[local]\nexec_threads = 3\nexec_queue_wait_seconds = 1").unwrap();
+        assert_eq!(
+            (s.local.exec_threads, s.local.exec_queue_wait_seconds),
+            (Some(3), Some(1))
+        );
+        assert!(parse("[local]\nexec_threads = 0").is_err());
     }
 }

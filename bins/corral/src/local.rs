@@ -33,6 +33,15 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn SandboxProvider>, String> {
             },
             disk_reserve_bytes: mib(l.disk_reserve_mib, defaults.disk_reserve_bytes),
         },
+        exec_threads: l
+            .exec_threads
+            .map_or(corral_provider_local::DEFAULT_EXEC_THREADS, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
+        exec_queue_wait: l.exec_queue_wait_seconds.map_or(
+            corral_provider_local::DEFAULT_EXEC_QUEUE_WAIT,
+            std::time::Duration::from_secs,
+        ),
     };
     let provider = LocalProvider::new(config).map_err(|e| e.to_string())?;
     if let Some(why) = provider.unavailable_reason() {

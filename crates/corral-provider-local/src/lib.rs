@@ -99,6 +99,19 @@
 //! the sandbox shares the host's network namespace, loopback and abstract Unix sockets
 //! included.
 //!
+//! # Threads
+//!
+//! A command holds a thread for as long as it runs (it forks the command's supervisor and
+//! waits for it; the supervisor's parent-death signal is tied to that thread). Commands get
+//! OS threads of their own, at most [`LocalConfig::exec_threads`] at once, never threads of
+//! tokio's blocking pool: the database layer (SQLite) and every other `spawn_blocking` share
+//! that pool, and slow commands on it would stall them all. An exec that finds every command
+//! thread busy waits for one at most [`LocalConfig::exec_queue_wait`] (and never past its
+//! call's deadline; the wait is not taken from the command's own timeout), then is refused
+//! with a retryable [`ProviderError::Unavailable`] (`Retry-After` 1 s). The short steps
+//! (reading a sandbox's metadata, file reads and writes, create and delete) stay on the
+//! blocking pool.
+//!
 //! Deleting a sandbox kills its running commands and every process of its uid whose root is
 //! the sandbox's, and returns once they are gone: only then is its metadata removed, so its
 //! uid is never given to a new sandbox while an old process still holds it. Expiry (a
@@ -137,6 +150,7 @@ mod cgroup;
 mod disk;
 mod files;
 mod jail;
+mod pool;
 mod procs;
 mod running;
 mod seccomp;
@@ -215,6 +229,12 @@ pub struct Containment {
     pub seccomp: std::result::Result<(), String>,
 }
 
+/// Default of [`LocalConfig::exec_threads`].
+pub const DEFAULT_EXEC_THREADS: usize = 64;
+
+/// Default of [`LocalConfig::exec_queue_wait`].
+pub const DEFAULT_EXEC_QUEUE_WAIT: Duration = Duration::from_secs(5);
+
 /// How the local provider is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalConfig {
@@ -224,6 +244,13 @@ pub struct LocalConfig {
     pub allow_network: bool,
     /// Resource limits of every command.
     pub limits: LocalLimits,
+    /// Commands running at once, all sandboxes together: each runs on a thread of its own,
+    /// outside tokio's blocking pool (default [`DEFAULT_EXEC_THREADS`]; at least 1).
+    pub exec_threads: usize,
+    /// How long an exec waits for one of those threads before it is refused
+    /// (`Unavailable`, retryable, `Retry-After` 1 s); never past the call's deadline
+    /// (default [`DEFAULT_EXEC_QUEUE_WAIT`]).
+    pub exec_queue_wait: Duration,
 }
 
 impl LocalConfig {
@@ -233,6 +260,8 @@ impl LocalConfig {
             root: root.into(),
             allow_network: false,
             limits: LocalLimits::default(),
+            exec_threads: DEFAULT_EXEC_THREADS,
+            exec_queue_wait: DEFAULT_EXEC_QUEUE_WAIT,
         }
     }
 }
@@ -243,6 +272,9 @@ pub struct LocalProvider {
     store: Store,
     jail: Result<Arc<Jail>, String>,
     running: Arc<Running>,
+    /// The threads commands run on.
+    pool: pool::ExecPool,
+    exec_queue_wait: Duration,
     cgroups: Option<cgroup::Cgroups>,
     disks: Option<disk::Disks>,
     containment: Containment,
@@ -361,6 +393,8 @@ impl LocalProvider {
             store,
             jail: jail.map(Arc::new),
             running: Arc::new(Running::default()),
+            pool: pool::ExecPool::new(config.exec_threads),
+            exec_queue_wait: config.exec_queue_wait,
             cgroups: cgroups.ok(),
             disks: disks.ok(),
             containment,
@@ -631,7 +665,23 @@ impl SandboxProvider for LocalProvider {
             .map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
         let _running = self.running.register(native_id, cancel_w);
         let meta = self.live(native_id).await?;
+        // A thread of the command pool (never tokio's blocking pool, which SQLite needs),
+        // waited for at most `exec_queue_wait` and never past the call's deadline.
+        let wait = ctx.bounded(self.exec_queue_wait);
+        let thread = self.pool.reserve(wait).await.map_err(|busy| {
+            ProviderError::Unavailable {
+                provider: Provider::Local,
+                message: format!(
+                    "all {} threads that run local commands are busy (waited {} ms for one); retry after Retry-After",
+                    busy.size,
+                    busy.waited.as_millis()
+                ),
+                retry_after: Some(Duration::from_secs(1)),
+            }
+        })?;
         let fs_root = self.store.fs_root(native_id);
+        // Measured once the thread is ours: the wait is not taken from the command's time,
+        // but the call's deadline still bounds it.
         let timeout = ctx.bounded(spec.timeout);
         // A command never outlives its sandbox: the lifetime's end is a deadline too.
         let lifetime_left = meta.expires_at_unix.map(|end| {
@@ -644,20 +694,22 @@ impl SandboxProvider for LocalProvider {
         let spec = spec.clone();
         let cgroups = self.cgroups.clone();
         let id = native_id.to_owned();
-        let outcome = blocking(move || {
-            files::check_cwd(&fs_root, &cwd).map_err(invalid)?;
-            let run = Run {
-                command: &spec.command,
-                cwd: &cwd,
-                env: &spec.env,
-                timeout: run_for,
-                max_output_bytes: spec.max_output_bytes,
-            };
-            let cgroup = cgroups.as_ref().map(|c| (c, id.as_str()));
-            jail.run(&fs_root, meta.uid, &run, Some(&cancel), cgroup)
-                .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
-        })
-        .await??;
+        let outcome = thread
+            .run(move || {
+                files::check_cwd(&fs_root, &cwd).map_err(invalid)?;
+                let run = Run {
+                    command: &spec.command,
+                    cwd: &cwd,
+                    env: &spec.env,
+                    timeout: run_for,
+                    max_output_bytes: spec.max_output_bytes,
+                };
+                let cgroup = cgroups.as_ref().map(|c| (c, id.as_str()));
+                jail.run(&fs_root, meta.uid, &run, Some(&cancel), cgroup)
+                    .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
+            })
+            .await
+            .map_err(unavailable)??;
         match outcome {
             Outcome::Finished(out) => Ok(out),
             Outcome::TimedOut if run_for < timeout => Err(ProviderError::NotFound {

@@ -20,6 +20,7 @@ pub mod counting;
 pub mod fake;
 pub mod faults;
 pub mod harness;
+pub mod held;
 pub mod host_shell;
 pub mod spy;
 

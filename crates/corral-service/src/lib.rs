@@ -64,6 +64,9 @@ pub struct ServiceConfig {
     pub rate_limits: limiter::RateLimits,
     /// Quotas on live sandboxes per project (none by default).
     pub quotas: limiter::Quotas,
+    /// Caps on commands running at once, per project and in all
+    /// ([`limiter::ExecConcurrency::standard`] by default).
+    pub exec_concurrency: limiter::ExecConcurrency,
 }
 
 impl Default for ServiceConfig {
@@ -76,6 +79,7 @@ impl Default for ServiceConfig {
             reconcile_grace: Duration::from_secs(300),
             rate_limits: limiter::RateLimits::default(),
             quotas: limiter::Quotas::default(),
+            exec_concurrency: limiter::ExecConcurrency::standard(),
         }
     }
 }
@@ -141,6 +145,8 @@ struct Inner {
     in_flight: Arc<Mutex<HashSet<OperationId>>>,
     /// Token buckets of the request-rate limits (per replica).
     buckets: limiter::Buckets,
+    /// Commands running now (per replica).
+    exec_slots: Arc<limiter::ExecSlots>,
 }
 
 /// Marks an operation in flight until dropped (also when its task panics).
@@ -197,6 +203,7 @@ impl Service {
                 config,
                 in_flight: Arc::default(),
                 buckets: limiter::Buckets::default(),
+                exec_slots: Arc::default(),
                 provider_latency,
             }),
         }

@@ -1,16 +1,19 @@
 //! The service's own limits: request rates per API key and per project (token buckets), a
-//! throttle on failed authentication per source address, and quotas on live sandboxes per
-//! project. Framework-free: the server asks, and renders the answer as headers.
+//! throttle on failed authentication per source address, quotas on live sandboxes per
+//! project, and caps on commands running at once per project and per server.
+//! Framework-free: the server asks, and renders the answer as headers.
 //!
-//! Rates are kept **per replica**, in memory: N replicas behind a balancer admit up to N times
-//! the configured rate. That keeps the limiter off the database on every request; the quota on
-//! live sandboxes, which must hold across replicas, is counted in the registry.
+//! Rates and running commands are kept **per replica**, in memory: N replicas behind a
+//! balancer admit up to N times the configured rate and run up to N times the configured
+//! commands. That keeps the limiter off the database on every request; the quota on live
+//! sandboxes, which must hold across replicas, is counted in the registry.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use corral_domain::Provider;
+use corral_registry::ProjectId;
 
 use crate::error::ServiceError;
 use crate::error::registry_error;
@@ -72,6 +75,135 @@ pub struct Quotas {
     pub live_sandboxes: Option<u64>,
     /// Per provider.
     pub live_sandboxes_per_provider: BTreeMap<Provider, u64>,
+}
+
+/// Caps on commands (exec calls) running at once, counted from admission until the call
+/// ends, whichever way it ends; `None` disables one.
+///
+/// An exec holds its caller's HTTP request, a provider connection or (on `local`) a thread
+/// and processes, and up to two output buffers of
+/// [`MAX_OUTPUT_BYTES_PER_STREAM`](corral_domain::limits::MAX_OUTPUT_BYTES_PER_STREAM) for as
+/// long as the command runs (up to the exec deadline, 300 s by default): unlike request rates,
+/// which count arrivals, these bound what is held at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecConcurrency {
+    /// Commands of one project (all its keys together).
+    pub per_project: Option<u32>,
+    /// Commands of every project together, on this replica.
+    pub total: Option<u32>,
+}
+
+impl ExecConcurrency {
+    /// No cap at all.
+    pub const NONE: Self = Self {
+        per_project: None,
+        total: None,
+    };
+
+    /// The defaults: 32 commands per project, 256 in all. 256 bounds the output buffers a
+    /// replica may hold for commands to 512 MiB (2 × 1 MiB each); 32 lets one project use an
+    /// eighth of that, so at least eight projects can be busy at once before any is refused,
+    /// and is well past the parallelism of one agent or CI job.
+    pub const fn standard() -> Self {
+        Self {
+            per_project: Some(32),
+            total: Some(256),
+        }
+    }
+}
+
+impl Default for ExecConcurrency {
+    /// [`ExecConcurrency::standard`]: a bound on held resources, on unless switched off.
+    fn default() -> Self {
+        Self::standard()
+    }
+}
+
+/// `Retry-After` of an exec refused because too many commands run: a place frees as soon as
+/// any of them ends, often within a second; the request rates bound how often a client
+/// retries.
+pub const EXEC_RETRY_AFTER_SECONDS: u64 = 1;
+
+#[derive(Debug, Default)]
+struct SlotCounts {
+    total: u32,
+    per_project: HashMap<ProjectId, u32>,
+}
+
+/// The commands running now, per project and in all (per replica).
+#[derive(Debug, Default)]
+pub(crate) struct ExecSlots {
+    counts: Mutex<SlotCounts>,
+}
+
+/// One running command's place; given back when dropped, on every path: the command's end,
+/// an error, a timeout, or the caller's future being dropped (a client that went away).
+#[derive(Debug)]
+pub(crate) struct ExecPermit {
+    slots: Arc<ExecSlots>,
+    project: ProjectId,
+}
+
+impl Drop for ExecPermit {
+    fn drop(&mut self) {
+        let mut c = self
+            .slots
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        c.total = c.total.saturating_sub(1);
+        if let Some(n) = c.per_project.get_mut(&self.project) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.per_project.remove(&self.project);
+            }
+        }
+    }
+}
+
+impl ExecSlots {
+    /// Takes a place for a command of `project` if both caps allow it; never waits.
+    fn try_acquire(
+        self: &Arc<Self>,
+        project: ProjectId,
+        caps: ExecConcurrency,
+    ) -> Result<ExecPermit, ServiceError> {
+        let mut c = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mine = c.per_project.get(&project).copied().unwrap_or(0);
+        let refuse = |message: String| ServiceError::RateLimited {
+            message,
+            retry_after: Some(EXEC_RETRY_AFTER_SECONDS),
+        };
+        if let Some(cap) = caps.per_project
+            && mine >= cap
+        {
+            return Err(refuse(format!(
+                "the project already runs {mine} commands, the most this service runs at once for one project ({cap}); retry when one has finished, after Retry-After"
+            )));
+        }
+        if let Some(cap) = caps.total
+            && c.total >= cap
+        {
+            return Err(refuse(format!(
+                "this server already runs {} commands, the most it runs at once ({cap}); retry after Retry-After",
+                c.total
+            )));
+        }
+        c.total += 1;
+        *c.per_project.entry(project).or_insert(0) += 1;
+        Ok(ExecPermit {
+            slots: self.clone(),
+            project,
+        })
+    }
+
+    fn running(&self, project: Option<ProjectId>) -> u32 {
+        let c = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        match project {
+            Some(p) => c.per_project.get(&p).copied().unwrap_or(0),
+            None => c.total,
+        }
+    }
 }
 
 /// The state of one rate policy after a request, for the `RateLimit` headers.
@@ -232,6 +364,20 @@ impl Service {
             }
         }
         Ok(Admission { policies })
+    }
+
+    /// Admits one command of `caller` under [`ExecConcurrency`], without waiting: refused,
+    /// `rate_limited` with `Retry-After`. The place is held until the permit drops.
+    pub(crate) fn admit_exec(&self, caller: &Caller) -> Result<ExecPermit, ServiceError> {
+        self.inner
+            .exec_slots
+            .try_acquire(caller.project_id(), self.inner.config.exec_concurrency)
+    }
+
+    /// Commands running now on this replica: `project`'s, or every project's with `None`
+    /// (for metrics and tests).
+    pub fn execs_running(&self, project: Option<ProjectId>) -> u32 {
+        self.inner.exec_slots.running(project)
     }
 
     /// Refuses a create that would take the project past a live-sandbox quota, before any

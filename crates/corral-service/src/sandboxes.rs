@@ -251,7 +251,9 @@ impl Service {
         map_provider_error(e, Stage::Other, None)
     }
 
-    /// `POST /v1/sandboxes/{id}/exec`.
+    /// `POST /v1/sandboxes/{id}/exec`. Admitted under the caps on commands running at once
+    /// ([`crate::limiter::ExecConcurrency`]) once the request is known to be valid, before
+    /// any provider call.
     pub async fn exec(
         &self,
         caller: &Caller,
@@ -264,6 +266,8 @@ impl Service {
         let p = rec.provider();
         let provider = self.provider(p)?.clone();
         input.validate(provider.capabilities())?;
+        // Held until this call ends, however it ends (a dropped future included).
+        let _running = self.admit_exec(caller)?;
         let access = self
             .access(
                 caller,

@@ -8,6 +8,7 @@ mod escape;
 mod exec;
 mod lifecycle;
 mod non_root;
+mod threads;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider};
 use corral_provider::{CallContext, CreateSpec, ExecOutput, ExecSpec, SandboxProvider};

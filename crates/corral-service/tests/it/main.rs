@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
 //! The use cases against the contract, framework-free, over a counting provider double.
 
+mod concurrency;
 mod create;
 mod races;
 mod sandboxes;
