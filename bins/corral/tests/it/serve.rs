@@ -134,4 +134,3 @@ impl Api {
         serde_json::from_str(&text).unwrap()
     }
 }
-
