@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::serve::{Api, Server, start};
 use crate::tcp_proxy::{Mode, Proxy};
 
-/// The Morph credential the fake accepts, sent inline on every call.
+/// The Morph credential the fake accepts (the project's stored profile).
 const KEY: &str = "db-faults-morph-key-1";
 /// The configured pool wait (`[database] acquire_timeout_seconds`).
 const ACQUIRE: Duration = Duration::from_secs(1);
@@ -22,6 +22,9 @@ const ACQUIRE: Duration = Duration::from_secs(1);
 /// 5 s connection-create and recycle timeouts and its 10 s per-operation timeout, plus
 /// slack. A hang would exceed it by far.
 const OUTAGE_BOUND: Duration = Duration::from_secs(20);
+/// What a request that never needed a connection to come back may take at most: the pool
+/// wait plus generous slack for a loaded machine.
+const FAST_BOUND: Duration = Duration::from_secs(5);
 
 struct World {
     _tmp: tempfile::TempDir,
@@ -57,6 +60,7 @@ async fn world(test: &str, max_connections: u32) -> Option<World> {
     let data = tmp.path().join("data");
     let morph = corral_provider_morph::fake::Fake::start_with_key(KEY).await;
     let key = create_project(&data, db.url());
+    set_profile(&data, db.url());
     let config = tmp.path().join("corral.toml");
     std::fs::write(
         &config,
@@ -109,6 +113,33 @@ fn create_project(data: &Path, url: &str) -> String {
     printed["apiKey"].as_str().unwrap().to_owned()
 }
 
+/// The project's Morph profile, stored straight in the database: requests then carry no
+/// credential, so the profile is loaded (and cached) like the API key.
+fn set_profile(data: &Path, url: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args([
+            "profile",
+            "set",
+            "--project",
+            "default",
+            "--provider",
+            "morph",
+        ])
+        .args(["--credential-env", "DB_FAULTS_MORPH_KEY", "--data-dir"])
+        .arg(data)
+        .args(["--database-url", url])
+        .env("DB_FAULTS_MORPH_KEY", KEY)
+        .env_remove("CORRAL_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "profile set failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// One answer: status, code (empty on success), body, time taken.
 struct Answer {
     status: StatusCode,
@@ -125,10 +156,7 @@ impl World {
         body: Option<Value>,
         key: Option<&str>,
     ) -> Answer {
-        let mut headers = vec![("X-Provider-Credential", KEY)];
-        if let Some(k) = key {
-            headers.push(("Idempotency-Key", k));
-        }
+        let headers: Vec<(&str, &str)> = key.map(|k| ("Idempotency-Key", k)).into_iter().collect();
         let started = Instant::now();
         let (status, _, body) = self.api.call(method, path, body, &headers).await;
         let took = started.elapsed();
@@ -162,14 +190,17 @@ impl World {
     }
 }
 
-/// `a` is the retryable storage refusal: 503 with `sandbox_registry_unavailable` or
-/// `idempotency_unavailable`, within the outage bound.
+/// `a` is a retryable storage refusal: 503 with `sandbox_registry_unavailable`,
+/// `idempotency_unavailable` or `provider_profiles_unavailable` (whichever store the request
+/// reached first), within the outage bound.
 fn assert_unavailable(what: &str, a: &Answer) {
     assert_eq!(a.status, 503, "{what}: {}", a.body);
     assert!(
         matches!(
             a.code.as_str(),
-            "sandbox_registry_unavailable" | "idempotency_unavailable"
+            "sandbox_registry_unavailable"
+                | "idempotency_unavailable"
+                | "provider_profiles_unavailable"
         ),
         "{what}: {}",
         a.body
@@ -220,6 +251,8 @@ async fn postgres_stopped_mid_run_is_unavailable_at_once_without_provider_calls_
         }
     }
     eprintln!("slowest answer while PostgreSQL was down: {slowest:?}");
+    // A refused connection fails at once: nothing waits for a timeout.
+    assert!(slowest < FAST_BOUND, "{slowest:?}");
     assert_eq!(
         w.creates_sent(),
         sent,
@@ -272,6 +305,9 @@ async fn postgres_blackholed_with_a_pool_of_one_answers_503_within_the_timeouts_
     });
     let answers = futures::future::join_all(requests).await;
     let slowest = answers.iter().map(|a| a.took).max().unwrap();
+    for a in &answers {
+        eprintln!("{:?} {} {}", a.took, a.status, a.code);
+    }
     eprintln!(
         "8 concurrent requests on a black-holed database: all answered after {:?} (slowest {slowest:?})",
         started.elapsed()
@@ -279,6 +315,10 @@ async fn postgres_blackholed_with_a_pool_of_one_answers_503_within_the_timeouts_
     for a in &answers {
         assert_unavailable("request on a black-holed database", a);
     }
+    // Only the request holding the pool's one connection waits out the per-operation timeout;
+    // every other one is refused once the pool wait is over.
+    let waited = answers.iter().filter(|a| a.took > FAST_BOUND).count();
+    assert!(waited <= 1, "{waited} requests waited past the pool wait");
     assert_eq!(w.creates_sent(), sent, "no create reached the provider");
 
     // The partition heals: the same server serves again.
@@ -297,4 +337,71 @@ async fn postgres_blackholed_with_a_pool_of_one_answers_503_within_the_timeouts_
     eprintln!("recovered {:?} after the partition healed", back.elapsed());
     assert_eq!(w.creates_sent(), sent + 1);
     assert!(w.proxy.accepted() >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_connections_stranded_by_a_vanished_server_do_not_wedge_the_pool_for_good() {
+    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    let Some(w) = world("db_faults_stranded", 1).await else {
+        return;
+    };
+    let ok = w.create(Some("before")).await;
+    assert_eq!(ok.status, 201, "{}", ok.body);
+    let sent = w.creates_sent();
+
+    // 1. The idle pooled connection goes silent for good (its server vanished without a
+    // reset); the database is reachable at once through new connections. The check on
+    // checkout gives up on it and opens another.
+    w.proxy.strand();
+    let served = served_again_within(&w, Duration::from_secs(30)).await;
+    eprintln!("idle connection stranded: served again after {served:?}");
+
+    // 2. The connection goes silent while a query is in flight on it: a lock taken directly
+    // (not through the proxy) holds the server's list query inside PostgreSQL, the
+    // connection is stranded, the lock released; the query's answer never arrives.
+    let mut admin = diesel_async::AsyncPgConnection::establish(w._db.url())
+        .await
+        .unwrap();
+    admin
+        .batch_execute("BEGIN; LOCK TABLE sandboxes IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let held = {
+        let client = w.api.client.clone();
+        let url = format!("{}/v1/sandboxes", w.api.base);
+        let key = w.api.key.clone();
+        tokio::spawn(async move { client.get(url).bearer_auth(key).send().await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    w.proxy.strand();
+    admin.batch_execute("ROLLBACK").await.unwrap();
+    let a = held.await.unwrap().unwrap();
+    assert_eq!(a.status(), 503, "the stranded query's request");
+    let served = served_again_within(&w, Duration::from_secs(45)).await;
+    eprintln!("connection stranded mid-query: served again after {served:?}");
+    let a = w.create(Some("after")).await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    assert_eq!(w.creates_sent(), sent + 1);
+}
+
+/// Lists until one succeeds (every failure meanwhile a retryable storage refusal), failing
+/// after `limit`; how long it took.
+async fn served_again_within(w: &World, limit: Duration) -> Duration {
+    let started = Instant::now();
+    let mut refused = 0;
+    loop {
+        let a = w.send(Method::GET, "/v1/sandboxes", None, None).await;
+        if a.status == 200 {
+            return started.elapsed();
+        }
+        assert_unavailable("list after the connection was stranded", &a);
+        refused += 1;
+        assert!(
+            started.elapsed() < limit,
+            "the pool is still wedged {:?} later ({refused} refusals): {}",
+            started.elapsed(),
+            a.body
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

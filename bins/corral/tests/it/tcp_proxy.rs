@@ -33,6 +33,7 @@ pub(crate) struct Proxy {
     live: Arc<Mutex<Vec<AbortHandle>>>,
     accepted: Arc<AtomicUsize>,
     acceptor: AbortHandle,
+    strand: watch::Sender<u64>,
 }
 
 impl Proxy {
@@ -41,9 +42,10 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (mode, _) = watch::channel(Mode::Pass);
+        let (strand, _) = watch::channel(0u64);
         let live: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
         let accepted = Arc::new(AtomicUsize::new(0));
-        let (tx, l, n) = (mode.clone(), live.clone(), accepted.clone());
+        let (tx, l, n, st) = (mode.clone(), live.clone(), accepted.clone(), strand.clone());
         let acceptor = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 n.fetch_add(1, Ordering::SeqCst);
@@ -52,7 +54,7 @@ impl Proxy {
                     reset(client);
                     continue;
                 }
-                let task = tokio::spawn(connection(client, upstream, rx));
+                let task = tokio::spawn(connection(client, upstream, rx, st.subscribe()));
                 let mut live = l.lock().unwrap();
                 live.retain(|h| !h.is_finished());
                 live.push(task.abort_handle());
@@ -65,7 +67,15 @@ impl Proxy {
             live,
             accepted,
             acceptor,
+            strand,
         }
+    }
+
+    /// Strands every live connection: it stays open but never carries another byte either
+    /// way, as when the server behind it vanished without a reset (a failover that moved its
+    /// address); new connections are unaffected.
+    pub(crate) fn strand(&self) {
+        self.strand.send_modify(|e| *e += 1);
     }
 
     /// `127.0.0.1:<port>`.
@@ -105,7 +115,12 @@ fn reset(socket: TcpStream) {
     drop(socket);
 }
 
-async fn connection(client: TcpStream, upstream: SocketAddr, mode: watch::Receiver<Mode>) {
+async fn connection(
+    client: TcpStream,
+    upstream: SocketAddr,
+    mode: watch::Receiver<Mode>,
+    strand: watch::Receiver<u64>,
+) {
     // Black-holed from the start: hold the client without connecting upstream.
     let mut wait = mode.clone();
     if wait.wait_for(|m| *m != Mode::Blackhole).await.is_err() {
@@ -121,8 +136,8 @@ async fn connection(client: TcpStream, upstream: SocketAddr, mode: watch::Receiv
     };
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
-    let up = pump(cr, sw, mode.clone());
-    let down = pump(sr, cw, mode);
+    let up = pump(cr, sw, mode.clone(), strand.clone());
+    let down = pump(sr, cw, mode, strand);
     // Either direction ending ends the connection (both halves are dropped).
     tokio::select! {
         () = up => {}
@@ -134,13 +149,21 @@ async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut mode: watch::Receiver<Mode>,
+    strand: watch::Receiver<u64>,
 ) {
+    let born = *strand.borrow();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        if *strand.borrow() != born {
+            // Stranded: swallow everything, never close.
+            let _keep = (from, to);
+            std::future::pending::<()>().await;
+            return;
+        }
         // Held while black-holed; dropped (the connection cut) once refused.
         match mode.wait_for(|m| *m != Mode::Blackhole).await {
             Ok(m) if *m == Mode::Pass => {}
