@@ -259,7 +259,7 @@ fn server_pid(data: &Path) -> u32 {
             continue;
         };
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.iter().any(|a| *a == b"serve") && args.iter().any(|a| *a == needle.as_bytes()) {
+        if args.contains(&b"serve".as_slice()) && args.contains(&needle.as_bytes()) {
             return pid;
         }
     }
@@ -626,13 +626,13 @@ async fn slow_huge_and_malformed_provider_bodies_are_answered_in_bounded_time_an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_creates_and_deletes_on_sqlite_answer_2xx_or_a_retryable_code_never_500() {
-    const WORKERS: usize = 24;
-    const ROUNDS: usize = 4;
+    const WORKERS: usize = 32;
+    const ROUNDS: usize = 5;
     let w = std::sync::Arc::new(world().await);
     let tasks = (0..WORKERS).map(|i| {
         let w = w.clone();
         tokio::spawn(async move {
-            let mut seen = Vec::new();
+            let (mut seen, mut left) = (Vec::new(), Vec::new());
             for r in 0..ROUNDS {
                 let key = format!("sqlite-{i}-{r}");
                 let made = w.create((i % 2 == 0).then_some(key.as_str())).await;
@@ -648,17 +648,22 @@ async fn concurrent_creates_and_deletes_on_sqlite_answer_2xx_or_a_retryable_code
                     .send(Method::DELETE, &format!("/v1/sandboxes/{id}"), None, None)
                     .await;
                 seen.push((gone.status.as_u16(), gone.code().to_owned()));
+                if gone.status != 200 {
+                    left.push(id);
+                }
                 let page = w
                     .send(Method::GET, "/v1/sandboxes?limit=10", None, None)
                     .await;
                 seen.push((page.status.as_u16(), page.code().to_owned()));
             }
-            seen
+            (seen, left)
         })
     });
-    let mut all = Vec::new();
+    let (mut all, mut left) = (Vec::new(), Vec::new());
     for t in futures::future::join_all(tasks).await {
-        all.extend(t.unwrap());
+        let (seen, undeleted) = t.unwrap();
+        all.extend(seen);
+        left.extend(undeleted);
     }
     let ok = all.iter().filter(|(s, _)| (200..300).contains(s)).count();
     let refused: Vec<_> = all
@@ -675,11 +680,8 @@ async fn concurrent_creates_and_deletes_on_sqlite_answer_2xx_or_a_retryable_code
             "{status} {code}: only 2xx or a retryable storage code"
         );
     }
-    assert_eq!(
-        all.len(),
-        WORKERS * ROUNDS * 4,
-        "every create was answered with an id"
-    );
-    // Every sandbox created was deleted: none is left at the provider.
-    assert_eq!(w.instances().await.len(), 0);
+    assert!(ok > 0, "nothing succeeded");
+    // Every sandbox whose delete succeeded is gone from the provider; a refused create left
+    // nothing behind (the fake holds exactly the undeleted ones).
+    assert_eq!(w.instances().await.len(), left.len(), "{left:?}");
 }
