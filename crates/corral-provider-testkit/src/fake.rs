@@ -63,6 +63,34 @@ pub enum FaultKind {
     /// Call the handler, then send its answer's status and headers at once but the body one
     /// byte per `Duration`.
     SlowBody(Duration),
+    /// Call the handler (the request is applied), then send its status and headers with the
+    /// full `Content-Length` but only the first half of the body, and break the connection:
+    /// the client sees a truncated body.
+    Truncated,
+    /// Call the handler (the request is applied), send its status and headers, then break the
+    /// connection before any of the body.
+    ResetAfterHeaders,
+    /// Call the handler (the request is applied), then answer 200 with this many bytes of body,
+    /// streamed in 64 KiB chunks without `Content-Length` and never held in memory whole (for
+    /// bodies of hundreds of MB).
+    StreamedOversized(usize),
+}
+
+/// A body stream that yields `bytes`, pauses (so that what was sent is flushed), then fails
+/// with an I/O error: hyper then aborts the connection instead of ending the message.
+fn broken_body(bytes: Bytes) -> Body {
+    let first = (!bytes.is_empty()).then(|| Ok::<_, std::io::Error>(bytes));
+    let broken = futures::stream::once(async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "injected fault",
+        ))
+    });
+    Body::from_stream(futures::StreamExt::chain(
+        futures::stream::iter(first),
+        broken,
+    ))
 }
 
 /// A fault, optionally limited to requests whose path contains a substring.
@@ -258,6 +286,44 @@ async fn intercept(State(shared): State<Shared>, req: Request, next: Next) -> Re
             let mut resp = Response::from_parts(parts, Body::from_stream(stream));
             resp.headers_mut().remove("content-length");
             resp
+        }
+        Some(FaultKind::Truncated) => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = axum::body::to_bytes(body, MAX_RECORDED_BODY)
+                .await
+                .unwrap_or_default();
+            parts
+                .headers
+                .insert("content-length", HeaderValue::from(bytes.len()));
+            Response::from_parts(parts, broken_body(bytes.slice(..bytes.len() / 2)))
+        }
+        Some(FaultKind::ResetAfterHeaders) => {
+            let resp = next.run(req).await;
+            let (mut parts, _) = resp.into_parts();
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, broken_body(Bytes::new()))
+        }
+        Some(FaultKind::StreamedOversized(n)) => {
+            let _ = next.run(req).await;
+            const CHUNK: usize = 64 * 1024;
+            let chunk = Bytes::from(vec![b' '; CHUNK]);
+            let stream = futures::stream::unfold(0usize, move |sent| {
+                let chunk = chunk.clone();
+                async move {
+                    if sent >= n {
+                        return None;
+                    }
+                    let take = CHUNK.min(n - sent);
+                    Some((Ok::<_, std::io::Error>(chunk.slice(..take)), sent + take))
+                }
+            });
+            (
+                StatusCode::OK,
+                [("content-type", "application/json")],
+                Body::from_stream(stream),
+            )
+                .into_response()
         }
     }
 }

@@ -274,13 +274,29 @@ impl Database {
     /// a query future is dropped mid-flight, blocks until the query finishes (and panics on a
     /// current-thread runtime); a detached task simply runs to completion and returns its
     /// connection to the pool.
+    ///
+    /// On PostgreSQL the task itself is bounded by `query_timeout` too: a connection whose
+    /// server vanished mid-query (no reset, say a failover that moved the address) never
+    /// answers, and an unbounded task would hold its pool slot for good — a pool of `n`
+    /// wedged by `n` such queries until a restart. Dropping the operation there is safe: the
+    /// late answer is discarded by the driver, and a transaction cut short leaves the
+    /// connection marked broken, so the pool discards it rather than reuse it.
     pub async fn detached<T, F>(&self, fut: F) -> Result<T>
     where
         F: Future<Output = Result<T>> + Send + 'static,
         T: Send + 'static,
     {
         let limit = self.inner.config.query_timeout;
-        let task = tokio::spawn(fut);
+        let task = match self.backend() {
+            Backend::Sqlite => tokio::spawn(fut),
+            Backend::Postgres => tokio::spawn(async move {
+                tokio::time::timeout(limit, fut).await.unwrap_or_else(|_| {
+                    Err(RegistryError::Unavailable {
+                        message: format!("database operation took longer than {limit:?}"),
+                    })
+                })
+            }),
+        };
         match tokio::time::timeout(limit, task).await {
             Ok(Ok(result)) => result,
             Ok(Err(join)) => Err(RegistryError::Internal {
