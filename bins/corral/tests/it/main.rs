@@ -14,6 +14,7 @@ mod control_codes;
 mod control_journey;
 mod control_scope;
 mod control_support;
+mod crash;
 mod e2e;
 mod idempotency;
 mod limits;
