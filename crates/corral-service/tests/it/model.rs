@@ -1,9 +1,11 @@
 //! An exhaustive model check of the create / idempotency / reconciliation protocol (issue 14).
 //!
 //! A faithful model of `src/create.rs`, `src/reconciler.rs` and `corral-idempotency`'s store,
-//! one database operation per step, explored breadth-first over every interleaving with a
-//! visited set (a hand-written explorer: no dependency, and the whole space of the bounded
-//! configurations is small enough to walk in a test). What varies:
+//! one database operation per step (three pairs are one step: a claim's read and its
+//! compare-and-set on an expired owner, whose failure only answers `in progress`; a lookup by
+//! operation id and the write it leads to, in a same-key retry and in the reconciler's record
+//! pass), explored breadth-first over every interleaving with a visited set (a hand-written
+//! explorer: no dependency, and the bounded spaces below take seconds). What varies:
 //!
 //! - clients sending the same create with the same Idempotency-Key, retrying after every
 //!   answer that is not a sandbox (`idempotency_in_progress`, the outcome-unknown answers, a
@@ -46,8 +48,16 @@
 //! 5. no orphan: every provider sandbox has a `created` record, no record is left `pending` or
 //!    `unknown`, and the key is settled (completed or free).
 //!
-//! A deliberately wrong variant (the provider create sent before the key is durably claimed)
-//! must produce a counterexample, so the checker is shown to catch a bad step order.
+//! Not modelled: deletes racing creates (tombstones), database errors (each step succeeds or
+//! its replica dies), retention expiry of completed keys (24 h), different request bodies under
+//! one key (`idempotency_conflict`), provider-side idempotency tokens (the model assumes none,
+//! the worst case: one send per operation, as no adapter retries a create).
+//!
+//! Variants that must produce a counterexample, so the checker is shown to catch bugs: the
+//! provider create sent before the key is durably claimed (a bad step order); a reconciler
+//! key pass that frees a key whose record is still `pending`; a provider slower than the grace
+//! (the documented bound is necessary). And a known gap, pinned: with two replicas, a create
+//! slower than the grace but within the create deadline (see the last test).
 
 use std::collections::{HashMap, VecDeque};
 
