@@ -17,6 +17,7 @@ use tracing::Instrument as _;
 use crate::access::Access;
 use crate::error::{ServiceError, Stage, map_provider_error};
 use crate::error::{idempotency_error, registry_error};
+use crate::failpoint::fail_point;
 use crate::{Caller, Created, InlineAccess, Service};
 
 /// The route the fingerprint names.
@@ -101,6 +102,7 @@ impl Service {
             .map_err(idempotency_error)?;
         match outcome {
             ClaimOutcome::Claimed(mut claim) => {
+                fail_point!("create.after_claim");
                 // A new create (a replay is never refused): over quota, nothing is stored and
                 // the key is free again.
                 if let Err(e) = self.check_quota(caller, p).await {
@@ -112,6 +114,7 @@ impl Service {
                     let _ = store.release(&claim).await;
                     return Err(idempotency_error(e));
                 }
+                fail_point!("create.after_attach");
                 self.run_create(caller, provider, access, request, Some(claim), op)
                     .await
             }
@@ -179,6 +182,7 @@ impl Service {
                 return Err(registry_error(e));
             }
         };
+        fail_point!("create.after_pending");
         let spec = CreateSpec {
             operation_id: op,
             timeout_seconds: request.effective_timeout(provider.capabilities()),
@@ -196,7 +200,10 @@ impl Service {
             .instrument(tracing::Span::current()),
         );
         match tokio::time::timeout(self.inner.config.create_wait, task).await {
-            Ok(Ok(result)) => result,
+            Ok(Ok(result)) => {
+                fail_point!("create.before_response");
+                result
+            }
             Ok(Err(_panicked)) => Err(ServiceError::CreateOutcomeUnknown { operation_id: op }),
             // The task goes on and records the outcome; the client reconciles with the key.
             Err(_elapsed) => Err(ServiceError::CreateOutcomeUnknown { operation_id: op }),
@@ -239,6 +246,7 @@ impl Service {
         };
         match result {
             Ok(seen) => {
+                fail_point!("create.after_provider");
                 let done = registry
                     .complete_create(rec.project_id, rec.id, &seen.native_id, seen.status)
                     .await;
@@ -246,6 +254,7 @@ impl Service {
                     Ok(done) => done,
                     Err(e) => return Err(unknown(format!("cannot record the result: {e}")).await),
                 };
+                fail_point!("create.after_native_id");
                 if done.deleted_at.is_some() {
                     // Deleted while the provider was still creating it: the delete found
                     // nothing to remove, so remove what was just made.
@@ -260,6 +269,7 @@ impl Service {
                 {
                     tracing::warn!(operation_id = %op, error = %e, "cannot store the idempotent response");
                 }
+                fail_point!("create.after_complete");
                 Ok(Created {
                     status: 201,
                     body,
@@ -340,6 +350,7 @@ impl Service {
         match found.as_slice() {
             [] => Ok(Lookup::NoneFound),
             [one] => {
+                fail_point!("reconcile.before_adopt");
                 let adopted = self
                     .inner
                     .registry

@@ -21,6 +21,7 @@ mod access;
 pub mod bridge;
 mod create;
 pub mod error;
+mod failpoint;
 pub mod limiter;
 pub mod metrics;
 mod reconciler;

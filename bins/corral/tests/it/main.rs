@@ -14,6 +14,7 @@ mod control_codes;
 mod control_journey;
 mod control_scope;
 mod control_support;
+mod crash;
 mod db_faults;
 mod e2e;
 mod faults;

@@ -72,6 +72,21 @@ impl Server {
         let _ = self.child.wait();
     }
 
+    /// Waits up to `within` for the process to end by itself (a failpoint's abort) and says
+    /// how it ended; `None` if it is still running then.
+    pub(crate) fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub(crate) fn stop(mut self) -> String {
         let pid = self.child.id().to_string();
         let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();

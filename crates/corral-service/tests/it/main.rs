@@ -3,6 +3,7 @@
 
 mod concurrency;
 mod create;
+mod model;
 mod races;
 mod sandboxes;
 mod starvation;
