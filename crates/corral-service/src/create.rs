@@ -328,6 +328,26 @@ impl Service {
         rec.created_at.max(rec.updated_at) + grace < self.inner.registry.database().now()
     }
 
+    /// Whether the background reconciler may take "nothing found" as absence for `rec`.
+    ///
+    /// On top of the grace: a `pending` record's create may still be running in another
+    /// replica (whose in-flight set this one cannot see) for up to `CREATE_DEADLINE` after it
+    /// was recorded; failing it meanwhile would leave the sandbox that call then makes an
+    /// orphan if its owner dies before recording it (found by the model check in
+    /// `tests/it/model.rs`). After the deadline its owner has recorded the outcome (or
+    /// `unknown`, which moves `updated_at`) or is gone.
+    pub(crate) fn absence_provable(&self, rec: &SandboxRecord) -> bool {
+        if !self.grace_over(rec) {
+            return false;
+        }
+        if rec.create_state != CreateState::Pending {
+            return true;
+        }
+        let wait = CREATE_DEADLINE.saturating_add(self.inner.config.reconcile_grace);
+        let wait = chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+        rec.created_at.max(rec.updated_at) + wait < self.inner.registry.database().now()
+    }
+
     /// Looks `rec`'s operation id up at the provider and adopts exactly one match.
     pub(crate) async fn lookup_operation(
         &self,

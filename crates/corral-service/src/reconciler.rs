@@ -107,7 +107,7 @@ impl Service {
         match self.lookup_operation(&provider, &access.ctx, rec).await {
             Ok(Lookup::Adopted(_)) => report.adopted += 1,
             Ok(Lookup::NoneFound) => {
-                if self.grace_over(rec) {
+                if self.absence_provable(rec) {
                     let _ = self
                         .inner
                         .registry

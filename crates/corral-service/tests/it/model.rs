@@ -177,6 +177,10 @@ struct Config {
     /// A provider create may take longer than the grace while its caller still waits (the
     /// create deadline, 15 min, is longer than the default grace, 5 min).
     slow_create_within_deadline: bool,
+    /// The wrong variant (the code before the model found it): the record pass fails a
+    /// `pending` record after the grace even while another replica's create for it may still
+    /// be running (within the create deadline).
+    record_pass_fails_pending_within_deadline: bool,
     /// A wrong reconciler: its key pass frees a key whose record is still `pending`.
     key_pass_frees_pending: bool,
 }
@@ -191,6 +195,7 @@ impl Config {
             provider_before_claim: false,
             unbounded_provider_delay: false,
             slow_create_within_deadline: false,
+            record_pass_fails_pending_within_deadline: false,
             key_pass_frees_pending: false,
         }
     }
@@ -451,7 +456,13 @@ fn successors(s: &State, cfg: &Config) -> Out {
                     n.set_rec(op, Rec::Created);
                     push_on(&mut out, Some(r), "the reconciler adopts the record", op, n);
                 }
-                0 if s.grace_may_be_over(op, cfg) => {
+                // `Service::absence_provable`: a `pending` record is failed only once the
+                // create deadline is past, i.e. no live task of any replica still waits on it.
+                0 if s.grace_may_be_over(op, cfg)
+                    && (cfg.record_pass_fails_pending_within_deadline
+                        || !matches!(s.rec(op), Some(Rec::Pending))
+                        || !s.tasks.iter().any(|t| t.flight == Some(op))) =>
+                {
                     let mut n = s.clone();
                     n.set_rec(op, Rec::Failed);
                     push_on(
@@ -1000,11 +1011,12 @@ fn model_checker_finds_a_key_pass_that_frees_a_pending_create() {
     );
 }
 
-/// A known gap, pinned: with several replicas, another replica's reconciler may fail a
-/// `pending` record whose owner is still waiting on a provider slower than the grace (allowed
-/// up to the create deadline); if that owner then dies before recording the answer, the
-/// sandbox is an orphan (the record stays `failed`, which no pass revisits). One replica is
-/// safe: its in-flight set keeps its own reconciler away.
+/// A gap the model found, closed: with several replicas, another replica's reconciler could
+/// fail a `pending` record whose owner still waited on a provider slower than the grace
+/// (allowed up to the create deadline); if that owner then died before recording the answer,
+/// the sandbox was an orphan (the record stayed `failed`, which no pass revisits). The record
+/// pass now waits out the create deadline for `pending` records (`absence_provable`): with
+/// slow creates, two replicas hold, and the old rule is caught.
 #[test]
 fn model_checker_finds_the_gap_of_a_create_slower_than_the_grace_with_two_replicas() {
     let one = Config {
@@ -1017,7 +1029,21 @@ fn model_checker_finds_the_gap_of_a_create_slower_than_the_grace_with_two_replic
         ..Config::correct(1, 2, 1, 2)
     };
     let e = explore(&two, 20_000_000);
-    let (broken, trace, _) = e.counterexample.expect("the gap is found");
+    assert!(
+        e.counterexample.is_none(),
+        "{:?}",
+        e.counterexample.map(|(b, t, _)| (b, render(&t)))
+    );
+    eprintln!(
+        "two replicas, slow creates: {} states, every invariant holds",
+        e.states
+    );
+    let old_rule = Config {
+        record_pass_fails_pending_within_deadline: true,
+        ..two
+    };
+    let e = explore(&old_rule, 20_000_000);
+    let (broken, trace, _) = e.counterexample.expect("the old rule's gap is found");
     eprintln!("{broken} after {} states:\n  {}", e.states, render(&trace));
     assert!(broken.starts_with("orphan"), "{broken}: {trace:?}");
 }

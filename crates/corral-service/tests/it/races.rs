@@ -253,3 +253,50 @@ async fn a_reconciling_retry_does_not_wait_forever_on_a_provider_listing_that_ha
     assert_eq!(report.failed, 0, "{report:?}");
     assert_eq!(w.double.count("create"), 1);
 }
+
+/// Two replicas on one database: replica B's reconciler cannot see replica A's in-flight set,
+/// so a `pending` record whose create A still waits on (a provider slower than the grace, but
+/// within the create deadline) must not be failed by B before that deadline is past: had A
+/// then died after the provider made the sandbox, it would be an orphan (the gap the model
+/// check found, `model::model_checker_finds_the_gap_of_…`).
+#[tokio::test]
+async fn another_replicas_reconciler_leaves_a_pending_create_alone_until_its_deadline_is_past() {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
+    use corral_provider::SandboxProvider;
+    use corral_service::Service;
+
+    let config = ServiceConfig {
+        create_wait: Duration::from_millis(50),
+        reconcile_grace: Duration::from_secs(300),
+        ..ServiceConfig::default()
+    };
+    let w = World::with(Setup {
+        gated: true,
+        manual_clock: true,
+        config: config.clone(),
+        ..Setup::default()
+    })
+    .await;
+    let mut providers: BTreeMap<Provider, Arc<dyn SandboxProvider>> = BTreeMap::new();
+    providers.insert(Provider::Local, w.double.clone());
+    let replica_b = Service::new(
+        providers,
+        w.registry.clone(),
+        IdempotencyStore::new(w.registry.database().clone(), IdempotencyConfig::default()),
+        config,
+    );
+    let op = unknown_op(create(&w, "k").await);
+    // Past the grace, well within the 15-minute create deadline: A still waits.
+    w.clock.advance(Duration::from_secs(400));
+    let report = replica_b.reconcile_once().await;
+    assert_eq!(report.failed, 0, "{report:?}");
+    let rec = w.registry.sandbox_by_operation(op).await.unwrap().unwrap();
+    assert_eq!(rec.create_state, CreateState::Pending);
+    // Past the deadline and a grace: A has recorded the outcome, or is gone.
+    w.clock.advance(Duration::from_secs(15 * 60 + 1));
+    let report = replica_b.reconcile_once().await;
+    assert_eq!(report.failed, 1, "{report:?}");
+}
