@@ -2,6 +2,7 @@
 //! The use cases against the contract, framework-free, over a counting provider double.
 
 mod create;
+mod props;
 mod races;
 mod sandboxes;
 mod starvation;
