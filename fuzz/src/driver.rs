@@ -240,7 +240,7 @@ fn run_inner(
         match budget {
             Budget::Iterations(n) if done >= n => break,
             // Reading the clock for every input would cost more than most targets.
-            Budget::Time(limit) if done % 256 == 0 && started.elapsed() >= limit => break,
+            Budget::Time(limit) if done.is_multiple_of(256) && started.elapsed() >= limit => break,
             _ => {}
         }
         done += 1;

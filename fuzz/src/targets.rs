@@ -436,7 +436,7 @@ fn trusted_url(data: &[u8]) -> u64 {
         }
         Err(e) => {
             assert!(matches!(e, ProviderError::Protocol { .. }), "{e:?}");
-            sig(3, url.scheme().as_bytes())
+            sig(3, &[u8::from(matches!(url.scheme(), "http" | "https"))])
         }
     }
 }
