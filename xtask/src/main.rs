@@ -9,6 +9,8 @@
 //!   `docs/benchmarks.md` (see `bench/mod.rs` for the scenarios and options).
 //! - `cargo xtask schemathesis`: a generated Python client and Schemathesis against a live
 //!   `corral serve` on loopback (see `schemathesis.rs`).
+//! - `cargo xtask fuzz [--seconds N] [--target T]`: the parsers' fuzz targets under the
+//!   `corral-fuzz` mutation driver, in release mode (see `fuzz.rs` and `fuzz/README.md`).
 //! - `cargo xtask openapi`: regenerates `docs/openapi.json` from the server's code (a test in
 //!   `bins/corral` fails while the committed file and the served document differ).
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
@@ -19,6 +21,7 @@ use std::process::{Command, ExitCode};
 use serde_json::Value;
 
 mod bench;
+mod fuzz;
 mod postgres;
 mod schemathesis;
 
@@ -28,10 +31,11 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("deps") => deps(),
         Some("bench") => bench::bench(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("openapi") => openapi(),
         Some("schemathesis") => schemathesis::schemathesis(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench|openapi|schemathesis>");
+            eprintln!("usage: cargo xtask <ci|deps|bench|fuzz|openapi|schemathesis>");
             return ExitCode::from(2);
         }
     };

@@ -1,5 +1,10 @@
 //! An incremental `text/event-stream` parser (the subset providers use: `event`, `data`, `id`,
 //! comments; multi-line data joined with `\n`).
+//!
+//! Lines end as the WHATWG grammar says: CRLF, LF or a lone CR (a CR at the end of one chunk
+//! and an LF at the start of the next are one line end), and a byte-order mark before the
+//! first line is dropped, so any split of a stream into chunks yields the same events. Each
+//! byte is scanned once, whatever the chunking.
 
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -15,10 +20,17 @@ pub struct SseEvent {
 /// Feed it bytes as they arrive; it returns the events completed so far.
 #[derive(Debug, Default)]
 pub struct SseParser {
+    /// The unfinished line.
     buf: Vec<u8>,
     current: SseEvent,
     has_data: bool,
+    /// The last byte seen was a CR ending a line: an LF right after it ends the same line.
+    after_cr: bool,
+    /// A line was completed (the byte-order mark is only dropped before the first).
+    seen_line: bool,
 }
+
+const BOM: &[u8] = b"\xef\xbb\xbf";
 
 impl SseParser {
     /// A parser at the start of a stream.
@@ -31,56 +43,90 @@ impl SseParser {
         self.buf.len()
     }
 
-    /// Bytes held for the event in progress: the unfinished line plus the data lines read so
-    /// far. A caller bounds memory by refusing a stream once this passes its limit.
+    /// Bytes held for the event in progress: the unfinished line plus the fields read so far
+    /// (data lines, event type, id). A caller bounds memory by refusing a stream once this
+    /// passes its limit.
     pub fn buffered(&self) -> usize {
-        self.buf.len() + self.current.data.len()
+        self.buf.len()
+            + self.current.data.len()
+            + self.current.event.len()
+            + self.current.id.as_ref().map_or(0, String::len)
     }
 
     /// Consumes `chunk`, returning every event it completes.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
-        self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
-        while let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
-            let mut line: Vec<u8> = self.buf.drain(..=pos).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            let line = String::from_utf8_lossy(&line).into_owned();
-            if line.is_empty() {
-                if self.has_data {
-                    let mut ev = std::mem::take(&mut self.current);
-                    if ev.event.is_empty() {
-                        ev.event = "message".into();
-                    }
-                    events.push(ev);
-                }
-                self.current = SseEvent::default();
-                self.has_data = false;
-                continue;
-            }
-            if line.starts_with(':') {
-                continue;
-            }
-            let (field, value) = match line.split_once(':') {
-                Some((f, v)) => (f.to_owned(), v.strip_prefix(' ').unwrap_or(v).to_owned()),
-                None => (line, String::new()),
-            };
-            match field.as_str() {
-                "event" => self.current.event = value,
-                "data" => {
-                    if self.has_data {
-                        self.current.data.push('\n');
-                    }
-                    self.current.data.push_str(&value);
-                    self.has_data = true;
-                }
-                "id" => self.current.id = Some(value),
-                _ => {}
+        let mut rest = chunk;
+        if self.after_cr && !rest.is_empty() {
+            self.after_cr = false;
+            if rest[0] == b'\n' {
+                rest = &rest[1..];
             }
         }
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.buf.extend_from_slice(&rest[..pos]);
+            let line = std::mem::take(&mut self.buf);
+            self.line(&line, &mut events);
+            // Keep the allocation for the next line.
+            self.buf = line;
+            self.buf.clear();
+            let cr = rest[pos] == b'\r';
+            rest = &rest[pos + 1..];
+            if cr {
+                match rest.first() {
+                    Some(b'\n') => rest = &rest[1..],
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+        }
+        self.buf.extend_from_slice(rest);
         events
+    }
+
+    /// Handles one complete line (without its line end).
+    fn line(&mut self, line: &[u8], events: &mut Vec<SseEvent>) {
+        let line = if self.seen_line {
+            line
+        } else {
+            self.seen_line = true;
+            line.strip_prefix(BOM).unwrap_or(line)
+        };
+        if line.is_empty() {
+            if self.has_data {
+                let mut ev = std::mem::take(&mut self.current);
+                if ev.event.is_empty() {
+                    ev.event = "message".into();
+                }
+                events.push(ev);
+            }
+            self.current = SseEvent::default();
+            self.has_data = false;
+            return;
+        }
+        if line.starts_with(b":") {
+            return;
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &[][..]),
+        };
+        let value = String::from_utf8_lossy(value);
+        match field {
+            b"event" => self.current.event = value.into_owned(),
+            b"data" => {
+                if self.has_data {
+                    self.current.data.push('\n');
+                }
+                self.current.data.push_str(&value);
+                self.has_data = true;
+            }
+            b"id" => self.current.id = Some(value.into_owned()),
+            _ => {}
+        }
     }
 }
 

@@ -43,7 +43,7 @@
 //! - **API keys** look like `crl_<keyid>_<secret><checksum>`: a 16-character key id (stored in
 //!   clear, for lookup and revocation), a 256-bit secret and a CRC-32 checksum, all lowercase
 //!   Crockford base32. A key with a bad shape or checksum is refused before any database
-//!   access. Only HMAC-SHA256(subkey, key id + secret) is stored, compared in constant time.
+//!   access ([`api_key_id`]). Only HMAC-SHA256(subkey, key id + secret) is stored, compared in constant time.
 //! - **Master key**: 32 bytes in a file (64 hex characters, mode 0600, refused when group or
 //!   others can access it) outside the database. Independent subkeys are derived from it for
 //!   the API-key hash and for credential encryption.
@@ -57,7 +57,7 @@
 //!   observations. Operation ids are unique.
 //! - **Pagination** is newest first on (createdAt, id) — byte order of ids on both backends —
 //!   with an opaque cursor (`<createdAt micros>_<sandbox id>` of the last record, of the form
-//!   [`cursor_pattern`] says); any other string is [`RegistryError::InvalidCursor`]. Listing includes tombstones and never calls a provider.
+//!   [`cursor_pattern`] says, parsed by [`ListCursor`]); any other string is [`RegistryError::InvalidCursor`]. Listing includes tombstones and never calls a provider.
 //!
 //! # Errors → v3 codes ([`RegistryError::code`])
 //!
@@ -98,5 +98,5 @@ pub use model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
     ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
 };
-pub use registry::{LAST_USE_PRECISION, Registry, cursor_pattern};
-pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey};
+pub use registry::{LAST_USE_PRECISION, ListCursor, Registry, cursor_pattern};
+pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey, api_key_id};

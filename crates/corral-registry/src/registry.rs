@@ -103,14 +103,38 @@ fn encode_cursor(created_at: i64, id: &str) -> String {
     format!("{created_at}_{id}")
 }
 
-fn decode_cursor(cursor: &str) -> Result<(i64, String)> {
-    let (created, id) = cursor.split_once('_').ok_or(RegistryError::InvalidCursor)?;
-    if created.is_empty() || created.len() > 18 || !created.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(RegistryError::InvalidCursor);
+/// The position a sandbox listing's `nextCursor` names: the keyset of the last record of the
+/// page. [`ListCursor::parse`] accepts exactly the strings [`cursor_pattern`] matches; its
+/// `Display` is the cursor text (for `created_at_micros` in `0..10^18`, all a clock gives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCursor {
+    /// The record's `createdAt`, in microseconds since the Unix epoch.
+    pub created_at_micros: i64,
+    /// The record's id.
+    pub id: SandboxId,
+}
+
+impl ListCursor {
+    /// Parses a client's cursor; any other form is [`RegistryError::InvalidCursor`].
+    pub fn parse(cursor: &str) -> Result<Self> {
+        let (created, id) = cursor.split_once('_').ok_or(RegistryError::InvalidCursor)?;
+        if created.is_empty() || created.len() > 18 || !created.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(RegistryError::InvalidCursor);
+        }
+        let created_at_micros: i64 = created.parse().map_err(|_| RegistryError::InvalidCursor)?;
+        let id: SandboxId = id.parse().map_err(|_| RegistryError::InvalidCursor)?;
+        Ok(Self {
+            created_at_micros,
+            id,
+        })
     }
-    let created: i64 = created.parse().map_err(|_| RegistryError::InvalidCursor)?;
-    let id: SandboxId = id.parse().map_err(|_| RegistryError::InvalidCursor)?;
-    Ok((created, id.to_string()))
+}
+
+impl std::fmt::Display for ListCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&encode_cursor(self.created_at_micros, &self.id.to_string()))
+    }
 }
 
 /// A regular expression matching exactly the cursors [`Registry::list_sandboxes`] accepts.
@@ -1014,7 +1038,10 @@ impl Registry {
                 message: format!("limit must be 1–{MAX_PAGE_LIMIT}"),
             });
         }
-        let after = cursor.map(decode_cursor).transpose()?;
+        let after = cursor
+            .map(ListCursor::parse)
+            .transpose()?
+            .map(|c| (c.created_at_micros, c.id.to_string()));
         let project = project.to_string();
         // One extra row tells whether another page exists.
         let fetch = i64::from(limit) + 1;

@@ -235,6 +235,13 @@ pub(crate) fn generate_api_key() -> Result<(String, SecretString)> {
     Ok((key_id, SecretString::from(full)))
 }
 
+/// The key id of `presented` when it has an API key's shape (`crl_<keyid>_<secret><checksum>`,
+/// lowercase Crockford base32) and a valid checksum; `None` otherwise. This is all an
+/// authentication checks before any database access.
+pub fn api_key_id(presented: &str) -> Option<&str> {
+    parse_api_key(presented).map(|k| k.key_id)
+}
+
 /// Splits a presented key, checking its shape and checksum before any database access.
 pub(crate) fn parse_api_key(presented: &str) -> Option<ParsedApiKey<'_>> {
     let rest = presented.strip_prefix(API_KEY_PREFIX)?;

@@ -76,8 +76,25 @@ impl BridgeGuard {
     /// Rules: `http` or `https` only, no userinfo, a host that resolves; then either the host
     /// (or `host:port`) is allow-listed, or it is not a reserved name (`localhost`, metadata
     /// services) and every address it resolves to is public. The host is resolved once, here,
-    /// allow-listed or not.
+    /// allow-listed or not. The same as [`BridgeGuard::parse`], a lookup of a host name, then
+    /// [`BridgeGuard::vet`].
     pub async fn check(&self, raw: &str) -> Result<VettedBridgeUrl, ServiceError> {
+        let target = self.parse(raw)?;
+        let addrs: Vec<IpAddr> = match (target.literal, target.url.host_str()) {
+            (Some(ip), _) => vec![ip],
+            (None, Some(name)) => tokio::net::lookup_host((name, target.port))
+                .await
+                .map_err(|_| refused(&target.shown, "its host does not resolve"))?
+                .map(|sa| sa.ip())
+                .collect(),
+            (None, None) => return Err(refused(&target.shown, "it has no host")),
+        };
+        self.vet(target, addrs)
+    }
+
+    /// The rules that need no lookup: a valid `http` or `https` URL without userinfo, with a
+    /// host and a port, whose host is not a reserved name unless allow-listed.
+    pub fn parse(&self, raw: &str) -> Result<BridgeTarget, ServiceError> {
         let url = Url::parse(raw.trim()).map_err(|_| refused("", "it is not a valid URL"))?;
         let shown = format!("`{}`", url.origin().ascii_serialization());
         if !matches!(url.scheme(), "http" | "https") {
@@ -92,35 +109,44 @@ impl BridgeGuard {
         let host = url
             .host()
             .ok_or_else(|| refused(&shown, "it has no host"))?;
-        let host_text = match &host {
-            Host::Domain(d) => d.to_ascii_lowercase(),
-            Host::Ipv4(a) => a.to_string(),
-            Host::Ipv6(a) => format!("[{a}]"),
+        let (host_text, literal) = match &host {
+            Host::Domain(d) => (d.to_ascii_lowercase(), None),
+            Host::Ipv4(a) => (a.to_string(), Some(IpAddr::V4(*a))),
+            Host::Ipv6(a) => (format!("[{a}]"), Some(IpAddr::V6(*a))),
         };
         let allowed = self.allowed(&host_text, port);
-        if !allowed && matches!(host, Host::Domain(_)) && reserved_name(&host_text) {
+        if !allowed && literal.is_none() && reserved_name(&host_text) {
             return Err(refused(
                 &shown,
                 "its host names this machine or a metadata service; an operator can allow-list it",
             ));
         }
-        let addrs: Vec<IpAddr> = match host {
-            Host::Ipv4(a) => vec![IpAddr::V4(a)],
-            Host::Ipv6(a) => vec![IpAddr::V6(a)],
-            Host::Domain(d) => tokio::net::lookup_host((d, port))
-                .await
-                .map_err(|_| refused(&shown, "its host does not resolve"))?
-                .map(|sa| sa.ip())
-                .collect(),
-        };
+        Ok(BridgeTarget {
+            url,
+            port,
+            literal,
+            allowed,
+            shown,
+        })
+    }
+
+    /// The address rules over what `target`'s host resolved to: at least one address, and
+    /// every one public unless the host is allow-listed; the addresses become the pins.
+    pub fn vet(
+        &self,
+        target: BridgeTarget,
+        addrs: Vec<IpAddr>,
+    ) -> Result<VettedBridgeUrl, ServiceError> {
         if addrs.is_empty() {
-            return Err(refused(&shown, "its host does not resolve"));
+            return Err(refused(&target.shown, "its host does not resolve"));
         }
         // An allow-listed host skips the address rules, not the pinning: the client still
         // connects only to what was resolved here.
-        if !allowed && let Some(bad) = addrs.iter().find(|ip| !is_public(**ip)) {
+        if !target.allowed
+            && let Some(bad) = addrs.iter().find(|ip| !is_public(**ip))
+        {
             return Err(refused(
-                &shown,
+                &target.shown,
                 &format!(
                     "it resolves to a non-public address ({}); an operator can allow-list it",
                     kind(*bad)
@@ -129,10 +155,28 @@ impl BridgeGuard {
         }
         let pinned = addrs
             .into_iter()
-            .map(|ip| SocketAddr::new(ip, port))
+            .map(|ip| SocketAddr::new(ip, target.port))
             .collect();
-        Ok(VettedBridgeUrl { url, pinned })
+        Ok(VettedBridgeUrl {
+            url: target.url,
+            pinned,
+        })
     }
+}
+
+/// A bridge URL that passed the rules needing no lookup ([`BridgeGuard::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgeTarget {
+    /// The parsed URL.
+    pub url: Url,
+    /// Its port, explicit or the scheme's default.
+    pub port: u16,
+    /// The address, when the host is an IP literal (no lookup); `None` for a name.
+    pub literal: Option<IpAddr>,
+    /// Whether the operator allow-listed the host or `host:port`.
+    pub allowed: bool,
+    /// The origin as refusal messages show it.
+    shown: String,
 }
 
 /// Refuses to send a stored (profile) credential to a bridge URL the caller supplied inline

@@ -150,6 +150,27 @@ struct Inner {
     exec_slots: Arc<limiter::ExecSlots>,
 }
 
+/// The API key in an `Authorization` header value: `Bearer <key>`, the scheme in any case,
+/// surrounding spaces ignored; `missing_api_key` when absent or of another form. The key is
+/// not checked here ([`Service::authenticate`] does).
+pub fn bearer_key(authorization: Option<&str>) -> Result<&str, ServiceError> {
+    let missing = |m: &str| ServiceError::MissingApiKey {
+        message: m.to_owned(),
+    };
+    let Some(value) = authorization.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Err(missing(
+            "send the project API key as `Authorization: Bearer <API key>`",
+        ));
+    };
+    let (scheme, key) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") || key.trim().is_empty() {
+        return Err(missing(
+            "the Authorization header must be `Bearer <API key>`",
+        ));
+    }
+    Ok(key.trim())
+}
+
 /// Marks an operation in flight until dropped (also when its task panics).
 pub(crate) struct InFlight {
     set: Arc<Mutex<HashSet<OperationId>>>,
@@ -222,21 +243,8 @@ impl Service {
 
     /// Resolves `Authorization: Bearer <key>` to the caller's project.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, ServiceError> {
-        let missing = |m: &str| ServiceError::MissingApiKey {
-            message: m.to_owned(),
-        };
-        let Some(value) = authorization.map(str::trim).filter(|v| !v.is_empty()) else {
-            return Err(missing(
-                "send the project API key as `Authorization: Bearer <API key>`",
-            ));
-        };
-        let (scheme, key) = value.split_once(' ').unwrap_or((value, ""));
-        if !scheme.eq_ignore_ascii_case("bearer") || key.trim().is_empty() {
-            return Err(missing(
-                "the Authorization header must be `Bearer <API key>`",
-            ));
-        }
-        match self.inner.registry.authenticate(key.trim()).await {
+        let key = bearer_key(authorization)?;
+        match self.inner.registry.authenticate(key).await {
             Ok(Some(project)) => Ok(Caller { project }),
             Ok(None) => Err(ServiceError::AuthenticationFailed {
                 message: "the project API key was rejected".into(),

@@ -4,6 +4,7 @@
 mod claims;
 mod keys;
 mod lifecycle;
+mod props;
 
 use std::sync::Arc;
 

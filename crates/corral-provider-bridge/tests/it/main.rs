@@ -4,6 +4,7 @@
 //! pinning, credentials).
 
 mod fake_checks;
+mod props;
 mod traps;
 
 use corral_domain::{

@@ -100,7 +100,7 @@ fn forge_with_valid_checksum(key_id: &str) -> String {
     format!("{body}{sum}")
 }
 
-fn crc32(data: &[u8]) -> u32 {
+pub(crate) fn crc32(data: &[u8]) -> u32 {
     let mut crc = 0xffff_ffffu32;
     for &byte in data {
         crc ^= u32::from(byte);

@@ -5,6 +5,7 @@ mod failures;
 mod keys;
 mod profiles;
 mod projects;
+mod props;
 mod sandboxes;
 
 use corral_registry::testing::TestDb;

@@ -4,6 +4,7 @@
 mod concurrency;
 mod create;
 mod model;
+mod props;
 mod races;
 mod sandboxes;
 mod starvation;
