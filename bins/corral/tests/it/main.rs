@@ -17,6 +17,7 @@ mod control_support;
 mod e2e;
 mod idempotency;
 mod limits;
+mod load;
 mod replicas;
 mod serve;
 mod support;
