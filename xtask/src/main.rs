@@ -9,6 +9,9 @@
 //!   `docs/benchmarks.md` (see `bench/mod.rs` for the scenarios and options).
 //! - `cargo xtask schemathesis`: a generated Python client and Schemathesis against a live
 //!   `corral serve` on loopback (see `schemathesis.rs`).
+//! - `cargo xtask load [OPS] [CLIENTS]`: the load test with invariants
+//!   (`bins/corral/tests/it/load.rs`) at a size beyond CI's, by default 50 000 operations
+//!   from 16 clients, without nextest's time limit.
 //! - `cargo xtask openapi`: regenerates `docs/openapi.json` from the server's code (a test in
 //!   `bins/corral` fails while the committed file and the served document differ).
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
@@ -30,8 +33,9 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         Some("openapi") => openapi(),
         Some("schemathesis") => schemathesis::schemathesis(&args[1..]),
+        Some("load") => load(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench|openapi|schemathesis>");
+            eprintln!("usage: cargo xtask <ci|deps|bench|openapi|schemathesis|load>");
             return ExitCode::from(2);
         }
     };
@@ -42,6 +46,29 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask load [OPS] [CLIENTS]`: the load test at a larger size.
+fn load(args: &[String]) -> Result<(), String> {
+    let ops = args.first().map_or("50000", String::as_str);
+    let clients = args.get(1).map_or("16", String::as_str);
+    run_env(
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "corral",
+            "--test",
+            "it",
+            "--",
+            "load::",
+            "--nocapture",
+        ],
+        &[
+            ("CORRAL_LOAD_OPS", ops.to_owned()),
+            ("CORRAL_LOAD_CLIENTS", clients.to_owned()),
+        ],
+    )
 }
 
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {
