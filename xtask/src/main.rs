@@ -11,6 +11,9 @@
 //!   `corral serve` on loopback (see `schemathesis.rs`).
 //! - `cargo xtask fuzz [--seconds N] [--target T]`: the parsers' fuzz targets under the
 //!   `corral-fuzz` mutation driver, in release mode (see `fuzz.rs` and `fuzz/README.md`).
+//! - `cargo xtask load [OPS] [CLIENTS]`: the load test with invariants
+//!   (`bins/corral/tests/it/load.rs`) at a size beyond CI's, by default 50 000 operations
+//!   from 16 clients, without nextest's time limit.
 //! - `cargo xtask openapi`: regenerates `docs/openapi.json` from the server's code (a test in
 //!   `bins/corral` fails while the committed file and the served document differ).
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
@@ -34,8 +37,9 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("openapi") => openapi(),
         Some("schemathesis") => schemathesis::schemathesis(&args[1..]),
+        Some("load") => load(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench|fuzz|openapi|schemathesis>");
+            eprintln!("usage: cargo xtask <ci|deps|bench|fuzz|load|openapi|schemathesis>");
             return ExitCode::from(2);
         }
     };
@@ -46,6 +50,29 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask load [OPS] [CLIENTS]`: the load test at a larger size.
+fn load(args: &[String]) -> Result<(), String> {
+    let ops = args.first().map_or("50000", String::as_str);
+    let clients = args.get(1).map_or("16", String::as_str);
+    run_env(
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "corral",
+            "--test",
+            "it",
+            "--",
+            "load::",
+            "--nocapture",
+        ],
+        &[
+            ("CORRAL_LOAD_OPS", ops.to_owned()),
+            ("CORRAL_LOAD_CLIENTS", clients.to_owned()),
+        ],
+    )
 }
 
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {

@@ -20,6 +20,7 @@ mod e2e;
 mod faults;
 mod idempotency;
 mod limits;
+mod load;
 mod replicas;
 mod serve;
 mod support;

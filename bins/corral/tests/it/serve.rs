@@ -66,6 +66,11 @@ pub(crate) fn start_with_env(
 }
 
 impl Server {
+    /// The server's process id (for `/proc/<pid>/status` readings such as its peak memory).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL: no chance to finish anything.
     pub(crate) fn crash(mut self) {
         self.child.kill().unwrap();
