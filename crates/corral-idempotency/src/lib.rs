@@ -40,10 +40,9 @@
 //!   (object keys sorted, no whitespace) and the sorted, lowercased non-secret headers that
 //!   change behaviour. Headers in [`SECRET_HEADERS`] are dropped even if passed; only the
 //!   digest is stored.
-//! - **Claim**: a key already recorded is read first (a retry takes no write lock), and a
-//!   completed record this process has seen is answered from memory (it cannot change until
-//!   it expires); a key not recorded yet is claimed by one `INSERT … ON CONFLICT DO NOTHING`,
-//!   which alone decides the winner (the read never does); losers read the record: same fingerprint + completed → `Replay`;
+//! - **Claim**: a completed record this process has seen is answered from memory (it cannot
+//!   change until it expires); otherwise one `INSERT … ON CONFLICT DO NOTHING` decides the
+//!   winner (never select-then-insert); losers read the record: same fingerprint + completed → `Replay`;
 //!   different fingerprint → `Conflict`; in progress within its lease → `InProgress`; `unknown`
 //!   → `Unknown`. An in-progress claim whose lease ran out (its owner died) is taken over by
 //!   compare-and-set on the old owner, by exactly one claimant, as `NeedsReconciliation`: the

@@ -218,7 +218,7 @@ impl IdempotencyStore {
     ) -> Result<ClaimOutcome> {
         let project_text = project.to_string();
         // A record can vanish between the insert and the read (released or reaped): then the
-        // claim is simply tried again. Three rounds are plenty; a fourth means churn.
+        // insert is simply tried again. Three rounds are plenty; a fourth means churn.
         for _ in 0..3 {
             let now = self.db.now();
             let owner = new_owner();
@@ -256,28 +256,19 @@ impl IdempotencyStore {
                 operation_id: None,
                 fingerprint: *fingerprint.as_bytes(),
             };
-            // A retry (a replay, or a client polling a create in progress) finds its record
-            // with one read and takes no write lock; only a key not seen yet pays for the
-            // insert, whose unique constraint still decides among concurrent first requests.
-            let existing = match self.fetch(&project_text, key.as_str()).await? {
-                Some(existing) => existing,
-                None => {
-                    let candidate = row.clone();
-                    let inserted = run!(self, |c| diesel::insert_into(ik::table)
-                        .values(&candidate)
-                        .on_conflict((ik::project_id, ik::idempotency_key))
-                        .do_nothing()
-                        .execute(c)
-                        .await
-                        .map_err(db_error))?;
-                    if inserted == 1 {
-                        return Ok(ClaimOutcome::Claimed(claim));
-                    }
-                    let Some(existing) = self.fetch(&project_text, key.as_str()).await? else {
-                        continue;
-                    };
-                    existing
-                }
+            let candidate = row.clone();
+            let inserted = run!(self, |c| diesel::insert_into(ik::table)
+                .values(&candidate)
+                .on_conflict((ik::project_id, ik::idempotency_key))
+                .do_nothing()
+                .execute(c)
+                .await
+                .map_err(db_error))?;
+            if inserted == 1 {
+                return Ok(ClaimOutcome::Claimed(claim));
+            }
+            let Some(existing) = self.fetch(&project_text, key.as_str()).await? else {
+                continue;
             };
             if existing.state == COMPLETED && existing.expires_at <= now_us {
                 // Past retention and not reaped yet: the key is new again.

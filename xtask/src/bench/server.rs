@@ -84,12 +84,15 @@ impl World {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let config = dir.join("corral.toml");
-        // The request-rate limiter stays in the path (its cost is part of every figure) with
-        // budgets no run can spend, so no request is refused.
+        // The request-rate limiter and the exec caps stay in the path (their cost is part of
+        // every figure) with budgets no run can spend, so no request is refused: the memory
+        // scenario holds 1 000 execs of one project in flight, past the default cap of 32.
         let text = format!(
             "data_dir = {data:?}\ndatabase_url = {database_url:?}\n\n\
              [reconciler]\ninterval_seconds = 3600\n\n\
              [local]\ndisk_mib = 32\ndisk_reserve_mib = 256\n\n\
+             [limits]\nmax_concurrent_execs_per_project = 1000000\n\
+             max_concurrent_execs = 1000000\n\n\
              [rate_limits]\nenabled = true\n\
              per_key = {{ per_second = 1000000000.0, burst = 1000000000 }}\n\
              per_project = {{ per_second = 1000000000.0, burst = 1000000000 }}\n\n\
