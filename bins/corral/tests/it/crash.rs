@@ -16,14 +16,13 @@
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use corral_provider_testkit::fake::{Fault, FaultKind};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::serve::{Api, Server, start_with_env};
+use crate::serve::{Api, Server, set_default_profile, start_with_env};
 
 /// The provider credential the fake accepts (stored as the project's Morph profile).
 const PROVIDER_KEY: &str = "crash-morph-key-2";
@@ -87,32 +86,8 @@ impl World {
             .unwrap_or_default();
         let server = start_with_env(&self.data, &self.config, self.runs, &env);
         if self.api_key.is_none() {
-            let banner = std::fs::read_to_string(&server.stdout).unwrap();
-            let key = banner
-                .split_whitespace()
-                .find(|w| w.starts_with("crl_"))
-                .unwrap()
-                .to_owned();
-            self.api_key = Some(key);
-            let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-                .args([
-                    "profile",
-                    "set",
-                    "--project",
-                    "default",
-                    "--provider",
-                    "morph",
-                ])
-                .args(["--credential-env", "CRASH_PROVIDER_KEY", "--data-dir"])
-                .arg(&self.data)
-                .env("CRASH_PROVIDER_KEY", PROVIDER_KEY)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            self.api_key = Some(server.first_key());
+            set_default_profile(&self.data, "morph", PROVIDER_KEY, &[]);
         }
         server
     }

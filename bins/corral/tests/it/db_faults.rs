@@ -11,7 +11,7 @@ use corral_registry::testing::TestDb;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::serve::{Api, Server, start};
+use crate::serve::{Api, Server, set_default_profile, start};
 use crate::tcp_proxy::{Mode, Proxy};
 
 /// The Morph credential the fake accepts (the project's stored profile).
@@ -116,28 +116,7 @@ fn create_project(data: &Path, url: &str) -> String {
 /// The project's Morph profile, stored straight in the database: requests then carry no
 /// credential, so the profile is loaded (and cached) like the API key.
 fn set_profile(data: &Path, url: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args([
-            "profile",
-            "set",
-            "--project",
-            "default",
-            "--provider",
-            "morph",
-        ])
-        .args(["--credential-env", "DB_FAULTS_MORPH_KEY", "--data-dir"])
-        .arg(data)
-        .args(["--database-url", url])
-        .env("DB_FAULTS_MORPH_KEY", KEY)
-        .env_remove("CORRAL_CONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "profile set failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    set_default_profile(data, "morph", KEY, &["--database-url", url]);
 }
 
 /// One answer: status, code (empty on success), body, time taken.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Client, Method};
 
-use crate::serve::{Api, start};
+use crate::serve::{Api, set_default_profile, start};
 use serde_json::{Value, json};
 
 /// The inline provider credential that must never reach disk or logs.
@@ -55,12 +55,8 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
     .unwrap();
 
     let server = start(&data, &config, 1);
+    let key = server.first_key();
     let banner = std::fs::read_to_string(&server.stdout).unwrap();
-    let key = banner
-        .split_whitespace()
-        .find(|w| w.starts_with("crl_"))
-        .expect("the first start prints the default project's key")
-        .to_owned();
     assert!(banner.contains("curl"), "{banner}");
     let api = Api {
         client: Client::new(),
@@ -323,25 +319,7 @@ async fn the_binary_serves_every_endpoint_persists_across_restarts_and_keeps_pro
     );
     // A stored profile (credential from an environment variable, never argv) replaces the
     // header; it is encrypted at rest, so the plaintext search below still finds nothing.
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args([
-            "profile",
-            "set",
-            "--project",
-            "default",
-            "--provider",
-            "morph",
-        ])
-        .args(["--credential-env", "E2E_MORPH_KEY", "--data-dir"])
-        .arg(&data)
-        .env("E2E_MORPH_KEY", CANARY)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = set_default_profile(&data, "morph", CANARY, &[]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
     let seen = api
         .json(get.clone(), &format!("/v1/sandboxes/{mid}"), None, &[], 200)
@@ -507,32 +485,9 @@ async fn a_create_cut_off_by_a_crash_is_adopted_by_the_reconciler_after_restart(
     )
     .unwrap();
     let server = start(&data, &config, 1);
-    let banner = std::fs::read_to_string(&server.stdout).unwrap();
-    let key = banner
-        .split_whitespace()
-        .find(|w| w.starts_with("crl_"))
-        .unwrap()
-        .to_owned();
+    let key = server.first_key();
     // A stored credential, so the reconciler can act without the client.
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args([
-            "profile",
-            "set",
-            "--project",
-            "default",
-            "--provider",
-            "morph",
-        ])
-        .args(["--credential-env", "CRASH_KEY", "--data-dir"])
-        .arg(&data)
-        .env("CRASH_KEY", KEY)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    set_default_profile(&data, "morph", KEY, &[]);
 
     // The provider starts the instance but answers late; the server dies meanwhile.
     morph.server().faults().arm(
@@ -604,12 +559,7 @@ async fn a_body_that_stops_arriving_is_answered_request_timeout_and_the_connecti
     let config = tmp.path().join("corral.toml");
     std::fs::write(&config, "[local]\ndisk_mib = 32\n").unwrap();
     let server = start(&data, &config, 1);
-    let banner = std::fs::read_to_string(&server.stdout).unwrap();
-    let key = banner
-        .split_whitespace()
-        .find(|w| w.starts_with("crl_"))
-        .unwrap()
-        .to_owned();
+    let key = server.first_key();
     let addr = server.base.trim_start_matches("http://").to_owned();
     let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
     // An authenticated create that promises 1000 bytes and sends 10, then nothing.

@@ -6,14 +6,13 @@
 //! (adoption by the reconciler, bounded memory).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use corral_provider_testkit::fake::{FakeServer, Fault, FaultKind};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::serve::{Api, Server, start};
+use crate::serve::{Api, Server, set_default_profile, start};
 
 /// The Morph credential the fake accepts (stored as the project's profile, so the reconciler
 /// can act without a client).
@@ -58,12 +57,7 @@ async fn world() -> World {
     )
     .unwrap();
     let server = start(&data, &config, 1);
-    let banner = std::fs::read_to_string(&server.stdout).unwrap();
-    let key = banner
-        .split_whitespace()
-        .find(|w| w.starts_with("crl_"))
-        .expect("the first start prints the default project's key")
-        .to_owned();
+    let key = server.first_key();
     set_profile(&data);
     let api = Api {
         client: Client::builder()
@@ -83,25 +77,7 @@ async fn world() -> World {
 }
 
 fn set_profile(data: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args([
-            "profile",
-            "set",
-            "--project",
-            "default",
-            "--provider",
-            "morph",
-        ])
-        .args(["--credential-env", "FAULTS_MORPH_KEY", "--data-dir"])
-        .arg(data)
-        .env("FAULTS_MORPH_KEY", KEY)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    set_default_profile(data, "morph", KEY, &[]);
 }
 
 /// One answer, parsed.

@@ -531,12 +531,7 @@ async fn the_binary_takes_the_exec_caps_from_its_configuration() {
     )
     .unwrap();
     let server = crate::serve::start(&data, &config, 1);
-    let banner = std::fs::read_to_string(&server.stdout).unwrap();
-    let key = banner
-        .split_whitespace()
-        .find(|w| w.starts_with("crl_"))
-        .unwrap()
-        .to_owned();
+    let key = server.first_key();
     let api = crate::serve::Api {
         client: reqwest::Client::new(),
         base: server.base.clone(),

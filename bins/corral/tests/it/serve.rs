@@ -66,6 +66,17 @@ pub(crate) fn start_with_env(
 }
 
 impl Server {
+    /// The default project's API key, which a first start over an empty data directory
+    /// prints.
+    pub(crate) fn first_key(&self) -> String {
+        let banner = std::fs::read_to_string(&self.stdout).unwrap();
+        banner
+            .split_whitespace()
+            .find(|w| w.starts_with("crl_"))
+            .expect("a first start prints the default project's key")
+            .to_owned()
+    }
+
     /// The server's process id (for `/proc/<pid>/status` readings such as its peak memory).
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
@@ -153,4 +164,38 @@ impl Api {
         assert_eq!(status.as_u16(), want, "{path}: {text}");
         serde_json::from_str(&text).unwrap()
     }
+}
+
+/// Stores `credential` as the default project's `provider` profile with the admin CLI (through
+/// an environment variable, never argv), plus `extra` arguments; panics unless it succeeds.
+pub(crate) fn set_default_profile(
+    data: &Path,
+    provider: &str,
+    credential: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    const VAR: &str = "CORRAL_TEST_PROFILE_CREDENTIAL";
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args([
+            "profile",
+            "set",
+            "--project",
+            "default",
+            "--provider",
+            provider,
+        ])
+        .args(["--credential-env", VAR, "--data-dir"])
+        .arg(data)
+        .args(extra)
+        .env(VAR, credential)
+        .env_remove("CORRAL_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "profile set failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
