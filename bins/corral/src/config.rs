@@ -63,6 +63,11 @@
 //! cpu_weight = 100
 //! disk_mib = 1024          # each sandbox's own filesystem; 0 = none
 //! disk_reserve_mib = 1024  # free space every create leaves on the data volume
+//! io_read_mib_per_second = 256   # each sandbox's disk bandwidth and operations; 0 = no limit
+//! io_write_mib_per_second = 128
+//! io_read_iops = 4000
+//! io_write_iops = 2000
+//! # cgroup_parent = "system.slice/corral.service"  # a delegated cgroup: limits for a non-root server
 //! exec_threads = 64        # commands running at once, each on a thread of its own (not tokio's blocking pool)
 //! exec_queue_wait_seconds = 5  # an exec waits this long for a free command thread, then provider_unavailable
 //! ```
@@ -290,6 +295,18 @@ pub struct LocalSection {
     pub cpu_weight: Option<u64>,
     /// A hard CPU cap per sandbox in thousandths of a core (cgroup `cpu.max`); none by default.
     pub cpu_max_millicores: Option<u64>,
+    /// Disk reads per sandbox on its own filesystem, MiB/s (cgroup `io.max` / v1
+    /// `blkio.throttle`); default 256, `0` = no limit.
+    pub io_read_mib_per_second: Option<u64>,
+    /// Disk writes per sandbox, MiB/s; default 128, `0` = no limit.
+    pub io_write_mib_per_second: Option<u64>,
+    /// Disk read operations per sandbox per second; default 4000, `0` = no limit.
+    pub io_read_iops: Option<u64>,
+    /// Disk write operations per sandbox per second; default 2000, `0` = no limit.
+    pub io_write_iops: Option<u64>,
+    /// Where the sandboxes' cgroups go, below the cgroup mount (e.g. a systemd unit's own
+    /// group with `Delegate=yes`); default `corral` at the root, which needs a root server.
+    pub cgroup_parent: Option<PathBuf>,
     /// Largest file a command may write, in MiB (`RLIMIT_FSIZE`).
     pub file_size_mib: Option<u64>,
     /// CPU seconds per command process (`RLIMIT_CPU`).

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use corral_provider::SandboxProvider;
-use corral_provider_local::{LocalConfig, LocalLimits, LocalProvider};
+use corral_provider_local::{IoLimits, LocalConfig, LocalLimits, LocalProvider};
 
 use crate::config::Settings;
 
@@ -32,7 +32,22 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn SandboxProvider>, String> {
                 None => defaults.disk_bytes,
             },
             disk_reserve_bytes: mib(l.disk_reserve_mib, defaults.disk_reserve_bytes),
+            io: IoLimits {
+                read_bytes_per_second: limit(
+                    l.io_read_mib_per_second
+                        .map(|m| m.saturating_mul(1024 * 1024)),
+                    defaults.io.read_bytes_per_second,
+                ),
+                write_bytes_per_second: limit(
+                    l.io_write_mib_per_second
+                        .map(|m| m.saturating_mul(1024 * 1024)),
+                    defaults.io.write_bytes_per_second,
+                ),
+                read_iops: limit(l.io_read_iops, defaults.io.read_iops),
+                write_iops: limit(l.io_write_iops, defaults.io.write_iops),
+            },
         },
+        cgroup_parent: l.cgroup_parent.clone(),
         exec_threads: l
             .exec_threads
             .map_or(corral_provider_local::DEFAULT_EXEC_THREADS, |n| {
@@ -48,4 +63,13 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn SandboxProvider>, String> {
         tracing::warn!("provider `local` cannot run sandboxes on this machine: {why}");
     }
     Ok(Arc::new(provider))
+}
+
+/// A configured limit: absent → the default, `0` → none.
+fn limit(configured: Option<u64>, default: Option<u64>) -> Option<u64> {
+    match configured {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => default,
+    }
 }

@@ -1,22 +1,27 @@
 //! One control group per sandbox: its limits hold for all of its commands together.
 //!
-//! Every command of sandbox `<id>` joins `corral/<id>` before anything of the caller's runs:
-//! `memory` (`memory.max`, swap off), `pids` (`pids.max`), `cpu` (`cpu.weight`, and
-//! `cpu.max`). The group is made, with the current limits, by the sandbox's first command
-//! (and again after the provider restarts: a dropped provider removes empty groups, so a
-//! changed configuration applies then), and removed when the sandbox is deleted, after every
-//! process in it is gone.
+//! Every command of sandbox `<id>` joins `<subtree>/<id>` before anything of the caller's
+//! runs: `memory` (`memory.max`, swap off), `pids` (`pids.max`), `cpu` (`cpu.weight`, and
+//! `cpu.max`) and, where the sandbox has a filesystem of its own, `io` (`io.max` on its loop
+//! device). The group is made, with the current limits, by the sandbox's first command (and
+//! again after the provider restarts: a dropped provider removes empty groups, so a changed
+//! configuration applies then), and removed when the sandbox is deleted, after every process
+//! in it is gone.
 //!
-//! Two layouts are supported: the unified hierarchy (cgroup v2, `<mount>/corral/<id>`, with
-//! the controllers enabled in `cgroup.subtree_control` of the mount root and of `corral`),
-//! and, on hosts still on the legacy or hybrid layout (v1 controllers each mounted on their
-//! own, as on this project's CI machine), `<controller mount>/corral/<id>` in each of the
-//! `memory`, `pids` and `cpu` hierarchies. Anything else (no root, no delegation, no memory
-//! or pids controller) is reported by [`Cgroups::detect`] and the provider runs without
-//! cgroups, as before: the per-process rlimits still apply.
+//! The subtree is `corral` at the mount's root for a root server, or a subtree delegated to
+//! the server's uid (`LocalConfig::cgroup_parent`, e.g. a systemd unit's own group with
+//! `Delegate=yes`): that is how a server that is not root limits each sandbox as a whole.
+//!
+//! Two layouts are supported: the unified hierarchy (cgroup v2, `<mount>/<subtree>/<id>`,
+//! with the controllers enabled in `cgroup.subtree_control` from the mount root down), and,
+//! on hosts still on the legacy or hybrid layout (v1 controllers each mounted on their own,
+//! as on this project's CI machine), `<controller mount>/<subtree>/<id>` in each of the
+//! `memory`, `pids`, `cpu` and `blkio` hierarchies. Anything else (no root and no delegated
+//! subtree, no memory or pids controller) is reported by [`Cgroups::detect`] and the provider
+//! runs without cgroups: the per-process rlimits still apply.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use snafu::{ResultExt as _, Snafu};
@@ -46,13 +51,18 @@ pub(crate) enum Error {
 /// Where the groups live.
 #[derive(Debug, Clone)]
 enum Layout {
-    /// cgroup v2: `<mount>/corral`.
-    Unified { subtree: PathBuf, has_cpu: bool },
-    /// cgroup v1: `<mount>/corral` of each controller's hierarchy.
+    /// cgroup v2: `<mount>/<subtree>`.
+    Unified {
+        subtree: PathBuf,
+        has_cpu: bool,
+        has_io: bool,
+    },
+    /// cgroup v1: `<mount>/<subtree>` of each controller's hierarchy.
     Legacy {
         memory: PathBuf,
         pids: PathBuf,
         cpu: Option<PathBuf>,
+        blkio: Option<PathBuf>,
     },
 }
 
@@ -67,6 +77,15 @@ pub(crate) struct Cgroups {
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
     dirs: Vec<PathBuf>,
+    /// Where its disk limits are written.
+    io: Option<Io>,
+}
+
+/// A group's disk limits: v2 `io.max`, or the v1 `blkio.throttle.*` files of a directory.
+#[derive(Debug, Clone)]
+enum Io {
+    Max(PathBuf),
+    Throttle(PathBuf),
 }
 
 fn write(path: &Path, value: &str) -> Result<(), Error> {
@@ -110,17 +129,57 @@ fn cgroup_mounts() -> Vec<(PathBuf, String, String)> {
         .collect()
 }
 
+/// The subtree as a path relative to a cgroup mount: plain names only (a leading `/`, as
+/// `/proc/self/cgroup` writes it, is dropped), never `..`.
+fn relative(parent: &Path) -> Result<PathBuf, String> {
+    let mut rel = PathBuf::new();
+    for part in parent.components() {
+        match part {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(name) => rel.push(name),
+            _ => {
+                return Err(format!(
+                    "the cgroup parent {} must be a plain path below the cgroup mount",
+                    parent.display()
+                ));
+            }
+        }
+    }
+    if rel.as_os_str().is_empty() {
+        return Err("the cgroup parent cannot be the cgroup root itself".into());
+    }
+    Ok(rel)
+}
+
 impl Cgroups {
     /// Finds a writable cgroup layout with the memory and pids controllers, and prepares the
-    /// `corral` subtree in it; otherwise says why there is none.
-    pub(crate) fn detect(limits: &LocalLimits) -> Result<Self, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("the server is not root, so it cannot create cgroups".into());
-        }
+    /// sandboxes' subtree in it; otherwise says why there is none. The subtree is `parent`
+    /// (relative to the cgroup mount, in every v1 hierarchy alike), by default `corral` for
+    /// a root server; a server that is not root needs a `parent` delegated to its uid.
+    /// Before it is used, a child process is moved into a scratch group of the subtree and
+    /// out again: what a command's pid 1 needs, checked once at start.
+    pub(crate) fn detect(limits: &LocalLimits, parent: Option<&Path>) -> Result<Self, String> {
+        let subtree = match parent {
+            Some(parent) => relative(parent)?,
+            None if rustix::process::geteuid().is_root() => PathBuf::from(SUBTREE),
+            None => {
+                return Err(
+                    "the server is not root, so it cannot create cgroups of its own; \
+                            give it a subtree delegated to its uid (`cgroup_parent`)"
+                        .into(),
+                );
+            }
+        };
+        let found = Self::find(limits, &subtree)?;
+        found.check_join()?;
+        Ok(found)
+    }
+
+    fn find(limits: &LocalLimits, subtree: &Path) -> Result<Self, String> {
         let mounts = cgroup_mounts();
         let mut why = Vec::new();
         for (point, _, _) in mounts.iter().filter(|(_, t, _)| t == "cgroup2") {
-            match Self::unified(point, limits) {
+            match Self::unified(point, subtree, limits) {
                 Ok(found) => return Ok(found),
                 Err(e) => why.push(format!("cgroup v2 at {}: {e}", point.display())),
             }
@@ -129,19 +188,25 @@ impl Cgroups {
             mounts
                 .iter()
                 .find(|(_, t, o)| t == "cgroup" && o.split(',').any(|o| o == name))
-                .map(|(p, _, _)| p.join(SUBTREE))
+                .map(|(p, _, _)| p.join(subtree))
         };
         match (legacy("memory"), legacy("pids")) {
             (Some(memory), Some(pids)) => {
-                let cpu = legacy("cpu");
-                for dir in [Some(&memory), Some(&pids), cpu.as_ref()]
+                let (cpu, blkio) = (legacy("cpu"), legacy("blkio"));
+                for dir in [Some(&memory), Some(&pids), cpu.as_ref(), blkio.as_ref()]
                     .into_iter()
                     .flatten()
                 {
-                    mkdir(dir).map_err(|e| e.to_string())?;
+                    fs::create_dir_all(dir)
+                        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
                 }
                 return Ok(Self {
-                    layout: Layout::Legacy { memory, pids, cpu },
+                    layout: Layout::Legacy {
+                        memory,
+                        pids,
+                        cpu,
+                        blkio,
+                    },
                     limits: *limits,
                 });
             }
@@ -150,45 +215,108 @@ impl Cgroups {
         Err(why.join("; "))
     }
 
-    fn unified(mount: &Path, limits: &LocalLimits) -> Result<Self, String> {
-        let available = fs::read_to_string(mount.join("cgroup.controllers"))
-            .map_err(|e| format!("cannot read cgroup.controllers: {e}"))?;
-        let has = |c: &str| available.split_whitespace().any(|a| a == c);
-        if !has("memory") || !has("pids") {
+    fn unified(mount: &Path, subtree: &Path, limits: &LocalLimits) -> Result<Self, String> {
+        let controllers = |dir: &Path| -> Result<Vec<String>, String> {
+            fs::read_to_string(dir.join("cgroup.controllers"))
+                .map(|s| s.split_whitespace().map(str::to_owned).collect())
+                .map_err(|e| format!("cannot read cgroup.controllers: {e}"))
+        };
+        let wanted = ["memory", "pids", "cpu", "io"];
+        // What the root lacks, no group below it has.
+        let root = controllers(mount)?;
+        if !["memory", "pids"]
+            .iter()
+            .all(|c| root.iter().any(|r| r == c))
+        {
             return Err(format!(
                 "the memory and pids controllers are not available (only `{}`)",
-                available.trim()
+                root.join(" ")
             ));
         }
-        let wanted: Vec<&str> = ["memory", "pids", "cpu"]
-            .into_iter()
-            .filter(|c| has(c))
-            .collect();
-        let enable = wanted
-            .iter()
-            .map(|c| format!("+{c}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let subtree = mount.join(SUBTREE);
-        write(&mount.join("cgroup.subtree_control"), &enable).map_err(|e| e.to_string())?;
-        mkdir(&subtree).map_err(|e| e.to_string())?;
-        write(&subtree.join("cgroup.subtree_control"), &enable).map_err(|e| e.to_string())?;
+        // Controllers pass down one level at a time: each ancestor hands on what it has. A
+        // root server enables them from the mount down; under delegation the owner of the
+        // levels above has done so (a refused write is left to the check below).
+        let mut dir = mount.to_path_buf();
+        for part in subtree.components() {
+            let have = controllers(&dir).unwrap_or_default();
+            for c in wanted.iter().filter(|c| have.iter().any(|h| h == *c)) {
+                let _ = write(&dir.join("cgroup.subtree_control"), &format!("+{c}"));
+            }
+            dir.push(part);
+            if !dir.is_dir() {
+                mkdir(&dir).map_err(|e| e.to_string())?;
+            }
+        }
+        let available = controllers(&dir)?;
+        let has = |c: &str| available.iter().any(|a| a == c);
+        if !has("memory") || !has("pids") {
+            return Err(format!(
+                "the memory and pids controllers are not available in {} (only `{}`)",
+                dir.display(),
+                available.join(" ")
+            ));
+        }
+        for c in wanted.iter().filter(|c| has(c)) {
+            write(&dir.join("cgroup.subtree_control"), &format!("+{c}"))
+                .map_err(|e| e.to_string())?;
+        }
         Ok(Self {
             layout: Layout::Unified {
-                subtree,
+                subtree: dir,
                 has_cpu: has("cpu"),
+                has_io: has("io"),
             },
             limits: *limits,
         })
+    }
+
+    /// Moves a short-lived child into a scratch group and lets it end there: the server
+    /// must be allowed to move its own processes into the subtree (under cgroup v2 it needs
+    /// write access to `cgroup.procs` of the common ancestor too).
+    fn check_join(&self) -> Result<(), String> {
+        let scratch = format!(".probe-{}", std::process::id());
+        let group = self.group(&scratch);
+        let result = (|| {
+            for dir in &group.dirs {
+                mkdir(dir).map_err(|e| e.to_string())?;
+            }
+            let mut child = std::process::Command::new("/bin/sleep")
+                .arg("5")
+                .spawn()
+                .map_err(|e| format!("cannot start a process to check the cgroups: {e}"))?;
+            let joined = group.join(child.id());
+            let _ = child.kill();
+            let _ = child.wait();
+            joined.map_err(|e| format!("cannot move a process into the sandboxes' cgroups: {e}"))
+        })();
+        for dir in &group.dirs {
+            let _ = fs::remove_dir(dir);
+        }
+        result
+    }
+
+    /// The controller disk limits go through, if there is one.
+    pub(crate) fn io_controller(&self) -> Option<String> {
+        match &self.layout {
+            Layout::Unified { has_io: true, .. } => Some("cgroup v2 `io.max`".into()),
+            Layout::Legacy { blkio: Some(_), .. } => Some(
+                "cgroup v1 `blkio.throttle` (reads and direct or synced writes; not buffered \
+                 writeback)"
+                    .into(),
+            ),
+            _ => None,
+        }
     }
 
     /// Which layout is in use, for logs and reports.
     pub(crate) fn describe(&self) -> String {
         match &self.layout {
             Layout::Unified { subtree, .. } => format!("cgroup v2 under {}", subtree.display()),
-            Layout::Legacy { memory, .. } => {
-                format!("cgroup v1 (memory, pids, cpu) under {}", memory.display())
-            }
+            Layout::Legacy { memory, blkio, .. } => format!(
+                "cgroup v1 (memory, pids, cpu{}) under {}",
+                if blkio.is_some() { ", blkio" } else { "" },
+                memory.display()
+            ),
         }
     }
 
@@ -196,21 +324,35 @@ impl Cgroups {
     /// one that does not is made and given the current limits (removed again if that
     /// fails, so a group without its limits is never used). Callers hold the sandbox's setup
     /// lock, so no command joins a group whose limits are still being written.
-    pub(crate) fn prepare(&self, id: &str) -> Result<Group, Error> {
-        let existing = self.group(id);
-        if existing.dirs.iter().all(|d| d.is_dir()) {
-            return Ok(existing);
+    ///
+    /// `device` is the block device (major, minor) of the sandbox's own filesystem: its disk
+    /// limits are written on every call, since the image may sit on another loop device
+    /// than when the group was made (after a remount).
+    pub(crate) fn prepare(&self, id: &str, device: Option<(u32, u32)>) -> Result<Group, Error> {
+        let group = self.group(id);
+        if !group.dirs.iter().all(|d| d.is_dir()) {
+            self.make(&group)
+                .inspect_err(|_| self.remove_if_empty(id))?;
         }
-        self.make(id).inspect_err(|_| self.remove_if_empty(id))
+        if let (Some(device), Some(io)) = (device, &group.io)
+            && self.limits.io.any()
+        {
+            io.limit(device, &self.limits.io)?;
+        }
+        Ok(group)
     }
 
-    fn make(&self, id: &str) -> Result<Group, Error> {
+    fn make(&self, group: &Group) -> Result<(), Error> {
         let l = &self.limits;
         let weight = l.cpu_weight.clamp(1, 10_000);
+        for dir in &group.dirs {
+            mkdir(dir)?;
+        }
         match &self.layout {
-            Layout::Unified { subtree, has_cpu } => {
-                let dir = subtree.join(id);
-                mkdir(&dir)?;
+            Layout::Unified { has_cpu, .. } => {
+                let Some(dir) = group.dirs.first() else {
+                    return Ok(());
+                };
                 write(&dir.join("memory.max"), &l.memory_bytes.to_string())?;
                 // Absent when the kernel has no swap accounting: then there is nothing to turn off.
                 if dir.join("memory.swap.max").exists() {
@@ -224,11 +366,12 @@ impl Cgroups {
                         .map_or_else(|| "max".to_owned(), |m| (m.max(1) * 100).to_string());
                     write(&dir.join("cpu.max"), &format!("{max} 100000"))?;
                 }
-                Ok(Group { dirs: vec![dir] })
             }
-            Layout::Legacy { memory, pids, cpu } => {
+            Layout::Legacy {
+                memory, pids, cpu, ..
+            } => {
+                let id = group.id();
                 let mem = memory.join(id);
-                mkdir(&mem)?;
                 let bytes = l.memory_bytes.to_string();
                 let limit = mem.join("memory.limit_in_bytes");
                 let memsw = mem.join("memory.memsw.limit_in_bytes");
@@ -239,13 +382,12 @@ impl Cgroups {
                 }
                 write(&limit, &bytes)?;
                 let _ = write(&mem.join("memory.swappiness"), "0");
-                let pid_dir = pids.join(id);
-                mkdir(&pid_dir)?;
-                write(&pid_dir.join("pids.max"), &l.max_processes.to_string())?;
-                let mut dirs = vec![mem, pid_dir];
+                write(
+                    &pids.join(id).join("pids.max"),
+                    &l.max_processes.to_string(),
+                )?;
                 if let Some(cpu) = cpu {
                     let dir = cpu.join(id);
-                    mkdir(&dir)?;
                     write(
                         &dir.join("cpu.shares"),
                         &(weight * 1024 / 100).max(2).to_string(),
@@ -255,24 +397,38 @@ impl Cgroups {
                         .cpu_max_millicores
                         .map_or_else(|| "-1".to_owned(), |m| (m.max(1) * 100).to_string());
                     write(&dir.join("cpu.cfs_quota_us"), &quota)?;
-                    dirs.push(dir);
                 }
-                Ok(Group { dirs })
             }
         }
+        Ok(())
     }
 
     /// The group of sandbox `id` as it would be named, whether or not it exists.
     fn group(&self, id: &str) -> Group {
-        let dirs = match &self.layout {
-            Layout::Unified { subtree, .. } => vec![subtree.join(id)],
-            Layout::Legacy { memory, pids, cpu } => [Some(memory), Some(pids), cpu.as_ref()]
-                .into_iter()
-                .flatten()
-                .map(|d| d.join(id))
-                .collect(),
-        };
-        Group { dirs }
+        match &self.layout {
+            Layout::Unified {
+                subtree, has_io, ..
+            } => {
+                let dir = subtree.join(id);
+                Group {
+                    io: has_io.then(|| Io::Max(dir.join("io.max"))),
+                    dirs: vec![dir],
+                }
+            }
+            Layout::Legacy {
+                memory,
+                pids,
+                cpu,
+                blkio,
+            } => Group {
+                dirs: [Some(memory), Some(pids), cpu.as_ref(), blkio.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .map(|d| d.join(id))
+                    .collect(),
+                io: blkio.as_ref().map(|d| Io::Throttle(d.join(id))),
+            },
+        }
     }
 
     /// Removes sandbox `id`'s group if no process is in it (it is made again by the next
@@ -322,6 +478,14 @@ impl Cgroups {
 }
 
 impl Group {
+    /// The sandbox's id: the name of each of its directories.
+    fn id(&self) -> &std::ffi::OsStr {
+        self.dirs
+            .first()
+            .and_then(|d| d.file_name())
+            .unwrap_or_default()
+    }
+
     /// Moves process `pid` (a host pid) into the group, in every hierarchy.
     pub(crate) fn join(&self, pid: u32) -> Result<(), Error> {
         for dir in &self.dirs {
@@ -335,4 +499,41 @@ fn group_pids(dir: &Path) -> Vec<i32> {
     fs::read_to_string(dir.join("cgroup.procs"))
         .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default()
+}
+
+impl Io {
+    /// Sets the group's limits on `device` (no limit where `io` has none).
+    fn limit(&self, (major, minor): (u32, u32), io: &crate::IoLimits) -> Result<(), Error> {
+        match self {
+            Self::Max(file) => {
+                let v =
+                    |limit: Option<u64>| limit.map_or_else(|| "max".to_owned(), |n| n.to_string());
+                write(
+                    file,
+                    &format!(
+                        "{major}:{minor} rbps={} wbps={} riops={} wiops={}",
+                        v(io.read_bytes_per_second),
+                        v(io.write_bytes_per_second),
+                        v(io.read_iops),
+                        v(io.write_iops)
+                    ),
+                )
+            }
+            Self::Throttle(dir) => {
+                // v1 has one file per kind; 0 removes a rule.
+                for (name, limit) in [
+                    ("read_bps_device", io.read_bytes_per_second),
+                    ("write_bps_device", io.write_bytes_per_second),
+                    ("read_iops_device", io.read_iops),
+                    ("write_iops_device", io.write_iops),
+                ] {
+                    write(
+                        &dir.join(format!("blkio.throttle.{name}")),
+                        &format!("{major}:{minor} {}", limit.unwrap_or(0)),
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
 }

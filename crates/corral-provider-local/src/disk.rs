@@ -226,11 +226,9 @@ fn mount(dir: &Path, fs_root: &Path) -> Result<(), Error> {
 /// image, handing preallocated space back to the volume. Best effort: without it a sandbox
 /// can punch at most 32 KiB per such write.
 fn keep_zeroing_in_place(fs_root: &Path) {
-    let Ok(st) = rustix::fs::stat(fs_root) else {
+    let Some((major, minor)) = block_device(fs_root) else {
         return;
     };
-    let dev = rustix::fs::Dev::from(st.st_dev);
-    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
     let Ok(link) = fs::read_link(format!("/sys/dev/block/{major}:{minor}")) else {
         return;
     };
@@ -240,6 +238,19 @@ fn keep_zeroing_in_place(fs_root: &Path) {
             .join("extent_max_zeroout_kb");
         let _ = fs::write(knob, "0");
     }
+}
+
+/// The block device (major, minor) of the sandbox's own filesystem mounted on `fs_root`;
+/// `None` when nothing of its own is mounted there (no quota), or it is no block device.
+pub(crate) fn block_device(fs_root: &Path) -> Option<(u32, u32)> {
+    if !is_mount_point(fs_root) {
+        return None;
+    }
+    let dev = rustix::fs::Dev::from(rustix::fs::stat(fs_root).ok()?.st_dev);
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    Path::new(&format!("/sys/dev/block/{major}:{minor}"))
+        .exists()
+        .then_some((major, minor))
 }
 
 /// Unmounts whatever is mounted on `fs_root` (every stacked mount), so the directory can be

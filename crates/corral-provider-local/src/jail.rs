@@ -287,7 +287,7 @@ impl Jail {
                     .map_err(|e| format!("cannot mount the sandbox's filesystem: {e}"))?;
             }
             let group = cgroup
-                .map(|(cgroups, id)| cgroups.prepare(id))
+                .map(|(cgroups, id)| cgroups.prepare(id, crate::disk::block_device(fs_root)))
                 .transpose()
                 .map_err(|e| format!("cannot set up the sandbox's cgroup: {e}"))?;
             let child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;

@@ -198,11 +198,62 @@ pub struct LocalLimits {
     /// Space a create must leave free on the root's filesystem, in bytes (for the database
     /// and everything else on that volume).
     pub disk_reserve_bytes: u64,
+    /// Disk bandwidth and operations of one sandbox on its own filesystem (needs
+    /// `disk_bytes`: the limits are set on the sandbox's loop device).
+    pub io: IoLimits,
+}
+
+/// Reads and writes of one sandbox per second, all its commands together, on its own
+/// filesystem (cgroup v2 `io.max`, v1 `blkio.throttle.*`). `None`: no limit.
+///
+/// cgroup v1 throttles what a sandbox's processes submit themselves: reads, and writes that
+/// are direct or synced (`O_DIRECT`, `fsync`). Plain buffered writes reach the disk later
+/// through the kernel's writeback, which v1 does not charge to the sandbox; v2 does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoLimits {
+    /// Bytes read per second.
+    pub read_bytes_per_second: Option<u64>,
+    /// Bytes written per second.
+    pub write_bytes_per_second: Option<u64>,
+    /// Read operations per second.
+    pub read_iops: Option<u64>,
+    /// Write operations per second.
+    pub write_iops: Option<u64>,
+}
+
+impl IoLimits {
+    /// No limit at all.
+    pub const NONE: Self = Self {
+        read_bytes_per_second: None,
+        write_bytes_per_second: None,
+        read_iops: None,
+        write_iops: None,
+    };
+
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        *self != Self::NONE
+    }
+}
+
+impl Default for IoLimits {
+    /// 256 MiB/s and 4 000 operations/s of reads, 128 MiB/s and 2 000 operations/s of
+    /// writes: about what one ordinary cloud volume sustains, so one sandbox cannot take
+    /// all of a larger one from the database and the other sandboxes beside it.
+    fn default() -> Self {
+        Self {
+            read_bytes_per_second: Some(256 << 20),
+            write_bytes_per_second: Some(128 << 20),
+            read_iops: Some(4_000),
+            write_iops: Some(2_000),
+        }
+    }
 }
 
 impl Default for LocalLimits {
     /// 1024 processes and 4 GiB of memory per sandbox, 1 GiB files, 600 CPU seconds per
-    /// process, CPU weight 100 and no CPU cap, a 1 GiB filesystem per sandbox, 1 GiB kept free.
+    /// process, CPU weight 100 and no CPU cap, a 1 GiB filesystem per sandbox, 1 GiB kept free,
+    /// and the default [`IoLimits`].
     fn default() -> Self {
         Self {
             max_processes: 1024,
@@ -213,6 +264,7 @@ impl Default for LocalLimits {
             cpu_max_millicores: None,
             disk_bytes: Some(1 << 30),
             disk_reserve_bytes: 1 << 30,
+            io: IoLimits::default(),
         }
     }
 }
@@ -225,6 +277,8 @@ pub struct Containment {
     pub cgroups: std::result::Result<String, String>,
     /// The size of each sandbox's own filesystem, or why there is no disk quota.
     pub disk_quota: std::result::Result<u64, String>,
+    /// How disk bandwidth is limited, or why it is not.
+    pub io: std::result::Result<String, String>,
     /// Whether commands run under the seccomp filter, or why not.
     pub seccomp: std::result::Result<(), String>,
 }
@@ -244,6 +298,11 @@ pub struct LocalConfig {
     pub allow_network: bool,
     /// Resource limits of every command.
     pub limits: LocalLimits,
+    /// Where the sandboxes' cgroups go, as a path below the cgroup mount (the same in every
+    /// v1 hierarchy), e.g. `system.slice/corral.service` for a systemd unit with
+    /// `Delegate=yes`. `None`: `corral` at the mount's root, which needs root. A server that
+    /// is not root limits each sandbox as a whole only with a subtree delegated to its uid.
+    pub cgroup_parent: Option<PathBuf>,
     /// Commands running at once, all sandboxes together: each runs on a thread of its own,
     /// outside tokio's blocking pool (default [`DEFAULT_EXEC_THREADS`]; at least 1).
     pub exec_threads: usize,
@@ -260,6 +319,7 @@ impl LocalConfig {
             root: root.into(),
             allow_network: false,
             limits: LocalLimits::default(),
+            cgroup_parent: None,
             exec_threads: DEFAULT_EXEC_THREADS,
             exec_queue_wait: DEFAULT_EXEC_QUEUE_WAIT,
         }
@@ -364,7 +424,7 @@ impl LocalProvider {
             seccomp = Err(format!("the filter cannot be loaded here: {why}"));
             jail = Ok(plain);
         }
-        let cgroups = cgroup::Cgroups::detect(&config.limits);
+        let cgroups = cgroup::Cgroups::detect(&config.limits, config.cgroup_parent.as_deref());
         let disks = match config.limits.disk_bytes {
             Some(size) => disk::Disks::detect(size, config.limits.disk_reserve_bytes),
             None => Err("no disk quota is configured (LocalLimits::disk_bytes)".into()),
@@ -375,6 +435,7 @@ impl LocalProvider {
                 .map(cgroup::Cgroups::describe)
                 .map_err(Clone::clone),
             disk_quota: disks.as_ref().map(disk::Disks::size).map_err(Clone::clone),
+            io: io_containment(cgroups.as_ref(), disks.as_ref(), &config.limits.io),
             seccomp: seccomp.as_ref().map(drop).map_err(Clone::clone),
         };
         if jail.is_ok() {
@@ -383,6 +444,9 @@ impl LocalProvider {
             }
             if let Err(why) = &containment.disk_quota {
                 tracing::warn!(reason = %why, "local sandboxes have no disk quota");
+            }
+            if let Err(why) = &containment.io {
+                tracing::warn!(reason = %why, "local sandboxes have no disk bandwidth limit");
             }
             if let Err(why) = &containment.seccomp {
                 tracing::warn!(reason = %why, "local sandboxes run without a seccomp filter");
@@ -470,6 +534,22 @@ fn observed(meta: &Metadata, status: SandboxStatus) -> ObservedSandbox {
 /// How long a delete waits for a sandbox's processes to be gone before it gives up (and the
 /// sandbox, with its uid, stays until a retry).
 const KILL_PATIENCE: Duration = Duration::from_secs(10);
+
+/// How disk bandwidth is limited: on each sandbox's own loop device, through its cgroup.
+fn io_containment(
+    cgroups: std::result::Result<&cgroup::Cgroups, &String>,
+    disks: std::result::Result<&disk::Disks, &String>,
+    io: &IoLimits,
+) -> std::result::Result<String, String> {
+    if !io.any() {
+        return Err("no limit is configured (LocalLimits::io)".into());
+    }
+    let cgroups = cgroups.map_err(|why| format!("no cgroups: {why}"))?;
+    disks.map_err(|why| format!("sandboxes have no filesystem of their own: {why}"))?;
+    cgroups.io_controller().ok_or_else(|| {
+        "neither the cgroup v2 `io` nor the v1 `blkio` controller is available".to_owned()
+    })
+}
 
 /// Kills every process of sandbox `id` (its cgroup, and every process of its host uid whose
 /// root is the sandbox's) and waits until they are gone; removes its cgroup. The sandbox's

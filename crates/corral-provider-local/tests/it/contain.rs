@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use corral_provider::{ExecSpec, SandboxProvider};
+use corral_provider_local::IoLimits;
 
 use crate::{World, ctx, text};
 
@@ -240,6 +241,80 @@ async fn a_full_disk_answers_enospc_to_that_sandbox_alone() {
         )
         .await;
     assert_eq!(text(&out.stdout).trim(), "10485760");
+}
+
+/// Milliseconds a direct write, then a direct read, of 3 MiB take in sandbox `id` (cgroup v1
+/// throttles only what a process submits itself: direct and synced I/O, and reads).
+async fn timed_disk_io(world: &World, id: &str) -> (u64, u64) {
+    let out = world
+        .sh(
+            id,
+            "s=$(date +%s%N); dd if=/dev/zero of=/workspace/f bs=64k count=48 oflag=direct \
+             2>/dev/null; m=$(date +%s%N); dd if=/workspace/f of=/dev/null bs=64k iflag=direct \
+             2>/dev/null; e=$(date +%s%N); echo $(( (m-s)/1000000 )) $(( (e-m)/1000000 )); \
+             wc -c < /workspace/f",
+        )
+        .await;
+    let stdout = text(&out.stdout);
+    let mut lines = stdout.lines();
+    let mut ms = lines
+        .next()
+        .unwrap_or_default()
+        .split(' ')
+        .map(|n| n.parse::<u64>().unwrap());
+    assert_eq!(
+        lines.next(),
+        Some("3145728"),
+        "{stdout}{}",
+        text(&out.stderr)
+    );
+    (ms.next().unwrap(), ms.next().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_bandwidth_is_limited_per_sandbox_and_others_carry_on() {
+    if !root_only() {
+        return;
+    }
+    let mib = 1 << 20;
+    let world = World::with(|c| {
+        c.limits.io = IoLimits {
+            read_bytes_per_second: Some(mib),
+            write_bytes_per_second: Some(mib),
+            ..IoLimits::NONE
+        }
+    });
+    let containment = world.provider.containment();
+    assert!(containment.io.is_ok(), "{containment:?}");
+    let id = world.create().await;
+    let other = world.create().await;
+    // 3 MiB each way at 1 MiB/s: about 3 s each; meanwhile the other sandbox answers.
+    let (throttled, alive) = tokio::join!(timed_disk_io(&world, &id), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let started = std::time::Instant::now();
+        let out = world.sh(&other, "echo alive").await;
+        (text(&out.stdout), started.elapsed())
+    });
+    let (write_ms, read_ms) = throttled;
+    assert!(
+        write_ms >= 2_000 && read_ms >= 2_000,
+        "3 MiB at 1 MiB/s took {write_ms} ms to write and {read_ms} ms to read"
+    );
+    assert_eq!(alive.0, "alive\n");
+    assert!(
+        alive.1 < Duration::from_secs(3),
+        "the other sandbox waited {:?}",
+        alive.1
+    );
+    // The same I/O without limits is far quicker: the limit, not the disk, slowed it.
+    let free = World::with(|c| c.limits.io = IoLimits::NONE);
+    assert!(free.provider.containment().io.is_err());
+    let id = free.create().await;
+    let (write_ms, read_ms) = timed_disk_io(&free, &id).await;
+    assert!(
+        write_ms + read_ms < 2_000,
+        "unlimited: {write_ms} ms to write, {read_ms} ms to read"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
