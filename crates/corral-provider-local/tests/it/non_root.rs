@@ -1,13 +1,17 @@
 //! A server that is not root still runs isolated sandboxes (its own uid, in a user namespace).
 
 use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
 
 use crate::{World, text};
 
 const INNER: &str = "non_root::inner_sandboxes_work_for_an_unprivileged_server";
 
-#[test]
-fn an_unprivileged_server_runs_sandboxes_too() {
+/// Runs the ignored test `inner` of a copy of this binary as uid 65534, with `env`, first
+/// moving the process into cgroup v2 group `into` (as a delegating service manager starts
+/// its service inside the delegated subtree). Skipped (and says so) unless this is root.
+#[allow(clippy::print_stdout)] // A skipped test says so in its output.
+fn run_unprivileged(inner: &str, env: &[(&str, String)], into: Option<&Path>) {
     if !rustix::process::geteuid().is_root() {
         println!("skipped: this process is not root, so it cannot start one that is not");
         return;
@@ -18,8 +22,12 @@ fn an_unprivileged_server_runs_sandboxes_too() {
     let exe = dir.path().join("it");
     std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = std::process::Command::new("/usr/bin/setpriv")
+    let procs = into.map_or_else(|| "/dev/null".into(), |g| g.join("cgroup.procs"));
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
+        .arg(procs)
         .args([
+            "/usr/bin/setpriv",
             "--reuid",
             "65534",
             "--regid",
@@ -29,7 +37,7 @@ fn an_unprivileged_server_runs_sandboxes_too() {
         ])
         .arg(&exe)
         .args([
-            INNER,
+            inner,
             "--exact",
             "--ignored",
             "--nocapture",
@@ -37,6 +45,7 @@ fn an_unprivileged_server_runs_sandboxes_too() {
             "1",
         ])
         .env("TMPDIR", "/tmp")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap();
     let stdout = text(&out.stdout);
@@ -45,6 +54,188 @@ fn an_unprivileged_server_runs_sandboxes_too() {
         "{stdout}\n{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn an_unprivileged_server_runs_sandboxes_too() {
+    run_unprivileged(INNER, &[], None);
+}
+
+/// A cgroup subtree delegated to uid 65534, as an operator (or systemd's `Delegate=yes`)
+/// hands one to a service: the directory and its interface files are that user's, in each
+/// hierarchy the sandboxes' limits use. Removed again on drop.
+struct Delegated {
+    /// Relative to the cgroup mounts.
+    name: String,
+    dirs: Vec<PathBuf>,
+    /// cgroup v2: the leaf the server runs in (a group with processes hands on no
+    /// controllers, so the server cannot sit in the subtree's top).
+    supervisor: Option<PathBuf>,
+}
+
+impl Delegated {
+    fn new() -> Self {
+        let name = format!("corral-delegated-{}", std::process::id());
+        let mounts: Vec<(PathBuf, String, String)> =
+            std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .lines()
+                .filter_map(|l| {
+                    let (left, right) = l.split_once(" - ")?;
+                    let mut right = right.split(' ');
+                    let fstype = right.next()?.to_owned();
+                    let options = right.nth(1)?.to_owned();
+                    Some((left.split(' ').nth(4)?.into(), fstype, options))
+                })
+                .collect();
+        let give = |path: &Path| std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
+        let unified = mounts.iter().find(|(p, t, _)| {
+            t == "cgroup2"
+                && std::fs::read_to_string(p.join("cgroup.controllers"))
+                    .is_ok_and(|c| c.contains("memory") && c.contains("pids"))
+        });
+        if let Some((mount, _, _)) = unified {
+            for c in ["memory", "pids", "cpu", "io"] {
+                let _ = std::fs::write(mount.join("cgroup.subtree_control"), format!("+{c}"));
+            }
+            let dir = mount.join(&name);
+            let supervisor = dir.join("supervisor");
+            std::fs::create_dir_all(&supervisor).unwrap();
+            for path in [
+                dir.clone(),
+                dir.join("cgroup.procs"),
+                dir.join("cgroup.subtree_control"),
+                dir.join("cgroup.threads"),
+                supervisor.clone(),
+                supervisor.join("cgroup.procs"),
+            ] {
+                give(&path);
+            }
+            return Self {
+                name,
+                dirs: vec![dir],
+                supervisor: Some(supervisor),
+            };
+        }
+        let mut dirs = Vec::new();
+        for controller in ["memory", "pids", "cpu", "blkio"] {
+            let Some((mount, _, _)) = mounts
+                .iter()
+                .find(|(_, t, o)| t == "cgroup" && o.split(',').any(|o| o == controller))
+            else {
+                continue;
+            };
+            let dir = mount.join(&name);
+            std::fs::create_dir_all(&dir).unwrap();
+            for path in [dir.clone(), dir.join("cgroup.procs"), dir.join("tasks")] {
+                give(&path);
+            }
+            dirs.push(dir);
+        }
+        Self {
+            name,
+            dirs,
+            supervisor: None,
+        }
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        if let Some(supervisor) = &self.supervisor {
+            let _ = std::fs::remove_dir(supervisor);
+        }
+        for dir in &self.dirs {
+            // Whatever the provider left (it removes its groups; a failed test may not).
+            for child in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                if child.path().is_dir() {
+                    let _ = std::fs::remove_dir(child.path());
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[test]
+#[allow(clippy::print_stdout)] // A skipped test says so in its output.
+fn an_unprivileged_server_with_a_delegated_cgroup_limits_each_sandbox_as_a_whole() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: this process is not root, so it cannot delegate a cgroup");
+        return;
+    }
+    let delegated = Delegated::new();
+    run_unprivileged(
+        DELEGATED,
+        &[(PARENT_ENV, delegated.name.clone())],
+        delegated.supervisor.as_deref(),
+    );
+    // The provider removed each sandbox's group (only the server's own leaf is left).
+    for dir in &delegated.dirs {
+        let left: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().is_dir() && e.file_name() != "supervisor")
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{}: {left:?}", dir.display());
+    }
+}
+
+const DELEGATED: &str = "non_root::inner_a_delegated_cgroup_limits_each_sandbox_as_a_whole";
+/// The delegated subtree, for the inner test.
+const PARENT_ENV: &str = "CORRAL_TEST_CGROUP_PARENT";
+
+#[test]
+#[ignore = "run as an unprivileged user by an_unprivileged_server_with_a_delegated_cgroup_limits_each_sandbox_as_a_whole"]
+fn inner_a_delegated_cgroup_limits_each_sandbox_as_a_whole() {
+    assert!(
+        !rustix::process::geteuid().is_root(),
+        "run this as a non-root user"
+    );
+    let parent = std::env::var(PARENT_ENV).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let world = World::with(|c| {
+            c.cgroup_parent = Some(parent.clone().into());
+            c.limits.max_processes = 40;
+        });
+        let containment = world.provider.containment();
+        assert!(
+            containment
+                .cgroups
+                .as_ref()
+                .is_ok_and(|c| c.contains(&parent)),
+            "{containment:?}"
+        );
+        let id = world.create().await;
+        let groups = text(&world.sh(&id, "cat /proc/self/cgroup").await.stdout);
+        assert!(groups.contains(&format!("/{parent}/{id}")), "{groups}");
+        // Two commands at once, each trying to hold 30 processes: together they may hold
+        // 40 (each command alone may: its own RLIMIT_NPROC is 40 too).
+        let many = "n=0; for i in $(seq 30); do sleep 3 & [ $? = 0 ] && n=$((n+1)); done \
+                    2>/dev/null; echo $n; wait";
+        let (a, b) = tokio::join!(world.sh(&id, many), world.sh(&id, many));
+        let started = |o: &corral_provider::ExecOutput| -> u32 {
+            text(&o.stdout).trim().parse().unwrap_or(0)
+        };
+        let total = started(&a) + started(&b);
+        assert!(total <= 40, "{total} processes in a 40-process sandbox");
+        assert!(
+            total >= 30,
+            "{total}: {}{}",
+            text(&a.stderr),
+            text(&b.stderr)
+        );
+        assert_eq!(text(&world.sh(&id, "echo alive").await.stdout), "alive\n");
+        corral_provider::SandboxProvider::delete(&world.provider, &crate::ctx(), &id)
+            .await
+            .unwrap();
+    });
 }
 
 #[test]
