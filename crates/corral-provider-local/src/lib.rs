@@ -76,12 +76,13 @@
 //!
 //! [`LocalLimits`] bounds each sandbox as a whole, and each process in it:
 //!
-//! - **cgroup** (server as root): every command of a sandbox joins the sandbox's own group
-//!   (`corral/<native-id>`, cgroup v2, or the v1 `memory`, `pids` and `cpu` hierarchies on
-//!   hosts still on the legacy layout) before anything of the caller's runs: `memory_bytes`
-//!   in total with swap off, `max_processes` in total, `cpu_weight` and `cpu_max_millicores`.
-//!   A sandbox over its memory has processes killed by the kernel's OOM killer, inside
-//!   that sandbox only.
+//! - **cgroup** (server as root, or given a subtree delegated to its uid with
+//!   [`LocalConfig::cgroup_parent`]): every command of a sandbox joins the sandbox's own
+//!   group (`corral/<native-id>`, cgroup v2, or the v1 `memory`, `pids`, `cpu` and `blkio`
+//!   hierarchies on hosts still on the legacy layout) before anything of the caller's runs:
+//!   `memory_bytes` in total with swap off, `max_processes` in total, `cpu_weight`,
+//!   `cpu_max_millicores`, and [`IoLimits`] on the sandbox's own loop device. A sandbox over
+//!   its memory has processes killed by the kernel's OOM killer, inside that sandbox only.
 //! - **disk** (server as root): the sandbox's root is an ext4 image of `disk_bytes`,
 //!   allocated whole at create and loop-mounted; a full sandbox gets `ENOSPC`, and a create
 //!   that would leave less than `disk_reserve_bytes` free on the volume fails.
@@ -93,8 +94,8 @@
 //!
 //! A part the machine cannot provide (not root, no cgroup controllers, no loop devices, no
 //! perl) is logged when the provider starts and reported by [`LocalProvider::containment`];
-//! the provider runs without it. Without cgroups a non-root server limits processes per
-//! command, not per sandbox. The kernel is shared (no VM boundary): a kernel bug reachable
+//! the provider runs without it. Without cgroups (a non-root server with no delegated
+//! subtree) processes are limited per command, not per sandbox. The kernel is shared (no VM boundary): a kernel bug reachable
 //! through the calls the filter allows is reachable from a sandbox. With networking allowed,
 //! the sandbox shares the host's network namespace, loopback and abstract Unix sockets
 //! included.
