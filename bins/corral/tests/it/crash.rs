@@ -10,6 +10,8 @@
 //! - zero orphans: every sandbox at the provider is a live registry record with its native id,
 //!   and every other record of the key is settled `failed` (nothing left pending or unknown).
 //!
+//! Every scenario runs on SQLite and, in `crash::postgres`, on a fresh PostgreSQL schema.
+//!
 //! The key's lease (120 s) is what keeps a dead owner's key from being taken over at once; the
 //! test does not wait it out but moves every stored time of the database ten minutes back while
 //! the server is down, as if it had stayed down that long.
@@ -22,7 +24,9 @@ use corral_provider_testkit::fake::{Fault, FaultKind};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::serve::{Api, Server, set_default_profile, start_with_env};
+use corral_registry::testing::TestDb;
+
+use crate::serve::{Api, Server, create_project, set_default_profile, start_with_env};
 
 /// The provider credential the fake accepts (stored as the project's Morph profile).
 const PROVIDER_KEY: &str = "crash-morph-key-2";
@@ -42,27 +46,33 @@ enum Kill {
     AfterTheAnswer,
 }
 
-/// One server's data directory, configuration and fake provider, across restarts.
+/// One server's data directory, database, configuration and fake provider, across restarts.
 struct World {
     _tmp: tempfile::TempDir,
     data: PathBuf,
     config: PathBuf,
+    /// A fresh PostgreSQL schema, or `None` for SQLite in the data directory.
+    postgres: Option<TestDb>,
     morph: corral_provider_morph::fake::Fake,
     api_key: Option<String>,
     runs: usize,
 }
 
 impl World {
-    async fn new() -> Self {
+    async fn new(postgres: Option<TestDb>) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let data = tmp.path().join("data");
         let morph = corral_provider_morph::fake::Fake::start_with_key(PROVIDER_KEY).await;
         let config = tmp.path().join("corral.toml");
+        let database = postgres
+            .as_ref()
+            .map(|db| format!("database_url = \"{}\"\n", db.url()))
+            .unwrap_or_default();
         std::fs::write(
             &config,
             format!(
-                "[providers]\nenabled = [\"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n\
-                 [reconciler]\ninterval_seconds = 1\ngrace_seconds = 1\n",
+                "{database}[providers]\nenabled = [\"morph\"]\n[providers.morph]\n\
+                 base_url = \"{}\"\n[reconciler]\ninterval_seconds = 1\ngrace_seconds = 1\n",
                 morph.base_url()
             ),
         )
@@ -71,25 +81,35 @@ impl World {
             _tmp: tmp,
             data,
             config,
+            postgres,
             morph,
             api_key: None,
             runs: 0,
         }
     }
 
-    /// Starts the server, with `failpoint` armed if given. The first start reads the API key
-    /// and stores the Morph credential as a profile, so the reconciler can act on its own.
+    /// The database URL the server and the CLI use.
+    fn database_url(&self) -> String {
+        self.postgres.as_ref().map_or_else(
+            || format!("sqlite://{}", self.data.join("corral.db").display()),
+            |db| db.url().to_owned(),
+        )
+    }
+
+    /// Starts the server, with `failpoint` armed if given. Before the first start the CLI
+    /// makes the project (migrating the database) and stores the Morph credential as its
+    /// profile, so the reconciler can act on its own.
     fn start(&mut self, failpoint: Option<&str>) -> Server {
         self.runs += 1;
         let env: Vec<(&str, &str)> = failpoint
             .map(|f| vec![("CORRAL_FAILPOINT", f)])
             .unwrap_or_default();
-        let server = start_with_env(&self.data, &self.config, self.runs, &env);
         if self.api_key.is_none() {
-            self.api_key = Some(server.first_key());
-            set_default_profile(&self.data, "morph", PROVIDER_KEY, &[]);
+            let url = self.database_url();
+            self.api_key = Some(create_project(&self.data, &url, "default").1);
+            set_default_profile(&self.data, "morph", PROVIDER_KEY, &["--database-url", &url]);
         }
-        server
+        start_with_env(&self.data, &self.config, self.runs, &env)
     }
 
     fn api(&self, server: &Server) -> Api {
@@ -149,7 +169,7 @@ impl World {
     /// dead owners run out, the reconcile grace period is over).
     async fn time_passes(&self) {
         const BACK: i64 = 600_000_000; // microseconds
-        let url = format!("sqlite://{}", self.data.join("corral.db").display());
+        let url = self.database_url();
         let db = corral_registry::Database::connect(corral_registry::DatabaseConfig::new(url))
             .await
             .unwrap();
@@ -298,8 +318,8 @@ async fn assert_recovered(w: &World, api: &Api, acked: &Value) {
 }
 
 /// Kills the server at `kill` during a create, restarts it, retries and checks the invariants.
-async fn crash_and_recover(kill: Kill) {
-    let mut w = World::new().await;
+async fn crash_and_recover(kill: Kill, postgres: Option<TestDb>) {
+    let mut w = World::new(postgres).await;
     let failpoint = match kill {
         Kill::At(point) => Some(point),
         _ => None,
@@ -359,56 +379,63 @@ async fn crash_and_recover(kill: Kill) {
     server.stop();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_claiming_the_key_one_sandbox_and_no_orphan() {
-    crash_and_recover(Kill::At("create.after_claim")).await;
+/// Each crash scenario, on SQLite here and on PostgreSQL in `postgres` (a fresh schema each;
+/// skipped, and said so, without `CORRAL_TEST_POSTGRES_URL`).
+macro_rules! crash_tests {
+    ($($name:ident => $kill:expr;)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                crash_and_recover($kill, None).await;
+            }
+        )*
+
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(db) = TestDb::postgres(stringify!($name)).await {
+                        crash_and_recover($kill, Some(db)).await;
+                    }
+                }
+            )*
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn killed_in_the_reconciler_before_adopting_the_next_start_adopts_it() {
+                if let Some(db) = TestDb::postgres("crash_in_the_reconciler").await {
+                    reconciler_killed_before_adopting(Some(db)).await;
+                }
+            }
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_attaching_the_operation_one_sandbox_and_no_orphan() {
-    crash_and_recover(Kill::At("create.after_attach")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_recording_the_pending_sandbox_one_sandbox_and_no_orphan() {
-    crash_and_recover(Kill::At("create.after_pending")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_while_the_provider_holds_the_answer_one_sandbox_and_no_orphan() {
-    crash_and_recover(Kill::WhileTheProviderHoldsTheAnswer).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_the_provider_answered_one_sandbox_and_no_orphan() {
-    crash_and_recover(Kill::At("create.after_provider")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_recording_the_native_id_one_sandbox_and_no_orphan() {
-    crash_and_recover(Kill::At("create.after_native_id")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_completing_the_key_one_sandbox_and_no_orphan() {
-    crash_and_recover(Kill::At("create.after_complete")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_before_the_response_one_sandbox_and_no_orphan() {
-    crash_and_recover(Kill::At("create.before_response")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_the_answer_the_acknowledged_create_survives() {
-    crash_and_recover(Kill::AfterTheAnswer).await;
+crash_tests! {
+    killed_after_claiming_the_key_one_sandbox_and_no_orphan => Kill::At("create.after_claim");
+    killed_after_attaching_the_operation_one_sandbox_and_no_orphan => Kill::At("create.after_attach");
+    killed_after_recording_the_pending_sandbox_one_sandbox_and_no_orphan =>
+        Kill::At("create.after_pending");
+    killed_while_the_provider_holds_the_answer_one_sandbox_and_no_orphan =>
+        Kill::WhileTheProviderHoldsTheAnswer;
+    killed_after_the_provider_answered_one_sandbox_and_no_orphan =>
+        Kill::At("create.after_provider");
+    killed_after_recording_the_native_id_one_sandbox_and_no_orphan =>
+        Kill::At("create.after_native_id");
+    killed_after_completing_the_key_one_sandbox_and_no_orphan => Kill::At("create.after_complete");
+    killed_before_the_response_one_sandbox_and_no_orphan => Kill::At("create.before_response");
+    killed_after_the_answer_the_acknowledged_create_survives => Kill::AfterTheAnswer;
 }
 
 /// The reconciler itself killed before it adopts a create found at the provider: the next
 /// start adopts it, with no client at all; the client's retry then gets that sandbox.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_in_the_reconciler_before_adopting_the_next_start_adopts_it() {
-    let mut w = World::new().await;
+    reconciler_killed_before_adopting(None).await;
+}
+
+async fn reconciler_killed_before_adopting(postgres: Option<TestDb>) {
+    let mut w = World::new(postgres).await;
     let mut server = w.start(Some("create.after_provider"));
     let answer = w.post_create(&server.base).await;
     assert!(answer.is_err(), "answered {answer:?}");

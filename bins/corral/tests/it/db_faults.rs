@@ -11,7 +11,7 @@ use corral_registry::testing::TestDb;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::serve::{Api, Server, set_default_profile, start};
+use crate::serve::{Api, Server, create_project, set_default_profile, start};
 use crate::tcp_proxy::{Mode, Proxy};
 
 /// The Morph credential the fake accepts (the project's stored profile).
@@ -59,7 +59,7 @@ async fn world(test: &str, max_connections: u32) -> Option<World> {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let morph = corral_provider_morph::fake::Fake::start_with_key(KEY).await;
-    let key = create_project(&data, db.url());
+    let (_, key) = create_project(&data, db.url(), "default");
     set_profile(&data, db.url());
     let config = tmp.path().join("corral.toml");
     std::fs::write(
@@ -92,25 +92,6 @@ async fn world(test: &str, max_connections: u32) -> Option<World> {
         server,
         api,
     })
-}
-
-/// `corral project create` straight to the database (not through the proxy): the key.
-fn create_project(data: &Path, url: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["project", "create", "--name", "default", "--data-dir"])
-        .arg(data)
-        .args(["--database-url", url])
-        .env_remove("CORRAL_CONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "project create failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    printed["apiKey"].as_str().unwrap().to_owned()
 }
 
 /// The project's Morph profile, stored straight in the database: requests then carry no

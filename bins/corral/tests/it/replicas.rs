@@ -19,6 +19,7 @@ use corral_service::ServiceConfig;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::serve::create_project;
 use crate::support::{Counting, Providers, World, delete, get, post, send};
 
 // ---------------------------------------------------------------------------------------------
@@ -102,28 +103,6 @@ impl Drop for Replica {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// `corral project create` against the shared database and data directory: (project id, key).
-fn create_project(data: &Path, url: &str, name: &str) -> (String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["project", "create", "--name", name, "--data-dir"])
-        .arg(data)
-        .args(["--database-url", url])
-        .env_remove("CORRAL_CONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "project create failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    (
-        printed["projectId"].as_str().unwrap().to_owned(),
-        printed["apiKey"].as_str().unwrap().to_owned(),
-    )
 }
 
 /// An HTTP call to one replica: (status, headers, body).

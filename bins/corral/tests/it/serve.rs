@@ -199,3 +199,26 @@ pub(crate) fn set_default_profile(
     );
     out
 }
+
+/// `corral project create --name <name>` with the CLI against `url` (which migrates an empty
+/// database first): the project's id and its API key, printed only this once.
+pub(crate) fn create_project(data: &Path, url: &str, name: &str) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["project", "create", "--name", name, "--data-dir"])
+        .arg(data)
+        .args(["--database-url", url])
+        .env_remove("CORRAL_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "project create failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        printed["projectId"].as_str().unwrap().to_owned(),
+        printed["apiKey"].as_str().unwrap().to_owned(),
+    )
+}
