@@ -4,7 +4,6 @@
 //! (`TestDb`); every one needs PostgreSQL and has `postgres` in its name.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use corral_registry::testing::TestDb;
