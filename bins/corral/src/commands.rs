@@ -99,6 +99,9 @@ pub async fn open_registry(
     let mut db_config = DatabaseConfig::new(settings.database_url.clone());
     db_config.max_connections = settings.max_connections as usize;
     db_config.wait_timeout = settings.acquire_timeout;
+    db_config.create_timeout = settings.connect_timeout;
+    db_config.recycle_timeout = settings.connect_timeout;
+    db_config.query_timeout = settings.query_timeout;
     let db = Database::connect(db_config).await?;
     let store = IdempotencyStore::new(db.clone(), IdempotencyConfig::default());
     Ok((Registry::new(db, key), store))

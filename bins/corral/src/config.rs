@@ -8,7 +8,9 @@
 //!
 //! [database]
 //! max_connections = 8
-//! acquire_timeout_seconds = 5
+//! acquire_timeout_seconds = 5   # wait for a pooled connection
+//! connect_timeout_seconds = 5   # open a connection, or check a pooled one before reuse
+//! query_timeout_seconds = 10    # one registry operation once it holds a connection
 //!
 //! [limits]
 //! exec_deadline_seconds = 300     # exec → request_timeout beyond it
@@ -196,6 +198,10 @@ pub struct DatabaseSection {
     pub max_connections: Option<u32>,
     /// How long a request waits for a connection before `sandbox_registry_unavailable`.
     pub acquire_timeout_seconds: Option<u64>,
+    /// Longest wait to open a new connection, and to check a pooled one before reuse.
+    pub connect_timeout_seconds: Option<u64>,
+    /// Longest time one registry operation may take once it holds a connection.
+    pub query_timeout_seconds: Option<u64>,
 }
 
 /// `[limits]`.
@@ -331,6 +337,10 @@ pub struct Settings {
     pub max_connections: u32,
     /// Pool wait.
     pub acquire_timeout: Duration,
+    /// Connection open and check timeout.
+    pub connect_timeout: Duration,
+    /// Per-operation timeout.
+    pub query_timeout: Duration,
     /// Exec deadline.
     pub exec_deadline: Duration,
     /// Create wait.
@@ -526,6 +536,8 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
             .or(fc.database.max_connections)
             .unwrap_or(8),
         acquire_timeout: secs(fc.database.acquire_timeout_seconds.unwrap_or(5)),
+        connect_timeout: secs(fc.database.connect_timeout_seconds.unwrap_or(5).max(1)),
+        query_timeout: secs(fc.database.query_timeout_seconds.unwrap_or(10).max(1)),
         exec_deadline: secs(
             env_u64("CORRAL_EXEC_DEADLINE_SECONDS")?
                 .or(fc.limits.exec_deadline_seconds)

@@ -17,10 +17,13 @@ use crate::tcp_proxy::{Mode, Proxy};
 const KEY: &str = "db-faults-morph-key-1";
 /// The configured pool wait (`[database] acquire_timeout_seconds`).
 const ACQUIRE: Duration = Duration::from_secs(1);
-/// What an answer during an outage may take at most: the pool wait, plus the registry's fixed
-/// 5 s connection-create and recycle timeouts and its 10 s per-operation timeout, plus
-/// slack. A hang would exceed it by far.
-const OUTAGE_BOUND: Duration = Duration::from_secs(20);
+/// The configured connection open and check timeout (`connect_timeout_seconds`; default 5).
+const CONNECT: Duration = Duration::from_secs(2);
+/// The configured per-operation timeout (`query_timeout_seconds`; default 10).
+const QUERY: Duration = Duration::from_secs(2);
+/// What an answer during an outage may take at most: the pool wait, opening and checking a
+/// connection, one operation, plus slack. A hang would exceed it by far.
+const OUTAGE_BOUND: Duration = Duration::from_secs(1 + 2 + 2 + 2 + 5);
 /// What a request that never needed a connection to come back may take at most: the pool
 /// wait plus generous slack for a loaded machine.
 const FAST_BOUND: Duration = Duration::from_secs(5);
@@ -66,10 +69,13 @@ async fn world(test: &str, max_connections: u32) -> Option<World> {
         format!(
             "database_url = \"{proxied}\"\n\
              [database]\nmax_connections = {max_connections}\nacquire_timeout_seconds = {}\n\
+             connect_timeout_seconds = {}\nquery_timeout_seconds = {}\n\
              [providers]\nenabled = [\"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n\
              [rate_limits]\nenabled = false\n\
              [reconciler]\ninterval_seconds = 1\n",
             ACQUIRE.as_secs(),
+            CONNECT.as_secs(),
+            QUERY.as_secs(),
             morph.base_url(),
         ),
     )
@@ -278,6 +284,11 @@ async fn postgres_blackholed_with_a_pool_of_one_answers_503_within_the_timeouts_
     // every other one is refused once the pool wait is over.
     let waited = answers.iter().filter(|a| a.took > FAST_BOUND).count();
     assert!(waited <= 1, "{waited} requests waited past the pool wait");
+    // And that one waited the configured 2 s, not the default 10 s.
+    assert!(
+        slowest < ACQUIRE + QUERY + Duration::from_secs(3),
+        "slowest {slowest:?} with a {QUERY:?} query timeout"
+    );
     assert_eq!(w.creates_sent(), sent, "no create reached the provider");
 
     // The partition heals: the same server serves again.
