@@ -30,6 +30,8 @@ use reqwest::{Client, Method};
 use serde_json::{Value, json};
 use tokio::sync::RwLock;
 
+use corral_registry::testing::TestDb;
+
 use crate::serve::start;
 
 /// The Morph key every project's stored profile holds.
@@ -1038,7 +1040,20 @@ async fn list_all(sh: &Shared, project: usize) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_load_keeps_registry_providers_and_projects_consistent_with_no_unexplained_5xx() {
-    let ops = env_usize("CORRAL_LOAD_OPS", DEFAULT_OPS);
+    mixed_load(None, DEFAULT_OPS).await;
+}
+
+/// The same on PostgreSQL (a fresh schema), half as many operations by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_mixed_load_keeps_registry_providers_and_projects_consistent() {
+    if let Some(db) = TestDb::postgres("load_on_postgres").await {
+        mixed_load(Some(db), DEFAULT_OPS / 2).await;
+    }
+}
+
+/// The run and its checks, on SQLite in the data directory or on `postgres`.
+async fn mixed_load(postgres: Option<TestDb>, default_ops: usize) {
+    let ops = env_usize("CORRAL_LOAD_OPS", default_ops);
     let clients = env_usize("CORRAL_LOAD_CLIENTS", DEFAULT_CLIENTS).max(1);
     let seed = env_usize("CORRAL_LOAD_SEED", 0x10ad) as u64;
     let test_started = Instant::now();
@@ -1046,10 +1061,19 @@ async fn a_mixed_load_keeps_registry_providers_and_projects_consistent_with_no_u
     let data = tmp.path().join("data");
     let morph = corral_provider_morph::fake::Fake::start_with_key(MORPH_KEY).await;
     let config = tmp.path().join("corral.toml");
+    let database: Vec<(&str, &str)> = postgres
+        .as_ref()
+        .map(|db| ("CORRAL_DATABASE_URL", db.url()))
+        .into_iter()
+        .collect();
+    let database_line = postgres
+        .as_ref()
+        .map(|db| format!("database_url = \"{}\"\n", db.url()))
+        .unwrap_or_default();
     std::fs::write(
         &config,
         format!(
-            "[providers]\nenabled = [\"local\", \"morph\"]\n\
+            "{database_line}[providers]\nenabled = [\"local\", \"morph\"]\n\
              [providers.morph]\nbase_url = \"{}\"\ndefault_image = \"snapshot_load\"\n\
              [local]\ndisk_mib = 32\ndisk_reserve_mib = 256\n\
              [rate_limits]\nenabled = false\n\
@@ -1064,7 +1088,7 @@ async fn a_mixed_load_keeps_registry_providers_and_projects_consistent_with_no_u
     let mut keys = Vec::new();
     for p in 0..PROJECTS {
         let name = format!("load-{p}");
-        let made = cli(&data, &["project", "create", "--name", &name], &[]);
+        let made = cli(&data, &["project", "create", "--name", &name], &database);
         keys.push(made["apiKey"].as_str().unwrap().to_owned());
         cli(
             &data,
@@ -1078,7 +1102,7 @@ async fn a_mixed_load_keeps_registry_providers_and_projects_consistent_with_no_u
                 "--credential-env",
                 "LOAD_MORPH_KEY",
             ],
-            &[("LOAD_MORPH_KEY", MORPH_KEY)],
+            &[&[("LOAD_MORPH_KEY", MORPH_KEY)], &database[..]].concat(),
         );
     }
     let server = start(&data, &config, 1);
