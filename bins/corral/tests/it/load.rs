@@ -19,7 +19,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -983,20 +982,9 @@ impl Driver {
     }
 }
 
+/// The admin CLI's JSON answer (`Null` for one that prints none).
 fn cli(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    serde_json::from_slice(&crate::serve::cli(data, args, env).stdout).unwrap_or(Value::Null)
 }
 
 fn env_usize(name: &str, default: usize) -> usize {

@@ -166,6 +166,26 @@ impl Api {
     }
 }
 
+/// Runs the admin CLI: `corral <args> --data-dir <data>` with `env` (and no `CORRAL_CONFIG`
+/// of the caller's); panics unless it succeeds.
+pub(crate) fn cli(data: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .envs(env.iter().copied())
+        .env_remove("CORRAL_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "corral {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Stores `credential` as the default project's `provider` profile with the admin CLI (through
 /// an environment variable, never argv), plus `extra` arguments; panics unless it succeeds.
 pub(crate) fn set_default_profile(
@@ -175,46 +195,30 @@ pub(crate) fn set_default_profile(
     extra: &[&str],
 ) -> std::process::Output {
     const VAR: &str = "CORRAL_TEST_PROFILE_CREDENTIAL";
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args([
+    let args = [
+        &[
             "profile",
             "set",
             "--project",
             "default",
             "--provider",
             provider,
-        ])
-        .args(["--credential-env", VAR, "--data-dir"])
-        .arg(data)
-        .args(extra)
-        .env(VAR, credential)
-        .env_remove("CORRAL_CONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "profile set failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+            "--credential-env",
+            VAR,
+        ][..],
+        extra,
+    ]
+    .concat();
+    cli(data, &args, &[(VAR, credential)])
 }
 
 /// `corral project create --name <name>` with the CLI against `url` (which migrates an empty
 /// database first): the project's id and its API key, printed only this once.
 pub(crate) fn create_project(data: &Path, url: &str, name: &str) -> (String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["project", "create", "--name", name, "--data-dir"])
-        .arg(data)
-        .args(["--database-url", url])
-        .env_remove("CORRAL_CONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "project create failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = cli(
+        data,
+        &["project", "create", "--name", name, "--database-url", url],
+        &[],
     );
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     (

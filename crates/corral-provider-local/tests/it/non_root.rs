@@ -182,6 +182,19 @@ fn an_unprivileged_server_with_a_delegated_cgroup_limits_each_sandbox_as_a_whole
     }
 }
 
+/// The runtime of an inner test, which must be running as a non-root user.
+fn unprivileged_runtime() -> tokio::runtime::Runtime {
+    assert!(
+        !rustix::process::geteuid().is_root(),
+        "run this as a non-root user"
+    );
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 const DELEGATED: &str = "non_root::inner_a_delegated_cgroup_limits_each_sandbox_as_a_whole";
 /// The delegated subtree, for the inner test.
 const PARENT_ENV: &str = "CORRAL_TEST_CGROUP_PARENT";
@@ -189,17 +202,8 @@ const PARENT_ENV: &str = "CORRAL_TEST_CGROUP_PARENT";
 #[test]
 #[ignore = "run as an unprivileged user by an_unprivileged_server_with_a_delegated_cgroup_limits_each_sandbox_as_a_whole"]
 fn inner_a_delegated_cgroup_limits_each_sandbox_as_a_whole() {
-    assert!(
-        !rustix::process::geteuid().is_root(),
-        "run this as a non-root user"
-    );
     let parent = std::env::var(PARENT_ENV).unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    unprivileged_runtime().block_on(async {
         let world = World::with(|c| {
             c.cgroup_parent = Some(parent.clone().into());
             c.limits.max_processes = 40;
@@ -241,16 +245,7 @@ fn inner_a_delegated_cgroup_limits_each_sandbox_as_a_whole() {
 #[test]
 #[ignore = "run as an unprivileged user by an_unprivileged_server_runs_sandboxes_too"]
 fn inner_sandboxes_work_for_an_unprivileged_server() {
-    assert!(
-        !rustix::process::geteuid().is_root(),
-        "run this as a non-root user"
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    unprivileged_runtime().block_on(async {
         let world = World::new();
         let id = world.create().await;
         let out = world
