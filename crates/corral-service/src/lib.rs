@@ -273,9 +273,20 @@ impl Service {
             .map_err(registry_error)
     }
 
-    /// Appends the provider-call metrics in the Prometheus text format.
+    /// Appends the provider-call metrics, and the commands running now with the server's
+    /// cap on them (`0`: none), in the Prometheus text format.
     pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
         self.inner.provider_latency.render(out);
+        let cap = self.inner.config.exec_concurrency.total.unwrap_or(0);
+        let _ = write!(
+            out,
+            "# HELP corral_execs_running Commands (exec calls) running now on this replica.\n\
+             # TYPE corral_execs_running gauge\ncorral_execs_running {}\n\
+             # HELP corral_execs_max Most commands this replica runs at once (0: no cap).\n\
+             # TYPE corral_execs_max gauge\ncorral_execs_max {cap}\n",
+            self.execs_running(None)
+        );
     }
 
     fn provider(&self, p: Provider) -> Result<&Arc<dyn SandboxProvider>, ServiceError> {

@@ -457,6 +457,11 @@ async fn the_server_cap_refuses_any_project_once_the_server_runs_its_most() {
         let refused = send_now(&app, exec_as(&c, &ids[2])).await;
         assert_exec_refused(&refused);
         assert!(refused.text.contains("server"), "{}", refused.text);
+        // Operators see it: the gauge of running commands is at the cap.
+        let m = send_now(&app, TestRequest::get().uri("/metrics")).await;
+        for line in ["corral_execs_running 2\n", "corral_execs_max 2\n"] {
+            assert!(m.text.contains(line), "{line}: {}", m.text);
+        }
         double.release(2);
     };
     let ((one, two), ()) = futures::join!(held, probe);
