@@ -192,14 +192,14 @@ impl Cgroups {
         };
         match (legacy("memory"), legacy("pids")) {
             (Some(memory), Some(pids)) => {
-                let (cpu, blkio) = (legacy("cpu"), legacy("blkio"));
-                for dir in [Some(&memory), Some(&pids), cpu.as_ref(), blkio.as_ref()]
-                    .into_iter()
-                    .flatten()
-                {
+                for dir in [&memory, &pids] {
                     fs::create_dir_all(dir)
                         .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
                 }
+                // cpu and blkio are used where they can be (a delegation may leave them out).
+                let optional =
+                    |name| legacy(name).filter(|d: &PathBuf| fs::create_dir_all(d).is_ok());
+                let (cpu, blkio) = (optional("cpu"), optional("blkio"));
                 return Ok(Self {
                     layout: Layout::Legacy {
                         memory,
@@ -312,8 +312,11 @@ impl Cgroups {
     pub(crate) fn describe(&self) -> String {
         match &self.layout {
             Layout::Unified { subtree, .. } => format!("cgroup v2 under {}", subtree.display()),
-            Layout::Legacy { memory, blkio, .. } => format!(
-                "cgroup v1 (memory, pids, cpu{}) under {}",
+            Layout::Legacy {
+                memory, cpu, blkio, ..
+            } => format!(
+                "cgroup v1 (memory, pids{}{}) under {}",
+                if cpu.is_some() { ", cpu" } else { "" },
                 if blkio.is_some() { ", blkio" } else { "" },
                 memory.display()
             ),

@@ -123,12 +123,7 @@ async fn processes_are_limited_per_sandbox_across_its_commands() {
     let world = World::with(|c| c.limits.max_processes = 40);
     let id = world.create().await;
     // Two commands at once, each trying to hold 30 processes: together they may hold 40.
-    let many = "n=0; for i in $(seq 30); do sleep 3 & [ $? = 0 ] && n=$((n+1)); done 2>/dev/null; \
-                echo $n; wait";
-    let (a, b) = tokio::join!(world.sh(&id, many), world.sh(&id, many));
-    let started =
-        |o: &corral_provider::ExecOutput| -> u32 { text(&o.stdout).trim().parse().unwrap_or(0) };
-    let total = started(&a) + started(&b);
+    let total = crate::processes_held_by_two_commands(&world, &id, 30).await;
     assert!(total <= 40, "{total} processes in a 40-process sandbox");
     assert_eq!(text(&world.sh(&id, "echo alive").await.stdout), "alive\n");
 }

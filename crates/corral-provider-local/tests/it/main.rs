@@ -74,3 +74,25 @@ pub(crate) async fn sh(provider: &LocalProvider, id: &str, command: &str) -> Exe
 pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// Runs two commands in sandbox `id` at once, each starting `each` background `sleep 3`s,
+/// and says how many were running together. Each prints `+` once a sleep has started: when
+/// a fork fails (the sandbox is full) the shell ends there, so counting what it printed is
+/// the only count that survives. At least `each`: the first command to start gets its
+/// processes unless the sandbox cannot hold even that many, so a run that started nothing
+/// (a broken setup) does not pass for a limit.
+pub(crate) async fn processes_held_by_two_commands(world: &World, id: &str, each: usize) -> usize {
+    let many = format!("for i in $(seq {each}); do sleep 3 & echo +; done 2>/dev/null; wait");
+    let (a, b) = tokio::join!(world.sh(id, &many), world.sh(id, &many));
+    let started = |o: &ExecOutput| text(&o.stdout).matches('+').count();
+    let total = started(&a) + started(&b);
+    assert!(
+        total >= each,
+        "only {total} started (exit codes {} and {}): {}{}",
+        a.exit_code,
+        b.exit_code,
+        text(&a.stderr),
+        text(&b.stderr)
+    );
+    total
+}
