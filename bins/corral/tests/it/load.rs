@@ -1,5 +1,6 @@
 //! Load with invariants (issue 14): the real `corral serve` binary driven by a seeded random mix
-//! of create (keyed, replayed, conflicting, unkeyed), get, exec, file write/read, paginated
+//! of create (keyed, replayed, conflicting, abandoned by the client mid-request and retried,
+//! unkeyed), get, exec, file write/read, paginated
 //! list, delete, cross-project probes and bad input, from several concurrent clients over
 //! several projects, on `local` and on Morph's loopback fake, with faults injected at the fake.
 //! Afterwards: every acknowledged sandbox is in its project's registry and in no other, the
@@ -387,6 +388,9 @@ impl Driver {
         let body = json!({"provider": prov.name()});
         let keyed = self.rng.chance(60);
         let key = format!("load-{}", self.next_token());
+        if keyed && self.rng.chance(8) {
+            return self.create_abandoned(project, prov, body, &key).await;
+        }
         let headers: Vec<(&str, &str)> = if keyed {
             vec![("Idempotency-Key", key.as_str())]
         } else {
@@ -445,6 +449,59 @@ impl Driver {
                 .await;
             self.sh
                 .expect("conflict", &c, 422, Some("idempotency_conflict"));
+        }
+    }
+
+    /// A keyed create whose client gives up after a few milliseconds (its connection is
+    /// dropped mid-request), then retries with the same key until it is answered: the key
+    /// must answer one sandbox, made at most once, whatever point the first attempt reached
+    /// (checked with everything else at the end). The gate is held throughout: the abandoned
+    /// attempt may still be talking to the fake until the retry is answered.
+    async fn create_abandoned(&mut self, project: usize, prov: Prov, body: Value, key: &str) {
+        let headers = [("Idempotency-Key", key)];
+        let patience = Duration::from_millis(1 + self.rng.below(40) as u64);
+        let sh = self.sh.clone();
+        let _g = sh.gate.read().await;
+        let first = sh.call(
+            project,
+            Method::POST,
+            "/v1/sandboxes",
+            Some(body.clone()),
+            &headers,
+        );
+        if let Ok(r) = tokio::time::timeout(patience, first).await {
+            // Answered before the client gave up: an ordinary create.
+            sh.count_op("create answered within a short patience");
+            if sh.expect("create answered within its patience", &r, 201, None) {
+                self.acknowledge(project, prov, &r);
+            }
+            return;
+        }
+        sh.count_op("create abandoned, then retried");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = sh
+                .call(
+                    project,
+                    Method::POST,
+                    "/v1/sandboxes",
+                    Some(body.clone()),
+                    &headers,
+                )
+                .await;
+            match (r.status, r.code()) {
+                (200 | 201, _) => {
+                    self.acknowledge(project, prov, &r);
+                    return;
+                }
+                (409, "idempotency_in_progress") if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                _ => {
+                    sh.expect("retry of an abandoned create", &r, 201, None);
+                    return;
+                }
+            }
         }
     }
 
