@@ -264,19 +264,28 @@ impl Framer {
     }
 
     /// The connection's read side ended: a head still incomplete is handed on as it is (actix
-    /// sees what it would have seen without the guard).
+    /// sees what it would have seen without the guard), unless it is already malformed.
     pub(crate) fn finish(&mut self, out: &mut Vec<u8>) {
         if self.state == State::Head && !self.head.is_empty() {
-            out.extend_from_slice(&self.head);
-            self.reset_head();
+            match inspect(&self.head) {
+                Parsed::Refused(refusal) => {
+                    self.refuse(refusal, &[], out);
+                }
+                _ => {
+                    out.extend_from_slice(&self.head);
+                    self.reset_head();
+                }
+            }
         }
     }
 
     /// Bytes of a head (or the start of one); returns the input after the head.
     fn head<'a>(&mut self, input: &'a [u8], out: &mut Vec<u8>) -> &'a [u8] {
         if self.head.is_empty() {
-            // The common case: a whole head in one read, parsed where it lies.
-            match inspect(input) {
+            // The common case: a whole head in one read, parsed where it lies. Whatever the
+            // reads, the verdict depends only on the first `MAX_HEAD_BYTES + 1` bytes (and on
+            // where the stream ends), since `httparse` decides left to right.
+            match inspect(&input[..input.len().min(MAX_HEAD_BYTES + 1)]) {
                 Parsed::Complete { len, body } if len <= MAX_HEAD_BYTES => {
                     out.extend_from_slice(&input[..len]);
                     self.after_head(body);
@@ -299,11 +308,11 @@ impl Framer {
         let take = input.len().min(MAX_HEAD_BYTES + 1 - old);
         self.head.extend_from_slice(&input[..take]);
         let (appended, rest) = input.split_at(take);
-        // Parse again only when a blank line may have arrived: linear in the head's size
-        // however it is split into reads.
+        // Parse again only when a blank line may have arrived (or the limit is reached):
+        // linear in the head's size however it is split into reads.
         let from = self.searched.saturating_sub(2);
         self.searched = self.head.len();
-        if has_blank_line(&self.head[from..]) {
+        if has_blank_line(&self.head[from..]) || self.head.len() > MAX_HEAD_BYTES {
             match inspect(&self.head) {
                 Parsed::Complete { len, body } if len <= MAX_HEAD_BYTES && len > old => {
                     out.extend_from_slice(&self.head[..len]);
