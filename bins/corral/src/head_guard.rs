@@ -566,7 +566,7 @@ pub struct GuardedStream<S> {
     /// Bytes to hand on, from `out_at`.
     out: Vec<u8>,
     out_at: usize,
-    /// Read buffer (allocated on the first framed read).
+    /// Read buffer (allocated when the socket has something to read).
     scratch: Vec<u8>,
     eof: bool,
     write_closed: bool,
@@ -589,6 +589,19 @@ impl<S> GuardedStream<S> {
             eof: false,
             write_closed: false,
             linger: None,
+        }
+    }
+}
+
+impl<S> GuardedStream<S> {
+    /// Gives the read buffers back while the connection waits (they are empty then), so an
+    /// idle or busy connection holds no more memory than without the guard.
+    fn release_buffers(&mut self) {
+        if self.out.capacity() > 0 {
+            self.out = Vec::new();
+        }
+        if !self.scratch.is_empty() {
+            self.scratch = Vec::new();
         }
     }
 }
@@ -657,9 +670,16 @@ impl<S: AsyncRead + Unpin> AsyncRead for GuardedStream<S> {
                 return Poll::Ready(Ok(()));
             }
             if this.framer.is_pass_through() {
+                this.release_buffers();
                 return Pin::new(&mut this.io).poll_read(cx, buf);
             }
-            let n = ready!(this.poll_socket(cx))?;
+            let n = match this.poll_socket(cx) {
+                Poll::Ready(n) => n?,
+                Poll::Pending => {
+                    this.release_buffers();
+                    return Poll::Pending;
+                }
+            };
             if n == 0 {
                 this.eof = true;
                 this.framer.finish(&mut this.out);
