@@ -50,7 +50,8 @@ pub const REFUSED_HEADER: &str = "x-corral-refused";
 /// after the answer, so the client reads the answer instead of a reset.
 const LINGER: Duration = Duration::from_secs(2);
 
-/// Bytes read from the socket at a time while framing.
+/// Bytes read from the socket at a time while lingering; a head buffer larger than four of
+/// these is given back after use.
 const READ_CHUNK: usize = 8 * 1024;
 
 /// Socket reads one poll may make without handing anything on (while discarding after a
@@ -229,38 +230,65 @@ impl Framer {
 
     /// Takes the bytes of one read; appends what to hand on to `out`.
     pub(crate) fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) {
-        while !input.is_empty() {
-            match &mut self.state {
-                State::PassThrough => {
-                    out.extend_from_slice(input);
-                    return;
-                }
+        loop {
+            let same = self.pass(input);
+            out.extend_from_slice(&input[..same]);
+            input = &input[same..];
+            if input.is_empty() {
+                return;
+            }
+            match self.state {
                 State::Refused => return,
+                // `pass` stops only in a head it cannot hand on as it lies, or after a refusal.
+                _ => input = self.head(input, out),
+            }
+        }
+    }
+
+    /// How many leading bytes of `input` are handed on exactly as they are (body bytes,
+    /// whole heads within the limits, everything once passing through), advancing over them;
+    /// the rest, if any, goes to [`Framer::feed`]. The common case is all of them, so a
+    /// stream can leave them where they were read.
+    pub(crate) fn pass(&mut self, input: &[u8]) -> usize {
+        let mut at = 0;
+        while at < input.len() {
+            let rest = &input[at..];
+            at += match &mut self.state {
+                State::PassThrough => rest.len(),
                 State::Length(left) => {
-                    let n = usize::try_from(*left).map_or(input.len(), |l| l.min(input.len()));
-                    out.extend_from_slice(&input[..n]);
-                    input = &input[n..];
+                    let n = usize::try_from(*left).map_or(rest.len(), |l| l.min(rest.len()));
                     *left -= n as u64;
                     if *left == 0 {
                         self.state = State::Head;
                     }
+                    n
                 }
-                State::Chunked(chunked) => match chunked.advance(input) {
-                    (used, Step::More) => {
-                        out.extend_from_slice(&input[..used]);
-                        input = &input[used..];
-                    }
+                State::Chunked(chunked) => match chunked.advance(rest) {
+                    (used, Step::More) => used,
                     (used, Step::End) => {
-                        out.extend_from_slice(&input[..used]);
-                        input = &input[used..];
                         self.state = State::Head;
+                        used
                     }
                     // actix-http rejects the body at the same byte; it answers as before.
-                    (_, Step::Invalid) => self.state = State::PassThrough,
+                    (_, Step::Invalid) => {
+                        self.state = State::PassThrough;
+                        rest.len()
+                    }
                 },
-                State::Head => input = self.head(input, out),
-            }
+                State::Head if self.head.is_empty() => {
+                    // The common case: a whole head in one read, parsed where it lies.
+                    match inspect(&rest[..rest.len().min(MAX_HEAD_BYTES + 1)]) {
+                        Parsed::Complete { len, body } if len <= MAX_HEAD_BYTES => {
+                            self.after_head(body);
+                            len
+                        }
+                        _ => return at,
+                    }
+                }
+                State::Head | State::Refused => return at,
+            };
         }
+        at
     }
 
     /// The connection's read side ended: a head still incomplete is handed on as it is (actix
@@ -282,9 +310,9 @@ impl Framer {
     /// Bytes of a head (or the start of one); returns the input after the head.
     fn head<'a>(&mut self, input: &'a [u8], out: &mut Vec<u8>) -> &'a [u8] {
         if self.head.is_empty() {
-            // The common case: a whole head in one read, parsed where it lies. Whatever the
-            // reads, the verdict depends only on the first `MAX_HEAD_BYTES + 1` bytes (and on
-            // where the stream ends), since `httparse` decides left to right.
+            // The start of a head (`pass` took it if it was whole and within the limits).
+            // Whatever the reads, the verdict depends only on the first `MAX_HEAD_BYTES + 1`
+            // bytes (and on where the stream ends), since `httparse` decides left to right.
             match inspect(&input[..input.len().min(MAX_HEAD_BYTES + 1)]) {
                 Parsed::Complete { len, body } if len <= MAX_HEAD_BYTES => {
                     out.extend_from_slice(&input[..len]);
@@ -563,10 +591,11 @@ impl Chunked {
 pub struct GuardedStream<S> {
     io: S,
     framer: Framer,
-    /// Bytes to hand on, from `out_at`.
+    /// Bytes to hand on, from `out_at` (only what differs from the socket's bytes: a held
+    /// head once complete, a substitute).
     out: Vec<u8>,
     out_at: usize,
-    /// Read buffer (allocated when the socket has something to read).
+    /// Read buffer of the linger after a refusal.
     scratch: Vec<u8>,
     eof: bool,
     write_closed: bool,
@@ -589,19 +618,6 @@ impl<S> GuardedStream<S> {
             eof: false,
             write_closed: false,
             linger: None,
-        }
-    }
-}
-
-impl<S> GuardedStream<S> {
-    /// Gives the read buffers back while the connection waits (they are empty then), so an
-    /// idle or busy connection holds no more memory than without the guard.
-    fn release_buffers(&mut self) {
-        if self.out.capacity() > 0 {
-            self.out = Vec::new();
-        }
-        if !self.scratch.is_empty() {
-            self.scratch = Vec::new();
         }
     }
 }
@@ -655,13 +671,16 @@ impl<S: AsyncRead + Unpin> AsyncRead for GuardedStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
         for _ in 0..READ_ROUNDS {
             if this.out_at < this.out.len() {
                 let n = (this.out.len() - this.out_at).min(buf.remaining());
                 buf.put_slice(&this.out[this.out_at..this.out_at + n]);
                 this.out_at += n;
                 if this.out_at == this.out.len() {
-                    this.out.clear();
+                    this.out = Vec::new();
                     this.out_at = 0;
                 }
                 return Poll::Ready(Ok(()));
@@ -670,21 +689,28 @@ impl<S: AsyncRead + Unpin> AsyncRead for GuardedStream<S> {
                 return Poll::Ready(Ok(()));
             }
             if this.framer.is_pass_through() {
-                this.release_buffers();
                 return Pin::new(&mut this.io).poll_read(cx, buf);
             }
-            let n = match this.poll_socket(cx) {
-                Poll::Ready(n) => n?,
-                Poll::Pending => {
-                    this.release_buffers();
-                    return Poll::Pending;
-                }
-            };
-            if n == 0 {
+            // Read where actix-http reads; bytes handed on as they are stay there.
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut this.io).poll_read(cx, buf))?;
+            let read = buf.filled().len() - before;
+            if read == 0 {
                 this.eof = true;
                 this.framer.finish(&mut this.out);
-            } else {
-                this.framer.feed(&this.scratch[..n], &mut this.out);
+                continue;
+            }
+            let same = this.framer.pass(&buf.filled()[before..]);
+            if same == read {
+                return Poll::Ready(Ok(()));
+            }
+            // A head to hold back, refuse or discard: the rest of the read goes through
+            // `feed`, and what it hands on follows (now or on the next read).
+            let rest = buf.filled()[before + same..].to_vec();
+            buf.set_filled(before + same);
+            this.framer.feed(&rest, &mut this.out);
+            if same > 0 {
+                return Poll::Ready(Ok(()));
             }
         }
         // Only discarding (after a refusal) gets here: let other connections run.

@@ -344,3 +344,86 @@ async fn the_stream_hands_on_framed_bytes_and_lingers_after_a_refusal() {
     client_read.read_to_end(&mut answer).await.unwrap();
     assert_eq!(answer, b"HTTP/1.1 431\r\n\r\n");
 }
+
+/// A socket that returns its bytes in the given pieces and never waits.
+struct Pieces(std::collections::VecDeque<Vec<u8>>);
+
+impl AsyncRead for Pieces {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(chunk) = this.0.front_mut() {
+            let n = chunk.len().min(buf.remaining());
+            buf.put_slice(&chunk[..n]);
+            chunk.drain(..n);
+            if chunk.is_empty() {
+                this.0.pop_front();
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Everything a reader gets from a [`GuardedStream`] over `input` in pieces ending at `cuts`,
+/// reading into buffers of the given sizes, each already holding a few bytes (as actix-http's
+/// read buffer may).
+fn through_stream(input: &[u8], cuts: &[usize], sizes: &[usize]) -> Vec<u8> {
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+    cuts.sort_unstable();
+    let mut pieces = std::collections::VecDeque::new();
+    let mut at = 0;
+    for cut in cuts.into_iter().chain([input.len()]) {
+        if cut > at {
+            pieces.push_back(input[at..cut].to_vec());
+            at = cut;
+        }
+    }
+    let mut guarded = GuardedStream::with_token(Pieces(pieces), Some(TOKEN));
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut out = Vec::new();
+    for i in 0.. {
+        let size = sizes
+            .get(i % sizes.len().max(1))
+            .map_or(4096, |s| 1 + s % 20_000);
+        let prefill = i % 3;
+        let mut mem = vec![0u8; size + prefill];
+        let mut buf = ReadBuf::new(&mut mem);
+        buf.put_slice(&b"pp"[..prefill]);
+        match Pin::new(&mut guarded).poll_read(&mut cx, &mut buf) {
+            Poll::Ready(Ok(())) if buf.filled().len() == prefill => break,
+            Poll::Ready(Ok(())) => out.extend_from_slice(&buf.filled()[prefill..]),
+            Poll::Ready(Err(e)) => panic!("{e}"),
+            // Discarding after a refusal yields now and then.
+            Poll::Pending => {}
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// The stream hands on exactly what the framer does, however the socket splits the bytes
+    /// and whatever room the reader gives.
+    #[test]
+    fn the_stream_hands_on_what_the_framer_does(
+        reqs in prop::collection::vec(request(), 0..5),
+        edge in prop::option::of(edge_head()),
+        after in body_bytes(100),
+        cuts in prop::collection::vec(any::<usize>(), 0..12),
+        sizes in prop::collection::vec(any::<usize>(), 0..6),
+    ) {
+        let mut input: Vec<u8> = reqs.iter().flat_map(Req::bytes).collect();
+        if let Some((head, verdict)) = edge {
+            input.extend_from_slice(&head);
+            if verdict != Verdict::Ordinary {
+                input.extend_from_slice(&after);
+            }
+        }
+        let want = frame(&input, &[], Some(TOKEN));
+        prop_assert_eq!(through_stream(&input, &cuts, &sizes), want);
+    }
+}
