@@ -4,7 +4,7 @@
 //! 128 KiB read buffer, or more than 96 header fields) with a bare 431, and a head `httparse`
 //! rejects with a bare 400, before any of Corral's code runs; it offers no hook to change
 //! either. [`GuardedStream`] sits between the socket and actix-http. It passes every byte
-//! through unchanged, but tracks HTTP/1.1 request framing on the read side ([`Framer`]), so it
+//! through unchanged, but tracks HTTP/1.1 request framing on the read side (`Framer`), so it
 //! knows where each request head begins and ends. A head over Corral's limits
 //! ([`MAX_HEAD_BYTES`], [`MAX_HEAD_FIELDS`]), or one `httparse` rejects, is dropped together
 //! with everything after it on the connection, and actix-http is handed instead a small
@@ -586,7 +586,7 @@ impl Chunked {
     }
 }
 
-/// A connection's stream as actix-http sees it: the socket's bytes through a [`Framer`] on the
+/// A connection's stream as actix-http sees it: the socket's bytes through a `Framer` on the
 /// read side, unchanged on the write side.
 pub struct GuardedStream<S> {
     io: S,
