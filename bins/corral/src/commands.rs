@@ -232,17 +232,17 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
         metrics: Arc::new(crate::http::request_metrics()),
         build: BuildInfo::current(),
     };
-    let server = actix_web::HttpServer::new(move || crate::http::app(state.clone()))
-        .workers(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)))
-        .shutdown_timeout(30)
-        .bind(&settings.listen)
+    // actix-web's `HttpServer` pipeline, built by hand so each connection passes through the
+    // request-head guard (oversized and malformed heads answered with the envelope).
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+    let bound = crate::head_guard::bind(&settings.listen, workers, state)
         .map_err(|e| CommandError(format!("cannot listen on {}: {e}", settings.listen)))?;
-    for addr in server.addrs() {
+    for addr in &bound.addrs {
         println!("corral: listening on http://{addr}");
     }
     let _ = std::io::stdout().flush();
-    // actix-web stops gracefully on SIGTERM and SIGINT (in-flight requests finish).
-    server.run().await?;
+    // actix-server stops gracefully on SIGTERM and SIGINT (in-flight requests finish).
+    bound.server.await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -262,6 +262,13 @@ pub async fn request_context(
     let metrics = req
         .app_data::<web::Data<AppState>>()
         .map(|s| s.metrics.clone());
+    let refused = req
+        .headers()
+        .get(crate::head_guard::REFUSED_HEADER)
+        .and_then(|v| crate::head_guard::refusal_of(v.as_bytes()));
+    if let Some(refusal) = refused {
+        return Ok(refused_head(req, refusal, &id, metrics.as_deref()));
+    }
     let method = req.method().clone();
     let path = req.path().to_owned();
     let span = tracing::info_span!("request", request_id = %id, %method, %path);
@@ -328,6 +335,39 @@ pub async fn request_context(
         "request"
     );
     Ok(res)
+}
+
+/// The answer to `head_guard`'s substitute for a request head it refused (too large, or not
+/// a request head): the envelope, and the connection closes after it.
+fn refused_head(
+    req: ServiceRequest,
+    refusal: crate::head_guard::Refusal,
+    id: &str,
+    metrics: Option<&Histograms>,
+) -> ServiceResponse<BoxBody> {
+    let code = ErrorCode::InvalidRequest;
+    let mut resp = envelope_response(
+        code,
+        refusal.status(),
+        ErrorEnvelope::new(code, refusal.message(), id.to_owned()),
+        None,
+    );
+    resp.head_mut()
+        .set_connection_type(actix_web::http::ConnectionType::Close);
+    if let Ok(v) = HeaderValue::from_str(id) {
+        resp.headers_mut()
+            .insert(header::HeaderName::from_static("x-request-id"), v);
+    }
+    if let Some(m) = metrics {
+        m.observe(&["unmatched", code.as_str()], std::time::Duration::ZERO);
+    }
+    tracing::info!(
+        request_id = %id,
+        status = refusal.status(),
+        code = code.as_str(),
+        "request head refused"
+    );
+    req.into_response(resp)
 }
 
 /// The `RateLimit-Policy` and `RateLimit` fields of the IETF draft

@@ -15,6 +15,7 @@ pub mod config;
 pub mod console;
 pub mod control;
 pub mod extract;
+pub mod head_guard;
 pub mod http;
 pub mod local;
 pub mod openapi;

@@ -18,6 +18,7 @@ mod crash;
 mod db_faults;
 mod e2e;
 mod faults;
+mod heads;
 mod idempotency;
 mod limits;
 mod load;
