@@ -220,6 +220,18 @@ impl Shared {
         }
     }
 
+    /// `POST /v1/sandboxes` with `body` and `headers`.
+    async fn create_call(&self, project: usize, body: &Value, headers: &[(&str, &str)]) -> Resp {
+        self.call(
+            project,
+            Method::POST,
+            "/v1/sandboxes",
+            Some(body.clone()),
+            headers,
+        )
+        .await
+    }
+
     /// Records a violation unless `r` is `status` (and, for an error, `code`).
     fn expect(&self, what: &str, r: &Resp, status: u16, code: Option<&str>) -> bool {
         let ok = r.status == status && code.is_none_or(|c| r.code() == c);
@@ -399,15 +411,7 @@ impl Driver {
         let sent = Instant::now();
         let r = {
             let _g = self.sh.gate.read().await;
-            self.sh
-                .call(
-                    project,
-                    Method::POST,
-                    "/v1/sandboxes",
-                    Some(body.clone()),
-                    &headers,
-                )
-                .await
+            self.sh.create_call(project, &body, &headers).await
         };
         let what = format!("create on {} ({:?})", prov.name(), sent.elapsed());
         if !self.sh.expect(&what, &r, 201, None) {
@@ -416,10 +420,7 @@ impl Driver {
         self.acknowledge(project, prov, &r);
         if keyed && self.rng.chance(30) {
             self.sh.count_op("create replay");
-            let again = self
-                .sh
-                .call(project, Method::POST, "/v1/sandboxes", Some(body), &headers)
-                .await;
+            let again = self.sh.create_call(project, &body, &headers).await;
             if self.sh.expect("replay", &again, 200, None)
                 && (again.text != r.text
                     || again
@@ -437,16 +438,7 @@ impl Driver {
         } else if keyed && prov == Prov::Morph && self.rng.chance(10) {
             self.sh.count_op("create conflict");
             let other = json!({"provider": "morph", "image": "snapshot_other"});
-            let c = self
-                .sh
-                .call(
-                    project,
-                    Method::POST,
-                    "/v1/sandboxes",
-                    Some(other),
-                    &headers,
-                )
-                .await;
+            let c = self.sh.create_call(project, &other, &headers).await;
             self.sh
                 .expect("conflict", &c, 422, Some("idempotency_conflict"));
         }
@@ -462,13 +454,7 @@ impl Driver {
         let patience = Duration::from_millis(1 + self.rng.below(40) as u64);
         let sh = self.sh.clone();
         let _g = sh.gate.read().await;
-        let first = sh.call(
-            project,
-            Method::POST,
-            "/v1/sandboxes",
-            Some(body.clone()),
-            &headers,
-        );
+        let first = sh.create_call(project, &body, &headers);
         if let Ok(r) = tokio::time::timeout(patience, first).await {
             // Answered before the client gave up: an ordinary create.
             sh.count_op("create answered within a short patience");
@@ -480,15 +466,7 @@ impl Driver {
         sh.count_op("create abandoned, then retried");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let r = sh
-                .call(
-                    project,
-                    Method::POST,
-                    "/v1/sandboxes",
-                    Some(body.clone()),
-                    &headers,
-                )
-                .await;
+            let r = sh.create_call(project, &body, &headers).await;
             match (r.status, r.code()) {
                 (200 | 201, _) => {
                     self.acknowledge(project, prov, &r);
