@@ -92,6 +92,16 @@ impl Answer {
     fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("")
     }
+
+    /// Asserts that this is the error `code` with `status`.
+    fn expect_error(&self, status: u16, code: &str) {
+        assert_eq!(
+            (self.status.as_u16(), self.code()),
+            (status, code),
+            "{}",
+            self.body
+        );
+    }
 }
 
 impl World {
@@ -252,12 +262,7 @@ async fn a_provider_429_is_rate_limited_with_its_retry_after_and_the_server_neve
     }
     for i in 1..=3 {
         let a = w.create(Some("rl-1")).await;
-        assert_eq!(
-            (a.status.as_u16(), a.code()),
-            (429, "rate_limited"),
-            "{}",
-            a.body
-        );
+        a.expect_error(429, "rate_limited");
         assert_eq!(a.body["error"]["retryable"], true);
         assert!(
             a.retry_after.is_some_and(|s| s >= 7),
@@ -291,12 +296,7 @@ async fn a_provider_429_is_rate_limited_with_its_retry_after_and_the_server_neve
     let a = w
         .send(Method::GET, &format!("/v1/sandboxes/{id}"), None, None)
         .await;
-    assert_eq!(
-        (a.status.as_u16(), a.code()),
-        (429, "rate_limited"),
-        "{}",
-        a.body
-    );
+    a.expect_error(429, "rate_limited");
     assert!(a.retry_after.is_some_and(|s| s >= 7), "{:?}", a.retry_after);
     assert_eq!(gets(), before + 1);
 
@@ -316,12 +316,7 @@ async fn a_5xx_before_acceptance_is_retryable_or_reconciled_and_a_same_key_retry
     // Retry-After; the key is free again and the retry creates.
     arm(&w, Method::POST, CREATE, Fault::status(503).retry_after(3));
     let a = w.create(Some("5xx-503")).await;
-    assert_eq!(
-        (a.status.as_u16(), a.code()),
-        (503, "provider_unavailable"),
-        "{}",
-        a.body
-    );
+    a.expect_error(503, "provider_unavailable");
     assert_eq!(a.body["error"]["retryable"], true);
     assert!(a.retry_after.is_some_and(|s| s >= 3), "{:?}", a.retry_after);
     let ok = w.create(Some("5xx-503")).await;
@@ -461,12 +456,7 @@ async fn slow_huge_and_malformed_provider_bodies_are_answered_in_bounded_time_an
         Fault::new(FaultKind::SlowBody(Duration::from_millis(100))),
     );
     let a = w.send(Method::GET, &get_path, None, None).await;
-    assert_eq!(
-        (a.status.as_u16(), a.code()),
-        (504, "request_timeout"),
-        "{}",
-        a.body
-    );
+    a.expect_error(504, "request_timeout");
     assert!(
         a.took < REQUEST_TIMEOUT + Duration::from_secs(5),
         "{:?}",
@@ -510,12 +500,7 @@ async fn slow_huge_and_malformed_provider_bodies_are_answered_in_bounded_time_an
         Fault::new(FaultKind::StreamedOversized(HUGE)),
     );
     let a = w.send(Method::GET, &get_path, None, None).await;
-    assert_eq!(
-        (a.status.as_u16(), a.code()),
-        (502, "provider_error"),
-        "{}",
-        a.body
-    );
+    a.expect_error(502, "provider_error");
     assert!(a.took < Duration::from_secs(10), "{:?}", a.took);
     arm(
         &w,
@@ -526,12 +511,7 @@ async fn slow_huge_and_malformed_provider_bodies_are_answered_in_bounded_time_an
     let a = w
         .send(Method::POST, &exec_path, Some(exec_body.clone()), None)
         .await;
-    assert_eq!(
-        (a.status.as_u16(), a.code()),
-        (502, "provider_error"),
-        "{}",
-        a.body
-    );
+    a.expect_error(502, "provider_error");
     arm(
         &w,
         Method::POST,
@@ -548,12 +528,7 @@ async fn slow_huge_and_malformed_provider_bodies_are_answered_in_bounded_time_an
         Fault::new(FaultKind::Oversized(MAX_RESPONSE_BYTES + 1)),
     );
     let a = w.send(Method::GET, &get_path, None, None).await;
-    assert_eq!(
-        (a.status.as_u16(), a.code()),
-        (502, "provider_error"),
-        "{}",
-        a.body
-    );
+    a.expect_error(502, "provider_error");
 
     // Invalid JSON: a provider error, or an unknown create outcome; never a 500.
     arm(
@@ -563,22 +538,12 @@ async fn slow_huge_and_malformed_provider_bodies_are_answered_in_bounded_time_an
         Fault::new(FaultKind::Malformed),
     );
     let a = w.send(Method::GET, &get_path, None, None).await;
-    assert_eq!(
-        (a.status.as_u16(), a.code()),
-        (502, "provider_error"),
-        "{}",
-        a.body
-    );
+    a.expect_error(502, "provider_error");
     arm(&w, Method::POST, "/exec", Fault::new(FaultKind::Malformed));
     let a = w
         .send(Method::POST, &exec_path, Some(exec_body.clone()), None)
         .await;
-    assert_eq!(
-        (a.status.as_u16(), a.code()),
-        (502, "provider_error"),
-        "{}",
-        a.body
-    );
+    a.expect_error(502, "provider_error");
     arm(&w, Method::POST, CREATE, Fault::new(FaultKind::Malformed));
     let a = w.create(Some("malformed-create")).await;
     assert_eq!(a.code(), "sandbox_create_outcome_unknown", "{}", a.body);
