@@ -929,6 +929,15 @@ fn explore(cfg: &Config, limit: usize) -> Explored {
     }
 }
 
+/// Explores `cfg`, which must break an invariant (`why` it must): what broke, and the
+/// shortest trace that breaks it (printed).
+fn broken_invariant(cfg: &Config, why: &str) -> (String, Vec<Step>) {
+    let e = explore(cfg, 20_000_000);
+    let (broken, trace, _) = e.counterexample.expect(why);
+    eprintln!("{broken} after {} states:\n  {}", e.states, render(&trace));
+    (broken, trace)
+}
+
 /// The steps of a counterexample, one a line.
 fn render(trace: &[Step]) -> String {
     trace
@@ -972,9 +981,7 @@ fn model_checker_finds_the_provider_create_sent_before_the_claim() {
         provider_before_claim: true,
         ..Config::correct(2, 1, 0, 1)
     };
-    let e = explore(&cfg, 20_000_000);
-    let (broken, trace, _) = e.counterexample.expect("the wrong order is caught");
-    eprintln!("{broken} after {} states:\n  {}", e.states, render(&trace));
+    let (broken, trace) = broken_invariant(&cfg, "the wrong order is caught");
     assert_eq!(
         broken, "two provider sandboxes for one Idempotency-Key",
         "{trace:?}"
@@ -987,9 +994,7 @@ fn model_checker_finds_an_orphan_when_the_provider_is_slower_than_the_grace() {
         unbounded_provider_delay: true,
         ..Config::correct(1, 2, 1, 1)
     };
-    let e = explore(&cfg, 20_000_000);
-    let (broken, trace, _) = e.counterexample.expect("the grace bound is necessary");
-    eprintln!("{broken} after {} states:\n  {}", e.states, render(&trace));
+    let (broken, trace) = broken_invariant(&cfg, "the grace bound is necessary");
     assert!(
         broken.contains("two provider sandboxes") || broken.contains("orphan"),
         "{broken}: {trace:?}"
@@ -1002,9 +1007,7 @@ fn model_checker_finds_a_key_pass_that_frees_a_pending_create() {
         key_pass_frees_pending: true,
         ..Config::correct(1, 2, 1, 1)
     };
-    let e = explore(&cfg, 20_000_000);
-    let (broken, trace, _) = e.counterexample.expect("the wrong reconciler is caught");
-    eprintln!("{broken} after {} states:\n  {}", e.states, render(&trace));
+    let (broken, trace) = broken_invariant(&cfg, "the wrong reconciler is caught");
     assert!(
         broken.contains("two provider sandboxes") || broken.contains("orphan"),
         "{broken}: {trace:?}"
@@ -1042,9 +1045,7 @@ fn model_checker_finds_the_gap_of_a_create_slower_than_the_grace_with_two_replic
         record_pass_fails_pending_within_deadline: true,
         ..two
     };
-    let e = explore(&old_rule, 20_000_000);
-    let (broken, trace, _) = e.counterexample.expect("the old rule's gap is found");
-    eprintln!("{broken} after {} states:\n  {}", e.states, render(&trace));
+    let (broken, trace) = broken_invariant(&old_rule, "the old rule's gap is found");
     assert!(broken.starts_with("orphan"), "{broken}: {trace:?}");
 }
 
