@@ -10,7 +10,7 @@ use corral_registry::testing::TestDb;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::serve::{Api, Server, create_project, set_default_profile, start};
+use crate::serve::{Api, Server, Timed, create_project, set_default_profile, start};
 use crate::tcp_proxy::{Mode, Proxy};
 
 /// The Morph credential the fake accepts (the project's stored profile).
@@ -121,10 +121,12 @@ impl World {
         body: Option<Value>,
         key: Option<&str>,
     ) -> Answer {
-        let headers: Vec<(&str, &str)> = key.map(|k| ("Idempotency-Key", k)).into_iter().collect();
-        let started = Instant::now();
-        let (status, _, body) = self.api.call(method, path, body, &headers).await;
-        let took = started.elapsed();
+        let Timed {
+            status,
+            text: body,
+            took,
+            ..
+        } = self.api.timed(method, path, body, key).await;
         let code = serde_json::from_str::<Value>(&body)
             .ok()
             .and_then(|v| v["error"]["code"].as_str().map(str::to_owned))

@@ -12,7 +12,7 @@ use corral_provider_testkit::fake::{FakeServer, Fault, FaultKind};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::serve::{Api, Server, set_default_profile, start};
+use crate::serve::{Api, Server, Timed, set_default_profile, start};
 
 /// The Morph credential the fake accepts (stored as the project's profile, so the reconciler
 /// can act without a client).
@@ -112,14 +112,16 @@ impl World {
         body: Option<Value>,
         key: Option<&str>,
     ) -> Answer {
-        let headers: Vec<(&str, &str)> = key.map(|k| ("Idempotency-Key", k)).into_iter().collect();
-        let started = Instant::now();
-        let (status, h, text) = self.api.call(method, path, body, &headers).await;
-        let took = started.elapsed();
+        let Timed {
+            status,
+            headers,
+            text,
+            took,
+        } = self.api.timed(method, path, body, key).await;
         assert_ne!(status, 500, "{path}: a 500: {text}");
         Answer {
             status,
-            retry_after: h
+            retry_after: headers
                 .get("retry-after")
                 .map(|v| v.to_str().unwrap().parse().unwrap()),
             body: serde_json::from_str(&text)

@@ -128,6 +128,14 @@ pub(crate) struct Api {
     pub(crate) key: String,
 }
 
+/// An answer of [`Api::timed`].
+pub(crate) struct Timed {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) text: String,
+    pub(crate) took: Duration,
+}
+
 impl Api {
     pub(crate) async fn call(
         &self,
@@ -150,6 +158,25 @@ impl Api {
         let status = resp.status();
         let headers = resp.headers().clone();
         (status, headers, resp.text().await.unwrap())
+    }
+
+    /// A call with an optional `Idempotency-Key`, and how long its answer took.
+    pub(crate) async fn timed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        key: Option<&str>,
+    ) -> Timed {
+        let headers: Vec<(&str, &str)> = key.map(|k| ("Idempotency-Key", k)).into_iter().collect();
+        let started = Instant::now();
+        let (status, headers, text) = self.call(method, path, body, &headers).await;
+        Timed {
+            status,
+            headers,
+            text,
+            took: started.elapsed(),
+        }
     }
 
     pub(crate) async fn json(
