@@ -156,8 +156,8 @@ impl Cgroups {
     /// sandboxes' subtree in it; otherwise says why there is none. The subtree is `parent`
     /// (relative to the cgroup mount, in every v1 hierarchy alike), by default `corral` for
     /// a root server; a server that is not root needs a `parent` delegated to its uid.
-    /// Before it is used, a child process is moved into a scratch group of the subtree and
-    /// out again: what a command's pid 1 needs, checked once at start.
+    /// Before it is used, a short-lived child process is moved into a scratch group of the
+    /// subtree and ends there: what a command's pid 1 needs, checked once at start.
     pub(crate) fn detect(limits: &LocalLimits, parent: Option<&Path>) -> Result<Self, String> {
         let subtree = match parent {
             Some(parent) => relative(parent)?,
