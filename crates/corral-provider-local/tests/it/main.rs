@@ -75,20 +75,34 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Runs two commands in sandbox `id` at once, each starting `each` background `sleep 3`s,
-/// and says how many were running together. Each prints `+` once a sleep has started: when
-/// a fork fails (the sandbox is full) the shell ends there, so counting what it printed is
-/// the only count that survives. At least `each`: the first command to start gets its
-/// processes unless the sandbox cannot hold even that many, so a run that started nothing
-/// (a broken setup) does not pass for a limit.
+/// Runs two commands in sandbox `id` at once, each trying to start `each` processes and
+/// holding them until both are done trying; how many the two held together. perl, not the
+/// shell: a shell ends at its first failed fork (its processes die with it, freeing places
+/// for the other command), whereas perl's `fork` just returns nothing. At least `each` is
+/// required: the first command to start gets its processes unless the sandbox cannot hold
+/// even that many, so a run that started nothing (a broken setup) does not pass for a limit.
 pub(crate) async fn processes_held_by_two_commands(world: &World, id: &str, each: usize) -> usize {
-    let many = format!("for i in $(seq {each}); do sleep 3 & echo +; done 2>/dev/null; wait");
-    let (a, b) = tokio::join!(world.sh(id, &many), world.sh(id, &many));
-    let started = |o: &ExecOutput| text(&o.stdout).matches('+').count();
-    let total = started(&a) + started(&b);
+    const HOLD: &str = r#"my ($me, $each) = @ARGV; my @kids;
+        for (1 .. $each) { my $p = fork; last unless defined $p;
+            if ($p == 0) { sleep 60; exit 0 } push @kids, $p }
+        $| = 1; print scalar(@kids), "\n";
+        open(my $f, ">", "/workspace/held/$me") or die "$!"; close $f;
+        my $until = time + 20;
+        while (time < $until) { opendir(my $d, "/workspace/held") or last;
+            my @in = grep { !/^[.]/ } readdir($d); closedir $d; last if @in >= 2;
+            select(undef, undef, undef, 0.05) }
+        kill 9, @kids"#;
+    world
+        .sh(id, "rm -rf /workspace/held && mkdir /workspace/held")
+        .await;
+    let hold = |me: usize| format!("perl -e '{HOLD}' {me} {each}");
+    let (first, second) = (hold(0), hold(1));
+    let (a, b) = tokio::join!(world.sh(id, &first), world.sh(id, &second));
+    let held = |o: &ExecOutput| text(&o.stdout).trim().parse::<usize>().unwrap_or(0);
+    let total = held(&a) + held(&b);
     assert!(
         total >= each,
-        "only {total} started (exit codes {} and {}): {}{}",
+        "only {total} held (exit codes {} and {}): {}{}",
         a.exit_code,
         b.exit_code,
         text(&a.stderr),
