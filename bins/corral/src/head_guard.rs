@@ -334,8 +334,8 @@ impl Framer {
         }
         let old = self.head.len();
         let take = input.len().min(MAX_HEAD_BYTES + 1 - old);
+        let rest = &input[take..];
         self.head.extend_from_slice(&input[..take]);
-        let (appended, rest) = input.split_at(take);
         // Parse again only when a blank line may have arrived (or the limit is reached):
         // linear in the head's size however it is split into reads.
         let from = self.searched.saturating_sub(2);
@@ -346,7 +346,8 @@ impl Framer {
                     out.extend_from_slice(&self.head[..len]);
                     self.reset_head();
                     self.after_head(body);
-                    return &appended[len - old..];
+                    // All of the read after the head: what was not appended follows it.
+                    return &input[len - old..];
                 }
                 // `head` held no complete head before this read, so `len > old`; were it not,
                 // hand everything on unframed rather than guess.

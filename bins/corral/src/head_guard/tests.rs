@@ -277,6 +277,25 @@ fn chunked_bodies_follow_actix_http_byte_for_byte() {
     }
 }
 
+/// A head begun in one read and ended in a read longer than the head limit: everything
+/// after the head in that read is handed on too. (Found by the property test in CI: the
+/// framer handed on only what it had appended to the head buffer, and dropped the rest.)
+#[test]
+fn a_head_completed_by_a_long_read_keeps_what_follows_it() {
+    let first = b"GET /a HTTP/1.1\r\nhost: x\r\n".to_vec();
+    let body = vec![b'b'; MAX_HEAD_BYTES + 1000];
+    let second = [
+        b"\r\nPOST /b HTTP/1.1\r\nhost: x\r\ncontent-length: ".as_slice(),
+        body.len().to_string().as_bytes(),
+        b"\r\n\r\n",
+        &body,
+        b"GET /c HTTP/1.1\r\nhost: x\r\n\r\n",
+    ]
+    .concat();
+    let input = [first.clone(), second].concat();
+    assert_eq!(frame(&input, &[first.len()], Some(TOKEN)), input);
+}
+
 #[test]
 fn a_partial_head_at_the_end_of_the_stream_is_handed_on() {
     let input = b"GET / HTTP/1.1\r\nhost: x\r\nx-half: ";
