@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::targets::Target;
+use crate::targets::{Target, fnv1a};
 
 /// The largest input the driver builds: parsers meet larger bodies only through their
 /// callers' caps, which the targets exercise with their own bounds.
@@ -265,11 +265,4 @@ pub fn save_finding(dir: &Path, finding: &Finding) -> std::io::Result<PathBuf> {
     let path = dir.join(format!("crash-{:016x}", fnv1a(&finding.input)));
     std::fs::write(&path, &finding.input)?;
     Ok(path)
-}
-
-/// FNV-1a, for naming artifacts and hashing outcomes.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }

@@ -21,8 +21,6 @@ use corral_service::bearer_key;
 use corral_service::bridge::BridgeGuard;
 use corral_service::error::ServiceError;
 
-use crate::driver::fnv1a;
-
 /// A fuzz target.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
@@ -522,4 +520,11 @@ fn exec_stream(data: &[u8]) -> u64 {
             sig(kind, &[u8::from(done)])
         }
     }
+}
+
+/// FNV-1a, for naming artifacts and hashing outcomes.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

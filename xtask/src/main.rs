@@ -1,14 +1,19 @@
 //! Project automation, in Rust so it runs wherever cargo does.
 //!
-//! - `cargo xtask ci`: the dependency rules, `cargo fmt --check`, clippy with `-D warnings`, the
+//! - `cargo xtask ci`: the dependency rules, `cargo fmt --check`, Redocly's lint of
+//!   `docs/openapi.json`, clippy with `-D warnings`, the
 //!   whole test suite (nextest), the pure crates' doc examples, then `schemathesis`. This is
 //!   the README's test command; `.ci/run` calls it after setting up PostgreSQL and Python.
-//! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2.
+//!   Between the tests and Schemathesis, `mcp`.
+//! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2, module import circles
+//!   inside a crate included (see `modcycles.rs`).
 //! - `cargo xtask bench`: what Corral adds to the providers it fronts, seven scenarios each
 //!   against a baseline of the same run, written to `target/bench/*.json` and
 //!   `docs/benchmarks.md` (see `bench/mod.rs` for the scenarios and options).
 //! - `cargo xtask schemathesis`: a generated Python client and Schemathesis against a live
 //!   `corral serve` on loopback (see `schemathesis.rs`).
+//! - `cargo xtask mcp`: the MCP server driven by the official MCP Python SDK over stdio and
+//!   streamable HTTP against a live `corral serve` (see `mcp.rs`).
 //! - `cargo xtask fuzz [--seconds N] [--target T]`: the parsers' fuzz targets under the
 //!   `corral-fuzz` mutation driver, in release mode (see `fuzz.rs` and `fuzz/README.md`).
 //! - `cargo xtask load [OPS] [CLIENTS]`: the load test with invariants
@@ -16,6 +21,8 @@
 //!   from 16 clients, without nextest's time limit.
 //! - `cargo xtask openapi`: regenerates `docs/openapi.json` from the server's code (a test in
 //!   `bins/corral` fails while the committed file and the served document differ).
+//! - `cargo xtask openapi-lint`: `docs/openapi.json` against Redocly's recommended ruleset
+//!   (npm `@redocly/cli`, pinned, under `target/redocly`); any error or warning fails.
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,21 +32,29 @@ use serde_json::Value;
 
 mod bench;
 mod fuzz;
+mod mcp;
+mod modcycles;
 mod postgres;
 mod schemathesis;
 
 fn main() -> ExitCode {
+    // The `local` bench's sandboxes use this executable as their init.
+    corral_provider_local::run_init_if_requested();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("deps") => deps(),
         Some("bench") => bench::bench(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
+        Some("mcp") => mcp::mcp(),
         Some("openapi") => openapi(),
+        Some("openapi-lint") => openapi_lint(),
         Some("schemathesis") => schemathesis::schemathesis(&args[1..]),
         Some("load") => load(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|deps|bench|fuzz|load|openapi|schemathesis>");
+            eprintln!(
+                "usage: cargo xtask <ci|deps|bench|fuzz|load|mcp|openapi|openapi-lint|schemathesis>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -102,6 +117,7 @@ fn ci() -> Result<(), String> {
     let cargo = cargo();
     deps()?;
     run(&cargo, &["fmt", "--all", "--", "--check"])?;
+    openapi_lint()?;
     run(
         &cargo,
         &[
@@ -142,6 +158,8 @@ fn ci() -> Result<(), String> {
             "corral-errors",
         ],
     )?;
+    // The MCP server driven by the official Python SDK, over stdio and streamable HTTP.
+    mcp::mcp()?;
     // The API tried by tools written elsewhere, against a live server.
     schemathesis::schemathesis(&[])
 }
@@ -162,6 +180,68 @@ fn openapi() -> Result<(), String> {
     std::fs::write(&path, &out.stdout)
         .map_err(|e| format!("cannot write docs/openapi.json: {e}"))?;
     println!("wrote docs/openapi.json ({} bytes)", out.stdout.len());
+    Ok(())
+}
+
+/// Redocly's CLI, pinned: the version whose `recommended` ruleset `docs/openapi.json` passes.
+const REDOCLY_CLI: &str = "@redocly/cli@2.77.0";
+
+/// `docs/openapi.json` against Redocly's recommended ruleset (npm `@redocly/cli`, installed
+/// under `target/redocly` when missing): any error or warning fails.
+fn openapi_lint() -> Result<(), String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let prefix = root.join("target/redocly");
+    let bin = prefix.join("node_modules/.bin/redocly");
+    let pinned = std::fs::read_to_string(prefix.join("node_modules/@redocly/cli/package.json"))
+        .is_ok_and(|p| {
+            p.contains(&format!(
+                "\"version\": \"{}\"",
+                REDOCLY_CLI.rsplit('@').next().unwrap_or_default()
+            ))
+        });
+    if !bin.exists() || !pinned {
+        std::fs::create_dir_all(&prefix)
+            .map_err(|e| format!("cannot create target/redocly: {e}"))?;
+        let prefix = prefix.to_str().ok_or("non-UTF-8 path")?;
+        run(
+            "npm",
+            &[
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                prefix,
+                REDOCLY_CLI,
+            ],
+        )?;
+    }
+    let doc = root.join("docs/openapi.json");
+    let doc = doc.to_str().ok_or("non-UTF-8 path")?;
+    let env = [
+        ("REDOCLY_TELEMETRY", "off".to_owned()),
+        ("REDOCLY_SUPPRESS_UPDATE_NOTICE", "true".to_owned()),
+    ];
+    let lint = ["lint", doc, "--extends=recommended", "--max-problems=50"];
+    run_env(bin.to_str().ok_or("non-UTF-8 path")?, &lint, &env)?;
+    // `lint` exits non-zero on errors only; a warning fails CI too, so read its summary.
+    let out = Command::new(&bin)
+        .args(["lint", doc, "--extends=recommended", "--format=summary"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .map_err(|e| format!("cannot run redocly: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Summary lines are `warning <rule>: <count>` and `error <rule>: <count>` (a banner about
+    // Node.js versions may say "warning" elsewhere).
+    let problems = text
+        .lines()
+        .any(|l| l.starts_with("warning ") || l.starts_with("error "));
+    if !out.status.success() || problems {
+        return Err(format!("redocly lint reports problems:\n{text}"));
+    }
     Ok(())
 }
 
@@ -206,9 +286,22 @@ const ONLY: &[(&str, &[&str])] = &[
             "corral-control-store",
         ],
     ),
-    ("actix-web", &["corral"]),
-    ("actix-http", &["corral"]),
+    ("actix-web", WEB),
+    ("actix-http", WEB),
+    ("actix-server", WEB),
+    ("actix-service", WEB),
+    ("maud", &[CONSOLE]),
 ];
+
+/// The web layer: the HTTP edge, the console and the binary that composes them.
+const WEB: &[&str] = &["corral", "corral-web", CONSOLE];
+/// The console: the only crate with HTML templates.
+const CONSOLE: &str = "corral-console";
+/// The HTTP edge, which the binary mounts the console into and which never names it.
+const EDGE: &str = "corral-web";
+/// Storage: what the console must not depend on directly, besides the crates that do (it
+/// reaches storage only through the use-case crates).
+const STORAGE: &[&str] = &["diesel", "diesel-async"];
 
 fn deps() -> Result<(), String> {
     let out = Command::new(cargo())
@@ -222,7 +315,8 @@ fn deps() -> Result<(), String> {
         ));
     }
     let meta: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
-    let violations = check_rules(&meta)?;
+    let mut violations = check_rules(&meta)?;
+    violations.extend(module_circles(&meta)?);
     if violations.is_empty() {
         println!("dependency rules hold");
         Ok(())
@@ -274,6 +368,15 @@ impl Graph {
         self.names.get(id).map_or(id, String::as_str)
     }
 
+    /// Whether package `id` depends directly on a storage crate ([`STORAGE`]).
+    fn is_storage(&self, id: &str) -> bool {
+        self.normal
+            .get(id)
+            .into_iter()
+            .flatten()
+            .any(|d| STORAGE.contains(&self.name(d)))
+    }
+
     fn transitive(&self, root: &str) -> BTreeSet<String> {
         let mut seen = BTreeSet::new();
         let mut stack = vec![root.to_owned()];
@@ -314,6 +417,23 @@ fn check_rules(meta: &Value) -> Result<Vec<String>, String> {
                 violations.push(format!("{name} is a provider crate but depends on {bad}"));
             }
         }
+        if name == EDGE {
+            for bad in [CONSOLE, "maud"].iter().filter(|b| reach.contains(**b)) {
+                violations.push(format!(
+                    "{name} is the HTTP edge but depends on {bad} (the binary mounts the console)"
+                ));
+            }
+        }
+        if name == CONSOLE {
+            for dep in g.normal.get(member).into_iter().flatten() {
+                let dep_name = g.name(dep);
+                if STORAGE.contains(&dep_name) || g.is_storage(dep) {
+                    violations.push(format!(
+                        "{name} depends directly on {dep_name}, a storage crate (the console reaches storage only through the use-case crates)"
+                    ));
+                }
+            }
+        }
         for dep in g.normal.get(member).into_iter().flatten() {
             let dep_name = g.name(dep);
             if let Some((_, allowed)) = ONLY.iter().find(|(d, _)| *d == dep_name)
@@ -321,6 +441,62 @@ fn check_rules(meta: &Value) -> Result<Vec<String>, String> {
             {
                 violations.push(format!(
                     "{name} depends directly on {dep_name}, which only {allowed:?} may"
+                ));
+            }
+        }
+    }
+    Ok(violations)
+}
+
+/// Module import circles inside each library and binary target of the workspace (see
+/// `modcycles.rs`): one violation per circle.
+fn module_circles(meta: &Value) -> Result<Vec<String>, String> {
+    let root = meta["workspace_root"]
+        .as_str()
+        .ok_or("metadata has no workspace root")?;
+    let members: BTreeSet<&str> = meta["workspace_members"]
+        .as_array()
+        .ok_or("metadata has no workspace members")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let code = [
+        "lib",
+        "rlib",
+        "dylib",
+        "cdylib",
+        "staticlib",
+        "proc-macro",
+        "bin",
+    ];
+    let mut violations = Vec::new();
+    for package in meta["packages"]
+        .as_array()
+        .ok_or("metadata has no packages")?
+    {
+        if !package["id"]
+            .as_str()
+            .is_some_and(|id| members.contains(id))
+        {
+            continue;
+        }
+        let name = package["name"].as_str().unwrap_or("?");
+        for target in package["targets"].as_array().into_iter().flatten() {
+            let is_code = target["kind"].as_array().is_some_and(|kinds| {
+                kinds
+                    .iter()
+                    .any(|k| k.as_str().is_some_and(|k| code.contains(&k)))
+            });
+            let Some(src) = target["src_path"].as_str().filter(|_| is_code) else {
+                continue;
+            };
+            let tree = modcycles::load_tree(std::path::Path::new(src), std::path::Path::new(root))?;
+            for circle in modcycles::circles(&tree) {
+                violations.push(format!(
+                    "module import circle in {name}, {} files ({}): {}",
+                    circle.files.len(),
+                    circle.files.join(", "),
+                    circle.cycle.join(" → ")
                 ));
             }
         }
@@ -393,6 +569,77 @@ mod tests {
         assert!(
             v.iter()
                 .any(|s| s.starts_with("corral-provider-e2b depends directly on actix-web"))
+        );
+    }
+
+    #[test]
+    fn actix_outside_the_web_layer_and_maud_outside_the_console_are_reported() {
+        let m = meta(
+            &[
+                ("corral", "actix-web"),
+                ("corral-web", "actix-web"),
+                ("corral-web", "actix-server"),
+                ("corral-console", "actix-web"),
+                ("corral-console", "maud"),
+                ("corral-service", "actix-http"),
+                ("corral-control", "maud"),
+            ],
+            &[
+                "corral",
+                "corral-web",
+                "corral-console",
+                "corral-service",
+                "corral-control",
+            ],
+        );
+        let v = check_rules(&m).unwrap();
+        assert_eq!(
+            v,
+            [
+                "corral-service depends directly on actix-http, which only [\"corral\", \"corral-web\", \"corral-console\"] may",
+                "corral-control depends directly on maud, which only [\"corral-console\"] may",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_http_edge_reaching_the_console_or_maud_is_reported() {
+        let m = meta(
+            &[
+                ("corral-web", "helper"),
+                ("helper", "corral-console"),
+                ("corral-console", "maud"),
+            ],
+            &["corral-web", "corral-console"],
+        );
+        let v = check_rules(&m).unwrap();
+        assert_eq!(
+            v,
+            [
+                "corral-web is the HTTP edge but depends on corral-console (the binary mounts the console)",
+                "corral-web is the HTTP edge but depends on maud (the binary mounts the console)",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_console_depending_on_a_storage_crate_is_reported() {
+        let m = meta(
+            &[
+                ("corral-console", "corral-control"),
+                ("corral-console", "corral-registry"),
+                ("corral-control", "corral-registry"),
+                ("corral-registry", "diesel"),
+            ],
+            &["corral-console", "corral-control", "corral-registry"],
+        );
+        let v = check_rules(&m).unwrap();
+        // Through the use cases (corral-control) is fine; directly is not.
+        assert_eq!(
+            v,
+            [
+                "corral-console depends directly on corral-registry, a storage crate (the console reaches storage only through the use-case crates)"
+            ]
         );
     }
 

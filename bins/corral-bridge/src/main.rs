@@ -36,10 +36,21 @@ struct Args {
     key: String,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Started as a `local` sandbox's init: that, and nothing else (before any thread).
+    corral_provider_local::run_init_if_requested();
     let args = Args::parse();
-    match run(args).await {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "corral-bridge: cannot start tokio: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "corral-bridge: {e}");
@@ -54,6 +65,11 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let mut config = LocalConfig::new(&args.root);
     config.allow_network = args.allow_network;
+    // Each sandbox's init is this executable (`main` runs it when asked).
+    config.init = Some(
+        corral_provider_local::InitProgram::current_exe()
+            .map_err(|e| format!("cannot find the corral-bridge executable: {e}"))?,
+    );
     let local = LocalProvider::new(config).map_err(|e| e.to_string())?;
     if let Some(why) = local.unavailable_reason() {
         let _ = writeln!(

@@ -1,4 +1,5 @@
-//! The command line: `corral serve | migrate | project | key | profile | user | legal | openapi`.
+//! The command line: `corral serve | migrate | project | key | profile | user | legal | openapi | mcp`,
+//! and the client subcommands `sandbox | exec | cp | providers` (defined in `corral-cli`).
 
 use std::path::PathBuf;
 
@@ -77,6 +78,35 @@ pub enum Command {
     },
     /// Print the OpenAPI document (regenerate docs/openapi.json with it).
     Openapi,
+    /// The client subcommands (`sandbox`, `exec`, `cp`, `providers`): a server's API over
+    /// HTTP, with `--url` and `--key`.
+    #[command(flatten)]
+    Client(corral_cli::ClientCommand),
+    /// Serve Corral's MCP tools over stdin/stdout to one agent, against a running server.
+    Mcp(McpArgs),
+}
+
+/// `corral mcp`: which server and project the tools act on.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The server's base URL.
+    #[arg(long, env = "CORRAL_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A project API key (`crl_…`).
+    #[arg(long, env = "CORRAL_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+}
+
+impl McpArgs {
+    /// Serves the tools on stdio until the agent closes stdin. Stdout carries only the
+    /// protocol; logs go to stderr.
+    pub async fn serve(self) -> Result<(), String> {
+        let client =
+            corral_client::Client::new(&self.url, &self.api_key).map_err(|e| e.to_string())?;
+        corral_mcp::serve_stdio(client)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// `corral user …`.

@@ -3,23 +3,19 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, Write as _};
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use corral_domain::{Provider, ProviderContext};
-use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
-use corral_provider::{ExposeSecret as _, SandboxProvider, SecretString};
-use corral_registry::{
-    Backend, Database, DatabaseConfig, MasterKey, ProfileInput, Project, ProjectId, Registry,
-};
-use corral_service::{Service, ServiceConfig};
+use corral_provider::{ExposeSecret as _, SecretString};
+use corral_registry::{Backend, ProfileInput, Project, ProjectId, Registry};
+use corral_web::AppState;
 
 use crate::cli::{
     Cli, Command, KeyCommand, LegalCommand, ProfileCommand, ProjectCommand, Storage, UserCommand,
 };
 use crate::config::{self, Overrides, Settings};
-use crate::http::{AppState, BuildInfo};
+use crate::server::{self, open_registry};
 
 /// A failed command: the message printed on stderr.
 #[derive(Debug)]
@@ -35,12 +31,15 @@ type Outcome = Result<(), CommandError>;
 
 /// Runs one command line.
 pub fn run(cli: Cli) -> ExitCode {
-    init_tracing();
+    // The client subcommands log nothing: their stderr is the command's.
+    if !matches!(cli.command, Command::Client(_)) {
+        init_tracing();
+    }
     let result = match cli.command {
         Command::Openapi => {
             print!(
                 "{}",
-                crate::openapi::document_json(&crate::wiring::compiled_in_capabilities())
+                corral_web::openapi::document_json(&crate::wiring::compiled_in_capabilities())
             );
             Ok(())
         }
@@ -51,6 +50,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Profile { command } => block_on(profile(command)),
         Command::User { command } => block_on(user(command)),
         Command::Legal { command } => block_on(legal(command)),
+        Command::Mcp(args) => block_on(async { args.serve().await.map_err(CommandError) }),
+        // A client of a server over HTTP: its own runtime, exit codes and messages.
+        Command::Client(command) => return corral_cli::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -87,126 +89,8 @@ fn settings(storage: &Storage, listen: Option<String>) -> Result<Settings, Comma
             data_dir: storage.data_dir.clone(),
             database_url: storage.database_url.clone(),
         },
+        &crate::wiring::compiled_in(),
     )?)
-}
-
-/// The registry and the idempotency store over the configured database (migrated).
-pub async fn open_registry(
-    settings: &Settings,
-) -> Result<(Registry, IdempotencyStore), CommandError> {
-    create_private_dir(&settings.data_dir)?;
-    let key = MasterKey::load_or_create(&settings.data_dir.join("master.key"))?;
-    let mut db_config = DatabaseConfig::new(settings.database_url.clone());
-    db_config.max_connections = settings.max_connections as usize;
-    db_config.wait_timeout = settings.acquire_timeout;
-    db_config.create_timeout = settings.connect_timeout;
-    db_config.recycle_timeout = settings.connect_timeout;
-    db_config.query_timeout = settings.query_timeout;
-    let db = Database::connect(db_config).await?;
-    let store = IdempotencyStore::new(db.clone(), IdempotencyConfig::default());
-    Ok((Registry::new(db, key), store))
-}
-
-fn create_private_dir(dir: &Path) -> Result<(), CommandError> {
-    if dir.exists() {
-        return restrict_dir(dir);
-    }
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        builder.mode(0o700);
-    }
-    builder
-        .create(dir)
-        .map_err(|e| CommandError(format!("cannot create {}: {e}", dir.display())))
-}
-
-/// Narrows an existing data directory to the server's user (it holds the master key and the
-/// SQLite database); an operator's wider mode from an older install is corrected with a warning.
-fn restrict_dir(dir: &Path) -> Result<(), CommandError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let meta = std::fs::metadata(dir)
-            .map_err(|e| CommandError(format!("cannot read {}: {e}", dir.display())))?;
-        if meta.permissions().mode() & 0o077 != 0 {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| {
-                CommandError(format!(
-                    "cannot restrict {} to mode 0700: {e}",
-                    dir.display()
-                ))
-            })?;
-            tracing::warn!(dir = %dir.display(), "restricted the data directory to mode 0700");
-        }
-    }
-    Ok(())
-}
-
-/// Builds the service from settings and providers (used by `serve` and by tests).
-pub fn service(
-    settings: &Settings,
-    providers: BTreeMap<Provider, Arc<dyn SandboxProvider>>,
-    registry: Registry,
-    store: IdempotencyStore,
-) -> Service {
-    Service::new(
-        providers,
-        registry,
-        store,
-        ServiceConfig {
-            exec_deadline: settings.exec_deadline,
-            create_wait: settings.create_wait,
-            provider_call_timeout: settings.provider_call_timeout,
-            bridge_allow: settings.bridge_allow.clone(),
-            reconcile_grace: settings.reconcile_grace,
-            rate_limits: settings.rate_limits.clone(),
-            quotas: settings.quotas.clone(),
-            exec_concurrency: settings.exec_concurrency,
-        },
-    )
-}
-
-/// Builds the control plane beside `service`, over the same database and registry, with the
-/// SMTP mailer when `[control.smtp]` is set (else mail goes to the log). Used by `serve` and
-/// by tests.
-pub fn control(
-    settings: &Settings,
-    registry: Registry,
-    service: Service,
-) -> Result<corral_control::Control, CommandError> {
-    use corral_control::{SmtpConfig, SmtpMailer, SmtpSecurity};
-    let c = &settings.control;
-    let config = corral_control::ControlConfig {
-        public_url: c.public_url.clone(),
-        session_idle: c.session_idle,
-        session_absolute: c.session_absolute,
-        email_webhook_secret: c.email_webhook_secret.clone(),
-        ..corral_control::ControlConfig::default()
-    };
-    let store = corral_control_store::ControlStore::new(registry.database().clone());
-    let control = corral_control::Control::new(store, registry, service, config);
-    let Some(smtp) = &c.smtp else {
-        tracing::info!("no [control.smtp]: mail, sign-in links included, is written to the log");
-        return Ok(control);
-    };
-    let security = match smtp.security.as_deref() {
-        Some("plain") => SmtpSecurity::Plain,
-        Some("tls") => SmtpSecurity::Tls,
-        _ => SmtpSecurity::StartTls,
-    };
-    let mailer = SmtpMailer::new(&SmtpConfig {
-        host: smtp.host.clone(),
-        port: smtp.port.unwrap_or(587),
-        security,
-        username: smtp.username.clone(),
-        password: smtp.password.clone().map(SecretString::from),
-        from: smtp.from.clone(),
-        timeout: std::time::Duration::from_secs(30),
-    })
-    .map_err(|e| CommandError(format!("[control.smtp]: {e}")))?;
-    Ok(control.with_mailer(Arc::new(mailer)))
 }
 
 async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
@@ -222,20 +106,32 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     let providers = crate::wiring::build(&settings).map_err(CommandError)?;
     let names: Vec<&str> = providers.keys().map(|p| p.as_str()).collect();
     tracing::info!(providers = ?names, "providers configured");
-    let service = service(&settings, providers, registry.clone(), store);
+    let service = server::service(&settings, providers, registry.clone(), store);
     let _reconciler = service.spawn_reconciler(settings.reconcile_interval);
-    let control = control(&settings, registry, service.clone())?;
+    // Takes over commands whose capture's owner died (or that ran when this process last
+    // stopped), at once and then every few seconds.
+    let _captures = service.spawn_command_supervisor(COMMAND_SUPERVISOR_INTERVAL);
+    // Delivers due webhook deliveries (the outbox in the database), every second.
+    let _webhooks = service.spawn_webhook_dispatcher(std::time::Duration::from_secs(1));
+    let control = server::control(&settings, registry, service.clone())?;
     let _deletions = control.spawn_deletion_worker(settings.reconcile_interval);
     let state = AppState {
         service,
         control,
-        metrics: Arc::new(crate::http::request_metrics()),
-        build: BuildInfo::current(),
+        metrics: Arc::new(corral_web::request_metrics()),
+        build: server::build_info(),
     };
+    let service = state.service.clone();
     // actix-web's `HttpServer` pipeline, built by hand so each connection passes through the
     // request-head guard (oversized and malformed heads answered with the envelope).
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
-    let bound = crate::head_guard::bind(&settings.listen, workers, state)
+    tracing::info!(
+        max_connections = settings.http.max_connections,
+        max_connections_per_address = settings.http.max_connections_per_address,
+        trusted_proxies = settings.http.trusted_proxies.len(),
+        "connection caps"
+    );
+    let bound = server::bind(&settings.listen, workers, state, settings.http.clone())
         .map_err(|e| CommandError(format!("cannot listen on {}: {e}", settings.listen)))?;
     for addr in &bound.addrs {
         println!("corral: listening on http://{addr}");
@@ -243,9 +139,15 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     let _ = std::io::stdout().flush();
     // actix-server stops gracefully on SIGTERM and SIGINT (in-flight requests finish).
     bound.server.await?;
+    // Hand running commands' captures over at once (the next start, or another replica,
+    // takes them without waiting for the leases to run out).
+    service.release_captures().await;
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How often the server looks for commands whose capture needs an owner.
+const COMMAND_SUPERVISOR_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn print_first_key(settings: &Settings, project: &Project, key: &str) {
     let host = settings.listen.replace("0.0.0.0", "127.0.0.1");
@@ -401,7 +303,7 @@ async fn open_control(
     public_url: Option<String>,
 ) -> Result<corral_control::Control, CommandError> {
     let (registry, store) = open_registry(settings).await?;
-    let service = service(settings, BTreeMap::new(), registry.clone(), store);
+    let service = server::service(settings, BTreeMap::new(), registry.clone(), store);
     let public_url = public_url
         .unwrap_or_else(|| format!("http://{}", settings.listen.replace("0.0.0.0", "127.0.0.1")));
     let config = corral_control::ControlConfig {
@@ -445,26 +347,4 @@ async fn legal(command: LegalCommand) -> Outcome {
         serde_json::json!({ "document": document, "release": release })
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[cfg(unix)]
-    #[test]
-    fn an_existing_data_directory_with_a_wider_mode_is_narrowed_to_the_owner() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let parent = tempfile::tempdir().unwrap();
-        let dir = parent.path().join("data");
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        create_private_dir(&dir).unwrap();
-        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
-        let fresh = parent.path().join("fresh");
-        create_private_dir(&fresh).unwrap();
-        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
-    }
 }

@@ -27,9 +27,32 @@
 //! per_project = { per_second = 50.0, burst = 200 }
 //! auth_failures = { per_second = 0.5, burst = 30 }            # per source address
 //!
+//! [http]                         # the edge (docs/reliability.md); defaults from RLIMIT_NOFILE
+//! max_connections = 512           # open at once; default half the descriptor limit (≥ 64 kept back)
+//! max_connections_per_address = 32  # per client address (IPv6: per /64); default a sixteenth, ≥ 8
+//! unauthenticated_body_seconds = 10 # sign-in and the email webhook: the whole body within this
+//! trusted_proxies = ["10.0.0.0/8"]  # peers whose X-Forwarded-For names the client; default none
+//!
 //! [reconciler]
 //! interval_seconds = 30
 //! grace_seconds = 300
+//!
+//! [commands]                      # commands as durable jobs (docs/commands.md)
+//! max_timeout_seconds = 86400     # largest (and default) timeoutSeconds of a command
+//! lease_seconds = 15              # a replica's hold on a command's capture, renewed every third
+//! max_output_mib_per_command = 16 # kept per command; the oldest output beyond it is dropped
+//! max_output_mib_per_project = 256
+//! retention_hours = 168           # how long an ended command stays readable
+//! max_running_per_project = 100   # 0 = no cap
+//!
+//! [events]                        # lifecycle events (docs/operations.md)
+//! retention_days = 30             # how long an event stays readable at GET /v1/events
+//!
+//! [webhooks]                      # delivery of events to webhook endpoints (docs/operations.md)
+//! allow = ["hooks.internal:8443"] # hosts exempt from the address rules (as [bridge] allow)
+//! attempts = 8                    # attempts before a delivery is dead
+//! first_backoff_seconds = 5       # doubled after each failed attempt (with jitter), at most 1 h
+//! timeout_seconds = 10            # deadline of one attempt
 //!
 //! [bridge]
 //! allow = ["bridge.internal.example:8443"]
@@ -48,6 +71,7 @@
 //! session_idle_seconds = 43200                 # 12 h
 //! session_absolute_seconds = 604800            # 7 days
 //! email_webhook_secret = "whsec_…"             # default none: the webhook refuses every event
+//! password_hashing_threads = 2                 # argon2 at once (19 MiB each); default 2
 //! [control.smtp]                  # default none: mail (sign-in links) is written to the log
 //! host = "smtp.example.com"
 //! port = 587                      # default 587
@@ -72,6 +96,20 @@
 //! # cgroup_parent = "system.slice/corral.service"  # a delegated cgroup: limits for a non-root server
 //! exec_threads = 64        # commands running at once, each on a thread of its own (not tokio's blocking pool)
 //! exec_queue_wait_seconds = 5  # an exec waits this long for a free command thread, then provider_unavailable
+//! network = false          # guarded networking for sandboxes that ask for it (pasta, from Debian's passt)
+//! network_allow = ["10.1.0.0/16"]  # ranges those sandboxes may reach despite the guard
+//! # dns_upstream = "1.1.1.1"       # their resolver (default: the host's first nameserver)
+//! [local.images]                   # images a create may name (`image`); default none
+//! tools = { dir = "/srv/corral/rootfs/tools" }          # a root filesystem directory
+//! debian = { oci = "/srv/corral/oci/debian", tag = "12" }  # an OCI image layout, unpacked once
+//! [local.capacity]                 # caps across sandboxes; default derived from the machine
+//! disk_mib = 102400                # disk reserved by every sandbox's image together
+//! memory_mib = 16384               # memory of every sandbox together (their parent cgroup)
+//! max_processes = 100000
+//! project_disk_mib = 25600         # the same, per project
+//! project_memory_mib = 4096
+//! project_max_processes = 25000
+//! sandboxes_per_project = 32       # live sandboxes per project
 //! ```
 //!
 //! Each `[providers.<id>]` table is read by that adapter's configuration type, which documents
@@ -90,6 +128,60 @@ use std::time::Duration;
 
 use corral_domain::{Provider, limits};
 use serde::Deserialize;
+
+/// `[http]`: the edge's connection caps, body deadline and trusted proxies.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSection {
+    /// Connections open at once, in total.
+    pub max_connections: Option<usize>,
+    /// Connections open at once from one client address.
+    pub max_connections_per_address: Option<usize>,
+    /// Seconds an unauthenticated route waits for its whole body.
+    pub unauthenticated_body_seconds: Option<u64>,
+    /// Addresses or CIDR blocks of the proxies in front of the server.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+}
+
+/// `[http]` over the defaults for a process allowed `nofile` descriptors: every value
+/// positive, the caps below the limit.
+fn http(section: &HttpSection, nofile: u64) -> Result<corral_web::edge::EdgeConfig, ConfigError> {
+    let mut edge = corral_web::edge::EdgeConfig::for_descriptor_limit(nofile);
+    if let Some(n) = section.max_connections {
+        if n == 0 || n as u64 >= nofile {
+            return Err(ConfigError(format!(
+                "http.max_connections must be between 1 and the descriptor limit ({nofile}), less a reserve"
+            )));
+        }
+        edge.max_connections = n;
+        edge.max_connections_per_address = edge.max_connections_per_address.min(n);
+    }
+    if let Some(n) = section.max_connections_per_address {
+        if n == 0 || n > edge.max_connections {
+            return Err(ConfigError(
+                "http.max_connections_per_address must be between 1 and http.max_connections"
+                    .into(),
+            ));
+        }
+        edge.max_connections_per_address = n;
+    }
+    if let Some(s) = section.unauthenticated_body_seconds {
+        if s == 0 {
+            return Err(ConfigError(
+                "http.unauthenticated_body_seconds must be at least 1".into(),
+            ));
+        }
+        edge.unauthenticated_body = Duration::from_secs(s);
+    }
+    edge.trusted_proxies = section
+        .trusted_proxies
+        .iter()
+        .map(|p| corral_web::edge::parse_proxy(p))
+        .collect::<Result<_, _>>()
+        .map_err(|e| ConfigError(format!("http.trusted_proxies: {e}")))?;
+    Ok(edge)
+}
 
 /// The TOML file, as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -113,6 +205,18 @@ pub struct FileConfig {
     /// Background reconciler.
     #[serde(default)]
     pub reconciler: ReconcilerSection,
+    /// `[http]`.
+    #[serde(default)]
+    pub http: HttpSection,
+    /// Commands as durable jobs.
+    #[serde(default)]
+    pub commands: CommandsSection,
+    /// Lifecycle events.
+    #[serde(default)]
+    pub events: EventsSection,
+    /// Webhook delivery.
+    #[serde(default)]
+    pub webhooks: WebhooksSection,
     /// Bridge URL guard.
     #[serde(default)]
     pub bridge: BridgeSection,
@@ -139,6 +243,8 @@ pub struct ControlSection {
     pub session_absolute_seconds: Option<u64>,
     /// The email webhook's Standard Webhooks secret (`whsec_<base64>`).
     pub email_webhook_secret: Option<String>,
+    /// Password hashes computed at once (each takes 19 MiB); default 2.
+    pub password_hashing_threads: Option<u64>,
     /// Outgoing mail; absent → mail is logged.
     pub smtp: Option<SmtpSection>,
 }
@@ -186,6 +292,8 @@ pub struct ControlSettings {
     pub session_absolute: Duration,
     /// The email webhook secret, when configured.
     pub email_webhook_secret: Option<corral_provider::SecretString>,
+    /// Password hashes computed at once.
+    pub password_hashing_threads: usize,
     /// Outgoing mail, when configured.
     pub smtp: Option<SmtpSection>,
 }
@@ -260,6 +368,47 @@ pub struct ReconcilerSection {
     pub grace_seconds: Option<u64>,
 }
 
+/// `[commands]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandsSection {
+    /// Largest (and default) `timeoutSeconds`.
+    pub max_timeout_seconds: Option<u64>,
+    /// Seconds a replica holds a command's capture unless it renews it.
+    pub lease_seconds: Option<u64>,
+    /// MiB of output kept per command.
+    pub max_output_mib_per_command: Option<u64>,
+    /// MiB of output kept per project.
+    pub max_output_mib_per_project: Option<u64>,
+    /// Hours an ended command stays readable.
+    pub retention_hours: Option<u64>,
+    /// Commands running at once per project (0: no cap).
+    pub max_running_per_project: Option<u32>,
+}
+
+/// `[events]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsSection {
+    /// Days an event stays readable.
+    pub retention_days: Option<u64>,
+}
+
+/// `[webhooks]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhooksSection {
+    /// Hosts (`host` or `host:port`) exempt from the address rules.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Attempts before a delivery is given up.
+    pub attempts: Option<u32>,
+    /// Seconds before the second attempt (doubled after each failure).
+    pub first_backoff_seconds: Option<u64>,
+    /// Seconds one attempt may take.
+    pub timeout_seconds: Option<u64>,
+}
+
 /// `[bridge]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -322,6 +471,48 @@ pub struct LocalSection {
     /// How long an exec waits for a free command thread before `provider_unavailable`;
     /// default 5.
     pub exec_queue_wait_seconds: Option<u64>,
+    /// Guarded networking for sandboxes that ask for it; default off.
+    pub network: Option<bool>,
+    /// Ranges (`a.b.c.d/n`) sandboxes with a network may reach despite the guard.
+    pub network_allow: Option<Vec<String>>,
+    /// The resolver their DNS queries are relayed to (an IPv4 address); default the host's.
+    pub dns_upstream: Option<String>,
+    /// Images a create may name.
+    pub images: Option<BTreeMap<String, LocalImage>>,
+    /// Caps across sandboxes; each default is derived from the machine.
+    pub capacity: Option<LocalCapacitySection>,
+}
+
+/// `[local.images] <name> = { dir = … }` or `{ oci = …, tag = … }`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LocalImage {
+    /// A root filesystem directory.
+    pub dir: Option<PathBuf>,
+    /// An OCI image layout directory.
+    pub oci: Option<PathBuf>,
+    /// The tag (`org.opencontainers.image.ref.name`) in the layout, when it holds several.
+    pub tag: Option<String>,
+}
+
+/// `[local.capacity]`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LocalCapacitySection {
+    /// Disk reserved by every sandbox's image together, MiB.
+    pub disk_mib: Option<u64>,
+    /// Memory of every sandbox together, MiB.
+    pub memory_mib: Option<u64>,
+    /// Processes of every sandbox together.
+    pub max_processes: Option<u64>,
+    /// Disk reserved by one project's sandboxes, MiB.
+    pub project_disk_mib: Option<u64>,
+    /// Memory of one project's sandboxes, MiB.
+    pub project_memory_mib: Option<u64>,
+    /// Processes of one project's sandboxes.
+    pub project_max_processes: Option<u64>,
+    /// Live sandboxes of one project.
+    pub sandboxes_per_project: Option<u64>,
 }
 
 /// The resolved settings the server runs with.
@@ -365,8 +556,16 @@ pub struct Settings {
     pub quotas: corral_service::limiter::Quotas,
     /// Caps on commands running at once.
     pub exec_concurrency: corral_service::limiter::ExecConcurrency,
+    /// Commands as durable jobs.
+    pub commands: corral_service::commands::CommandsConfig,
+    /// How long lifecycle events stay readable.
+    pub events_retention: Duration,
+    /// Webhook delivery.
+    pub webhooks: corral_service::webhooks::WebhooksConfig,
     /// The control plane.
     pub control: ControlSettings,
+    /// The edge's limits (`[http]`).
+    pub http: corral_web::edge::EdgeConfig,
 }
 
 /// Reading or resolving the configuration failed.
@@ -414,8 +613,13 @@ fn list(v: &str) -> Vec<String> {
         .collect()
 }
 
-/// Reads the file (if any) and resolves everything.
-pub fn load(file: Option<&Path>, cli: &Overrides) -> Result<Settings, ConfigError> {
+/// Reads the file (if any) and resolves everything; `compiled_in` is the providers this binary
+/// carries (`wiring::compiled_in`).
+pub fn load(
+    file: Option<&Path>,
+    cli: &Overrides,
+    compiled_in: &[Provider],
+) -> Result<Settings, ConfigError> {
     let fc = match file {
         None => FileConfig::default(),
         Some(path) => {
@@ -425,11 +629,17 @@ pub fn load(file: Option<&Path>, cli: &Overrides) -> Result<Settings, ConfigErro
                 .map_err(|e| ConfigError(format!("invalid config {}: {e}", path.display())))?
         }
     };
-    resolve(fc, cli)
+    resolve(fc, cli, compiled_in)
 }
 
-/// Applies environment overrides and flags to a parsed file.
-pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError> {
+/// Applies environment overrides and flags to a parsed file. `compiled_in` is the providers
+/// this binary carries: the default of `providers.enabled`, and all it may name. (Passed in,
+/// not looked up, so the configuration depends on nothing else of the binary.)
+pub fn resolve(
+    fc: FileConfig,
+    cli: &Overrides,
+    compiled_in: &[Provider],
+) -> Result<Settings, ConfigError> {
     let data_dir = cli
         .data_dir
         .clone()
@@ -445,14 +655,14 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
         None => fc.providers.enabled.clone(),
     };
     let enabled = match enabled_names {
-        None => crate::wiring::compiled_in(),
+        None => compiled_in.to_vec(),
         Some(names) => names
             .iter()
             .map(|n| {
                 let p: Provider = n
                     .parse()
                     .map_err(|e| ConfigError(format!("providers.enabled: {e}")))?;
-                if !crate::wiring::compiled_in().contains(&p) {
+                if !compiled_in.contains(&p) {
                     return Err(ConfigError(format!(
                         "providers.enabled: provider `{p}` is not built into this binary"
                     )));
@@ -477,7 +687,7 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
     for key in providers.keys() {
         let known = key
             .parse::<Provider>()
-            .is_ok_and(|p| p != Provider::Local && crate::wiring::compiled_in().contains(&p));
+            .is_ok_and(|p| p != Provider::Local && compiled_in.contains(&p));
         if !known {
             return Err(ConfigError(format!(
                 "unknown provider section [providers.{key}] (`local` is configured under [local])"
@@ -504,6 +714,28 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
             .map_err(|e| ConfigError(format!("limits.max_live_sandboxes_per_provider: {e}")))?;
         quotas.live_sandboxes_per_provider.insert(p, *n);
     }
+    for (name, image) in local.images.iter().flatten() {
+        if image.dir.is_some() == image.oci.is_some() {
+            return Err(ConfigError(format!(
+                "local.images.{name} needs exactly one of `dir` and `oci`"
+            )));
+        }
+        if image.dir.is_some() && image.tag.is_some() {
+            return Err(ConfigError(format!(
+                "local.images.{name}: `tag` goes with `oci`"
+            )));
+        }
+    }
+    for range in local.network_allow.iter().flatten() {
+        range
+            .parse::<corral_provider_local::Ipv4Net>()
+            .map_err(|e| ConfigError(format!("local.network_allow: {e}")))?;
+    }
+    if let Some(dns) = &local.dns_upstream {
+        dns.parse::<std::net::Ipv4Addr>().map_err(|_| {
+            ConfigError(format!("local.dns_upstream `{dns}` is not an IPv4 address"))
+        })?;
+    }
     if local.exec_threads == Some(0) {
         return Err(ConfigError("local.exec_threads must be at least 1".into()));
     }
@@ -527,6 +759,14 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
         .or(fc.listen.clone())
         .unwrap_or_else(|| "127.0.0.1:8080".into());
     let control = control(&fc.control, &listen)?;
+    let commands = commands(&fc.commands)?;
+    let events_retention = match fc.events.retention_days {
+        Some(0) => return Err(ConfigError("events.retention_days must be positive".into())),
+        Some(d) => Duration::from_secs(d.saturating_mul(24 * 3600)),
+        None => corral_service::ServiceConfig::default().events_retention,
+    };
+    let webhooks = webhooks(&fc.webhooks)?;
+    let http = http(&fc.http, corral_web::edge::descriptor_limit())?;
     Ok(Settings {
         listen,
         data_dir,
@@ -562,7 +802,72 @@ pub fn resolve(fc: FileConfig, cli: &Overrides) -> Result<Settings, ConfigError>
         rate_limits,
         quotas,
         exec_concurrency,
+        commands,
+        events_retention,
+        webhooks,
         control,
+        http,
+    })
+}
+
+/// `[webhooks]` over its defaults: every number positive; `CORRAL_WEBHOOKS_ALLOW` (a list)
+/// replaces `allow`.
+fn webhooks(
+    section: &WebhooksSection,
+) -> Result<corral_service::webhooks::WebhooksConfig, ConfigError> {
+    let d = corral_service::webhooks::WebhooksConfig::default();
+    let positive = |name: &str, v: Option<u64>| match v {
+        Some(0) => Err(ConfigError(format!("webhooks.{name} must be positive"))),
+        other => Ok(other),
+    };
+    let allow = env("CORRAL_WEBHOOKS_ALLOW").map_or_else(|| section.allow.clone(), |v| list(&v));
+    Ok(corral_service::webhooks::WebhooksConfig {
+        allow,
+        attempts: match section.attempts {
+            Some(0) => return Err(ConfigError("webhooks.attempts must be positive".into())),
+            Some(n) => n,
+            None => d.attempts,
+        },
+        first_backoff: positive("first_backoff_seconds", section.first_backoff_seconds)?
+            .map_or(d.first_backoff, Duration::from_secs),
+        timeout: positive("timeout_seconds", section.timeout_seconds)?
+            .map_or(d.timeout, Duration::from_secs),
+        ..d
+    })
+}
+
+/// `[commands]` over its defaults: every value positive, except a cap of 0 (none).
+fn commands(
+    section: &CommandsSection,
+) -> Result<corral_service::commands::CommandsConfig, ConfigError> {
+    let d = corral_service::commands::CommandsConfig::default();
+    let positive = |name: &str, v: Option<u64>| match v {
+        Some(0) => Err(ConfigError(format!("commands.{name} must be positive"))),
+        other => Ok(other),
+    };
+    const MIB: u64 = 1024 * 1024;
+    let lease = positive("lease_seconds", section.lease_seconds)?;
+    Ok(corral_service::commands::CommandsConfig {
+        max_timeout: positive("max_timeout_seconds", section.max_timeout_seconds)?
+            .map_or(d.max_timeout, Duration::from_secs),
+        lease: lease.map_or(d.lease, Duration::from_secs),
+        max_output_bytes_per_command: positive(
+            "max_output_mib_per_command",
+            section.max_output_mib_per_command,
+        )?
+        .map_or(d.max_output_bytes_per_command, |m| m.saturating_mul(MIB)),
+        max_output_bytes_per_project: positive(
+            "max_output_mib_per_project",
+            section.max_output_mib_per_project,
+        )?
+        .map_or(d.max_output_bytes_per_project, |m| m.saturating_mul(MIB)),
+        retention: positive("retention_hours", section.retention_hours)?
+            .map_or(d.retention, |h| Duration::from_secs(h.saturating_mul(3600))),
+        max_live_per_project: match section.max_running_per_project {
+            None => d.max_live_per_project,
+            Some(0) => None,
+            Some(n) => Some(n),
+        },
     })
 }
 
@@ -613,6 +918,15 @@ fn control(section: &ControlSection, listen: &str) -> Result<ControlSettings, Co
         email_webhook_secret: env("CORRAL_EMAIL_WEBHOOK_SECRET")
             .or(section.email_webhook_secret.clone())
             .map(corral_provider::SecretString::from),
+        password_hashing_threads: match section.password_hashing_threads {
+            None => defaults.hashing.threads,
+            Some(n @ 1..=64) => n as usize,
+            Some(_) => {
+                return Err(ConfigError(
+                    "control.password_hashing_threads must be from 1 to 64".into(),
+                ));
+            }
+        },
         smtp,
     })
 }
@@ -655,7 +969,7 @@ mod tests {
 
     fn parse(text: &str) -> Result<Settings, ConfigError> {
         let fc: FileConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
-        resolve(fc, &Overrides::default())
+        resolve(fc, &Overrides::default(), &Provider::ALL)
     }
 
     #[test]
@@ -686,8 +1000,56 @@ mod tests {
         assert!(parse("[control]\npublic_url = \"ftp://x\"").is_err());
         assert!(parse("[control]\npublic_url = \"not a url\"").is_err());
         assert!(parse("[control]\nsession_idle_seconds = 0").is_err());
+        assert_eq!(s.control.password_hashing_threads, 2);
+        let threads = parse("[control]\npassword_hashing_threads = 4").unwrap();
+        assert_eq!(threads.control.password_hashing_threads, 4);
+        assert!(parse("[control]\npassword_hashing_threads = 0").is_err());
         assert!(parse("[control]\npublik_url = \"http://x\"").is_err());
         assert!(parse("[control.smtp]\nhost = \"h\"\nfrom = \"f@x\"\nsecurity = \"ssl\"").is_err());
+    }
+
+    #[test]
+    fn http_section_defaults_from_the_descriptor_limit_and_is_checked() {
+        let at = |text: &str, nofile| http(&toml::from_str(text).unwrap(), nofile);
+        let d = at("", 1024).unwrap();
+        assert_eq!(
+            (d.max_connections, d.max_connections_per_address),
+            (512, 32)
+        );
+        assert_eq!(d.unauthenticated_body, Duration::from_secs(10));
+        assert!(d.trusted_proxies.is_empty());
+        let c = at(
+            "max_connections = 100
+unauthenticated_body_seconds = 3
+trusted_proxies = [\"10.0.0.0/8\", \"::1\"]",
+            1024,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.max_connections, c.max_connections_per_address),
+            (100, 32)
+        );
+        assert_eq!(c.unauthenticated_body, Duration::from_secs(3));
+        assert_eq!(c.trusted_proxies.len(), 2);
+        assert_eq!(
+            at("max_connections = 10", 1024)
+                .unwrap()
+                .max_connections_per_address,
+            10
+        );
+        for bad in [
+            "max_connections = 1024",
+            "max_connections = 0",
+            "max_connections = 10\nmax_connections_per_address = 11",
+            "unauthenticated_body_seconds = 0",
+            "trusted_proxies = [\"lb.internal\"]",
+        ] {
+            assert!(at(bad, 1024).is_err(), "{bad}");
+        }
+        assert!(
+            parse("[http]\nmax_connection = 5").is_err(),
+            "unknown keys are refused"
+        );
     }
 
     #[test]
@@ -700,6 +1062,7 @@ mod tests {
                 data_dir: None,
                 database_url: Some("postgres://db/corral".into()),
             },
+            &Provider::ALL,
         )
         .unwrap();
         assert_eq!(s.listen, "127.0.0.1:2");
@@ -721,6 +1084,20 @@ mod tests {
         );
         assert_eq!(s.bridge_allow, ["b.example:443"]);
         assert_eq!(s.exec_deadline, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn only_the_providers_built_in_may_be_enabled_or_configured_and_they_are_the_default() {
+        let built_in = [Provider::Local, Provider::Morph];
+        let resolve_with = |text: &str| {
+            let fc: FileConfig = toml::from_str(text).unwrap();
+            resolve(fc, &Overrides::default(), &built_in)
+        };
+        assert_eq!(resolve_with("").unwrap().enabled, built_in);
+        let err = resolve_with("[providers]\nenabled = [\"e2b\"]").unwrap_err();
+        assert!(err.0.contains("not built into this binary"), "{err}");
+        assert!(resolve_with("[providers.e2b]\nbase_url = \"http://x\"").is_err());
+        assert!(resolve_with("[providers.morph]\nbase_url = \"http://x\"").is_ok());
     }
 
     #[test]
@@ -748,5 +1125,24 @@ mod tests {
             (Some(3), Some(1))
         );
         assert!(parse("[local]\nexec_threads = 0").is_err());
+    }
+
+    #[test]
+    fn local_images_networking_and_capacity_are_read_and_checked() {
+        let s = parse(
+            "[local]\nnetwork = true\nnetwork_allow = [\"10.1.0.0/16\"]\ndns_upstream = \"1.1.1.1\"\n\
+             [local.images]\ntools = { dir = \"/srv/tools\" }\ndebian = { oci = \"/srv/oci\", tag = \"12\" }\n\
+             [local.capacity]\nsandboxes_per_project = 4\nproject_memory_mib = 2048",
+        )
+        .unwrap();
+        assert_eq!(s.local.network, Some(true));
+        let images = s.local.images.unwrap();
+        assert_eq!(images["debian"].tag.as_deref(), Some("12"));
+        assert_eq!(s.local.capacity.unwrap().sandboxes_per_project, Some(4));
+        assert!(parse("[local.images]\nx = { dir = \"/a\", oci = \"/b\" }").is_err());
+        assert!(parse("[local.images]\nx = {}").is_err());
+        assert!(parse("[local]\nnetwork_allow = [\"10.1.0.0/33\"]").is_err());
+        assert!(parse("[local]\ndns_upstream = \"resolver\"").is_err());
+        assert!(parse("[local.capacity]\nunknown = 1").is_err());
     }
 }

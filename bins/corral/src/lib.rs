@@ -1,23 +1,18 @@
-//! The Corral server (actix-web, thin) and its admin CLI.
+//! The Corral server and admin CLI: composes the crates, holds no HTTP of its own.
 //!
-//! Everything of meaning lives in `corral-service`; this crate routes HTTP, reads headers and
-//! bodies, renders the JSON envelope, and wires configuration, the registry and the providers
-//! together.
-//!
-//! Routing decisions the spec leaves open: an unknown path answers 404 and a known path with
-//! the wrong method 405, both with the `invalid_request` envelope (Stripe answers unrecognized
-//! URLs the same way); actix's own failures (bodies too large, malformed JSON, wrong content
-//! type, bad query strings) all become envelopes, never HTML or plain text.
+//! - [`cli`] parses the command line and [`commands`] runs each subcommand (`serve`,
+//!   `migrate`, `project`, `key`, `profile`, `user`, `legal`, `openapi`); the client
+//!   subcommands (`sandbox`, `exec`, `cp`, `providers`) are `corral-cli`'s, only mounted here.
+//! - [`config`] resolves the TOML file, the environment and the flags into [`config::Settings`]
+//!   (a leaf: it is handed the list of providers compiled in).
+//! - [`wiring`] is the registration list of the adapters compiled in and builds the enabled
+//!   providers from their `[providers.<id>]` tables (and `local` from `[local]`).
+//! - [`server`] composes the server: the registry, the use cases (`corral-service`,
+//!   `corral-control`), and the web edge (`corral-web`) with the console (`corral-console`)
+//!   mounted into it.
 
 pub mod cli;
 pub mod commands;
 pub mod config;
-pub mod console;
-pub mod control;
-pub mod extract;
-pub mod head_guard;
-pub mod http;
-pub mod local;
-pub mod openapi;
-mod routes;
+pub mod server;
 pub mod wiring;

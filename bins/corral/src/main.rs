@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
+    // Started as a `local` sandbox's init: that, and nothing else (before any thread).
+    corral_provider_local::run_init_if_requested();
     let cli = corral::cli::Cli::parse();
     corral::commands::run(cli)
 }

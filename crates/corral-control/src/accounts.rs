@@ -17,6 +17,7 @@ use corral_domain::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::mail::MailPurpose;
 use crate::{Actor, Control, ControlError};
 
 /// Longest account name, in characters.
@@ -234,6 +235,50 @@ impl From<AuditEvent> for AuditEventView {
     }
 }
 
+/// The subject of every invitation: nothing a user chose goes into a subject line.
+pub const INVITATION_SUBJECT: &str = "You are invited to an organization on Corral";
+
+/// The longest organization name quoted in a mail, in characters (longer is cut, with `…`).
+const MAX_NAME_IN_MAIL: usize = 60;
+
+/// A name chosen by a user, made safe to quote in a mail body: format characters (bidi
+/// overrides, zero-width) dropped, at most [`MAX_NAME_IN_MAIL`] characters, and every `.`,
+/// `:`, `/` and `@` between two non-blank characters bracketed (`example[.]com`), so no
+/// mail client turns it into a link or an address.
+pub fn neutralise(name: &str) -> String {
+    let visible: Vec<char> = name
+        .chars()
+        .filter(|c| !c.is_control() && !is_format(*c))
+        .collect();
+    let cut = visible.len() > MAX_NAME_IN_MAIL;
+    let visible = &visible[..visible.len().min(MAX_NAME_IN_MAIL)];
+    let mut out = String::with_capacity(visible.len() + 8);
+    for (i, c) in visible.iter().enumerate() {
+        let inside = i > 0
+            && visible.get(i + 1).is_some_and(|n| !n.is_whitespace())
+            && !visible[i - 1].is_whitespace();
+        if inside && matches!(c, '.' | ':' | '/' | '@') {
+            out.push('[');
+            out.push(*c);
+            out.push(']');
+        } else {
+            out.push(*c);
+        }
+    }
+    if cut {
+        out.push('…');
+    }
+    out
+}
+
+/// Unicode format characters (category Cf) that change how text reads without being seen:
+/// bidi controls, zero-width characters, the BOM, soft hyphen.
+fn is_format(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
 /// `invalid_request` "this needs the <role> role in the account".
 pub(crate) fn needs(role: Role) -> ControlError {
     ControlError::invalid(format!("this needs the {role} role in the account"))
@@ -323,6 +368,7 @@ impl Control {
     ) -> Result<AccountView> {
         self.require_legal(actor).await?;
         let name = validate_name(&request.name, MAX_ACCOUNT_NAME)?;
+        self.admit_creation(actor)?;
         let account = self
             .store()
             .create_organization(actor.user_id, &name)
@@ -553,6 +599,14 @@ impl Control {
             return Err(needs(Role::Owner));
         }
         let email = crate::identity::normalize_email(&request.email)?;
+        // Limits first, so a refused invitation leaves nothing behind.
+        self.admit_mail(
+            MailPurpose::Invitation {
+                account,
+                inviter: actor.user_id,
+            },
+            &email,
+        )?;
         let (token, token_hash) = crate::token::new_token()?;
         let ttl = chrono::Duration::from_std(self.config().invitation_ttl)
             .map_err(|_| ControlError::internal("the invitation lifetime is out of range"))?;
@@ -581,15 +635,16 @@ impl Control {
             "{}/console/invitations/accept?token={token}",
             self.config().public_url.trim_end_matches('/')
         );
+        // The subject is fixed; the organization's name, which its admins chose, appears only
+        // in the body, quoted and neutralised so that no mail client makes a link of it.
         let body = format!(
-            "{} invited you to join \"{}\" on Corral as {}.\n\nAccept within {} days, signed in as {email}:\n{link}\n",
+            "{} invited you to join the organization \"{}\" on Corral as {}.\n\nAccept within {} days, signed in as {email}:\n{link}\n\nIf you did not expect this, ignore this mail.\n",
             actor.email,
-            found.name,
+            neutralise(&found.name),
             request.role,
             self.config().invitation_ttl.as_secs() / 86_400,
         );
-        self.send_mail(&email, &format!("Join {} on Corral", found.name), &body)
-            .await?;
+        self.deliver(&email, INVITATION_SUBJECT, &body).await?;
         Ok(invitation.into())
     }
 

@@ -25,9 +25,12 @@ pub enum ControlError {
         /// What is wrong (the same message for an unknown email and a wrong password).
         message: String,
     },
-    /// Too many failed sign-ins → `rate_limited`.
-    #[snafu(display("too many failed sign-in attempts; retry after {retry_after} seconds"))]
+    /// Too many failed sign-ins, requests, creations or mails, or the password hashing pool
+    /// is busy → `rate_limited`.
+    #[snafu(display("{message}"))]
     Throttled {
+        /// Which limit, and when to retry.
+        message: String,
         /// Seconds to wait.
         retry_after: u64,
     },
@@ -120,7 +123,7 @@ impl ControlError {
     pub fn retry_after_seconds(&self) -> Option<u64> {
         match self {
             ControlError::Service { source } => source.retry_after_seconds(),
-            ControlError::Throttled { retry_after } => {
+            ControlError::Throttled { retry_after, .. } => {
                 self.code().retry_after_seconds(Some(*retry_after))
             }
             _ => self.code().retry_after_seconds(None),

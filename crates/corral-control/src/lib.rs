@@ -13,40 +13,53 @@
 mod accounts;
 mod deletion;
 mod error;
+mod hashing;
 mod identity;
 mod legal;
+mod limits;
 mod mail;
 mod profiles;
 mod projects;
 mod session;
+mod throttle;
 mod token;
 mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_control_store::{ControlStore, UserId};
+use corral_control_store::ControlStore;
 use corral_registry::Registry;
 use corral_service::Service;
 use secrecy::SecretString;
 
 pub use accounts::{
     AcceptInvitation, AccountView, AuditEventView, ChangeRole, CreateInvitation,
-    CreateOrganization, InvitationView, MAX_ACCOUNT_NAME, MAX_AUDIT_LIMIT, MemberView,
-    RenameAccount, TransferOwnership,
+    CreateOrganization, INVITATION_SUBJECT, InvitationView, MAX_ACCOUNT_NAME, MAX_AUDIT_LIMIT,
+    MemberView, RenameAccount, TransferOwnership, neutralise,
 };
 pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
+pub use hashing::{HashingConfig, HashingStats};
 pub use identity::{MIN_PASSWORD_CHARS, Me, normalize_email};
 pub use legal::{LEGAL_DOCUMENTS, LegalStatus};
-pub use mail::{LogMailer, Mail, MailError, Mailer, SmtpConfig, SmtpMailer, SmtpSecurity};
+pub use limits::{ControlLimits, Rate};
+pub use mail::{
+    LogMailer, Mail, MailError, MailPurpose, Mailer, SmtpConfig, SmtpMailer, SmtpSecurity,
+};
 pub use profiles::{
     MAX_FIELD_BYTES, MAX_SETTINGS_BYTES, ProfileView, PutProfile, Readiness, VerificationView,
     readiness, required_context,
 };
 pub use projects::{CreatedKey, KeyView, MAX_PROJECT_NAME, ProjectName, ProjectView};
 pub use session::SESSION_COOKIE;
+pub use throttle::{Backoff, ClientAddress, SignInThrottling};
 pub use webhook::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};
+
+// The ids and kinds the use cases take and return, so the web layer can name them without
+// depending on a storage crate.
+pub use corral_control_store::{AccountId, AccountKind, InvitationId, Role, UserId};
+pub use corral_registry::ProjectId;
 
 /// Tunables of the control plane.
 #[derive(Debug, Clone)]
@@ -66,11 +79,19 @@ pub struct ControlConfig {
     /// The email webhook's signing secret (`whsec_<base64>`, from `[control.email_webhook]`);
     /// without it every webhook delivery is refused (`invalid_email_webhook`).
     pub email_webhook_secret: Option<SecretString>,
+    /// A password change without the current password needs a session signed in this
+    /// recently (by link or password).
+    pub reauthentication_window: Duration,
+    /// Request, creation, mail and sign-in limits.
+    pub limits: ControlLimits,
+    /// The password hashing pool.
+    pub hashing: HashingConfig,
 }
 
 impl Default for ControlConfig {
     /// Public URL `http://127.0.0.1:8080`, idle 12 h, absolute 7 days, sign-in links 15
-    /// minutes, invitations 7 days, no email webhook secret.
+    /// minutes, invitations 7 days, no email webhook secret, re-authentication within 10
+    /// minutes, [`ControlLimits::standard`] and [`HashingConfig::default`].
     fn default() -> Self {
         Self {
             public_url: "http://127.0.0.1:8080".to_owned(),
@@ -79,6 +100,9 @@ impl Default for ControlConfig {
             sign_in_token_ttl: Duration::from_secs(15 * 60),
             invitation_ttl: Duration::from_secs(7 * 24 * 3600),
             email_webhook_secret: None,
+            reauthentication_window: Duration::from_secs(10 * 60),
+            limits: ControlLimits::standard(),
+            hashing: HashingConfig::default(),
         }
     }
 }
@@ -107,7 +131,9 @@ struct Inner {
     service: Service,
     config: ControlConfig,
     mailer: Arc<dyn Mailer>,
-    throttle: Arc<identity::Throttle>,
+    throttle: Arc<throttle::Throttle>,
+    buckets: Arc<limits::Buckets>,
+    passwords: Arc<hashing::PasswordPool>,
 }
 
 impl Control {
@@ -119,6 +145,8 @@ impl Control {
         service: Service,
         config: ControlConfig,
     ) -> Self {
+        let throttle = Arc::new(throttle::Throttle::new(config.limits.sign_in.clone()));
+        let passwords = Arc::new(hashing::PasswordPool::new(config.hashing));
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -126,7 +154,9 @@ impl Control {
                 service,
                 config,
                 mailer: Arc::new(LogMailer),
-                throttle: Arc::new(identity::Throttle::default()),
+                throttle,
+                buckets: Arc::new(limits::Buckets::default()),
+                passwords,
             }),
         }
     }
@@ -142,8 +172,22 @@ impl Control {
         &self.inner.mailer
     }
 
-    pub(crate) fn throttle(&self) -> &identity::Throttle {
+    pub(crate) fn throttle(&self) -> &Arc<throttle::Throttle> {
         &self.inner.throttle
+    }
+
+    pub(crate) fn buckets(&self) -> &limits::Buckets {
+        &self.inner.buckets
+    }
+
+    pub(crate) fn passwords(&self) -> &hashing::PasswordPool {
+        &self.inner.passwords
+    }
+
+    /// What the password hashing pool did since this control plane was built (argon2
+    /// verifications and hashes, refusals, the most running at once).
+    pub fn hashing_stats(&self) -> HashingStats {
+        self.inner.passwords.stats()
     }
 
     /// The control-plane store.

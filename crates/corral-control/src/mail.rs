@@ -7,7 +7,11 @@
 //! machine and reads the link there. Configure SMTP for any server other people sign in to.
 //!
 //! Addresses that bounced or complained (see [`Control::receive_email_event`]) are suppressed:
-//! [`Control::send_mail`] sends them nothing.
+//! [`Control::send_mail`] sends them nothing. Every mail has a [`MailPurpose`], and each
+//! purpose its limits per recipient and per sender (organization, inviter, or the client
+//! address that asked for a sign-in link), so Corral cannot be used to flood an address or
+//! relay someone's text to many. Subjects are fixed per purpose: no text a user chose
+//! appears in one.
 
 use std::fmt;
 use std::time::Duration;
@@ -19,8 +23,12 @@ use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport as _, Message, Tokio1Executor};
 use secrecy::{ExposeSecret as _, SecretString};
 
+use corral_control_store::{AccountId, UserId};
+
 use crate::Control;
 use crate::error::{ControlError, Result};
+use crate::limits::Policy;
+use crate::throttle::ClientAddress;
 
 /// One plain-text mail.
 #[derive(Clone, PartialEq, Eq)]
@@ -190,11 +198,87 @@ impl Mailer for SmtpMailer {
     }
 }
 
+/// Why a mail is sent: each purpose has its own limits (see [`crate::ControlLimits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MailPurpose {
+    /// A sign-in link asked for from `client` (limited per recipient and client, and per
+    /// recipient; requests are also limited per client address).
+    SignInLink {
+        /// Where the request came from.
+        client: ClientAddress,
+    },
+    /// An invitation to join `account`, sent by `inviter` (limited per organization, per
+    /// inviter and per recipient).
+    Invitation {
+        /// The organization.
+        account: AccountId,
+        /// Who invites.
+        inviter: UserId,
+    },
+}
+
 impl Control {
-    /// Sends a plain-text mail to `to`, unless the address is suppressed (bounced or
-    /// complained), in which case nothing is sent and `Ok` is returned. A mail server failure
-    /// is `internal_error`.
-    pub async fn send_mail(&self, to: &str, subject: &str, text: &str) -> Result<()> {
+    /// Takes the mail limits of `purpose` for one mail to `to`, all or none; refused:
+    /// `rate_limited` with `Retry-After`.
+    pub(crate) fn admit_mail(&self, purpose: MailPurpose, to: &str) -> Result<()> {
+        let limits = &self.config().limits;
+        let now = self.store().now();
+        match purpose {
+            MailPurpose::SignInLink { client } => self.buckets().take_all(
+                &[
+                    (
+                        Policy::LinksPair,
+                        &format!("{to}|{client}"),
+                        limits.sign_in_links_per_recipient_and_address,
+                    ),
+                    (
+                        Policy::LinksRecipient,
+                        to,
+                        limits.sign_in_links_per_recipient,
+                    ),
+                ],
+                now,
+            ),
+            MailPurpose::Invitation { account, inviter } => self.buckets().take_all(
+                &[
+                    (
+                        Policy::InvitationsAccount,
+                        &account.to_string(),
+                        limits.invitations_per_account,
+                    ),
+                    (
+                        Policy::InvitationsInviter,
+                        &inviter.to_string(),
+                        limits.invitations_per_inviter,
+                    ),
+                    (
+                        Policy::InvitationsRecipient,
+                        to,
+                        limits.invitations_per_recipient,
+                    ),
+                ],
+                now,
+            ),
+        }
+    }
+
+    /// Sends a plain-text mail for `purpose` to `to`: refused (`rate_limited`) past the
+    /// purpose's limits; not sent, and `Ok`, when the address is suppressed (bounced or
+    /// complained). A mail server failure is `internal_error`.
+    pub async fn send_mail(
+        &self,
+        purpose: MailPurpose,
+        to: &str,
+        subject: &str,
+        text: &str,
+    ) -> Result<()> {
+        let to = to.trim().to_ascii_lowercase();
+        self.admit_mail(purpose, &to)?;
+        self.deliver(&to, subject, text).await
+    }
+
+    /// Hands a mail whose limits were taken to the mailer, unless the address is suppressed.
+    pub(crate) async fn deliver(&self, to: &str, subject: &str, text: &str) -> Result<()> {
         let to = to.trim().to_ascii_lowercase();
         if self.store().is_email_suppressed(&to).await? {
             tracing::info!(to = %to, subject, "mail not sent: the address is suppressed");

@@ -339,6 +339,7 @@ impl Control {
         provider: Provider,
     ) -> Result<ProfileView> {
         let owned = self.project_for_change(actor, project, Role::Admin).await?;
+        self.admit_profile_test(project)?;
         let results = self.service().verify_profile(project, provider).await?;
         let passed = results.iter().filter(|v| v.ok).count();
         self.audit(

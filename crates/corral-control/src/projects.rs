@@ -205,6 +205,7 @@ impl Control {
         self.require_legal(actor).await?;
         self.account_role(actor, account, Role::Admin).await?;
         let name = validate_name(&request.name, MAX_PROJECT_NAME)?;
+        self.admit_creation(actor)?;
         let (project, created_at) = self
             .store()
             .create_account_project(account, &name)
@@ -296,6 +297,7 @@ impl Control {
     /// `POST /projects/{project}/keys` (admin): a new key, returned in full this once.
     pub async fn create_key(&self, actor: &Actor, project: ProjectId) -> Result<CreatedKey> {
         let owned = self.project_for_change(actor, project, Role::Admin).await?;
+        self.admit_creation(actor)?;
         let issued = self.registry().issue_api_key(project).await?;
         if let Err(e) = self.still_writable(project).await {
             self.registry().revoke_api_key(&issued.info.key_id).await?;

@@ -62,7 +62,10 @@ fn signed_out() -> ControlError {
 impl Control {
     /// The signed-in user behind the session cookie's token: refused
     /// (`authentication_error`) when unknown, revoked, idle longer than the idle window or
-    /// older than the absolute lifetime. Records use at most once a minute.
+    /// older than the absolute lifetime; `rate_limited` past the user's request rate
+    /// ([`ControlLimits::requests_per_user`]). Records use at most once a minute.
+    ///
+    /// [`ControlLimits::requests_per_user`]: crate::ControlLimits::requests_per_user
     pub async fn authenticate_session(&self, cookie_token: &str) -> Result<Actor> {
         if cookie_token.is_empty() || cookie_token.len() > MAX_TOKEN_LEN {
             return Err(signed_out());
@@ -79,6 +82,9 @@ impl Control {
         {
             return Err(signed_out());
         }
+        // Counted once the session is known to be good, so nobody else can spend a user's
+        // requests.
+        self.admit_request(user.id)?;
         if now - session.last_seen_at >= TOUCH_EVERY {
             self.store().touch_session(&hash, now).await?;
         }

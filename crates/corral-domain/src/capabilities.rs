@@ -1,3 +1,6 @@
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
 
 use crate::provider::Provider;
@@ -95,6 +98,12 @@ pub struct ProviderCapabilities {
     pub supports_restore: bool,
     /// Whether delete permanently removes the sandbox.
     pub supports_delete: bool,
+    /// What commands as durable jobs can do on this provider.
+    pub commands: CommandCapabilities,
+    /// The images a create may name, where the provider lists them (`local`: the images the
+    /// operator configured); absent where any name the provider knows may be given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
 }
 
 /// Every configured provider's capabilities (`GET /v1/providers`).
@@ -155,5 +164,136 @@ impl ProviderCapabilities {
             return Err("pricing.readOn must be YYYY-MM-DD".into());
         }
         Ok(())
+    }
+}
+
+/// A signal a client may send to a running command. Each provider advertises the ones it can
+/// deliver ([`CommandCapabilities::signals`]); a request for another is refused before any
+/// provider call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub enum Signal {
+    /// Hang-up (1).
+    Hup,
+    /// Interrupt, as Ctrl-C (2).
+    Int,
+    /// Quit (3).
+    Quit,
+    /// Kill, which cannot be caught (9).
+    Kill,
+    /// User-defined 1 (10).
+    Usr1,
+    /// User-defined 2 (12).
+    Usr2,
+    /// Terminate (15).
+    Term,
+}
+
+impl Signal {
+    /// Every signal, in number order.
+    pub const ALL: [Signal; 7] = [
+        Signal::Hup,
+        Signal::Int,
+        Signal::Quit,
+        Signal::Kill,
+        Signal::Usr1,
+        Signal::Usr2,
+        Signal::Term,
+    ];
+
+    /// The name without `SIG`, as on the wire and as `kill -<name>` takes it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Signal::Hup => "HUP",
+            Signal::Int => "INT",
+            Signal::Quit => "QUIT",
+            Signal::Kill => "KILL",
+            Signal::Usr1 => "USR1",
+            Signal::Usr2 => "USR2",
+            Signal::Term => "TERM",
+        }
+    }
+
+    /// The Linux signal number.
+    pub const fn number(self) -> i32 {
+        match self {
+            Signal::Hup => 1,
+            Signal::Int => 2,
+            Signal::Quit => 3,
+            Signal::Kill => 9,
+            Signal::Usr1 => 10,
+            Signal::Usr2 => 12,
+            Signal::Term => 15,
+        }
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Signal {
+    type Err = String;
+
+    /// Accepts `TERM`, `SIGTERM` and any case of either.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let upper = s.to_ascii_uppercase();
+        let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+        Signal::ALL
+            .into_iter()
+            .find(|sig| sig.as_str() == name)
+            .ok_or_else(|| format!("unknown signal {s:?}"))
+    }
+}
+
+/// Where a reader's resume point comes from after Corral itself lost the provider's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub enum CommandResume {
+    /// The provider resumes at a byte offset: nothing is lost or repeated.
+    ProviderOffset,
+    /// The provider replays the output from its start; Corral skips what it has journaled.
+    ProviderReplay,
+    /// The provider streams only new output: output made while Corral was detached is a `gap`.
+    LiveOnly,
+}
+
+/// What a provider offers for commands as durable jobs (part of each `GET /v1/providers`
+/// entry). Clients always resume from Corral's journal; `resume` says what Corral can recover
+/// when its own connection to the provider breaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct CommandCapabilities {
+    /// Whether a command can be started with a stdin channel.
+    pub stdin: bool,
+    /// The signals that can be sent to a running command.
+    pub signals: Vec<Signal>,
+    /// How Corral re-attaches to a running command's output.
+    pub resume: CommandResume,
+    /// Whether output bytes arrive as they were written. `false` where the provider's API
+    /// carries output as text (JSON strings): bytes that are not UTF-8 then arrive replaced
+    /// by U+FFFD.
+    pub binary_output: bool,
+    /// Whether commands run through a detached wrapper over the provider's synchronous exec
+    /// (output read back by offset) rather than a native asynchronous API.
+    pub emulated: bool,
+}
+
+impl CommandCapabilities {
+    /// Commands through a detached wrapper over synchronous exec: stdin through a FIFO, every
+    /// signal to the command's process group, output resumed by byte offset.
+    pub fn emulated() -> Self {
+        Self {
+            stdin: true,
+            signals: Signal::ALL.to_vec(),
+            resume: CommandResume::ProviderOffset,
+            binary_output: true,
+            emulated: true,
+        }
     }
 }

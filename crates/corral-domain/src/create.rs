@@ -9,12 +9,14 @@ pub(crate) const MAX_IMAGE_LEN: usize = 512;
 
 /// An optional non-negative whole number, written as JSON Schema's `integer` allows: `60` or
 /// `60.0` (a number with a zero fractional part is an integer there), never `60.5` or `-1`.
-fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn whole_number<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<u64>, D::Error> {
     struct Whole;
     impl<'de> serde::de::Visitor<'de> for Whole {
         type Value = Option<u64>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a non-negative whole number of seconds")
+            f.write_str("a non-negative whole number")
         }
         fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
             Ok(None)
@@ -83,6 +85,26 @@ pub struct FlyCreate {
     pub region: Option<String>,
 }
 
+/// Create fields for `local`: image and lifetime, and a network of the sandbox's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalCreate {
+    /// An image the operator named (imageMode template when some are configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Lifetime in seconds; without it the sandbox persists until deleted.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    pub timeout: Option<u64>,
+    /// A guarded network of the sandbox's own (the outside world, never the host's loopback,
+    /// link-local or private ranges); refused where the operator allows none. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+}
+
 /// `POST /v1/sandboxes` body: a union discriminated by `provider`, one variant per provider.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "provider", rename_all = "lowercase")]
@@ -100,7 +122,7 @@ pub enum CreateSandboxRequest {
     Cloudflare(StandardCreate),
     Modal(StandardCreate),
     Deno(StandardCreate),
-    Local(StandardCreate),
+    Local(LocalCreate),
 }
 
 impl CreateSandboxRequest {
@@ -124,7 +146,11 @@ impl CreateSandboxRequest {
             Provider::Cloudflare => Self::Cloudflare(s),
             Provider::Modal => Self::Modal(s),
             Provider::Deno => Self::Deno(s),
-            Provider::Local => Self::Local(s),
+            Provider::Local => Self::Local(LocalCreate {
+                image: s.image,
+                timeout: s.timeout,
+                network: None,
+            }),
         }
     }
 
@@ -150,6 +176,7 @@ impl CreateSandboxRequest {
     fn common(&self) -> (Option<&str>, Option<u64>) {
         match self {
             Self::Fly(f) => (f.image.as_deref(), f.timeout),
+            Self::Local(l) => (l.image.as_deref(), l.timeout),
             Self::E2b(s)
             | Self::Daytona(s)
             | Self::Vercel(s)
@@ -160,8 +187,7 @@ impl CreateSandboxRequest {
             | Self::Sprites(s)
             | Self::Cloudflare(s)
             | Self::Modal(s)
-            | Self::Deno(s)
-            | Self::Local(s) => (s.image.as_deref(), s.timeout),
+            | Self::Deno(s) => (s.image.as_deref(), s.timeout),
         }
     }
 

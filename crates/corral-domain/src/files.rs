@@ -67,31 +67,35 @@ impl WriteFileInput {
     /// Checks the path and decodes the content, enforcing the 1 MiB limit on decoded bytes.
     pub fn decode(&self) -> Result<Vec<u8>, InputError> {
         check_path(&self.path)?;
-        let bytes = match self.encoding.unwrap_or_default() {
-            FileEncoding::Utf8 => self.content.as_bytes().to_vec(),
-            FileEncoding::Base64 => {
-                // Base64 of 1 MiB is ~1.4 MiB: refuse far larger inputs before decoding them.
-                if self.content.len() > MAX_WRITE_BYTES / 3 * 4 + 8 {
-                    return Err(InputError::TooLarge {
-                        field: "content",
-                        limit: MAX_WRITE_BYTES,
-                    });
-                }
-                base64::engine::general_purpose::STANDARD
-                    .decode(self.content.as_bytes())
-                    .map_err(|e| InputError::BadContent {
-                        message: format!("`content` is not valid base64: {e}"),
-                    })?
-            }
-        };
-        if bytes.len() > MAX_WRITE_BYTES {
-            return Err(InputError::TooLarge {
-                field: "content",
-                limit: MAX_WRITE_BYTES,
-            });
-        }
-        Ok(bytes)
+        decode_content("content", &self.content, self.encoding, MAX_WRITE_BYTES)
     }
+}
+
+/// Decodes `text` (field `field`) in `encoding` (default UTF-8) into at most `limit` bytes.
+pub(crate) fn decode_content(
+    field: &'static str,
+    text: &str,
+    encoding: Option<FileEncoding>,
+    limit: usize,
+) -> Result<Vec<u8>, InputError> {
+    let bytes = match encoding.unwrap_or_default() {
+        FileEncoding::Utf8 => text.as_bytes().to_vec(),
+        FileEncoding::Base64 => {
+            // Base64 of `limit` bytes is ~4/3 of it: refuse far larger inputs before decoding.
+            if text.len() > limit / 3 * 4 + 8 {
+                return Err(InputError::TooLarge { field, limit });
+            }
+            base64::engine::general_purpose::STANDARD
+                .decode(text.as_bytes())
+                .map_err(|e| InputError::BadContent {
+                    message: format!("`{field}` is not valid base64: {e}"),
+                })?
+        }
+    };
+    if bytes.len() > limit {
+        return Err(InputError::TooLarge { field, limit });
+    }
+    Ok(bytes)
 }
 
 /// `files/write` result.

@@ -66,7 +66,7 @@ impl fmt::Display for SandboxId {
 /// Why a text is not a Corral id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseIdError {
-    /// The fixed prefix (`sbx_` or `op_`) is missing.
+    /// The fixed prefix (`sbx_`, `op_` or `cmd_`) is missing.
     Prefix,
     /// The provider segment names no provider.
     UnknownProvider,
@@ -140,6 +140,49 @@ impl FromStr for OperationId {
     }
 }
 
+/// A command started as a durable job in a sandbox: `cmd_<ulid>`, project-scoped like sandbox
+/// ids (another project's command is indistinguishable from a missing one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CommandId(Ulid);
+
+impl CommandId {
+    /// A fresh command id.
+    pub fn new() -> Self {
+        Self(Ulid::generate())
+    }
+
+    /// Builds an id from its payload (for the registry).
+    pub const fn from_ulid(ulid: Ulid) -> Self {
+        Self(ulid)
+    }
+
+    /// The random payload.
+    pub const fn ulid(&self) -> Ulid {
+        self.0
+    }
+}
+
+impl Default for CommandId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for CommandId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cmd_{}", lower_ulid(self.0))
+    }
+}
+
+impl FromStr for CommandId {
+    type Err = ParseIdError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let payload = s.strip_prefix("cmd_").ok_or(ParseIdError::Prefix)?;
+        Ok(Self(parse_lower_ulid(payload)?))
+    }
+}
+
 fn lower_ulid(u: Ulid) -> String {
     u.to_string().to_ascii_lowercase()
 }
@@ -176,6 +219,7 @@ macro_rules! string_serde {
 
 string_serde!(SandboxId, "sandbox id");
 string_serde!(OperationId, "operation id");
+string_serde!(CommandId, "command id");
 
 #[cfg(test)]
 mod tests {
@@ -208,6 +252,13 @@ mod tests {
         fn operation_id_round_trips(u in any_ulid()) {
             let id = OperationId(u);
             prop_assert_eq!(id.to_string().parse::<OperationId>(), Ok(id));
+        }
+
+        #[test]
+        fn command_id_round_trips(u in any_ulid()) {
+            let id = CommandId(u);
+            prop_assert_eq!(id.to_string().parse::<CommandId>(), Ok(id));
+            prop_assert!(id.to_string().starts_with("cmd_"));
         }
 
         #[test]

@@ -15,8 +15,10 @@
 //! ```
 
 mod capabilities;
+mod command;
 mod context;
 mod create;
+mod event;
 mod exec;
 mod files;
 mod id;
@@ -26,20 +28,32 @@ pub mod limits;
 pub mod openapi;
 mod provider;
 mod sandbox;
+pub mod sse;
 mod status;
+mod webhook;
 
 pub use capabilities::{
-    ImageMode, OutputStreams, PricingEvidence, ProviderCapabilities, ProviderCatalog, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence,
+    ProviderCapabilities, ProviderCatalog, Signal, TimeoutMode,
+};
+pub use command::{
+    Command, CommandPage, CommandState, MAX_STDIN_BYTES, MAX_TAG_BYTES, OutputEvent, OutputPage,
+    OutputStream, SignalInput, StartCommandInput, StdinInput, StdinResult,
 };
 pub use context::{CredentialSource, ProviderContext};
-pub use create::{CreateSandboxRequest, FlyCreate, StandardCreate};
+pub use create::{CreateSandboxRequest, FlyCreate, LocalCreate, StandardCreate};
+pub use event::{EventPage, EventType, LifecycleEvent, reason as event_reason};
 pub use exec::{CommandResult, RunCommandInput};
 pub use files::{FileEncoding, ReadFileInput, ReadFileResult, WriteFileInput, WriteFileResult};
-pub use id::{OperationId, ParseIdError, SandboxId, ULID_PATTERN, sandbox_id_pattern};
+pub use id::{CommandId, OperationId, ParseIdError, SandboxId, ULID_PATTERN, sandbox_id_pattern};
 pub use input::InputError;
 pub use provider::{ParseProviderError, Provider};
 pub use sandbox::{Sandbox, SandboxListItem, SandboxMetadata, SandboxPage};
 pub use status::SandboxStatus;
+pub use webhook::{
+    DeliveryState, NewWebhook, Webhook, WebhookDelivery, WebhookDeliveryList, WebhookList,
+    WebhookWithSecret,
+};
 
 /// Timestamps on the wire: ISO 8601 in UTC, written with millisecond precision
 /// (`2026-11-22T10:00:00.000Z`) whatever the clock or database gave, so one instant has one

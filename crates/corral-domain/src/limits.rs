@@ -18,3 +18,6 @@ pub const MAX_PAGE_LIMIT: u32 = 200;
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 /// Longest accepted file path, in bytes.
 pub const MAX_PATH_BYTES: usize = 4096;
+/// Default of the largest `timeoutSeconds` a command started as a durable job may ask for
+/// (the server's `[commands] max_timeout_seconds`): a day.
+pub const DEFAULT_MAX_COMMAND_TIMEOUT_SECONDS: u64 = 24 * 60 * 60;

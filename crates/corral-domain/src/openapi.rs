@@ -15,10 +15,11 @@ use utoipa::openapi::schema::{
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::capabilities::{ImageMode, ProviderCapabilities, TimeoutMode};
+use crate::command::{MAX_TAG_BYTES, SignalInput, StartCommandInput, StdinInput};
 use crate::create::{CreateSandboxRequest, MAX_IMAGE_LEN};
 use crate::exec::RunCommandInput;
 use crate::files::{ReadFileInput, WriteFileInput};
-use crate::id::{OperationId, SandboxId, ULID_PATTERN, sandbox_id_pattern};
+use crate::id::{CommandId, OperationId, SandboxId, ULID_PATTERN, sandbox_id_pattern};
 use crate::provider::Provider;
 
 /// A string without NUL, at least one character: paths, `cwd`, `command`.
@@ -77,6 +78,17 @@ impl PartialSchema for OperationId {
 }
 impl ToSchema for OperationId {}
 
+impl PartialSchema for CommandId {
+    fn schema() -> RefOr<Schema> {
+        string(
+            &format!("^cmd_{ULID_PATTERN}$"),
+            "Opaque project-scoped command id: `cmd_<ulid>`.",
+        )
+        .into()
+    }
+}
+impl ToSchema for CommandId {}
+
 fn encoding_ref() -> RefOr<Schema> {
     RefOr::Ref(utoipa::openapi::Ref::from_schema_name("FileEncoding"))
 }
@@ -122,6 +134,126 @@ impl PartialSchema for RunCommandInput {
     }
 }
 impl ToSchema for RunCommandInput {}
+
+impl PartialSchema for StartCommandInput {
+    fn schema() -> RefOr<Schema> {
+        // The command fields are exec's; the job's own fields follow.
+        let RefOr::T(Schema::Object(run)) = RunCommandInput::schema() else {
+            return RunCommandInput::schema();
+        };
+        let mut b: ObjectBuilder = run.into();
+        b = b
+            .description(Some(
+                "Start a command as a durable job (`sh -c` semantics); it keeps running whatever happens to the request.",
+            ))
+            .property(
+                "stdin",
+                nullable(ObjectBuilder::new(), Type::Boolean).description(Some(
+                    "Open a stdin channel (where the provider's commands.stdin); default false.",
+                )),
+            )
+            .property(
+                "timeoutSeconds",
+                nullable(ObjectBuilder::new(), Type::Integer)
+                    .minimum(Some(1.0))
+                    .maximum(Some(crate::limits::DEFAULT_MAX_COMMAND_TIMEOUT_SECONDS as f64))
+                    .description(Some(
+                        "Seconds until Corral kills it (`timed_out`); default and maximum: the server's `[commands] max_timeout_seconds` (86400 unless configured).",
+                    )),
+            )
+            .property(
+                "tag",
+                nullable(
+                    string(
+                        &format!("^[ -~]{{1,{MAX_TAG_BYTES}}}$"),
+                        "A label of the caller's choosing: 1 to 64 printable ASCII characters.",
+                    ),
+                    Type::String,
+                ),
+            );
+        b.into()
+    }
+}
+impl ToSchema for StartCommandInput {}
+
+impl PartialSchema for StdinInput {
+    fn schema() -> RefOr<Schema> {
+        let common = |b: ObjectBuilder| {
+            b.property(
+                "offset",
+                nullable(ObjectBuilder::new(), Type::Integer)
+                    .minimum(Some(0.0))
+                    // JSON's exactly representable integers: no command takes more stdin.
+                    .maximum(Some(9_007_199_254_740_991.0))
+                    .description(Some(
+                        "The stdin offset `data` starts at (the command's `stdinBytes` when the data was made): bytes before the accepted count are not written again. Absent: append.",
+                    )),
+            )
+            .property(
+                "close",
+                nullable(ObjectBuilder::new(), Type::Boolean)
+                    .description(Some("Close stdin after writing; default false.")),
+            )
+        };
+        // Titles name the classes client generators make: these must not collide with
+        // WriteFileInput's `utf8`/`base64` variants (openapi-python-client then drops one).
+        let utf8 = common(
+            closed(ObjectBuilder::new())
+                .title(Some("stdinUtf8"))
+                .property(
+                    "data",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .description(Some("UTF-8 text; at most 1 MiB encoded.")),
+                )
+                .property(
+                    "encoding",
+                    nullable(ObjectBuilder::new(), Type::String)
+                        .enum_values(Some([Some("utf8"), None]))
+                        .description(Some("`utf8` or absent (the default).")),
+                ),
+        );
+        let base64 = common(
+            closed(ObjectBuilder::new())
+                .title(Some("stdinBase64"))
+                .property(
+                    "data",
+                    string(
+                        BASE64,
+                        "Standard padded base64 (RFC 4648); at most 1 MiB decoded.",
+                    ),
+                )
+                .property(
+                    "encoding",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .enum_values(Some(["base64"])),
+                )
+                .required("encoding"),
+        );
+        OneOfBuilder::new()
+            .description(Some(
+                "Write to a command's stdin (at most 1 MiB decoded per write), optionally closing it.",
+            ))
+            .item(utf8)
+            .item(base64)
+            .into()
+    }
+}
+impl ToSchema for StdinInput {}
+
+impl PartialSchema for SignalInput {
+    fn schema() -> RefOr<Schema> {
+        closed(ObjectBuilder::new())
+            .description(Some(
+                "Send a signal to a running command (one the provider's commands.signals lists).",
+            ))
+            .property("signal", crate::capabilities::Signal::schema())
+            .required("signal")
+            .into()
+    }
+}
+impl ToSchema for SignalInput {}
 
 fn path_property() -> ObjectBuilder {
     string(
@@ -264,6 +396,14 @@ fn create_variant(caps: &ProviderCapabilities) -> Object {
                     None => "Lifetime in seconds; without it the sandbox persists until deleted."
                         .to_owned(),
                 })),
+        );
+    }
+    if p == Provider::Local {
+        b = b.property(
+            "network",
+            nullable(ObjectBuilder::new(), Type::Boolean).description(Some(
+                "A guarded network of the sandbox's own (the outside world; never the host's loopback, link-local or private ranges); refused where the operator allows none. Default false.",
+            )),
         );
     }
     if p == Provider::Fly {

@@ -67,6 +67,8 @@ fn caps(provider: Provider) -> ProviderCapabilities {
         supports_snapshots: false,
         supports_restore: false,
         supports_delete: true,
+        images: Vec::new(),
+        commands: corral_domain::CommandCapabilities::emulated(),
     }
 }
 
@@ -220,7 +222,7 @@ fn file_types_use_spec_field_names() {
 }
 
 #[test]
-fn capabilities_have_all_fourteen_spec_fields_plus_name_and_pricing() {
+fn capabilities_have_all_fourteen_spec_fields_plus_name_pricing_and_commands() {
     let c = caps(Provider::E2b);
     round_trip(
         &c,
@@ -241,10 +243,15 @@ fn capabilities_have_all_fourteen_spec_fields_plus_name_and_pricing() {
             "supportsDelete",
             "displayName",
             "pricing",
+            "commands",
         ],
     );
     let json = serde_json::to_value(&c).unwrap();
     assert_eq!(keys(&json["pricing"]), ["readOn", "sourceUrl", "summary"]);
+    assert_eq!(
+        keys(&json["commands"]),
+        ["binaryOutput", "emulated", "resume", "signals", "stdin"]
+    );
     assert_eq!(json["imageMode"], "template");
     assert_eq!(json["timeoutMode"], "seconds");
     assert_eq!(json["outputStreams"], "separate");

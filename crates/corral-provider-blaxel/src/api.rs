@@ -83,22 +83,39 @@ pub struct ProcessRequest {
     pub env: BTreeMap<String, String>,
     /// Answer only when the process has finished.
     pub wait_for_completion: bool,
-    /// Seconds before the process is killed.
-    pub timeout: u64,
+    /// Seconds the sandbox waits for a `waitForCompletion` process before answering `422
+    /// process timed out` (the process goes on: without `keepAlive`, Blaxel kills nothing at
+    /// this timeout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
 }
 
 /// A process as the sandbox API reports it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessResponse {
-    /// `failed`, `killed`, `stopped`, `running` or `completed`.
+    /// The process's name (given at start, or generated).
+    #[serde(default)]
+    pub name: String,
+    /// The host pid, as a string (also an identifier of the process).
+    #[serde(default)]
+    pub pid: String,
+    /// `failed`, `killed`, `stopped`, `running` or `completed`. `stopped` and `killed` are
+    /// set when `DELETE /process/{identifier}` (SIGTERM) or `…/kill` (SIGKILL) was sent,
+    /// even while the process is still exiting.
     pub status: String,
-    /// The exit code (meaningful once the process has ended).
+    /// When the process ended (`Mon, 02 Jan 2006 15:04:05 GMT`), empty while it runs.
+    #[serde(default)]
+    pub completed_at: Option<String>,
+    /// The exit code once the process has ended: Go's `ExitCode()`, so `-1` for a process
+    /// that died of a signal.
     pub exit_code: i32,
-    /// Standard output.
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
+    /// Standard output (its tail, up to 64 KiB, on a `GET`).
+    #[serde(default)]
+    pub stdout: Option<String>,
+    /// Standard error (likewise).
+    #[serde(default)]
+    pub stderr: Option<String>,
 }
 
 /// Body of `POST /filesystem-multipart/initiate/{path}`.

@@ -1,7 +1,8 @@
 //! Blaxel's honest capabilities.
 
 use corral_domain::{
-    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
+    ProviderCapabilities, Signal, TimeoutMode,
 };
 
 /// What Blaxel can do through this adapter.
@@ -38,5 +39,15 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_snapshots: true,
         supports_restore: true,
         supports_delete: true,
+        // The process API (`commands.rs`): no stdin (processes get none), stop (SIGTERM) and
+        // kill (SIGKILL), a log stream that replays from the start.
+        images: Vec::new(),
+        commands: CommandCapabilities {
+            stdin: false,
+            signals: vec![Signal::Kill, Signal::Term],
+            resume: CommandResume::ProviderReplay,
+            binary_output: true,
+            emulated: false,
+        },
     }
 }

@@ -143,7 +143,8 @@ impl Client {
         self.http.send_empty(ctx, req).await
     }
 
-    /// `POST /process` with `waitForCompletion`, allowed to take `limit`.
+    /// `POST /process` (waiting for completion or not, as `body` says), allowed to take
+    /// `limit`.
     pub(crate) async fn run_process(
         &self,
         ctx: &CallContext,
@@ -176,7 +177,45 @@ impl Client {
         self.http.send_json(ctx, req).await
     }
 
-    /// `DELETE /process/{identifier}/kill`.
+    /// `DELETE /process/{identifier}`: SIGTERM to the process group ("stop").
+    pub(crate) async fn stop_process(
+        &self,
+        ctx: &CallContext,
+        ws: &str,
+        name: &str,
+        process: &str,
+    ) -> Result<()> {
+        let req = self.sandbox(
+            ctx,
+            ws,
+            name,
+            Method::DELETE,
+            &format!("/process/{}", segment(process)),
+        )?;
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `GET /process/{identifier}/logs/stream`: the response, unread; its body may take
+    /// `limit` in all.
+    pub(crate) async fn stream_process_logs(
+        &self,
+        ctx: &CallContext,
+        ws: &str,
+        name: &str,
+        process: &str,
+        limit: Duration,
+    ) -> Result<Response> {
+        let req = self.sandbox(
+            ctx,
+            ws,
+            name,
+            Method::GET,
+            &format!("/process/{}/logs/stream", segment(process)),
+        )?;
+        self.http.send_with_timeout(ctx, req, limit).await
+    }
+
+    /// `DELETE /process/{identifier}/kill`: SIGKILL to the process group.
     pub(crate) async fn kill_process(
         &self,
         ctx: &CallContext,

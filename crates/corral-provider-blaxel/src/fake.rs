@@ -9,10 +9,23 @@
 //! [`Fake::standby`] puts one in `STANDBY`, which control-plane reads leave alone and any
 //! sandbox-API call ends (as on Blaxel, where the data plane resumes a sandbox).
 //!
-//! Processes run with the host's `sh` in a per-sandbox temporary directory; a
-//! `waitForCompletion` request that outlasts the edge's wait ([`Fake::set_edge_wait`], 60 s by
-//! default) is answered `504` while the process goes on, as Blaxel's edge does. Files live on
-//! the host below the sandbox's directory (paths elsewhere are refused); `PUT /filesystem`
+//! Processes run in the background on the host (`corral_provider_testkit::background`), in a
+//! per-sandbox temporary directory, and the process routes answer as the sandbox API does
+//! (`sandbox-api/src/handler/process*.go`): `POST /process` answers at once unless
+//! `waitForCompletion`, refuses a name only while a process of that name runs, and its
+//! `timeout` bounds the wait (`422 process timed out after N seconds`) without killing; a wait
+//! that outlasts the edge ([`Fake::set_edge_wait`], 60 s by default) is answered `504` while
+//! the process goes on. A tailer reads each process's output every 50 ms in chunks of up to
+//! 4 KiB, appends them to a combined log (every line prefixed `stdout:`/`stderr:`) and sends
+//! them to the log streams as `prefix + chunk`; `GET /process/{identifier}/logs/stream`
+//! replays the combined log a line at a time (its tail after the truncation marker past
+//! [`Fake::set_max_log_bytes`]), then follows, writes `[keepalive]\n` while the process runs
+//! ([`Fake::set_keepalive`]) and closes once the process ended and its output was read. A stop
+//! (`DELETE /process/{identifier}`, SIGTERM) or kill (`…/kill`, SIGKILL) of the group writes
+//! Blaxel's notice to the followers and sets `stopped`/`killed` at once; the exit code of a
+//! process that died of a signal is `-1` (Go's `ExitCode()`), and `completedAt` is set once it
+//! was reaped. Identifiers are pids or names (a name finds its most recent process). Files live
+//! on the host below the sandbox's directory (paths elsewhere are refused); `PUT /filesystem`
 //! creates missing parents, as Blaxel's does (`os.MkdirAll`), and so does a completed multipart
 //! upload.
 // Helpers hand their refusal back as the handler's response itself.
@@ -25,18 +38,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
+use corral_domain::{CreateSandboxRequest, OutputStream, Provider, ProviderContext};
 use corral_provider::{CallContext, SecretString};
 use corral_provider_http::HttpConfig;
+use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
 use corral_provider_testkit::harness::Harness;
-use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
 
 /// The API key the fake accepts.
@@ -49,11 +62,6 @@ struct FakeSandbox {
     body: Value,
 }
 
-#[derive(Clone)]
-struct FakeProcess {
-    body: Value,
-}
-
 struct Upload {
     path: PathBuf,
     parts: BTreeMap<u64, (String, Bytes)>,
@@ -63,8 +71,13 @@ struct Shared {
     api_key: String,
     next: AtomicU64,
     edge_wait: Mutex<Duration>,
+    keepalive: Mutex<Duration>,
+    max_log_bytes: Mutex<usize>,
     sandboxes: Mutex<HashMap<String, FakeSandbox>>,
-    processes: Mutex<HashMap<(String, String), FakeProcess>>,
+    /// Each sandbox's processes, in start order.
+    procs: Mutex<HashMap<String, Vec<Arc<FakeProcess>>>>,
+    /// The host processes behind them (killed when the fake is dropped).
+    host: Processes,
     uploads: Mutex<HashMap<String, Upload>>,
 }
 
@@ -246,6 +259,10 @@ async fn get_sandbox(State(shared): St, Path(name): Path<String>) -> Response {
 }
 
 async fn delete_sandbox(State(shared): St, Path(name): Path<String>) -> Response {
+    // The sandbox's processes go with it.
+    for p in locked(&shared.procs).remove(&name).unwrap_or_default() {
+        shared.host.remove(p.bg.pid());
+    }
     match locked(&shared.sandboxes).remove(&name) {
         Some(mut sb) => {
             sb.body["status"] = json!("DELETING");
@@ -329,26 +346,172 @@ fn check_process(body: &Value) -> Result<(), String> {
     }
 }
 
-fn process_body(req: &Value, pid: u64, status: &str, exit: i64, out: &[u8], err: &[u8]) -> Value {
-    let stdout = String::from_utf8_lossy(out);
-    let stderr = String::from_utf8_lossy(err);
-    json!({
-        "pid": pid.to_string(),
-        "name": req["name"].as_str().map_or_else(|| pid.to_string(), str::to_owned),
-        "command": req["command"],
-        "status": status,
-        "exitCode": exit,
-        "stdout": stdout,
-        "stderr": stderr,
-        "logs": format!("{stdout}{stderr}"),
-        "startedAt": "Mon, 23 Nov 2026 20:00:00 GMT",
-        "completedAt": if status == "running" { "" } else { "Mon, 23 Nov 2026 20:00:01 GMT" },
-        "workingDir": req["workingDir"],
-        "keepAlive": false,
-        "restartOnFailure": false,
-        "maxRestarts": 0,
-        "restartCount": 0,
-    })
+/// How often the sandbox API reads a process's output files (`tailLogFiles`).
+const TAIL_EVERY: Duration = Duration::from_millis(50);
+/// Bytes one read of one output file takes at most (`readAndBroadcast`'s buffer).
+const TAIL_CHUNK: usize = 4096;
+/// How much of each stream `GET /process[/{identifier}]` inlines (`MaxInlinedLogBytes`).
+const INLINED_BYTES: usize = 64 * 1024;
+/// How much of each stream `GET /process/{identifier}/logs` answers (`maxLogsResponseBytes`).
+const LOGS_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// What a tail of a longer log starts with (`truncationMarker`).
+const TRUNCATION: &str = "[... truncated, see the process log file for the full output ...]\n";
+/// What a stop and a kill write to every follower of the process's log stream.
+const STOPPING: &[u8] = b"\n[Process is being gracefully terminated]\n";
+const KILLING: &[u8] = b"\n[Process is being forcefully killed]\n";
+/// `completedAt` of an ended process (the fake's clock is not Blaxel's).
+const COMPLETED_AT: &str = "Mon, 23 Nov 2026 20:00:01 GMT";
+
+/// What the sandbox API holds about one process besides the process itself.
+struct ProcState {
+    /// `running`, `completed`, `failed`, `stopped` or `killed`.
+    status: &'static str,
+    /// Go's `ExitCode()` once it ended: `-1` after death by a signal; 0 while it runs.
+    exit_code: i64,
+    completed_at: Option<&'static str>,
+    /// The combined log file: every line of every chunk prefixed with its stream.
+    combined: Vec<u8>,
+    /// Bytes of stdout and stderr the tailer has read.
+    read: [u64; 2],
+    /// Followers of the log stream, sent each chunk as it is read.
+    writers: Vec<tokio::sync::mpsc::UnboundedSender<Bytes>>,
+}
+
+struct FakeProcess {
+    bg: Process,
+    name: String,
+    command: String,
+    working_dir: String,
+    /// Start order: a name finds its most recent process.
+    seq: u64,
+    state: Mutex<ProcState>,
+    /// Set once the process ended and its output was all read (Blaxel's `Done` and
+    /// `TailDone`): log streams close then.
+    done: tokio::sync::watch::Sender<bool>,
+}
+
+impl FakeProcess {
+    fn state(&self) -> MutexGuard<'_, ProcState> {
+        locked(&self.state)
+    }
+
+    fn is_done(&self) -> bool {
+        *self.done.borrow()
+    }
+
+    /// The `ProcessResponse`, with at most `inline` bytes of each stream.
+    fn json(&self, inline: usize) -> Value {
+        let stdout = text_tail(&self.bg.read(OutputStream::Stdout, 0), inline);
+        let stderr = text_tail(&self.bg.read(OutputStream::Stderr, 0), inline);
+        let st = self.state();
+        json!({
+            "pid": self.bg.pid().to_string(),
+            "name": self.name,
+            "command": self.command,
+            "status": st.status,
+            "exitCode": st.exit_code,
+            "stdout": stdout,
+            "stderr": stderr,
+            "logs": format!("{stdout}{stderr}"),
+            "startedAt": "Mon, 23 Nov 2026 20:00:00 GMT",
+            "completedAt": st.completed_at.unwrap_or(""),
+            "workingDir": self.working_dir,
+            "keepAlive": false,
+            "restartOnFailure": false,
+            "maxRestarts": 0,
+            "restartCount": 0,
+        })
+    }
+}
+
+/// The last `max` bytes of `bytes` as JSON text (not UTF-8 → U+FFFD, as Go's encoder does),
+/// after the truncation marker when cut.
+fn text_tail(bytes: &[u8], max: usize) -> String {
+    if bytes.len() > max {
+        format!(
+            "{TRUNCATION}{}",
+            String::from_utf8_lossy(&bytes[bytes.len() - max..])
+        )
+    } else {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+/// Reads the process's output as the sandbox API's tailer does: every 50 ms, up to 4 KiB of
+/// stdout then of stderr, each chunk appended to the combined log line by line under its
+/// prefix and sent to the followers as `prefix + chunk`; once the process ended and both files
+/// are drained, the final status, and the followers are let go.
+async fn tail(p: Arc<FakeProcess>) {
+    loop {
+        // Read before the output: once the exit is known, every byte is in.
+        let exited = p.bg.exit();
+        let mut progressed = false;
+        for (i, stream, prefix) in [
+            (0, OutputStream::Stdout, &b"stdout:"[..]),
+            (1, OutputStream::Stderr, &b"stderr:"[..]),
+        ] {
+            let at = p.state().read[i];
+            let mut data = p.bg.read(stream, at);
+            if data.is_empty() {
+                continue;
+            }
+            data.truncate(TAIL_CHUNK);
+            progressed = true;
+            let mut st = p.state();
+            st.read[i] += data.len() as u64;
+            for line in data.split_inclusive(|b| *b == b'\n') {
+                st.combined.extend_from_slice(prefix);
+                st.combined.extend_from_slice(line);
+            }
+            let mut wire = prefix.to_vec();
+            wire.extend_from_slice(&data);
+            let wire = Bytes::from(wire);
+            st.writers.retain(|w| w.send(wire.clone()).is_ok());
+        }
+        match exited {
+            Some(exit) if !progressed => {
+                let mut st = p.state();
+                let signalled = matches!(st.status, "stopped" | "killed");
+                match exit.status {
+                    Some(0) => st.status = "completed",
+                    _ if signalled => {}
+                    _ => st.status = "failed",
+                }
+                st.exit_code = exit.status.map_or(-1, i64::from);
+                st.completed_at = Some(COMPLETED_AT);
+                st.writers.clear();
+                drop(st);
+                p.done.send_replace(true);
+                return;
+            }
+            // Drains without pausing once the process ended, as Blaxel's tailer does.
+            Some(_) => {}
+            None => tokio::time::sleep(TAIL_EVERY).await,
+        }
+    }
+}
+
+/// The process `identifier` (a pid, or a name: its most recent process) of sandbox `sandbox`.
+fn find_process(shared: &Shared, sandbox: &str, identifier: &str) -> Option<Arc<FakeProcess>> {
+    let procs = locked(&shared.procs);
+    let list = procs.get(sandbox)?;
+    if identifier.parse::<u32>().is_ok() {
+        list.iter()
+            .find(|p| p.bg.pid().to_string() == identifier)
+            .cloned()
+    } else {
+        list.iter()
+            .filter(|p| p.name == identifier)
+            .max_by_key(|p| p.seq)
+            .cloned()
+    }
+}
+
+fn process_not_found(identifier: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("process with Identifier {identifier} not found"),
+    )
 }
 
 async fn run_process(
@@ -366,14 +529,27 @@ async fn run_process(
     if let Err(e) = check_process(&req) {
         return bad(e);
     }
+    let command = req["command"].as_str().unwrap_or_default().to_owned();
+    let given = req["name"].as_str().filter(|n| !n.is_empty());
+    if let Some(n) = given
+        && find_process(&shared, &name, n).is_some_and(|p| p.state().status == "running")
+    {
+        return bad(format!(
+            "process with name '{n}' already exists and is running"
+        ));
+    }
     let cwd = req["workingDir"]
         .as_str()
+        .filter(|w| !w.is_empty())
         .map_or_else(|| dir.clone(), PathBuf::from);
     if !cwd.is_dir() {
-        return bad(format!(
-            "working directory {} does not exist",
-            cwd.display()
-        ));
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "failed to start process: could not execute command '{command}' because folder '{}' does not exist",
+                cwd.display()
+            ),
+        );
     }
     let env: BTreeMap<String, String> = req["env"]
         .as_object()
@@ -383,71 +559,76 @@ async fn run_process(
                 .collect()
         })
         .unwrap_or_default();
-    let timeout = match req["timeout"].as_u64() {
-        None | Some(0) => Duration::from_secs(24 * 3600),
-        Some(s) => Duration::from_secs(s),
-    };
-    let pid = shared.next.fetch_add(1, Ordering::Relaxed);
-    let key = (
-        name.clone(),
-        req["name"]
-            .as_str()
-            .map_or_else(|| pid.to_string(), str::to_owned),
-    );
-    locked(&shared.processes).insert(
-        key.clone(),
-        FakeProcess {
-            body: process_body(&req, pid, "running", -1, b"", b""),
-        },
-    );
-    let command = req["command"].as_str().unwrap_or_default().to_owned();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let task_shared = shared.clone();
-    let task_key = key.clone();
-    let task_req = req.clone();
-    tokio::spawn(async move {
-        let body = match run_command(&command, &cwd, &env, timeout, 64 << 20).await {
-            Ok(RunOutcome::Finished(out)) => {
-                let status = if out.exit_code == 0 {
-                    "completed"
-                } else {
-                    "failed"
-                };
-                process_body(
-                    &task_req,
-                    pid,
-                    status,
-                    i64::from(out.exit_code),
-                    &out.stdout,
-                    &out.stderr,
-                )
-            }
-            Ok(RunOutcome::TimedOut) => process_body(&task_req, pid, "killed", 137, b"", b""),
-            Err(e) => process_body(&task_req, pid, "failed", 127, b"", e.to_string().as_bytes()),
-        };
-        let mut processes = locked(&task_shared.processes);
-        // A process killed meanwhile stays killed.
-        if processes
-            .get(&task_key)
-            .is_some_and(|p| p.body["status"] == "running")
-        {
-            processes.insert(task_key, FakeProcess { body: body.clone() });
+    let bg = match shared
+        .host
+        .spawn(SpawnSpec::new(command.clone(), &cwd).with_env(env))
+    {
+        Ok(bg) => bg,
+        Err(e) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("failed to start process: {e}"),
+            );
         }
-        let _ = tx.send(());
+    };
+    let seq = shared.next.fetch_add(1, Ordering::Relaxed);
+    let process = Arc::new(FakeProcess {
+        name: given.map_or_else(|| format!("{seq:08x}"), str::to_owned),
+        command,
+        working_dir: req["workingDir"].as_str().unwrap_or_default().to_owned(),
+        bg,
+        seq,
+        state: Mutex::new(ProcState {
+            status: "running",
+            exit_code: 0,
+            completed_at: None,
+            combined: Vec::new(),
+            read: [0, 0],
+            writers: Vec::new(),
+        }),
+        done: tokio::sync::watch::Sender::new(false),
     });
+    locked(&shared.procs)
+        .entry(name)
+        .or_default()
+        .push(process.clone());
+    tokio::spawn(tail(process.clone()));
     if req["waitForCompletion"].as_bool() != Some(true) {
-        return axum::Json(process_body(&req, pid, "running", -1, b"", b"")).into_response();
+        return axum::Json(process.json(INLINED_BYTES)).into_response();
     }
     let edge_wait = *locked(&shared.edge_wait);
-    if tokio::time::timeout(edge_wait, rx).await.is_err() {
-        // The edge stops waiting; the process goes on.
-        return error(StatusCode::GATEWAY_TIMEOUT, "upstream request timeout");
+    // `timeout` bounds the wait only (0 or absent: none); the process is not killed.
+    let timeout = req["timeout"]
+        .as_u64()
+        .filter(|t| *t > 0)
+        .map(Duration::from_secs);
+    let wait = timeout.map_or(edge_wait, |t| t.min(edge_wait));
+    let mut done = process.done.subscribe();
+    if tokio::time::timeout(wait, done.wait_for(|d| *d))
+        .await
+        .is_err()
+    {
+        return match timeout {
+            Some(t) if t <= edge_wait => error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("process timed out after {} seconds", t.as_secs()),
+            ),
+            // The edge stops waiting; the process goes on.
+            _ => error(StatusCode::GATEWAY_TIMEOUT, "upstream request timeout"),
+        };
     }
-    let body = locked(&shared.processes)
-        .get(&key)
-        .map(|p| p.body.clone())
+    axum::Json(process.json(LOGS_RESPONSE_BYTES)).into_response()
+}
+
+async fn list_processes(State(shared): St, Path((ws, name)): Path<(String, String)>) -> Response {
+    if let Err(r) = sandbox_dir(&shared, &ws, &name) {
+        return r;
+    }
+    let list: Vec<Value> = locked(&shared.procs)
+        .get(&name)
+        .map(|l| l.iter().map(|p| p.json(INLINED_BYTES)).collect())
         .unwrap_or_default();
-    axum::Json(body).into_response()
+    axum::Json(list).into_response()
 }
 
 async fn get_process(
@@ -457,10 +638,182 @@ async fn get_process(
     if let Err(r) = sandbox_dir(&shared, &ws, &name) {
         return r;
     }
-    match locked(&shared.processes).get(&(name, process)) {
-        Some(p) => axum::Json(p.body.clone()).into_response(),
-        None => error(StatusCode::NOT_FOUND, "process not found"),
+    match find_process(&shared, &name, &process) {
+        Some(p) => axum::Json(p.json(INLINED_BYTES)).into_response(),
+        None => process_not_found(&process),
     }
+}
+
+async fn process_logs(
+    State(shared): St,
+    Path((ws, name, process)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&shared, &ws, &name) {
+        return r;
+    }
+    let Some(p) = find_process(&shared, &name, &process) else {
+        return process_not_found(&process);
+    };
+    let stdout = text_tail(&p.bg.read(OutputStream::Stdout, 0), LOGS_RESPONSE_BYTES);
+    let stderr = text_tail(&p.bg.read(OutputStream::Stderr, 0), LOGS_RESPONSE_BYTES);
+    axum::Json(json!({ "logs": format!("{stdout}{stderr}"), "stdout": stdout, "stderr": stderr }))
+        .into_response()
+}
+
+/// The backlog as the log stream replays it: the combined log (its last `max` bytes after the
+/// truncation marker when longer) a line at a time, each line with its prefix (a line without
+/// one as stdout) and a newline (also the last line, which may have had none).
+fn replay(combined: &[u8], max: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let body = if combined.len() > max {
+        out.extend_from_slice(b"stdout:");
+        out.extend_from_slice(TRUNCATION.as_bytes());
+        &combined[combined.len() - max..]
+    } else {
+        combined
+    };
+    for line in body.split(|b| *b == b'\n') {
+        let line = &line[line.iter().take_while(|b| **b == 0).count()..];
+        if line.starts_with(b"stdout:") || line.starts_with(b"stderr:") {
+            out.extend_from_slice(line);
+        } else if !line.is_empty() {
+            out.extend_from_slice(b"stdout:");
+            out.extend_from_slice(line);
+        } else {
+            continue;
+        }
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Where a log stream's body is.
+struct LogBody {
+    process: Arc<FakeProcess>,
+    backlog: Option<Bytes>,
+    live: Option<tokio::sync::mpsc::UnboundedReceiver<Bytes>>,
+    keepalive: Duration,
+    sent: bool,
+    finished: bool,
+}
+
+async fn next_piece(mut b: LogBody) -> Option<(Result<Bytes, std::io::Error>, LogBody)> {
+    if let Some(backlog) = b.backlog.take().filter(|x| !x.is_empty()) {
+        b.sent = true;
+        return Some((Ok(backlog), b));
+    }
+    if let Some(live) = b.live.as_mut() {
+        match tokio::time::timeout(b.keepalive, live.recv()).await {
+            Ok(Some(piece)) => {
+                b.sent = true;
+                return Some((Ok(piece), b));
+            }
+            Ok(None) => b.live = None,
+            Err(_) => {
+                // Keep-alives go out while the process is `running` (not once stopped).
+                if b.process.state().status == "running" {
+                    b.sent = true;
+                    return Some((Ok(Bytes::from_static(b"[keepalive]\n")), b));
+                }
+                return Some((Ok(Bytes::new()), b));
+            }
+        }
+    }
+    if b.finished {
+        return None;
+    }
+    b.finished = true;
+    // A process too quick for anything to be streamed: the log file as it is.
+    let combined = b.process.state().combined.clone();
+    if !b.sent && !combined.is_empty() {
+        return Some((Ok(Bytes::from(combined)), b));
+    }
+    None
+}
+
+async fn stream_logs(
+    State(shared): St,
+    Path((ws, name, process)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&shared, &ws, &name) {
+        return r;
+    }
+    // Blaxel itself flushes a 200 before looking the process up and then writes the error as
+    // the body; the description (and the fake) answer 404.
+    let Some(p) = find_process(&shared, &name, &process) else {
+        return process_not_found(&process);
+    };
+    let max_log = *locked(&shared.max_log_bytes);
+    let (backlog, live) = {
+        let mut st = p.state();
+        let backlog = replay(&st.combined, max_log);
+        let live = if p.is_done() {
+            None
+        } else {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            st.writers.push(tx);
+            Some(rx)
+        };
+        (backlog, live)
+    };
+    let body = LogBody {
+        process: p,
+        backlog: Some(Bytes::from(backlog)),
+        live,
+        keepalive: *locked(&shared.keepalive),
+        sent: false,
+        finished: false,
+    };
+    Response::builder()
+        .header("content-type", "text/plain; charset=utf-8")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(futures::stream::unfold(body, next_piece)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// `DELETE /process/{identifier}` (SIGTERM, "stop") and `…/kill` (SIGKILL) to the group.
+async fn signal_process(shared: &Shared, name: &str, identifier: &str, kill: bool) -> Response {
+    let Some(p) = find_process(shared, name, identifier) else {
+        return process_not_found(identifier);
+    };
+    let ended = p.bg.exit().is_some();
+    if ended && kill {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("failed to kill process with Identifier {identifier}: no such process"),
+        );
+    }
+    if !kill && (ended || p.state().status != "running") {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("process with Identifier {identifier} is not running"),
+        );
+    }
+    {
+        let mut st = p.state();
+        let notice = Bytes::from_static(if kill { KILLING } else { STOPPING });
+        st.writers.retain(|w| w.send(notice.clone()).is_ok());
+        st.status = if kill { "killed" } else { "stopped" };
+    }
+    if let Err(e) = p.bg.signal(if kill { 9 } else { 15 }).await {
+        return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string());
+    }
+    let message = if kill {
+        "Process killed successfully"
+    } else {
+        "Process stopped successfully"
+    };
+    axum::Json(json!({ "message": message })).into_response()
+}
+
+async fn stop_process(
+    State(shared): St,
+    Path((ws, name, process)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&shared, &ws, &name) {
+        return r;
+    }
+    signal_process(&shared, &name, &process, false).await
 }
 
 async fn kill_process(
@@ -470,13 +823,7 @@ async fn kill_process(
     if let Err(r) = sandbox_dir(&shared, &ws, &name) {
         return r;
     }
-    match locked(&shared.processes).get_mut(&(name, process)) {
-        Some(p) => {
-            p.body["status"] = json!("killed");
-            axum::Json(json!({ "message": "process killed" })).into_response()
-        }
-        None => error(StatusCode::NOT_FOUND, "process not found"),
-    }
+    signal_process(&shared, &name, &process, true).await
 }
 
 fn listing(path: &FsPath) -> Value {
@@ -733,11 +1080,25 @@ fn router(shared: Arc<Shared>) -> Router {
             "/v0/sandboxes/{name}",
             get(get_sandbox).delete(delete_sandbox),
         )
-        .route(&format!("{sbx}/process"), post(run_process))
-        .route(&format!("{sbx}/process/{{process}}"), get(get_process))
+        .route(
+            &format!("{sbx}/process"),
+            get(list_processes).post(run_process),
+        )
+        .route(
+            &format!("{sbx}/process/{{process}}"),
+            get(get_process).delete(stop_process),
+        )
         .route(
             &format!("{sbx}/process/{{process}}/kill"),
             delete(kill_process),
+        )
+        .route(
+            &format!("{sbx}/process/{{process}}/logs"),
+            get(process_logs),
+        )
+        .route(
+            &format!("{sbx}/process/{{process}}/logs/stream"),
+            get(stream_logs),
         )
         .route(
             &format!("{sbx}/filesystem/{{*path}}"),
@@ -778,8 +1139,11 @@ impl Fake {
             api_key: API_KEY.to_owned(),
             next: AtomicU64::new(1),
             edge_wait: Mutex::new(Duration::from_secs(60)),
+            keepalive: Mutex::new(Duration::from_secs(30)),
+            max_log_bytes: Mutex::new(32 * 1024 * 1024),
             sandboxes: Mutex::new(HashMap::new()),
-            processes: Mutex::new(HashMap::new()),
+            procs: Mutex::new(HashMap::new()),
+            host: Processes::default(),
             uploads: Mutex::new(HashMap::new()),
         });
         Self {
@@ -821,6 +1185,18 @@ impl Fake {
     /// How long the edge waits for a `waitForCompletion` process before answering 504.
     pub fn set_edge_wait(&self, wait: Duration) {
         *locked(&self.shared.edge_wait) = wait;
+    }
+
+    /// How often a log stream writes `[keepalive]` while its process runs (30 s on Blaxel).
+    pub fn set_keepalive(&self, every: Duration) {
+        *locked(&self.shared.keepalive) = every;
+    }
+
+    /// The most of a process's combined log a log stream replays (32 MiB on Blaxel, less when
+    /// many processes share the sandbox's log budget): past it, the replay is its tail after
+    /// the truncation marker.
+    pub fn set_max_log_bytes(&self, max: usize) {
+        *locked(&self.shared.max_log_bytes) = max;
     }
 
     /// Puts sandbox `name` in standby, as Blaxel does after ~15 s without traffic.

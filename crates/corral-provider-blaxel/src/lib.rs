@@ -15,7 +15,8 @@
 //! | operation id | the name, `corral-op-<ulid>`, and the label `corral-operation-id`; found with `GET /v0/sandboxes/{name}` |
 //! | get | `GET /v0/sandboxes/{name}` on the **control plane**, so a status read never wakes a sandbox in standby; `DEPLOYED` + `RUNNING` → running, `DEPLOYED` + `STANDBY` → paused (see `map.rs`) |
 //! | delete | `DELETE /v0/sandboxes/{name}` (permanent) |
-//! | exec | sandbox API `POST /process {command, name, workingDir, env, waitForCompletion: true, timeout}` → `{status, exitCode, stdout, stderr}`; when Blaxel's edge cuts the wait (502/504 after ~60 s) the process is followed with `GET /process/{name}` until it ends or its deadline passes (then `DELETE /process/{name}/kill`) |
+//! | exec | sandbox API `POST /process {command, name, workingDir, env, waitForCompletion: true, timeout}` → `{status, exitCode, stdout, stderr}`; when Blaxel's edge cuts the wait (502/504 after ~60 s) the process is followed with `GET /process/{name}` until it ends or its deadline passes (then `DELETE /process/{name}/kill`); at `timeout` Blaxel stops waiting (`422`) without killing, so the adapter kills |
+//! | commands | sandbox API process routes (`commands.rs`): `POST /process {command, name: <command id>, waitForCompletion: false}`, `GET /process/{name}/logs/stream` (replayed from the start, read back by `logs.rs`), `DELETE /process/{name}` (TERM) and `…/kill` (KILL), `GET /process/{name}`. `commands = {stdin: false, signals: [KILL, TERM], resume: provider_replay, emulated: false}` |
 //! | read file | sandbox API `GET /filesystem/{path}` with `Accept: application/octet-stream` (raw bytes) |
 //! | write file | the parent is checked with `GET /filesystem/{parent}` (Blaxel's writes create missing parents, Corral's contract refuses them), then the binary-safe multipart upload: `POST /filesystem-multipart/initiate/{path}`, `PUT /filesystem-multipart/{uploadId}/part?partNumber=n` per 5 MiB, `POST …/complete` |
 //!
@@ -26,19 +27,21 @@
 pub mod api;
 mod capabilities;
 mod client;
+mod commands;
 #[cfg(feature = "fake")]
 pub mod fake;
+mod logs;
 mod map;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Signal};
 use corral_provider::files::check_parent_dir;
 use corral_provider::{
-    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CommandEvents, CommandSpec, CreateSpec, ExecOutput,
+    ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider, Started,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp, Url, read_file_body};
 
@@ -101,7 +104,7 @@ pub struct BlaxelProvider {
     config: BlaxelConfig,
 }
 
-const P: Provider = Provider::Blaxel;
+pub(crate) const P: Provider = Provider::Blaxel;
 
 impl Adapter for BlaxelProvider {
     const PROVIDER: Provider = P;
@@ -173,8 +176,8 @@ fn finished(resp: api::ProcessResponse, spec: &ExecSpec) -> Result<ExecOutput> {
                 out.push(text.as_bytes());
                 out.finish()
             };
-            let (stdout, t1) = cap(resp.stdout);
-            let (stderr, t2) = cap(resp.stderr);
+            let (stdout, t1) = cap(resp.stdout.unwrap_or_default());
+            let (stderr, t2) = cap(resp.stderr.unwrap_or_default());
             Ok(ExecOutput {
                 stdout,
                 stderr,
@@ -196,6 +199,21 @@ fn edge_cut(e: &ProviderError) -> bool {
             ..
         } | ProviderError::TimedOutAfterSend { .. }
     )
+}
+
+/// Whether an exec failure is the sandbox giving up its wait at the `timeout` it was sent
+/// (`422 process timed out after N seconds`): the process goes on running.
+fn wait_timed_out(e: &ProviderError) -> bool {
+    matches!(e, ProviderError::InvalidRequest { message, .. } if message.contains("process timed out"))
+}
+
+/// The refusal of stdin: Blaxel starts every process with no standard input.
+fn no_stdin(operation: &'static str) -> ProviderError {
+    ProviderError::Unsupported {
+        provider: P,
+        operation,
+        reason: "Blaxel's process API gives a process no standard input".into(),
+    }
 }
 
 /// Whether a failure while following a process is worth another look.
@@ -358,7 +376,7 @@ impl SandboxProvider for BlaxelProvider {
             working_dir: spec.cwd.clone(),
             env: spec.env.clone(),
             wait_for_completion: true,
-            timeout: whole_seconds(spec.timeout),
+            timeout: Some(whole_seconds(spec.timeout)),
         };
         let started = Instant::now();
         match self
@@ -374,6 +392,15 @@ impl SandboxProvider for BlaxelProvider {
             Err(e) if edge_cut(&e) && started.elapsed() < spec.timeout + CLIENT_GRACE => {
                 self.follow(ctx, ws, native_id, &process, spec, started)
                     .await
+            }
+            // Blaxel stops waiting at `timeout` but kills nothing: Corral does.
+            Err(e) if wait_timed_out(&e) => {
+                if let Err(e) = self.client.kill_process(ctx, ws, native_id, &process).await {
+                    tracing::debug!(error = %e, "killing a Blaxel process past its deadline failed");
+                }
+                Err(ProviderError::CommandTimedOut {
+                    after: spec.timeout,
+                })
             }
             Err(ProviderError::TimedOutAfterSend { .. }) => Err(ProviderError::CommandTimedOut {
                 after: spec.timeout,
@@ -429,6 +456,152 @@ impl SandboxProvider for BlaxelProvider {
         self.upload(ctx, ws, native_id, path, content)
             .await
             .map_err(|e| e.for_file(path))
+    }
+
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        let ws = workspace(ctx)?;
+        if spec.stdin {
+            return Err(no_stdin("start_command"));
+        }
+        let name = spec.command_id.to_string();
+        let started = Started {
+            handle: name.clone(),
+            events: None,
+        };
+        // Blaxel would start a second process under the name of one that ended.
+        match self.client.get_process(ctx, ws, native_id, &name).await {
+            Ok(_) => return Ok(started),
+            Err(ProviderError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let body = api::ProcessRequest {
+            command: spec.command.clone(),
+            name,
+            working_dir: spec.cwd.clone(),
+            env: spec.env.clone(),
+            wait_for_completion: false,
+            timeout: None,
+        };
+        match self
+            .client
+            .run_process(ctx, ws, native_id, &body, self.config.http.request_timeout)
+            .await
+        {
+            Ok(_) => Ok(started),
+            // Started meanwhile by a retry that overtook this one.
+            Err(ProviderError::InvalidRequest { message, .. })
+                if message.contains("already exists and is running") =>
+            {
+                Ok(started)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn attach_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        handle: &str,
+        from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        let ws = workspace(ctx)?;
+        // Blaxel answers the stream of an unknown name with 200 and an error body.
+        match self.client.get_process(ctx, ws, native_id, handle).await {
+            Ok(_) => {}
+            Err(ProviderError::NotFound { .. }) => return Err(commands::unknown(handle)),
+            Err(e) => return Err(e),
+        }
+        let resp = self
+            .client
+            .stream_process_logs(ctx, ws, native_id, handle, commands::STREAM_LIMIT)
+            .await
+            .map_err(|e| match e {
+                ProviderError::NotFound { .. } => commands::unknown(handle),
+                e => e,
+            })?;
+        let handle = handle.to_owned();
+        let ended: commands::Ended<'a> = Box::new(move || {
+            Box::pin(async move {
+                match self.client.get_process(ctx, ws, native_id, &handle).await {
+                    Ok(p) if map::process_ended(&p) => Ok(Some(map::exit_code(&p))),
+                    Ok(_) => Ok(None),
+                    Err(ProviderError::NotFound { .. }) => Err(commands::unknown(&handle)),
+                    Err(e) => Err(e),
+                }
+            })
+        });
+        Ok(commands::attach(resp, from, commands::SILENCE_LIMIT, ended))
+    }
+
+    async fn write_stdin(
+        &self,
+        _ctx: &CallContext,
+        _native_id: &str,
+        _handle: &str,
+        _offset: u64,
+        _data: &[u8],
+    ) -> Result<u64> {
+        Err(no_stdin("write_stdin"))
+    }
+
+    async fn close_stdin(&self, _ctx: &CallContext, _native_id: &str, _handle: &str) -> Result<()> {
+        Err(no_stdin("close_stdin"))
+    }
+
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        let ws = workspace(ctx)?;
+        let sent = match signal {
+            Signal::Term => self.client.stop_process(ctx, ws, native_id, handle).await,
+            Signal::Kill => self.client.kill_process(ctx, ws, native_id, handle).await,
+            other => {
+                return Err(ProviderError::Unsupported {
+                    provider: P,
+                    operation: "signal_command",
+                    reason: format!(
+                        "Blaxel stops a process (SIGTERM) or kills it (SIGKILL); it cannot send {other}"
+                    ),
+                });
+            }
+        };
+        match sent {
+            Ok(()) => Ok(()),
+            // Blaxel answers 404 for a process that is not running (any more).
+            Err(ProviderError::NotFound { .. }) => {
+                match self.client.get_process(ctx, ws, native_id, handle).await {
+                    Ok(_) => Ok(()),
+                    Err(ProviderError::NotFound { .. }) => Err(commands::unknown(handle)),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn find_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        let ws = workspace(ctx)?;
+        let name = command_id.to_string();
+        match self.client.get_process(ctx, ws, native_id, &name).await {
+            Ok(_) => Ok(Some(name)),
+            Err(ProviderError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn find_by_operation_id(

@@ -89,6 +89,100 @@ pub struct OkResponse {
     pub ok: bool,
 }
 
+/// `POST /v1/sandbox/{id}/process` body *(extension)*: Cloudflare's `startProcess(command,
+/// {processId, cwd, env, timeout})`, with the command as an argv as on exec.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StartProcessRequest {
+    /// The argv (Corral sends `["sh", "-c", <script>]`).
+    pub argv: Vec<String>,
+    /// The process's id, chosen by the caller (Corral's command id); a bridge that already
+    /// has it answers `409 process_exists` and starts nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_id: Option<String>,
+    /// Whether the process gets a stdin pipe (otherwise stdin is empty).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
+    /// Working directory (Corral applies it in the script instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Extra environment (Corral applies it in the script instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Milliseconds after which the bridge kills the process (a backstop; Corral kills at its
+    /// own deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// A process *(extension)*: the answer of a start and a get, the items of a list (as
+/// Cloudflare's `Process`: `id`, `pid`, `status`, `exitCode`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// The process id (the `process_id` given at start, or one the bridge chose).
+    pub id: String,
+    /// The system pid, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// `starting`, `running`, `completed`, `failed`, `killed` or `error`.
+    pub status: String,
+    /// The exit code once ended (`128 + n` after signal `n`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+/// `GET /v1/sandbox/{id}/process` answer *(extension)*.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessList {
+    /// The sandbox's processes.
+    pub processes: Vec<ProcessInfo>,
+}
+
+/// The data of a process log stream's `stdout` / `stderr` event *(extension)*.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LogChunk {
+    /// Where `data` starts in its stream, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// The bytes, base64.
+    pub data: String,
+}
+
+/// The data of a process log stream's `exit` event *(extension)*.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessExit {
+    /// The exit code (`128 + n` after signal `n`), `null` when unknown.
+    pub exit_code: Option<i32>,
+}
+
+/// `POST …/process/{process_id}/stdin` body *(extension)*.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StdinRequest {
+    /// Bytes accepted before `data` (a resend of accepted bytes is skipped).
+    pub offset: u64,
+    /// The bytes, base64.
+    pub data: String,
+}
+
+/// `POST …/process/{process_id}/stdin` answer *(extension)*.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StdinAccepted {
+    /// Bytes of stdin accepted in all.
+    pub accepted: u64,
+}
+
+/// `POST …/process/{process_id}/kill` body *(extension)*: Cloudflare's `killProcess(id,
+/// signal)`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct KillRequest {
+    /// `SIGHUP`, `SIGINT`, `SIGQUIT`, `SIGKILL`, `SIGUSR1`, `SIGUSR2` or `SIGTERM`
+    /// (absent: `SIGTERM`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+}
+
 /// Error codes Corral reads.
 pub mod codes {
     /// *(extension)* The sandbox is unknown (404).
@@ -103,6 +197,26 @@ pub mod codes {
     pub const UNAUTHORIZED: &str = "unauthorized";
     /// The command could not be run (`error` event or 5xx).
     pub const EXEC_ERROR: &str = "exec_error";
+    /// *(extension)* The process is unknown (404, or an `error` event of a log stream).
+    pub const PROCESS_NOT_FOUND: &str = "process_not_found";
+    /// *(extension)* A process with this id exists: nothing was started (409).
+    pub const PROCESS_EXISTS: &str = "process_exists";
+    /// *(extension)* The bridge cannot give processes a stdin (400).
+    pub const STDIN_UNSUPPORTED: &str = "stdin_unsupported";
+    /// *(extension)* The process's stdin is closed, or it has none (409).
+    pub const STDIN_CLOSED: &str = "stdin_closed";
+    /// *(extension)* A stdin write starts past what was accepted (409).
+    pub const STDIN_OFFSET: &str = "stdin_offset";
+    /// *(extension)* The bridge cannot send this signal (400).
+    pub const SIGNAL_UNSUPPORTED: &str = "signal_unsupported";
+}
+
+/// Whether `id` is a process id the contract accepts: `^[A-Za-z0-9_-]{1,128}$`.
+pub fn is_process_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Whether `id` is a sandbox id the contract accepts: `^[a-z2-7]{1,128}$`.

@@ -38,10 +38,14 @@ impl Refusal {
     }
 
     /// Whether the bridge answered that it does not have the route (an extension it lacks):
-    /// 404 without the contract's `sandbox_not_found` code, 405 or 501.
+    /// 404 without the contract's `sandbox_not_found` or `process_not_found` code, 405 or
+    /// 501.
     pub(crate) fn route_absent(&self) -> bool {
         match self.0.status {
-            Some(404) => self.code().as_deref() != Some(codes::SANDBOX_NOT_FOUND),
+            Some(404) => !matches!(
+                self.code().as_deref(),
+                Some(codes::SANDBOX_NOT_FOUND | codes::PROCESS_NOT_FOUND)
+            ),
             Some(405 | 501) => true,
             _ => false,
         }
@@ -56,6 +60,17 @@ impl Refusal {
                 provider,
                 resource: format!("sandbox {id}"),
             },
+            (_, Some(codes::PROCESS_NOT_FOUND)) => ProviderError::NotFound {
+                provider,
+                resource: format!("process in sandbox {id}"),
+            },
+            (_, Some(codes::SIGNAL_UNSUPPORTED | codes::STDIN_UNSUPPORTED)) => {
+                ProviderError::Unsupported {
+                    provider,
+                    operation: "commands",
+                    reason: format!("the bridge refused: {}", self.1),
+                }
+            }
             (Some(403), Some(codes::INVALID_REQUEST)) => ProviderError::InvalidRequest {
                 provider,
                 message: self.1,
@@ -340,6 +355,126 @@ impl Client {
         )
         .await
         .map(drop)
+    }
+
+    /// A JSON request to a process route *(extension)* of sandbox `id`, parsed as `T`.
+    async fn process_call<T: serde::de::DeserializeOwned>(
+        &self,
+        ctx: &CallContext,
+        method: Method,
+        id: &str,
+        rest: &str,
+        body: Option<Vec<u8>>,
+    ) -> std::result::Result<T, Refusal> {
+        let http = self.http(ctx).map_err(|e| Refusal::from(transport(e)))?;
+        let limit = http.config().request_timeout;
+        let resp = self
+            .send(
+                &http,
+                ctx,
+                method,
+                &sandbox_path(id, rest),
+                body.map(|b| ("application/json", b)),
+                limit,
+            )
+            .await?;
+        self.json(&http, resp)
+            .await
+            .map_err(|e| Refusal::from(transport(e)))
+    }
+
+    fn encode(&self, body: &impl serde::Serialize) -> std::result::Result<Vec<u8>, Refusal> {
+        serde_json::to_vec(body).map_err(|e| Refusal::from(transport(self.invalid(e))))
+    }
+
+    /// `POST /v1/sandbox/{id}/process` *(extension)*.
+    pub(crate) async fn start_process(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &api::StartProcessRequest,
+    ) -> std::result::Result<api::ProcessInfo, Refusal> {
+        let body = self.encode(body)?;
+        self.process_call(ctx, Method::POST, id, "/process", Some(body))
+            .await
+    }
+
+    /// `GET /v1/sandbox/{id}/process/{process_id}` *(extension)*.
+    pub(crate) async fn get_process(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        process_id: &str,
+    ) -> std::result::Result<api::ProcessInfo, Refusal> {
+        let rest = format!("/process/{}", path_segment(process_id));
+        self.process_call(ctx, Method::GET, id, &rest, None).await
+    }
+
+    /// `GET /v1/sandbox/{id}/process/{process_id}/logs?stdout=&stderr=` *(extension)*: the
+    /// open event stream, which may take `limit` in all.
+    pub(crate) async fn process_logs(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        process_id: &str,
+        from: (u64, u64),
+        limit: Duration,
+    ) -> std::result::Result<Response, Refusal> {
+        let http = self.http(ctx).map_err(|e| Refusal::from(transport(e)))?;
+        let (stdout, stderr) = (from.0.to_string(), from.1.to_string());
+        let path = sandbox_path(id, &format!("/process/{}/logs", path_segment(process_id)));
+        self.send_query(
+            &http,
+            ctx,
+            Method::GET,
+            &path,
+            &[("stdout", &stdout), ("stderr", &stderr)],
+            None,
+            limit,
+        )
+        .await
+    }
+
+    /// `POST /v1/sandbox/{id}/process/{process_id}/stdin` *(extension)*.
+    pub(crate) async fn write_stdin(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        process_id: &str,
+        body: &api::StdinRequest,
+    ) -> std::result::Result<api::StdinAccepted, Refusal> {
+        let body = self.encode(body)?;
+        let rest = format!("/process/{}/stdin", path_segment(process_id));
+        self.process_call(ctx, Method::POST, id, &rest, Some(body))
+            .await
+    }
+
+    /// `DELETE /v1/sandbox/{id}/process/{process_id}/stdin` *(extension)*.
+    pub(crate) async fn close_stdin(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        process_id: &str,
+    ) -> std::result::Result<(), Refusal> {
+        let rest = format!("/process/{}/stdin", path_segment(process_id));
+        self.process_call::<api::OkResponse>(ctx, Method::DELETE, id, &rest, None)
+            .await
+            .map(drop)
+    }
+
+    /// `POST /v1/sandbox/{id}/process/{process_id}/kill` *(extension)*.
+    pub(crate) async fn kill_process(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        process_id: &str,
+        body: &api::KillRequest,
+    ) -> std::result::Result<(), Refusal> {
+        let body = self.encode(body)?;
+        let rest = format!("/process/{}/kill", path_segment(process_id));
+        self.process_call::<api::OkResponse>(ctx, Method::POST, id, &rest, Some(body))
+            .await
+            .map(drop)
     }
 
     fn invalid(&self, e: serde_json::Error) -> ProviderError {

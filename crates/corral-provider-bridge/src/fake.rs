@@ -10,7 +10,12 @@
 //! small pieces, so events arrive split across reads.
 //!
 //! [`Fake::start`] serves Corral's extensions too (tag on create, lookup by tag, `GET
-//! /v1/sandbox/{id}`, `env` on exec, `sandbox_not_found`, `exec_timeout`);
+//! /v1/sandbox/{id}`, `env` on exec, `sandbox_not_found`, `exec_timeout`, and the process
+//! routes: processes run in the background on the host with a stdin pipe when asked, every
+//! byte of output kept, logs as SSE from any byte offset with a comment every 15 s of
+//! silence, stdin by offset, signals to the process group, `timeout_ms` as a kill;
+//! [`FakeHandle::refuse_stdin`] makes it answer `stdin_unsupported` as a bridge on
+//! Cloudflare's background processes must);
 //! [`Fake::start_plain`] serves only the Worker's routes, where — as with its Durable Objects
 //! — any well-formed id names a sandbox, created on first use.
 
@@ -31,10 +36,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
-use corral_domain::{CreateSandboxRequest, ProviderContext};
+use corral_domain::{CreateSandboxRequest, OutputStream, ProviderContext, Signal};
 use corral_provider::shell::shell_quote;
 use corral_provider::{Adapter, CallContext, SecretString};
 use corral_provider_http::HttpConfig;
+use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
@@ -60,6 +66,13 @@ struct Shared {
     next: AtomicU64,
     sandboxes: Mutex<HashMap<String, FakeSandbox>>,
     exec_bodies: Mutex<Vec<Vec<u8>>>,
+    /// Processes *(extension)*, by sandbox id and process id.
+    processes: Mutex<HashMap<(String, String), Arc<FakeProcess>>>,
+    /// The host processes behind them (killed when the fake is dropped).
+    host: Processes,
+    /// Whether a start with stdin is refused (`stdin_unsupported`), as a bridge on
+    /// Cloudflare's background processes must.
+    refuse_stdin: Mutex<bool>,
 }
 
 type St = State<Arc<Shared>>;
@@ -219,6 +232,13 @@ async fn delete(State(shared): St, Path(id): Path<String>) -> Response {
         return invalid("sandbox id must match ^[a-z2-7]{1,128}$");
     }
     lock(&shared.sandboxes).remove(&id);
+    // Its processes go with it.
+    lock(&shared.processes).retain(|(sandbox, _), p| {
+        if *sandbox == id {
+            shared.host.remove(p.bg.pid());
+        }
+        *sandbox != id
+    });
     StatusCode::NO_CONTENT.into_response()
 }
 
@@ -333,6 +353,397 @@ async fn exec(State(shared): St, Path(id): Path<String>, body: Bytes) -> Respons
     split_stream(out)
 }
 
+/// How long a process log stream waits for output before it sends a comment.
+const LOGS_KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// A process started through the process routes *(extension)*.
+struct FakeProcess {
+    bg: Process,
+    /// Whether it was started with a stdin pipe.
+    stdin: bool,
+    /// Bytes of stdin accepted so far.
+    accepted: tokio::sync::Mutex<u64>,
+}
+
+impl FakeProcess {
+    fn info(&self, id: &str) -> api::ProcessInfo {
+        let exit = self.bg.exit();
+        api::ProcessInfo {
+            id: id.to_owned(),
+            pid: Some(self.bg.pid()),
+            status: match exit {
+                None => "running",
+                Some(e) if e.signal.is_some() => "killed",
+                Some(e) if e.status == Some(0) => "completed",
+                Some(_) => "failed",
+            }
+            .into(),
+            exit_code: exit.map(|e| e.code()),
+        }
+    }
+}
+
+fn process_not_found(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        codes::PROCESS_NOT_FOUND,
+        format!("process {id} does not exist"),
+    )
+}
+
+impl Shared {
+    /// Process `pid` of sandbox `id`.
+    fn process(&self, id: &str, pid: &str) -> Answer<Arc<FakeProcess>> {
+        self.dir(id)?;
+        lock(&self.processes)
+            .get(&(id.to_owned(), pid.to_owned()))
+            .cloned()
+            .ok_or_else(|| process_not_found(pid))
+    }
+}
+
+/// Checks a `StartProcessRequest` as the contract types it.
+fn start_request(body: &[u8]) -> Answer<api::StartProcessRequest> {
+    let v: Value = serde_json::from_slice(body).map_err(|_| invalid("body must be JSON"))?;
+    let Value::Object(fields) = &v else {
+        return Err(invalid("body must be an object"));
+    };
+    for key in fields.keys() {
+        if !matches!(
+            key.as_str(),
+            "argv" | "process_id" | "stdin" | "cwd" | "env" | "timeout_ms"
+        ) {
+            return Err(invalid(format!("unknown field `{key}`")));
+        }
+    }
+    match &v["argv"] {
+        Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_string) => {}
+        _ => return Err(invalid("argv must be a non-empty array of strings")),
+    }
+    match &v["process_id"] {
+        Value::Null => {}
+        Value::String(id) if api::is_process_id(id) => {}
+        _ => return Err(invalid("process_id must match ^[A-Za-z0-9_-]{1,128}$")),
+    }
+    if !(v["stdin"].is_null() || v["stdin"].is_boolean()) {
+        return Err(invalid("stdin must be a boolean"));
+    }
+    if !(v["timeout_ms"].is_null() || v["timeout_ms"].is_u64()) {
+        return Err(invalid("timeout_ms must be an integer"));
+    }
+    if !(v["cwd"].is_null() || v["cwd"].is_string()) {
+        return Err(invalid("cwd must be a string"));
+    }
+    match &v["env"] {
+        Value::Null => {}
+        Value::Object(e) if e.values().all(Value::is_string) => {}
+        _ => return Err(invalid("env must map strings to strings")),
+    }
+    serde_json::from_value(v).map_err(|e| invalid(e.to_string()))
+}
+
+async fn start_process(State(shared): St, Path(id): Path<String>, body: Bytes) -> Response {
+    let request = match start_request(&body) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let dir = match shared.dir(&id) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    if request.stdin && lock(&shared.refuse_stdin).to_owned() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            codes::STDIN_UNSUPPORTED,
+            "processes of this bridge have no standard input",
+        );
+    }
+    let pid = request
+        .process_id
+        .clone()
+        .unwrap_or_else(|| format!("proc-{:08}", shared.next.fetch_add(1, Ordering::Relaxed)));
+    let key = (id.clone(), pid.clone());
+    if lock(&shared.processes).contains_key(&key) {
+        return error(
+            StatusCode::CONFLICT,
+            codes::PROCESS_EXISTS,
+            format!("process {pid} already exists"),
+        );
+    }
+    let cwd = match &request.cwd {
+        Some(c) if !std::path::Path::new(c).is_absolute() => {
+            return error(
+                StatusCode::FORBIDDEN,
+                codes::INVALID_REQUEST,
+                "cwd must be absolute",
+            );
+        }
+        Some(c) => std::path::PathBuf::from(c),
+        None => dir,
+    };
+    // The argv is the process (the shell that parses the line execs it), so a signal to the
+    // group reaches it and not a wrapper.
+    let line = request
+        .argv
+        .iter()
+        .map(|w| shell_quote(w))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut spec = SpawnSpec::new(format!("exec {line}"), cwd)
+        .with_env(request.env.unwrap_or_default())
+        .with_tag(pid.clone());
+    if request.stdin {
+        spec = spec.with_stdin();
+    }
+    let bg = match shared.host.spawn(spec) {
+        Ok(bg) => bg,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "exec_transport_error",
+                e.to_string(),
+            );
+        }
+    };
+    if let Some(ms) = request.timeout_ms {
+        let backstop = bg.clone();
+        tokio::spawn(async move {
+            if backstop
+                .wait_exit(Duration::from_millis(ms))
+                .await
+                .is_none()
+            {
+                let _ = backstop.signal(9).await;
+            }
+        });
+    }
+    let process = Arc::new(FakeProcess {
+        bg,
+        stdin: request.stdin,
+        accepted: tokio::sync::Mutex::new(0),
+    });
+    let info = process.info(&pid);
+    lock(&shared.processes).insert(key, process);
+    axum::Json(info).into_response()
+}
+
+async fn list_processes(State(shared): St, Path(id): Path<String>) -> Response {
+    if let Err(r) = shared.dir(&id) {
+        return r;
+    }
+    let processes = lock(&shared.processes)
+        .iter()
+        .filter(|((sandbox, _), _)| *sandbox == id)
+        .map(|((_, pid), p)| p.info(pid))
+        .collect();
+    axum::Json(api::ProcessList { processes }).into_response()
+}
+
+async fn get_process(State(shared): St, Path((id, pid)): Path<(String, String)>) -> Response {
+    match shared.process(&id, &pid) {
+        Ok(p) => axum::Json(p.info(&pid)).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// Where a process log stream is.
+struct LogBody {
+    process: Arc<FakeProcess>,
+    at: [u64; 2],
+    done: bool,
+}
+
+fn log_event(stream: &str, at: u64, data: &[u8]) -> Bytes {
+    let chunk = api::LogChunk {
+        offset: Some(at),
+        data: base64::engine::general_purpose::STANDARD.encode(data),
+    };
+    let data = serde_json::to_string(&chunk).unwrap_or_default();
+    Bytes::from(format!("event: {stream}\ndata: {data}\n\n"))
+}
+
+async fn next_log_piece(mut b: LogBody) -> Option<(Result<Bytes, std::io::Error>, LogBody)> {
+    if b.done {
+        return None;
+    }
+    loop {
+        // Read the exit before the output: once it is known, every byte is in.
+        let exit = b.process.bg.exit();
+        let mut out = Vec::new();
+        for (i, stream, name) in [
+            (0, OutputStream::Stdout, "stdout"),
+            (1, OutputStream::Stderr, "stderr"),
+        ] {
+            let data = b.process.bg.read(stream, b.at[i]);
+            if !data.is_empty() {
+                out.extend_from_slice(&log_event(name, b.at[i], &data));
+                b.at[i] += data.len() as u64;
+            }
+        }
+        if let Some(exit) = exit {
+            let data = serde_json::to_string(&api::ProcessExit {
+                exit_code: Some(exit.code()),
+            })
+            .unwrap_or_default();
+            out.extend_from_slice(format!("event: exit\ndata: {data}\n\n").as_bytes());
+            b.done = true;
+        }
+        if !out.is_empty() {
+            return Some((Ok(Bytes::from(out)), b));
+        }
+        if !b
+            .process
+            .bg
+            .wait_output(b.at[0], b.at[1], LOGS_KEEPALIVE)
+            .await
+        {
+            return Some((Ok(Bytes::from_static(b": keepalive\n\n")), b));
+        }
+    }
+}
+
+async fn process_logs(
+    State(shared): St,
+    Path((id, pid)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let process = match shared.process(&id, &pid) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let mut at = [0u64; 2];
+    for (i, name) in ["stdout", "stderr"].into_iter().enumerate() {
+        match query.get(name).map(|v| v.parse::<u64>()) {
+            None => {}
+            Some(Ok(n)) => at[i] = n,
+            Some(Err(_)) => return invalid(format!("`{name}` must be a byte offset")),
+        }
+    }
+    if let Some(other) = query
+        .keys()
+        .find(|k| !matches!(k.as_str(), "stdout" | "stderr"))
+    {
+        return invalid(format!("unknown query parameter `{other}`"));
+    }
+    let body = LogBody {
+        process,
+        at,
+        done: false,
+    };
+    // Sent in small pieces, so events arrive split across reads.
+    let pieces =
+        futures::StreamExt::flat_map(futures::stream::unfold(body, next_log_piece), |piece| {
+            let parts: Vec<Result<Bytes, std::io::Error>> = match piece {
+                Ok(bytes) => bytes
+                    .chunks(SSE_PIECE * 5)
+                    .map(|c| Ok(Bytes::copy_from_slice(c)))
+                    .collect(),
+                Err(e) => vec![Err(e)],
+            };
+            futures::stream::iter(parts)
+        });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(pieces))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+async fn write_stdin(
+    State(shared): St,
+    Path((id, pid)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let process = match shared.process(&id, &pid) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let request: api::StdinRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return invalid(format!("body must be {{\"offset\", \"data\"}}: {e}")),
+    };
+    let Ok(data) = base64::engine::general_purpose::STANDARD.decode(&request.data) else {
+        return invalid("data must be base64");
+    };
+    let mut accepted = process.accepted.lock().await;
+    if !process.stdin || !process.bg.stdin_open().await {
+        return error(
+            StatusCode::CONFLICT,
+            codes::STDIN_CLOSED,
+            format!("process {pid} has no open stdin"),
+        );
+    }
+    if request.offset > *accepted {
+        return error(
+            StatusCode::CONFLICT,
+            codes::STDIN_OFFSET,
+            format!(
+                "offset {} is past the {} bytes accepted",
+                request.offset, *accepted
+            ),
+        );
+    }
+    let skip = usize::try_from(*accepted - request.offset).unwrap_or(usize::MAX);
+    if skip < data.len() {
+        if let Err(e) = process.bg.write_stdin(&data[skip..]).await {
+            return error(
+                StatusCode::CONFLICT,
+                codes::STDIN_CLOSED,
+                format!("writing stdin failed: {e}"),
+            );
+        }
+        *accepted = request.offset + data.len() as u64;
+    }
+    axum::Json(api::StdinAccepted {
+        accepted: *accepted,
+    })
+    .into_response()
+}
+
+async fn close_stdin(State(shared): St, Path((id, pid)): Path<(String, String)>) -> Response {
+    match shared.process(&id, &pid) {
+        Ok(p) => {
+            p.bg.close_stdin().await;
+            axum::Json(api::OkResponse { ok: true }).into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+async fn kill_process(
+    State(shared): St,
+    Path((id, pid)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let process = match shared.process(&id, &pid) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let request: api::KillRequest = if body.is_empty() {
+        api::KillRequest { signal: None }
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(r) => r,
+            Err(e) => return invalid(format!("body must be {{\"signal\"}}: {e}")),
+        }
+    };
+    let name = request.signal.unwrap_or_else(|| "SIGTERM".into());
+    let Some(signal) = name
+        .strip_prefix("SIG")
+        .and_then(|n| n.parse::<Signal>().ok())
+    else {
+        return invalid(format!("unknown signal {name:?}"));
+    };
+    if let Err(e) = process.bg.signal(signal.number()).await {
+        return error(
+            StatusCode::BAD_GATEWAY,
+            "exec_transport_error",
+            e.to_string(),
+        );
+    }
+    axum::Json(api::OkResponse { ok: true }).into_response()
+}
+
 async fn read_file(State(shared): St, Path((id, path)): Path<(String, String)>) -> Response {
     if let Err(r) = shared.dir(&id) {
         return r;
@@ -410,6 +821,9 @@ pub fn router(api_key: &str, extensions: bool) -> (Router, FakeHandle) {
         next: AtomicU64::new(1),
         sandboxes: Mutex::new(HashMap::new()),
         exec_bodies: Mutex::new(Vec::new()),
+        processes: Mutex::new(HashMap::new()),
+        host: Processes::default(),
+        refuse_stdin: Mutex::new(false),
     });
     let mut api = Router::new()
         .route("/v1/sandbox/{id}/exec", post(exec))
@@ -421,6 +835,17 @@ pub fn router(api_key: &str, extensions: bool) -> (Router, FakeHandle) {
     api = if extensions {
         api.route("/v1/sandbox", post(create).get(list))
             .route("/v1/sandbox/{id}", get(observe).delete(delete))
+            .route(
+                "/v1/sandbox/{id}/process",
+                post(start_process).get(list_processes),
+            )
+            .route("/v1/sandbox/{id}/process/{pid}", get(get_process))
+            .route("/v1/sandbox/{id}/process/{pid}/logs", get(process_logs))
+            .route(
+                "/v1/sandbox/{id}/process/{pid}/stdin",
+                post(write_stdin).delete(close_stdin),
+            )
+            .route("/v1/sandbox/{id}/process/{pid}/kill", post(kill_process))
     } else {
         api.route("/v1/sandbox", post(create))
             .route("/v1/sandbox/{id}", axum::routing::delete(delete))
@@ -443,6 +868,17 @@ impl FakeHandle {
     /// running the command: for streams that break the contract.
     pub fn script_next_exec(&self, body: impl Into<Vec<u8>>) {
         lock(&self.shared.exec_bodies).push(body.into());
+    }
+
+    /// Makes starts with stdin answer `400 stdin_unsupported`, as a bridge on Cloudflare's
+    /// background processes (which take no stdin) must.
+    pub fn refuse_stdin(&self, refuse: bool) {
+        *lock(&self.shared.refuse_stdin) = refuse;
+    }
+
+    /// How many processes the process routes started.
+    pub fn process_count(&self) -> usize {
+        lock(&self.shared.processes).len()
     }
 
     /// How many sandboxes exist.
@@ -554,6 +990,144 @@ impl<A: Adapter<Config = BridgeConfig>> Fake<A> {
                 A::PROVIDER
             ),
         }
+    }
+}
+
+/// Reads a command through `adapter` from byte 0 to its exit: stdout and the exit code.
+async fn run_to_end<A: Adapter<Config = BridgeConfig>>(
+    adapter: &A,
+    ctx: &CallContext,
+    id: &str,
+    handle: &str,
+) -> (Vec<u8>, Option<i32>) {
+    use futures::StreamExt as _;
+    let mut stdout = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let from = corral_provider::OutputOffsets {
+            stdout: stdout.len() as u64,
+            stderr: 0,
+        };
+        let mut events = adapter
+            .attach_command(ctx, id, handle, from)
+            .await
+            .unwrap_or_else(|e| panic!("{}: attach failed: {e}", A::PROVIDER));
+        while let Some(event) = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .unwrap_or_else(|_| panic!("{}: the command did not end", A::PROVIDER))
+        {
+            match event.unwrap_or_else(|e| panic!("{}: the stream failed: {e}", A::PROVIDER)) {
+                corral_provider::CommandEvent::Output {
+                    stream: OutputStream::Stdout,
+                    offset,
+                    data,
+                } => {
+                    let at = usize::try_from(offset.unwrap_or(stdout.len() as u64))
+                        .unwrap_or(usize::MAX);
+                    let skip = stdout.len().saturating_sub(at).min(data.len());
+                    stdout.extend_from_slice(&data[skip..]);
+                }
+                corral_provider::CommandEvent::Output { .. } => {}
+                corral_provider::CommandEvent::Exit { exit_code } => return (stdout, exit_code),
+            }
+        }
+    }
+}
+
+impl<A: Adapter<Config = BridgeConfig>> Fake<A> {
+    /// A bridge with Cloudflare's Worker routes only runs commands through the exec wrapper
+    /// (the process routes answer 404 there): started, fed, followed to the exit, found.
+    /// Panics on a breach.
+    pub async fn check_plain_bridge_runs_commands_through_the_exec_wrapper() {
+        let fake = Self::start_plain().await;
+        let adapter = A::from_config(fake.config())
+            .unwrap_or_else(|e| panic!("{}: cannot build the adapter: {e}", A::PROVIDER));
+        let ctx = fake.context();
+        Self::check_commands_through_the_exec_wrapper(&fake, &adapter, &ctx).await;
+    }
+
+    /// A bridge whose processes take no stdin (`stdin_unsupported`) runs a command with stdin
+    /// through the exec wrapper, and one without through its process routes. Panics on a
+    /// breach.
+    pub async fn check_stdin_refused_by_the_bridge_goes_through_the_exec_wrapper() {
+        let fake = Self::start().await;
+        fake.handle.refuse_stdin(true);
+        let adapter = A::from_config(fake.config())
+            .unwrap_or_else(|e| panic!("{}: cannot build the adapter: {e}", A::PROVIDER));
+        let ctx = fake.context();
+        Self::check_commands_through_the_exec_wrapper(&fake, &adapter, &ctx).await;
+        // Only the command without stdin became a bridge process.
+        assert_eq!(fake.handle.process_count(), 1, "{}", A::PROVIDER);
+    }
+
+    async fn check_commands_through_the_exec_wrapper(fake: &Self, adapter: &A, ctx: &CallContext) {
+        let fail = |what: &str, e: corral_provider::ProviderError| -> ! {
+            panic!("{}: {what} failed: {e}", A::PROVIDER)
+        };
+        let spec = corral_provider::CreateSpec {
+            operation_id: corral_domain::OperationId::new(),
+            request: CreateSandboxRequest::standard(A::PROVIDER, None, None),
+            timeout_seconds: None,
+        };
+        let id = adapter
+            .create(ctx, &spec)
+            .await
+            .unwrap_or_else(|e| fail("create", e))
+            .native_id;
+        let command = corral_provider::CommandSpec {
+            command_id: corral_domain::CommandId::new(),
+            command: "read line; echo got $line; exit 3".into(),
+            cwd: None,
+            env: BTreeMap::new(),
+            stdin: true,
+            timeout: Duration::from_secs(60),
+        };
+        let handle = adapter
+            .start_command(ctx, &id, &command)
+            .await
+            .unwrap_or_else(|e| fail("start_command", e))
+            .handle;
+        assert_eq!(
+            handle,
+            command.command_id.to_string(),
+            "{}: not the exec wrapper's handle",
+            A::PROVIDER
+        );
+        let accepted = adapter
+            .write_stdin(ctx, &id, &handle, 0, b"hi\n")
+            .await
+            .unwrap_or_else(|e| fail("write_stdin", e));
+        assert_eq!(accepted, 3, "{}", A::PROVIDER);
+        adapter
+            .close_stdin(ctx, &id, &handle)
+            .await
+            .unwrap_or_else(|e| fail("close_stdin", e));
+        let (stdout, exit) = run_to_end(adapter, ctx, &id, &handle).await;
+        assert_eq!((stdout.as_slice(), exit), (&b"got hi\n"[..], Some(3)));
+        let found = adapter
+            .find_command(ctx, &id, &command.command_id)
+            .await
+            .unwrap_or_else(|e| fail("find_command", e));
+        assert_eq!(found.as_deref(), Some(handle.as_str()), "{}", A::PROVIDER);
+        // Without stdin, a bridge with the process routes runs the command natively.
+        let mut plain = command.clone();
+        plain.command_id = corral_domain::CommandId::new();
+        plain.stdin = false;
+        plain.command = "echo native".into();
+        let handle = adapter
+            .start_command(ctx, &id, &plain)
+            .await
+            .unwrap_or_else(|e| fail("start_command", e))
+            .handle;
+        let (stdout, exit) = run_to_end(adapter, ctx, &id, &handle).await;
+        assert_eq!((stdout.as_slice(), exit), (&b"native\n"[..], Some(0)));
+        let native = handle.starts_with("process:");
+        assert_eq!(
+            native,
+            fake.handle.shared.extensions,
+            "{}: handle {handle}",
+            A::PROVIDER
+        );
     }
 }
 

@@ -14,6 +14,7 @@
 //! | delete | `DELETE /v1/sandbox/{id}` |
 //! | exec | `POST …/exec {"argv": ["sh", "-c", <cwd/env prelude + command>], "timeout_ms"}` → SSE |
 //! | read / write file | `GET` / `PUT …/file/{path}`, raw bytes; the parent is checked with `test -d` first |
+//! | commands | the process routes *(extension)*: `POST …/process`, `GET …/process/{id}/logs` (SSE from offsets), `POST`/`DELETE …/stdin`, `POST …/kill {signal}`, `GET …/process/{id}`; a bridge without them, and a command with stdin on a bridge that has none, get the exec wrapper (`process.rs`) |
 //!
 //! **Pinning.** A URL from the call's context is reached only at the addresses the server's
 //! guard vetted ([`CallContext::pinned_addrs`]): the client resolves the host to exactly those
@@ -31,15 +32,20 @@ mod client;
 pub mod exec;
 #[cfg(feature = "fake")]
 pub mod fake;
+mod process;
 
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
+use base64::Engine as _;
+use corral_domain::{
+    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal,
+};
 use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
-    CallContext, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _, ObservedSandbox,
-    ProviderError, Result, SandboxProvider, files,
+    CallContext, CommandEvents, CommandSpec, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _,
+    ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider, Started,
+    commands_via_exec, files,
 };
 use corral_provider_http::{HttpConfig, map_body_error, path_segment, read_file_body};
 
@@ -130,6 +136,24 @@ fn redacted(ctx: &CallContext, e: ProviderError) -> ProviderError {
         Some(secret) => e.redact(secret.expose_secret()),
         None => e,
     }
+}
+
+/// A refusal of a process route as an error about command `handle`: `process_not_found` is
+/// the command unknown.
+fn command_error(
+    r: client::Refusal,
+    provider: Provider,
+    ctx: &CallContext,
+    id: &str,
+    handle: &str,
+) -> ProviderError {
+    if r.code().as_deref() == Some(codes::PROCESS_NOT_FOUND) {
+        return ProviderError::NotFound {
+            provider,
+            resource: format!("command {handle}"),
+        };
+    }
+    redacted(ctx, r.into_error(provider, id))
 }
 
 impl BridgeProvider {
@@ -302,6 +326,160 @@ impl SandboxProvider for BridgeProvider {
         }
     }
 
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        let script = shell::script(
+            self.provider,
+            &ExecSpec {
+                command: spec.command.clone(),
+                cwd: spec.cwd.clone(),
+                env: spec.env.clone(),
+                ..ExecSpec::new("")
+            },
+        )?;
+        let id = spec.command_id.to_string();
+        let body = api::StartProcessRequest {
+            argv: vec!["sh".into(), "-c".into(), script],
+            process_id: Some(id.clone()),
+            stdin: spec.stdin,
+            cwd: None,
+            env: None,
+            timeout_ms: Some(
+                u64::try_from(spec.timeout.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            ),
+        };
+        match self.client.start_process(ctx, native_id, &body).await {
+            Ok(p) => Ok(Started {
+                handle: process::handle(&p.id),
+                events: None,
+            }),
+            // A retried start: the process runs already.
+            Err(r) if r.code().as_deref() == Some(codes::PROCESS_EXISTS) => Ok(Started {
+                handle: process::handle(&id),
+                events: None,
+            }),
+            Err(r)
+                if r.route_absent()
+                    || (spec.stdin && r.code().as_deref() == Some(codes::STDIN_UNSUPPORTED)) =>
+            {
+                tracing::debug!(
+                    provider = %self.provider,
+                    "the bridge has no process routes (or no stdin for them): the exec wrapper runs the command"
+                );
+                commands_via_exec::start(self, ctx, native_id, spec).await
+            }
+            Err(r) => Err(redacted(ctx, r.into_error(self.provider, native_id))),
+        }
+    }
+
+    async fn attach_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        handle: &str,
+        from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        let Some(pid) = process::process_id(handle) else {
+            return commands_via_exec::attach(self, ctx, native_id, handle, from);
+        };
+        let resp = self
+            .client
+            .process_logs(
+                ctx,
+                native_id,
+                pid,
+                (from.stdout, from.stderr),
+                process::STREAM_LIMIT,
+            )
+            .await
+            .map_err(|r| command_error(r, self.provider, ctx, native_id, handle))?;
+        Ok(process::attach(
+            self.provider,
+            ctx,
+            resp,
+            from,
+            process::SILENCE_LIMIT,
+        ))
+    }
+
+    async fn write_stdin(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<u64> {
+        let Some(pid) = process::process_id(handle) else {
+            return commands_via_exec::write_stdin(self, ctx, native_id, handle, offset, data)
+                .await;
+        };
+        let body = api::StdinRequest {
+            offset,
+            data: base64::engine::general_purpose::STANDARD.encode(data),
+        };
+        self.client
+            .write_stdin(ctx, native_id, pid, &body)
+            .await
+            .map(|a| a.accepted)
+            .map_err(|r| command_error(r, self.provider, ctx, native_id, handle))
+    }
+
+    async fn close_stdin(&self, ctx: &CallContext, native_id: &str, handle: &str) -> Result<()> {
+        let Some(pid) = process::process_id(handle) else {
+            return commands_via_exec::close_stdin(self, ctx, native_id, handle).await;
+        };
+        self.client
+            .close_stdin(ctx, native_id, pid)
+            .await
+            .map_err(|r| command_error(r, self.provider, ctx, native_id, handle))
+    }
+
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        let Some(pid) = process::process_id(handle) else {
+            return commands_via_exec::signal(self, ctx, native_id, handle, signal).await;
+        };
+        let body = api::KillRequest {
+            signal: Some(format!("SIG{}", signal.as_str())),
+        };
+        self.client
+            .kill_process(ctx, native_id, pid, &body)
+            .await
+            .map_err(|r| command_error(r, self.provider, ctx, native_id, handle))
+    }
+
+    async fn find_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        match self
+            .client
+            .get_process(ctx, native_id, &command_id.to_string())
+            .await
+        {
+            Ok(p) => Ok(Some(process::handle(&p.id))),
+            // Not a bridge process: it may have gone through the exec wrapper.
+            Err(r) if r.route_absent() || r.code().as_deref() == Some(codes::PROCESS_NOT_FOUND) => {
+                commands_via_exec::find(self, ctx, native_id, command_id).await
+            }
+            Err(r) => Err(redacted(ctx, r.into_error(self.provider, native_id))),
+        }
+    }
+
     async fn find_by_operation_id(
         &self,
         ctx: &CallContext,
@@ -402,6 +580,58 @@ macro_rules! bridge_adapter {
                 operation_id: &::corral_domain::OperationId,
             ) -> ::corral_provider::Result<Vec<::corral_provider::ObservedSandbox>> {
                 self.0.find_by_operation_id(ctx, operation_id).await
+            }
+            async fn start_command<'a>(
+                &'a self,
+                ctx: &'a ::corral_provider::CallContext,
+                native_id: &'a str,
+                spec: &::corral_provider::CommandSpec,
+            ) -> ::corral_provider::Result<::corral_provider::Started<'a>> {
+                self.0.start_command(ctx, native_id, spec).await
+            }
+            async fn attach_command<'a>(
+                &'a self,
+                ctx: &'a ::corral_provider::CallContext,
+                native_id: &'a str,
+                handle: &str,
+                from: ::corral_provider::OutputOffsets,
+            ) -> ::corral_provider::Result<::corral_provider::CommandEvents<'a>> {
+                self.0.attach_command(ctx, native_id, handle, from).await
+            }
+            async fn write_stdin(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+                handle: &str,
+                offset: u64,
+                data: &[u8],
+            ) -> ::corral_provider::Result<u64> {
+                self.0.write_stdin(ctx, native_id, handle, offset, data).await
+            }
+            async fn close_stdin(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+                handle: &str,
+            ) -> ::corral_provider::Result<()> {
+                self.0.close_stdin(ctx, native_id, handle).await
+            }
+            async fn signal_command(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+                handle: &str,
+                signal: ::corral_domain::Signal,
+            ) -> ::corral_provider::Result<()> {
+                self.0.signal_command(ctx, native_id, handle, signal).await
+            }
+            async fn find_command(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+                command_id: &::corral_domain::CommandId,
+            ) -> ::corral_provider::Result<Option<String>> {
+                self.0.find_command(ctx, native_id, command_id).await
             }
         }
     };

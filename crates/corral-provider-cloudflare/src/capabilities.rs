@@ -31,6 +31,18 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_snapshots: false,
         supports_restore: false,
         supports_delete: true,
+        // The bridge's process routes (an extension of the contract): stdin with offsets,
+        // every signal, logs from byte offsets. A bridge without them, and a command with
+        // stdin on a bridge whose processes take none, go through the exec wrapper, which
+        // promises the same.
+        images: Vec::new(),
+        commands: corral_domain::CommandCapabilities {
+            stdin: true,
+            signals: corral_domain::Signal::ALL.to_vec(),
+            resume: corral_domain::CommandResume::ProviderOffset,
+            binary_output: true,
+            emulated: false,
+        },
     }
 }
 

@@ -118,3 +118,58 @@ pub struct FileInfo {
     #[serde(default)]
     pub size: u64,
 }
+
+/// Toolbox `CreateSessionRequest` (`POST /process/session`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSessionRequest {
+    /// The session's id, chosen by the client (unique in the sandbox: 409 when taken).
+    pub session_id: String,
+}
+
+/// Toolbox `Command`: one command of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Command {
+    /// The command id (`cmdId`).
+    pub id: String,
+    /// The command as run.
+    #[serde(default)]
+    pub command: String,
+    /// Its exit code, once it ended (absent while it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+/// Toolbox `Session`: a shell session and the commands run in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// The session id.
+    pub session_id: String,
+    /// Its commands, in the order they were run.
+    #[serde(default)]
+    pub commands: Vec<Command>,
+}
+
+/// Toolbox `SessionExecuteRequest` (`POST /process/session/{sessionId}/exec`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionExecuteRequest {
+    /// The command, run by the session's shell.
+    pub command: String,
+    /// Answer with the command id at once (`async` is its deprecated name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_async: Option<bool>,
+}
+
+/// Toolbox `SessionExecuteResponse`: with `runAsync`, the command id only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionExecuteResponse {
+    /// The command id.
+    pub cmd_id: String,
+    /// Its exit code (synchronous executions only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}

@@ -1,7 +1,8 @@
 //! Daytona's honest capabilities (research part 1 §2).
 
 use corral_domain::{
-    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
+    ProviderCapabilities, Signal, TimeoutMode,
 };
 
 /// Daytona's own default idle auto-stop: 15 minutes.
@@ -38,6 +39,17 @@ pub fn capabilities() -> ProviderCapabilities {
         supports_snapshots: true,
         supports_restore: true,
         supports_delete: true,
+        // Native session commands: the log is a snapshot from byte 0 (replayed, skipped by
+        // offset), terminate is SIGKILL, and the session input can neither be closed nor
+        // written byte for byte (a newline is appended to each write).
+        images: Vec::new(),
+        commands: CommandCapabilities {
+            stdin: false,
+            signals: vec![Signal::Kill],
+            resume: CommandResume::ProviderReplay,
+            binary_output: true,
+            emulated: false,
+        },
     }
 }
 

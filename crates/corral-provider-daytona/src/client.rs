@@ -41,6 +41,16 @@ pub(crate) fn check_id(native_id: &str) -> Result<()> {
     }
 }
 
+/// `/process/session/{sessionId}/command/{commandId}{rest}`, both ids checked to be plain
+/// path segments.
+fn command_path(session_id: &str, command_id: &str, rest: &str) -> Result<String> {
+    check_id(session_id)?;
+    check_id(command_id)?;
+    Ok(format!(
+        "/process/session/{session_id}/command/{command_id}{rest}"
+    ))
+}
+
 /// The toolbox base of one sandbox: `{toolboxProxyUrl}/{sandboxId}`, checked to be on the
 /// trusted hosts (the API key is sent there).
 pub(crate) fn toolbox_base(http: &ProviderHttp, proxy_url: &str, id: &str) -> Result<TrustedUrl> {
@@ -162,6 +172,106 @@ impl Client {
             .authed_trusted(ctx, Method::POST, &toolbox.join("/process/execute"))?
             .json(body);
         self.http.send_json_within(ctx, req, limit).await
+    }
+
+    /// Toolbox `POST /process/session {sessionId}`; `false` when the session exists (409).
+    pub(crate) async fn create_session(
+        &self,
+        ctx: &CallContext,
+        toolbox: &TrustedUrl,
+        session_id: &str,
+    ) -> Result<bool> {
+        let req = self
+            .http
+            .authed_trusted(ctx, Method::POST, &toolbox.join("/process/session"))?
+            .json(&api::CreateSessionRequest {
+                session_id: session_id.to_owned(),
+            });
+        match self.send_for_failure(ctx, req).await {
+            Ok(_) => Ok(true),
+            Err(failure) if failure.status == Some(409) => Ok(false),
+            Err(failure) => Err(failure.error),
+        }
+    }
+
+    /// Toolbox `GET /process/session/{sessionId}`; `None` when the daemon answers 404.
+    pub(crate) async fn get_session(
+        &self,
+        ctx: &CallContext,
+        toolbox: &TrustedUrl,
+        session_id: &str,
+    ) -> Result<Option<api::Session>> {
+        check_id(session_id)?;
+        let url = toolbox.join(&format!("/process/session/{session_id}"));
+        let req = self.http.authed_trusted(ctx, Method::GET, &url)?;
+        match self.send_for_failure(ctx, req).await {
+            Ok(resp) => self.http.read_json(resp).await.map(Some),
+            Err(failure) if failure.status == Some(404) => Ok(None),
+            Err(failure) => Err(failure.error),
+        }
+    }
+
+    /// Toolbox `POST /process/session/{sessionId}/exec`.
+    pub(crate) async fn session_execute(
+        &self,
+        ctx: &CallContext,
+        toolbox: &TrustedUrl,
+        session_id: &str,
+        body: &api::SessionExecuteRequest,
+    ) -> Result<api::SessionExecuteResponse> {
+        check_id(session_id)?;
+        let url = toolbox.join(&format!("/process/session/{session_id}/exec"));
+        let req = self
+            .http
+            .authed_trusted(ctx, Method::POST, &url)?
+            .json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// Toolbox `GET /process/session/{sessionId}/command/{commandId}`.
+    pub(crate) async fn get_session_command(
+        &self,
+        ctx: &CallContext,
+        toolbox: &TrustedUrl,
+        session_id: &str,
+        command_id: &str,
+    ) -> Result<api::Command> {
+        let url = toolbox.join(&command_path(session_id, command_id, "")?);
+        let req = self.http.authed_trusted(ctx, Method::GET, &url)?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// Toolbox `GET /process/session/{sessionId}/command/{commandId}/logs`: the whole log so
+    /// far, as plain text with stdout and stderr combined (what the daemon answers a client
+    /// that asks for no split output), capped at the configured response size.
+    pub(crate) async fn get_session_command_logs(
+        &self,
+        ctx: &CallContext,
+        toolbox: &TrustedUrl,
+        session_id: &str,
+        command_id: &str,
+    ) -> Result<Vec<u8>> {
+        let url = toolbox.join(&command_path(session_id, command_id, "/logs")?);
+        let req = self.http.authed_trusted(ctx, Method::GET, &url)?;
+        Ok(self.http.send_bytes(ctx, req).await?.to_vec())
+    }
+
+    /// Toolbox `POST /process/session/{sessionId}/command/{commandId}/terminate` (SIGKILL to
+    /// the command's process group); `false` when the command had already ended (410).
+    pub(crate) async fn terminate_session_command(
+        &self,
+        ctx: &CallContext,
+        toolbox: &TrustedUrl,
+        session_id: &str,
+        command_id: &str,
+    ) -> Result<bool> {
+        let url = toolbox.join(&command_path(session_id, command_id, "/terminate")?);
+        let req = self.http.authed_trusted(ctx, Method::POST, &url)?;
+        match self.send_for_failure(ctx, req).await {
+            Ok(_) => Ok(true),
+            Err(failure) if failure.status == Some(410) => Ok(false),
+            Err(failure) => Err(failure.error),
+        }
     }
 
     /// Toolbox `GET /files/info?path=`; `None` when the daemon answers 404.

@@ -10,6 +10,20 @@
 //! for paths the sandbox user may not touch ([`Fake::deny`]). Request bodies are validated as
 //! Daytona's NestJS/gin handlers would (400 with `{statusCode, message, error}`). Commands run
 //! on the host (no isolation) in a per-sandbox temporary directory.
+//!
+//! The process sessions are asynchronous, as the daemon's: `POST /process/session` (409 for an
+//! id taken), `…/exec` (with `runAsync`/`async`: `202 {cmdId}` at once, the command a host
+//! process of the testkit's background runner that runs on, its stdin an open pipe as the
+//! daemon's input FIFO; without: the answer once it ended), `…/command/{cmdId}` (`exitCode`
+//! once ended), `…/logs` (the whole log from byte 0 on every request: plain text with the
+//! stream prefixes removed, or JSON `{output, stdout, stderr}` with `X-Daytona-Split-Output:
+//! true`), `…/input` (a newline appended, echoed into the log unless `suppressInputEcho`; 410
+//! once ended), `…/terminate` (SIGKILL to the group; 410 once ended) and `DELETE` of a session
+//! (its commands killed, its logs gone). A labeler task writes each command's log as the
+//! daemon's do: complete lines behind a 3-byte stream prefix, a newline added to a last
+//! partial line, and the exit code only once that is flushed. A session's commands run at
+//! once (the daemon's session shell runs them one after another; Corral uses one session per
+//! command).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test double: a poisoned lock is a failed test.
 #![allow(clippy::result_large_err)] // Handlers return ready-made responses as errors.
 
@@ -25,9 +39,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
+use corral_domain::{CreateSandboxRequest, OutputStream, Provider, ProviderContext};
 use corral_provider::{CallContext, SecretString};
 use corral_provider_http::HttpConfig;
+use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
 use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
@@ -47,6 +62,28 @@ struct Sandbox {
     /// Whether its desired state is `destroyed` (a deletion the runner could not finish).
     desired_destroyed: bool,
     dir: tempfile::TempDir,
+    /// The daemon's sessions, by id.
+    sessions: HashMap<String, Session>,
+    /// The sandbox's processes: dropping the table (at deletion) kills them.
+    processes: Processes,
+}
+
+/// A session of the daemon's process API: its commands, in order.
+#[derive(Default)]
+struct Session {
+    commands: Vec<Arc<SessionCommand>>,
+}
+
+/// One command of a session, as the daemon keeps it: a log file in which its "labelers" write
+/// each complete line of stdout and stderr behind a 3-byte prefix (`\x01\x01\x01` or
+/// `\x02\x02\x02`), and an exit-code file written only once the labelers flushed.
+struct SessionCommand {
+    id: String,
+    command: String,
+    process: Process,
+    suppress_input_echo: bool,
+    log: Mutex<Vec<u8>>,
+    exit_code: Mutex<Option<i32>>,
 }
 
 impl Sandbox {
@@ -425,6 +462,8 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         error_reason: None,
         desired_destroyed: false,
         dir: tempfile::tempdir().expect("temp dir"),
+        sessions: HashMap::new(),
+        processes: Processes::default(),
     };
     let out = record(&inner, &id, &sandbox, "creating");
     inner.sandboxes.lock().unwrap().insert(id, sandbox);
@@ -534,6 +573,34 @@ async fn list(
 fn toolbox_router(inner: Shared) -> Router {
     Router::new()
         .route("/toolbox/{id}/process/execute", post(execute))
+        .route(
+            "/toolbox/{id}/process/session",
+            post(create_session).get(list_sessions),
+        )
+        .route(
+            "/toolbox/{id}/process/session/{sid}",
+            get(get_session).delete(delete_session),
+        )
+        .route(
+            "/toolbox/{id}/process/session/{sid}/exec",
+            post(session_exec),
+        )
+        .route(
+            "/toolbox/{id}/process/session/{sid}/command/{cid}",
+            get(get_session_command),
+        )
+        .route(
+            "/toolbox/{id}/process/session/{sid}/command/{cid}/logs",
+            get(session_command_logs),
+        )
+        .route(
+            "/toolbox/{id}/process/session/{sid}/command/{cid}/input",
+            post(session_command_input),
+        )
+        .route(
+            "/toolbox/{id}/process/session/{sid}/command/{cid}/terminate",
+            post(terminate_session_command),
+        )
         .route("/toolbox/{id}/files/info", get(info))
         .route("/toolbox/{id}/files/download", get(download))
         .route("/toolbox/{id}/files/upload", post(upload))
@@ -771,5 +838,444 @@ async fn upload(
     match std::fs::write(&full, &part.data) {
         Ok(()) => StatusCode::OK.into_response(),
         Err(e) => io_error(&e, StatusCode::BAD_REQUEST),
+    }
+}
+
+// The daemon's sessions: `POST /process/session`, `…/exec` (with `runAsync`, answering the
+// command id at once), the command's state, its log snapshot, input, terminate.
+
+const STDOUT_PREFIX: &[u8] = b"\x01\x01\x01";
+const STDERR_PREFIX: &[u8] = b"\x02\x02\x02";
+
+fn json_object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(error(StatusCode::BAD_REQUEST, "invalid request body")),
+    }
+}
+
+fn optional_bool(m: &serde_json::Map<String, Value>, key: &str) -> Result<bool, Response> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("{key} must be a boolean"),
+        )),
+    }
+}
+
+fn session_not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "session not found")
+}
+
+fn command_not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "command not found")
+}
+
+fn command_view(c: &SessionCommand) -> Value {
+    let mut v = json!({ "id": c.id, "command": c.command });
+    if let Some(code) = *c.exit_code.lock().unwrap() {
+        v["exitCode"] = json!(code);
+    }
+    v
+}
+
+fn session_view(id: &str, s: &Session) -> Value {
+    json!({
+        "sessionId": id,
+        "commands": s.commands.iter().map(|c| command_view(c)).collect::<Vec<_>>(),
+    })
+}
+
+/// The daemon's labelers: each complete line of each stream goes to the log behind its
+/// prefix, in the order they are seen; at the end a last line without a newline gets one
+/// (`while read -r line || [ -n "$line" ]; do printf '<prefix>%s\n'`), and only then is the
+/// exit code written.
+async fn label(cmd: Arc<SessionCommand>) {
+    let (mut seen_out, mut seen_err) = (0u64, 0u64);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    loop {
+        let ended = cmd.process.exit().is_some();
+        for (stream, seen, partial, prefix) in [
+            (OutputStream::Stdout, &mut seen_out, &mut out, STDOUT_PREFIX),
+            (OutputStream::Stderr, &mut seen_err, &mut err, STDERR_PREFIX),
+        ] {
+            let new = cmd.process.read(stream, *seen);
+            *seen += new.len() as u64;
+            partial.extend_from_slice(&new);
+            let mut log = cmd.log.lock().unwrap();
+            while let Some(nl) = partial.iter().position(|b| *b == b'\n') {
+                log.extend_from_slice(prefix);
+                log.extend(partial.drain(..=nl));
+            }
+            if ended && !partial.is_empty() {
+                log.extend_from_slice(prefix);
+                log.append(partial);
+                log.push(b'\n');
+            }
+        }
+        if let (true, Some(exit)) = (ended, cmd.process.exit()) {
+            *cmd.exit_code.lock().unwrap() = Some(exit.code());
+            return;
+        }
+        cmd.process
+            .wait_output(seen_out, seen_err, Duration::from_secs(1))
+            .await;
+    }
+}
+
+async fn create_session(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = sandbox_dir(&inner, &headers, &id) {
+        return r;
+    }
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(sid) = m
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    else {
+        return error(StatusCode::BAD_REQUEST, "sessionId is required");
+    };
+    let mut sandboxes = inner.sandboxes.lock().unwrap();
+    let Some(sandbox) = sandboxes.get_mut(&id) else {
+        return not_found(&id);
+    };
+    if sandbox.sessions.contains_key(sid) {
+        return error(StatusCode::CONFLICT, "session already exists");
+    }
+    sandbox.sessions.insert(sid.to_owned(), Session::default());
+    StatusCode::CREATED.into_response()
+}
+
+async fn list_sessions(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&inner, &headers, &id) {
+        return r;
+    }
+    let sandboxes = inner.sandboxes.lock().unwrap();
+    let Some(sandbox) = sandboxes.get(&id) else {
+        return not_found(&id);
+    };
+    let all: Vec<Value> = sandbox
+        .sessions
+        .iter()
+        .map(|(sid, s)| session_view(sid, s))
+        .collect();
+    axum::Json(all).into_response()
+}
+
+async fn get_session(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path((id, sid)): Path<(String, String)>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&inner, &headers, &id) {
+        return r;
+    }
+    let sandboxes = inner.sandboxes.lock().unwrap();
+    match sandboxes.get(&id).and_then(|s| s.sessions.get(&sid)) {
+        Some(s) => axum::Json(session_view(&sid, s)).into_response(),
+        None => session_not_found(),
+    }
+}
+
+async fn delete_session(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path((id, sid)): Path<(String, String)>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&inner, &headers, &id) {
+        return r;
+    }
+    let removed = inner
+        .sandboxes
+        .lock()
+        .unwrap()
+        .get_mut(&id)
+        .and_then(|s| s.sessions.remove(&sid));
+    let Some(session) = removed else {
+        return session_not_found();
+    };
+    // The session shell's process group goes, and with it the session's directory (logs).
+    for c in &session.commands {
+        let _ = c.process.signal(9).await;
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+fn find_command(
+    inner: &Inner,
+    id: &str,
+    sid: &str,
+    cid: &str,
+) -> Result<Arc<SessionCommand>, Response> {
+    let sandboxes = inner.sandboxes.lock().unwrap();
+    let session = sandboxes
+        .get(id)
+        .and_then(|s| s.sessions.get(sid))
+        .ok_or_else(session_not_found)?;
+    session
+        .commands
+        .iter()
+        .find(|c| c.id == cid)
+        .cloned()
+        .ok_or_else(command_not_found)
+}
+
+async fn session_exec(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path((id, sid)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let home = match sandbox_dir(&inner, &headers, &id) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(command) = m.get("command").and_then(Value::as_str) else {
+        return error(StatusCode::BAD_REQUEST, "command is required");
+    };
+    // The daemon trims the command before running it.
+    let command = command.trim().to_owned();
+    let (run_async, deprecated_async, suppress) = match (
+        optional_bool(&m, "runAsync"),
+        optional_bool(&m, "async"),
+        optional_bool(&m, "suppressInputEcho"),
+    ) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (Err(r), _, _) | (_, Err(r), _) | (_, _, Err(r)) => return r,
+    };
+    let is_async = run_async || deprecated_async;
+    let n = inner.next.fetch_add(1, Ordering::SeqCst);
+    let cmd_id = format!("0c0ffee0-0000-4000-8000-{n:012}");
+    let spawned = {
+        let mut sandboxes = inner.sandboxes.lock().unwrap();
+        let Some(sandbox) = sandboxes.get_mut(&id) else {
+            return not_found(&id);
+        };
+        if !sandbox.sessions.contains_key(&sid) {
+            return session_not_found();
+        }
+        // The command reads the session's input FIFO: held open (no end of file) for an
+        // async command, empty for a synchronous one.
+        let spec = SpawnSpec::new(command.clone(), &home)
+            .with_stdin()
+            .with_tag(&cmd_id);
+        match sandbox.processes.spawn(spec) {
+            Ok(process) => {
+                let cmd = Arc::new(SessionCommand {
+                    id: cmd_id.clone(),
+                    command: command.clone(),
+                    process,
+                    suppress_input_echo: suppress,
+                    log: Mutex::new(Vec::new()),
+                    exit_code: Mutex::new(None),
+                });
+                if let Some(session) = sandbox.sessions.get_mut(&sid) {
+                    session.commands.push(cmd.clone());
+                }
+                cmd
+            }
+            Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+        }
+    };
+    tokio::spawn(label(spawned.clone()));
+    if is_async {
+        return (StatusCode::ACCEPTED, axum::Json(json!({ "cmdId": cmd_id }))).into_response();
+    }
+    spawned.process.close_stdin().await;
+    loop {
+        if let Some(code) = *spawned.exit_code.lock().unwrap() {
+            let log = spawned.log.lock().unwrap().clone();
+            let (stdout, stderr) = demux(&log);
+            return axum::Json(json!({
+                "cmdId": cmd_id,
+                "output": String::from_utf8_lossy(&strip_prefixes(&log)),
+                "stdout": String::from_utf8_lossy(&stdout),
+                "stderr": String::from_utf8_lossy(&stderr),
+                "exitCode": code,
+            }))
+            .into_response();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn get_session_command(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path((id, sid, cid)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&inner, &headers, &id) {
+        return r;
+    }
+    match find_command(&inner, &id, &sid, &cid) {
+        Ok(c) => axum::Json(command_view(&c)).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// The log without its stream prefixes: what old SDKs (and clients that do not ask for split
+/// output) get.
+fn strip_prefixes(log: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(log.len());
+    let mut i = 0;
+    while i < log.len() {
+        let rest = &log[i..];
+        if rest.starts_with(STDOUT_PREFIX) || rest.starts_with(STDERR_PREFIX) {
+            i += 3;
+        } else {
+            out.push(log[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The log split by its prefixes into stdout and stderr.
+fn demux(log: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut to_err = false;
+    let mut i = 0;
+    while i < log.len() {
+        let rest = &log[i..];
+        if rest.starts_with(STDOUT_PREFIX) {
+            to_err = false;
+            i += 3;
+        } else if rest.starts_with(STDERR_PREFIX) {
+            to_err = true;
+            i += 3;
+        } else {
+            if to_err { &mut err } else { &mut out }.push(log[i]);
+            i += 1;
+        }
+    }
+    (out, err)
+}
+
+/// The whole log, read again from its first byte on every request (the daemon opens the file
+/// anew): plain text with the prefixes removed, or, when the client asks for split output
+/// (`X-Daytona-Split-Output: true`), JSON `{output, stdout, stderr}`. `follow` is served over
+/// WebSocket only, which this fake does not model: over plain HTTP it is ignored.
+async fn session_command_logs(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path((id, sid, cid)): Path<(String, String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&inner, &headers, &id) {
+        return r;
+    }
+    if q.get("follow").is_some_and(|f| f != "true" && f != "false") {
+        return error(StatusCode::BAD_REQUEST, "follow must be a boolean");
+    }
+    let cmd = match find_command(&inner, &id, &sid, &cid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let log = cmd.log.lock().unwrap().clone();
+    let split = headers
+        .get("x-daytona-split-output")
+        .is_some_and(|v| v.as_bytes() == b"true");
+    if split {
+        let (stdout, stderr) = demux(&log);
+        return axum::Json(json!({
+            "output": String::from_utf8_lossy(&strip_prefixes(&log)),
+            "stdout": String::from_utf8_lossy(&stdout),
+            "stderr": String::from_utf8_lossy(&stderr),
+        }))
+        .into_response();
+    }
+    (
+        StatusCode::OK,
+        [("content-type", "text/plain; charset=utf-8")],
+        strip_prefixes(&log),
+    )
+        .into_response()
+}
+
+async fn session_command_input(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path((id, sid, cid)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = sandbox_dir(&inner, &headers, &id) {
+        return r;
+    }
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(data) = m.get("data").and_then(Value::as_str) else {
+        return error(StatusCode::BAD_REQUEST, "data is required");
+    };
+    let cmd = match find_command(&inner, &id, &sid, &cid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if let Some(code) = *cmd.exit_code.lock().unwrap() {
+        return error(
+            StatusCode::GONE,
+            format!("command has already completed with exit code {code}"),
+        );
+    }
+    // "Ensure newline for commands like `read`."
+    let mut data = data.to_owned();
+    if !data.ends_with('\n') {
+        data.push('\n');
+    }
+    if let Err(e) = cmd.process.write_stdin(data.as_bytes()).await {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("failed to write to input pipe: {e}"),
+        );
+    }
+    if !cmd.suppress_input_echo {
+        let mut log = cmd.log.lock().unwrap();
+        log.extend_from_slice(STDOUT_PREFIX);
+        log.extend_from_slice(data.as_bytes());
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// SIGKILL to the command's process group; 410 once it completed.
+async fn terminate_session_command(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path((id, sid, cid)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = sandbox_dir(&inner, &headers, &id) {
+        return r;
+    }
+    let cmd = match find_command(&inner, &id, &sid, &cid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if let Some(code) = *cmd.exit_code.lock().unwrap() {
+        return error(
+            StatusCode::GONE,
+            format!("command has already completed with exit code {code}"),
+        );
+    }
+    match cmd.process.signal(9).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

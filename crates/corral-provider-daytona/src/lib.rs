@@ -25,6 +25,11 @@
 //! ways Daytona daemons have read the command; needs `base64` in the image, as Daytona's own
 //! SDKs do), with `cwd`, `envs` and `timeout` (seconds, rounded up) as the toolbox API takes
 //! them; the daemon answers 408 when the timeout fires.
+//! Commands (native, `commands` module): one toolbox session per command, named after
+//! Corral's command id (a retried start finds it), the command run with `runAsync`; its log
+//! polled as a snapshot from byte 0 (combined, plain text: `provider_replay`); `terminate`
+//! (SIGKILL) the only signal; no stdin (the session input appends newlines and cannot be
+//! closed).
 //! Files: the upload creates missing parents, so a write checks the parent with
 //! `/files/info` first (Corral's contract is that the parent must exist). The daemon answers
 //! 403 for a file the sandbox user may not read or write: a file operation failure, not a
@@ -39,6 +44,7 @@
 pub mod api;
 pub mod capabilities;
 mod client;
+mod commands;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod map;
@@ -49,15 +55,18 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Signal};
 use corral_provider::files::check_parent_dir;
 use corral_provider::{
-    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
+    ExecOutput, ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider,
+    Started,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp, TrustedHosts, TrustedUrl, read_file_body};
+use futures::stream::{self, StreamExt as _};
 
 use crate::client::{Client, OPERATION_LABEL, toolbox_base};
+pub use crate::commands::session_id;
 
 pub(crate) const P: Provider = Provider::Daytona;
 /// Extra time the HTTP exchange of an exec may take beyond the command's deadline.
@@ -188,6 +197,15 @@ impl DaytonaProvider {
 fn wire_command(command: &str) -> String {
     let encoded = base64::engine::general_purpose::STANDARD.encode(command);
     format!("sh -c 's=$(echo {encoded} | base64 -d) && eval \"$s\"'")
+}
+
+fn no_stdin() -> ProviderError {
+    ProviderError::Unsupported {
+        provider: P,
+        operation: "command stdin",
+        reason: "Daytona's session input appends a newline to every write and cannot be closed"
+            .into(),
+    }
 }
 
 /// Whole minutes for `seconds`, rounded up (validation makes it a multiple of 60 already).
@@ -348,6 +366,187 @@ impl SandboxProvider for DaytonaProvider {
             .await?;
         // The label is checked again by the contract wrapper (`corral_provider::Contracted`).
         Ok(listed.iter().map(Self::observed).collect())
+    }
+
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        if spec.stdin {
+            return Err(no_stdin());
+        }
+        let toolbox = self.toolbox(ctx, native_id).await?;
+        let sid = commands::session_id(&spec.command_id);
+        if !self.client.create_session(ctx, &toolbox, &sid).await? {
+            // The session exists: an earlier attempt of this start made it, and may have
+            // started the command already.
+            if let Some(cmd) = self
+                .client
+                .get_session(ctx, &toolbox, &sid)
+                .await?
+                .and_then(|s| s.commands.into_iter().next())
+            {
+                return Ok(Started {
+                    handle: commands::handle(&sid, &cmd.id),
+                    events: None,
+                });
+            }
+        }
+        let script = corral_provider::shell::script(
+            P,
+            &ExecSpec {
+                command: spec.command.clone(),
+                cwd: spec.cwd.clone(),
+                env: spec.env.clone(),
+                ..ExecSpec::new("")
+            },
+        )?;
+        let body = api::SessionExecuteRequest {
+            command: format!("{} </dev/null", wire_command(&script)),
+            run_async: Some(true),
+        };
+        let started = self
+            .client
+            .session_execute(ctx, &toolbox, &sid, &body)
+            .await?;
+        Ok(Started {
+            handle: commands::handle(&sid, &started.cmd_id),
+            events: None,
+        })
+    }
+
+    async fn attach_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        handle: &str,
+        from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        let (sid, cid) = commands::parse_handle(handle)?;
+        let (sid, cid) = (sid.to_owned(), cid.to_owned());
+        let toolbox = self.toolbox(ctx, native_id).await?;
+        // Fails here (not in the stream) when Daytona no longer knows the command.
+        let first = self
+            .client
+            .get_session_command(ctx, &toolbox, &sid, &cid)
+            .await?;
+        let start = commands::Poll {
+            at: from.of(commands::LOG_STREAM),
+            state: Some(first),
+            pause: commands::POLL_MIN,
+            done: false,
+        };
+        let events = stream::unfold(start, move |mut st| {
+            let toolbox = toolbox.clone();
+            let (sid, cid) = (sid.clone(), cid.clone());
+            async move {
+                if st.done {
+                    return None;
+                }
+                let state = match st.state.take() {
+                    Some(state) => state,
+                    None => {
+                        tokio::time::sleep(st.pause).await;
+                        st.pause = (st.pause * 2).min(commands::POLL_MAX);
+                        match self
+                            .client
+                            .get_session_command(ctx, &toolbox, &sid, &cid)
+                            .await
+                        {
+                            Ok(state) => state,
+                            Err(e) => return st.ended_by(e),
+                        }
+                    }
+                };
+                // The exit code was read first: a log read after it is complete.
+                let log = match self
+                    .client
+                    .get_session_command_logs(ctx, &toolbox, &sid, &cid)
+                    .await
+                {
+                    Ok(log) => log,
+                    Err(e) => return st.ended_by(e),
+                };
+                let mut out = Vec::new();
+                let at = usize::try_from(st.at).unwrap_or(usize::MAX);
+                if let Some(new) = log.get(at..).filter(|new| !new.is_empty()) {
+                    out.push(Ok(CommandEvent::Output {
+                        stream: commands::LOG_STREAM,
+                        offset: Some(st.at),
+                        data: new.to_vec(),
+                    }));
+                    st.at = log.len() as u64;
+                    st.pause = commands::POLL_MIN;
+                }
+                if let Some(code) = state.exit_code {
+                    out.push(Ok(CommandEvent::Exit {
+                        exit_code: Some(code),
+                    }));
+                    st.done = true;
+                }
+                Some((out, st))
+            }
+        })
+        .flat_map(stream::iter);
+        Ok(events.boxed())
+    }
+
+    async fn write_stdin(
+        &self,
+        _ctx: &CallContext,
+        _native_id: &str,
+        _handle: &str,
+        _offset: u64,
+        _data: &[u8],
+    ) -> Result<u64> {
+        Err(no_stdin())
+    }
+
+    async fn close_stdin(&self, _ctx: &CallContext, _native_id: &str, _handle: &str) -> Result<()> {
+        Err(no_stdin())
+    }
+
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        if signal != Signal::Kill {
+            return Err(ProviderError::Unsupported {
+                provider: P,
+                operation: "signal_command",
+                reason: format!(
+                    "Daytona terminates a session command with SIGKILL only, not {signal}"
+                ),
+            });
+        }
+        let (sid, cid) = commands::parse_handle(handle)?;
+        let toolbox = self.toolbox(ctx, native_id).await?;
+        // `false`: it had ended already, which is fine.
+        self.client
+            .terminate_session_command(ctx, &toolbox, sid, cid)
+            .await
+            .map(drop)
+    }
+
+    async fn find_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        let toolbox = self.toolbox(ctx, native_id).await?;
+        let sid = commands::session_id(command_id);
+        Ok(self
+            .client
+            .get_session(ctx, &toolbox, &sid)
+            .await?
+            .and_then(|s| s.commands.into_iter().next())
+            .map(|cmd| commands::handle(&sid, &cmd.id)))
     }
 }
 

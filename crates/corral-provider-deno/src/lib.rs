@@ -9,6 +9,10 @@
 //! profile's `bridgeUrl`, or `bridge_url` in `[providers.deno]`; the bridge key is the call's
 //! credential. What maps to what is in `docs/bridge-contract.md`.
 //!
+//! Commands as durable jobs run natively on a bridge with the contract's process routes, and
+//! through the exec wrapper on one without them (or, for a command with stdin, on one whose
+//! processes take none): stdin, every signal and resume by offset either way.
+//!
 //! Unsupported: choosing an image or a lifetime per sandbox (both are set inside the bridge),
 //! pause, resume, stop and snapshots (not part of the contract).
 

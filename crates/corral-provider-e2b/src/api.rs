@@ -122,12 +122,111 @@ pub struct ProcessConfig {
 pub struct StartRequest {
     /// The process to start.
     pub process: ProcessConfig,
-    /// Whether stdin stays open (the SDK sends `false`).
+    /// A name the process is listed with (`ProcessInfo.tag`); envd does not require it to be
+    /// unique.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// Whether stdin is a pipe (`SendInput`, `CloseStdin`); envd opens one when this is
+    /// absent (backwards compatibility), the SDK sends `false` unless asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin: Option<bool>,
 }
 
-/// `process.StartResponse`.
+/// `process.ProcessSelector`: exactly one of `pid` and `tag`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessSelector {
+    /// The process id envd answered in the start event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The start's `tag`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+impl ProcessSelector {
+    /// Selects by pid.
+    pub fn pid(pid: u32) -> Self {
+        Self {
+            pid: Some(pid),
+            tag: None,
+        }
+    }
+}
+
+/// `process.ConnectRequest`: follow a running process's events from now on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectRequest {
+    /// Which process.
+    pub process: ProcessSelector,
+}
+
+/// `process.ListRequest` (no fields).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListRequest {}
+
+/// `process.ProcessInfo`: one running process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// How it was started.
+    pub config: ProcessConfig,
+    /// Its pid (protojson omits zero).
+    #[serde(default)]
+    pub pid: u32,
+    /// Its start's tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+/// `process.ListResponse`: the processes envd runs (ended ones are gone).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListResponse {
+    /// The processes (protojson omits an empty list).
+    #[serde(default)]
+    pub processes: Vec<ProcessInfo>,
+}
+
+/// `process.ProcessInput`: exactly one field, base64 bytes (protojson).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInput {
+    /// Bytes for stdin, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+    /// Bytes for the pty, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty: Option<String>,
+}
+
+/// `process.SendInputRequest`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendInputRequest {
+    /// Which process.
+    pub process: ProcessSelector,
+    /// The bytes.
+    pub input: ProcessInput,
+}
+
+/// `process.CloseStdinRequest`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloseStdinRequest {
+    /// Which process.
+    pub process: ProcessSelector,
+}
+
+/// `process.SendSignalRequest`; `signal` is the protojson name of `process.Signal`:
+/// `SIGNAL_SIGTERM` or `SIGNAL_SIGKILL` (envd refuses anything else as `unimplemented`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendSignalRequest {
+    /// Which process.
+    pub process: ProcessSelector,
+    /// The signal's enum name.
+    pub signal: String,
+}
+
+/// The empty answer of `SendInput`, `CloseStdin` and `SendSignal`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Empty {}
+
+/// `process.StartResponse`, and `process.ConnectResponse` (the same shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartResponse {
     /// The event.

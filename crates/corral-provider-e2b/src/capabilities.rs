@@ -1,7 +1,8 @@
 //! E2B's honest capabilities (research part 1 §1).
 
 use corral_domain::{
-    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
+    ProviderCapabilities, Signal, TimeoutMode,
 };
 
 /// Lifetime sent when the request has none: the SDKs' default (E2B's own server-side default
@@ -38,6 +39,17 @@ pub fn capabilities() -> ProviderCapabilities {
         supports_snapshots: true,
         supports_restore: true,
         supports_delete: true,
+        // Native: envd's process service (Start, Connect, List, SendInput, CloseStdin), the
+        // command in a process group of its own so every signal reaches all of it; Connect
+        // streams only new output, so a re-attach after a dropped stream is live only.
+        images: Vec::new(),
+        commands: CommandCapabilities {
+            stdin: true,
+            signals: Signal::ALL.to_vec(),
+            resume: CommandResume::LiveOnly,
+            binary_output: true,
+            emulated: false,
+        },
     }
 }
 

@@ -251,7 +251,9 @@ impl Client {
     }
 
     /// `POST /process.Process/Start` (Connect server stream); the body is one enveloped
-    /// `StartRequest`. The answer's body is the envelope stream.
+    /// `StartRequest`. envd kills the process at `timeout` (`Connect-Timeout-Ms`) and sends
+    /// keepalives every `keepalive` when nothing else is sent. The answer's body is the
+    /// envelope stream.
     pub(crate) async fn process_start(
         &self,
         ctx: &CallContext,
@@ -259,15 +261,88 @@ impl Client {
         envelope: Vec<u8>,
         timeout: Duration,
         grace: Duration,
+        keepalive: Duration,
     ) -> Result<Response> {
         let req = self
             .envd_rpc(envd, "/process.Process/Start")?
             .header("Content-Type", "application/connect+json")
             .header("Connect-Protocol-Version", "1")
             .header("Connect-Timeout-Ms", timeout.as_millis().max(1).to_string())
-            .header("Keepalive-Ping-Interval", "50")
+            .header(
+                "Keepalive-Ping-Interval",
+                keepalive.as_secs().max(1).to_string(),
+            )
             .body(envelope);
         self.http.send_with_timeout(ctx, req, timeout + grace).await
+    }
+
+    /// `POST /process.Process/Connect` (Connect server stream); the body is one enveloped
+    /// `ConnectRequest`. envd sends keepalives every `keepalive` when nothing else is sent; the
+    /// whole stream may last `limit`.
+    pub(crate) async fn process_connect(
+        &self,
+        ctx: &CallContext,
+        envd: &Envd,
+        envelope: Vec<u8>,
+        keepalive: Duration,
+        limit: Duration,
+    ) -> Result<Response> {
+        let req = self
+            .envd_rpc(envd, "/process.Process/Connect")?
+            .header("Content-Type", "application/connect+json")
+            .header("Connect-Protocol-Version", "1")
+            .header(
+                "Keepalive-Ping-Interval",
+                keepalive.as_secs().max(1).to_string(),
+            )
+            .body(envelope);
+        self.http.send_with_timeout(ctx, req, limit).await
+    }
+
+    /// A unary Connect call with the JSON codec: `POST /process.Process/<method>`; a Connect
+    /// error is a non-2xx answer (`not_found` is 404).
+    async fn process_unary<Req: serde::Serialize, Resp: serde::de::DeserializeOwned>(
+        &self,
+        ctx: &CallContext,
+        envd: &Envd,
+        method: &str,
+        body: &Req,
+    ) -> Result<Resp> {
+        let req = self
+            .envd_rpc(envd, &format!("/process.Process/{method}"))?
+            .header("Connect-Protocol-Version", "1")
+            .json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /process.Process/List`: the processes envd runs.
+    pub(crate) async fn process_list(
+        &self,
+        ctx: &CallContext,
+        envd: &Envd,
+    ) -> Result<api::ListResponse> {
+        self.process_unary(ctx, envd, "List", &api::ListRequest {})
+            .await
+    }
+
+    /// `POST /process.Process/SendInput`.
+    pub(crate) async fn process_send_input(
+        &self,
+        ctx: &CallContext,
+        envd: &Envd,
+        body: &api::SendInputRequest,
+    ) -> Result<api::Empty> {
+        self.process_unary(ctx, envd, "SendInput", body).await
+    }
+
+    /// `POST /process.Process/CloseStdin`.
+    pub(crate) async fn process_close_stdin(
+        &self,
+        ctx: &CallContext,
+        envd: &Envd,
+        body: &api::CloseStdinRequest,
+    ) -> Result<api::Empty> {
+        self.process_unary(ctx, envd, "CloseStdin", body).await
     }
 
     /// `POST /filesystem.Filesystem/Stat` (Connect unary, JSON). `None` when envd answers

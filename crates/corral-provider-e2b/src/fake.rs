@@ -30,12 +30,15 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
+use corral_domain::OutputStream;
 use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
 use corral_provider::{CallContext, SecretString};
 use corral_provider_http::HttpConfig;
+use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
 use corral_provider_testkit::harness::Harness;
-use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
 use crate::E2bConfig;
@@ -67,6 +70,8 @@ struct Sandbox {
     timeout_seconds: u64,
     /// The `domain` its answers carry (`null` unless [`Fake::set_domain`] said otherwise).
     domain: Option<String>,
+    /// What its envd runs (killed with the sandbox).
+    processes: Arc<EnvdProcesses>,
 }
 
 impl Sandbox {
@@ -84,6 +89,10 @@ struct Inner {
     page_size: AtomicUsize,
     envd_version: Mutex<String>,
     domain: Mutex<Option<String>>,
+    /// `Connect` streams opened.
+    connects: AtomicUsize,
+    /// `SendInput` calls that reached a process.
+    stdin_writes: AtomicUsize,
 }
 
 type Shared = Arc<Inner>;
@@ -167,6 +176,31 @@ impl Fake {
     /// Sends exec streams in pieces of `n` bytes (envelopes then straddle pieces).
     pub fn set_stream_chunk_size(&self, n: usize) {
         self.inner.chunk.store(n.max(1), Ordering::SeqCst);
+    }
+
+    /// How many `process.Process/Connect` streams envd opened.
+    pub fn connects(&self) -> usize {
+        self.inner.connects.load(Ordering::SeqCst)
+    }
+
+    /// How many `process.Process/SendInput` calls reached a process.
+    pub fn stdin_writes(&self) -> usize {
+        self.inner.stdin_writes.load(Ordering::SeqCst)
+    }
+
+    /// The processes a sandbox's envd runs now: (pid, tag).
+    pub fn processes_of(&self, id: &str) -> Vec<(u32, Option<String>)> {
+        let sandboxes = self.inner.sandboxes.lock().unwrap();
+        let Some(s) = sandboxes.get(id) else {
+            return Vec::new();
+        };
+        s.processes
+            .table
+            .list()
+            .into_iter()
+            .filter(|p| p.exit.is_none())
+            .map(|p| (p.pid, p.spec.tag))
+            .collect()
     }
 
     /// The envd access token of a sandbox, if it exists.
@@ -314,6 +348,7 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         expires: Instant::now() + Duration::from_secs(timeout),
         timeout_seconds: timeout,
         domain: domain.clone(),
+        processes: Arc::default(),
     };
     inner.sandboxes.lock().unwrap().insert(id.clone(), sandbox);
     let mut out = json!({
@@ -455,14 +490,35 @@ fn page_token_seq(token: &str) -> Option<usize> {
 fn envd_router(inner: Shared) -> Router {
     Router::new()
         .route("/process.Process/Start", post(start))
+        .route("/process.Process/Connect", post(connect_process))
+        .route("/process.Process/List", post(list_processes))
+        .route("/process.Process/SendInput", post(send_input))
+        .route("/process.Process/CloseStdin", post(close_stdin))
+        .route("/process.Process/SendSignal", post(send_signal))
         .route("/filesystem.Filesystem/Stat", post(stat))
         .route("/files", get(download).post(upload))
         .with_state(inner)
 }
 
+/// The processes one sandbox's envd runs, with how each was started.
+#[derive(Default)]
+struct EnvdProcesses {
+    table: Processes,
+    configs: Mutex<HashMap<u32, crate::api::ProcessConfig>>,
+}
+
+impl EnvdProcesses {
+    /// Forgets an ended process, as envd does once it ended.
+    fn forget(&self, pid: u32) {
+        self.table.remove(pid);
+        self.configs.lock().unwrap().remove(&pid);
+    }
+}
+
 /// What envd needs of the sandbox an access token belongs to.
 struct Envd {
     dir: PathBuf,
+    processes: Arc<EnvdProcesses>,
     /// Below envd 0.4.0 every request must name its user.
     needs_user: bool,
 }
@@ -482,6 +538,7 @@ fn sandbox_envd(inner: &Inner, headers: &HeaderMap) -> Result<Envd, Response> {
         .find(|s| s.token == token)
         .map(|s| Envd {
             dir: s.dir.path().to_owned(),
+            processes: s.processes.clone(),
             needs_user: s.needs_user(),
         })
         .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "invalid access token"))
@@ -549,37 +606,197 @@ fn event(v: Value) -> Vec<u8> {
     connect::encode(0, &serde_json::to_vec(&json!({ "event": v })).unwrap())
 }
 
+fn end_stream(trailer: &Value) -> Vec<u8> {
+    connect::encode(END_STREAM, &serde_json::to_vec(trailer).unwrap())
+}
+
+/// A Connect streaming answer that is only an end-of-stream message carrying `code`: how a
+/// streaming call fails (HTTP 200, the error in the trailer).
+fn stream_error(inner: &Inner, code: &str, message: &str) -> Response {
+    let trailer = json!({"error": {"code": code, "message": message}});
+    connect_stream(inner, futures::stream::iter([end_stream(&trailer)]).boxed())
+}
+
+/// Checks what every envd Connect call checks: the token, the named user. `Err` is the
+/// ready answer (`streaming`: in an end-of-stream message).
+fn rpc_envd(inner: &Inner, headers: &HeaderMap, streaming: bool) -> Result<Envd, Response> {
+    let envd = sandbox_envd(inner, headers)?;
+    let (wanted, given) = (
+        if streaming {
+            "application/connect+json"
+        } else {
+            "application/json"
+        },
+        headers.get("content-type").and_then(|v| v.to_str().ok()),
+    );
+    if given != Some(wanted) {
+        return Err(StatusCode::UNSUPPORTED_MEDIA_TYPE.into_response());
+    }
+    if let Err(message) = check_rpc_user(headers, &envd) {
+        return Err(if streaming {
+            stream_error(inner, "unauthenticated", &message)
+        } else {
+            connect_error(StatusCode::UNAUTHORIZED, "unauthenticated", &message)
+        });
+    }
+    Ok(envd)
+}
+
+/// The one request message of a server-streaming call.
+fn stream_request<T: serde::de::DeserializeOwned>(body: &[u8]) -> Option<T> {
+    let mut decoder = connect::Decoder::new(1 << 20);
+    decoder.push(body);
+    match decoder.next_envelope() {
+        Ok(Some(e)) if decoder.pending() == 0 && !e.is_end_stream() => {
+            serde_json::from_slice(&e.data).ok()
+        }
+        _ => None,
+    }
+}
+
+/// `Keepalive-Ping-Interval` (seconds), envd's default when absent.
+fn keepalive_of(headers: &HeaderMap) -> Duration {
+    headers
+        .get("keepalive-ping-interval")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map_or(Duration::from_secs(90), Duration::from_secs)
+}
+
+/// The process a selector names, if envd still runs it (an ended process is forgotten).
+fn select(procs: &EnvdProcesses, selector: &Value) -> Result<Process, String> {
+    let found = if let Some(pid) = selector.get("pid").and_then(Value::as_u64) {
+        procs
+            .table
+            .get(pid as u32)
+            .ok_or(format!("process with pid {pid} not found"))
+    } else if let Some(tag) = selector.get("tag").and_then(Value::as_str) {
+        procs
+            .table
+            .by_tag(tag)
+            .ok_or(format!("process with tag {tag} not found"))
+    } else {
+        return Err("invalid input type".into());
+    }?;
+    if found.exit().is_some() {
+        procs.forget(found.pid());
+        return Err(format!("process with pid {} not found", found.pid()));
+    }
+    Ok(found)
+}
+
+/// envd's chunk size when it reads a process's pipes (`stdChunkSize`).
+const READ_CHUNK: usize = 32 * 1024;
+
+/// What a process stream has sent so far.
+struct Follow {
+    process: Process,
+    sent: [u64; 2],
+    keepalive: Duration,
+    /// When envd gives up on the call and kills the process (`Connect-Timeout-Ms`).
+    deadline: Option<tokio::time::Instant>,
+    done: bool,
+}
+
+impl Follow {
+    /// The next envelopes: new output, the end event and end of stream, a keepalive after a
+    /// quiet interval, or the deadline's error.
+    async fn step(&mut self) -> Option<Vec<u8>> {
+        if self.done {
+            return None;
+        }
+        let mut wait = self.keepalive;
+        if let Some(d) = self.deadline {
+            wait = wait.min(d.saturating_duration_since(tokio::time::Instant::now()));
+        }
+        self.process
+            .wait_output(self.sent[0], self.sent[1], wait)
+            .await;
+        // Read the exit first: once it is set, all output is in.
+        let exit = self.process.exit();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut out = Vec::new();
+        for (i, (stream, name)) in [
+            (OutputStream::Stdout, "stdout"),
+            (OutputStream::Stderr, "stderr"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let bytes = self.process.read(stream, self.sent[i]);
+            self.sent[i] += bytes.len() as u64;
+            for piece in bytes.chunks(READ_CHUNK) {
+                out.extend(event(json!({"data": { name: b64.encode(piece) }})));
+            }
+        }
+        if let Some(exit) = exit {
+            // protojson leaves out zero values; Go's ProcessState: exit code -1 after a signal.
+            let mut end = json!({});
+            match (exit.status, exit.signal) {
+                (Some(code), _) => {
+                    end["exited"] = json!(true);
+                    end["status"] = json!(format!("exit status {code}"));
+                    if code != 0 {
+                        end["exitCode"] = json!(code);
+                    }
+                }
+                (None, signal) => {
+                    end["exitCode"] = json!(-1);
+                    end["status"] = json!(format!("signal: {}", signal_name(signal.unwrap_or(0))));
+                    end["error"] = json!(format!("signal: {}", signal_name(signal.unwrap_or(0))));
+                }
+            }
+            out.extend(event(json!({ "end": end })));
+            out.extend(end_stream(&json!({})));
+            self.done = true;
+        } else if self
+            .deadline
+            .is_some_and(|d| tokio::time::Instant::now() >= d)
+        {
+            // envd's process context ends at the deadline and kills it (the fake kills its
+            // whole group, so nothing of it outlives the test).
+            let _ = self.process.signal(9).await;
+            out.extend(end_stream(
+                &json!({"error": {"code": "deadline_exceeded", "message": "context deadline exceeded"}}),
+            ));
+            self.done = true;
+        } else if out.is_empty() {
+            out.extend(event(json!({"keepalive": {}})));
+        }
+        Some(out)
+    }
+
+    fn into_stream(self, first: Vec<u8>) -> BoxStream<'static, Vec<u8>> {
+        futures::stream::iter([first])
+            .chain(futures::stream::unfold(self, |mut f| async move {
+                let next = f.step().await?;
+                Some((next, f))
+            }))
+            .boxed()
+    }
+}
+
+/// Go's names of the signals (`ProcessState.String()`).
+fn signal_name(n: i32) -> &'static str {
+    match n {
+        1 => "hangup",
+        2 => "interrupt",
+        3 => "quit",
+        9 => "killed",
+        10 => "user defined signal 1",
+        12 => "user defined signal 2",
+        15 => "terminated",
+        _ => "unknown signal",
+    }
+}
+
 async fn start(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    let envd = match sandbox_envd(&inner, &headers) {
+    let envd = match rpc_envd(&inner, &headers, true) {
         Ok(e) => e,
         Err(r) => return r,
     };
-    if headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/connect+json")
-    {
-        return StatusCode::UNSUPPORTED_MEDIA_TYPE.into_response();
-    }
-    // A streaming call's error travels in the end-of-stream message (HTTP 200).
-    if let Err(message) = check_rpc_user(&headers, &envd) {
-        let trailer = json!({"error": {"code": "unauthenticated", "message": message}});
-        return connect_stream(
-            &inner,
-            connect::encode(END_STREAM, &serde_json::to_vec(&trailer).unwrap()),
-        );
-    }
-    let home = envd.dir;
-    let mut decoder = connect::Decoder::new(1 << 20);
-    decoder.push(&body);
-    let request = match decoder.next_envelope() {
-        Ok(Some(e)) if decoder.pending() == 0 => e,
-        _ => {
-            return connect_error(
-                StatusCode::BAD_REQUEST,
-                "invalid_argument",
-                "malformed envelope",
-            );
-        }
-    };
-    let Ok(req) = serde_json::from_slice::<crate::api::StartRequest>(&request.data) else {
+    let Some(req) = stream_request::<crate::api::StartRequest>(&body) else {
         return connect_error(
             StatusCode::BAD_REQUEST,
             "invalid_argument",
@@ -587,9 +804,10 @@ async fn start(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> 
         );
     };
     let p = req.process;
-    // `bash -l -c X` / `sh -c X` run X; anything else runs the argv as given.
+    // `bash -l -c X` / `sh -c X` run X with the host's sh; anything else runs the argv as
+    // given.
     let command = match p.args.as_slice() {
-        [.., c, script] if c == "-c" => script.clone(),
+        [c, script] | [_, c, script] if c == "-c" => script.clone(),
         args => std::iter::once(&p.cmd)
             .chain(args)
             .map(|a| corral_provider::shell::shell_quote(a))
@@ -600,53 +818,253 @@ async fn start(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> 
         .get("connect-timeout-ms")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
-        .map_or(Duration::from_secs(600), Duration::from_millis);
-    let cwd = p.cwd.map_or(home.clone(), |c| resolve(&home, &c));
-    let mut stream = event(json!({"start": {"pid": 4242}}));
-    let outcome = run_command(&command, &cwd, &p.envs, deadline, 16 << 20).await;
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let trailer = match outcome {
-        Ok(RunOutcome::Finished(out)) => {
-            for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
-                for piece in bytes.chunks(32 * 1024) {
-                    stream.extend(event(json!({"data": { name: b64.encode(piece) }})));
-                }
-            }
-            stream.extend(event(json!({"keepalive": {}})));
-            // protojson leaves out zero values.
-            let mut end =
-                json!({"exited": true, "status": format!("exit status {}", out.exit_code)});
-            if out.exit_code != 0 {
-                end["exitCode"] = json!(out.exit_code);
-            }
-            stream.extend(event(json!({ "end": end })));
-            json!({})
-        }
-        Ok(RunOutcome::TimedOut) => {
-            json!({"error": {"code": "deadline_exceeded", "message": "context deadline exceeded"}})
-        }
+        .filter(|ms| *ms > 0)
+        .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+    let home = envd.dir.clone();
+    let cwd = p.cwd.as_ref().map_or(home.clone(), |c| resolve(&home, c));
+    if !cwd.is_dir() {
+        return stream_error(
+            &inner,
+            "invalid_argument",
+            &format!("cwd '{}' does not exist", cwd.display()),
+        );
+    }
+    // envd sets HOME to the user's home (here: the sandbox's directory), then the envs.
+    let mut env = BTreeMap::from([("HOME".to_owned(), home.to_string_lossy().into_owned())]);
+    env.extend(p.envs.clone());
+    let mut spawn = SpawnSpec::new(command, cwd).with_env(env);
+    // envd opens stdin unless told not to (backwards compatibility).
+    if req.stdin != Some(false) {
+        spawn = spawn.with_stdin();
+    }
+    if let Some(tag) = &req.tag {
+        spawn = spawn.with_tag(tag.clone());
+    }
+    let process = match envd.processes.table.spawn(spawn) {
+        Ok(p) => p,
         Err(e) => {
-            json!({"error": {"code": "invalid_argument", "message": format!("cannot start process: {e}")}})
+            return stream_error(
+                &inner,
+                "invalid_argument",
+                &format!("error starting process: {e}"),
+            );
         }
     };
-    stream.extend(connect::encode(
-        END_STREAM,
-        &serde_json::to_vec(&trailer).unwrap(),
-    ));
-    connect_stream(&inner, stream)
+    envd.processes
+        .configs
+        .lock()
+        .unwrap()
+        .insert(process.pid(), p);
+    let first = event(json!({"start": {"pid": process.pid()}}));
+    let follow = Follow {
+        process,
+        sent: [0, 0],
+        keepalive: keepalive_of(&headers),
+        deadline,
+        done: false,
+    };
+    connect_stream(&inner, follow.into_stream(first))
 }
 
-/// A Connect streaming answer of `stream`'s bytes, sent in pieces of the configured size.
-fn connect_stream(inner: &Inner, stream: Vec<u8>) -> Response {
-    let chunk = inner.chunk.load(Ordering::SeqCst);
-    let pieces: Vec<Result<Bytes, std::io::Error>> = stream
-        .chunks(chunk)
-        .map(|c| Ok(Bytes::copy_from_slice(c)))
+/// `process.Process/Connect`: the process's events from now on (no replay).
+async fn connect_process(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let envd = match rpc_envd(&inner, &headers, true) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let Some(req) = stream_request::<Value>(&body) else {
+        return connect_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            "malformed ConnectRequest",
+        );
+    };
+    let process = match select(&envd.processes, &req["process"]) {
+        Ok(p) => p,
+        Err(message) => return stream_error(&inner, "not_found", &message),
+    };
+    inner.connects.fetch_add(1, Ordering::SeqCst);
+    let first = event(json!({"start": {"pid": process.pid()}}));
+    let sent = [
+        process.len(OutputStream::Stdout),
+        process.len(OutputStream::Stderr),
+    ];
+    let follow = Follow {
+        process,
+        sent,
+        keepalive: keepalive_of(&headers),
+        deadline: None,
+        done: false,
+    };
+    connect_stream(&inner, follow.into_stream(first))
+}
+
+/// The body of a unary Connect call, as JSON.
+fn unary_request(body: &[u8]) -> Result<Value, Response> {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(Value::is_object)
+        .ok_or_else(|| {
+            connect_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_argument",
+                "malformed request",
+            )
+        })
+}
+
+async fn list_processes(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let envd = match rpc_envd(&inner, &headers, false) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    if let Err(r) = unary_request(&body) {
+        return r;
+    }
+    let configs = envd.processes.configs.lock().unwrap();
+    let processes: Vec<Value> = envd
+        .processes
+        .table
+        .list()
+        .into_iter()
+        .filter(|p| p.exit.is_none())
+        .map(|p| {
+            let mut v = json!({"pid": p.pid, "config": configs.get(&p.pid)});
+            if let Some(tag) = p.spec.tag {
+                v["tag"] = json!(tag);
+            }
+            v
+        })
         .collect();
+    axum::Json(json!({ "processes": processes })).into_response()
+}
+
+async fn send_input(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let envd = match rpc_envd(&inner, &headers, false) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let req = match unary_request(&body) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let process = match select(&envd.processes, &req["process"]) {
+        Ok(p) => p,
+        Err(message) => return connect_error(StatusCode::NOT_FOUND, "not_found", &message),
+    };
+    let input = &req["input"];
+    if input.get("pty").is_some() {
+        return connect_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "error writing to tty: tty not assigned to process",
+        );
+    }
+    let Some(b64) = input.get("stdin").and_then(Value::as_str) else {
+        return connect_error(
+            StatusCode::NOT_IMPLEMENTED,
+            "unimplemented",
+            "invalid input type <nil>",
+        );
+    };
+    let Ok(data) = base64::engine::general_purpose::STANDARD.decode(b64) else {
+        return connect_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            "invalid base64",
+        );
+    };
+    inner.stdin_writes.fetch_add(1, Ordering::SeqCst);
+    if !process.stdin_open().await {
+        return connect_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "error writing to stdin: stdin not enabled or closed",
+        );
+    }
+    match process.write_stdin(&data).await {
+        Ok(()) => axum::Json(json!({})).into_response(),
+        Err(e) => connect_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &format!(
+                "error writing to stdin: error writing to stdin of process '{}': {e}",
+                process.pid()
+            ),
+        ),
+    }
+}
+
+async fn close_stdin(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let envd = match rpc_envd(&inner, &headers, false) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let req = match unary_request(&body) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    match select(&envd.processes, &req["process"]) {
+        Ok(p) => {
+            p.close_stdin().await;
+            axum::Json(json!({})).into_response()
+        }
+        Err(message) => connect_error(StatusCode::NOT_FOUND, "not_found", &message),
+    }
+}
+
+/// `process.Process/SendSignal`: TERM or KILL, to the process envd started only (Go's
+/// `cmd.Process.Signal`), not to what it started.
+async fn send_signal(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let envd = match rpc_envd(&inner, &headers, false) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let req = match unary_request(&body) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let process = match select(&envd.processes, &req["process"]) {
+        Ok(p) => p,
+        Err(message) => return connect_error(StatusCode::NOT_FOUND, "not_found", &message),
+    };
+    let signal = match &req["signal"] {
+        Value::String(s) if s == "SIGNAL_SIGTERM" => 15,
+        Value::String(s) if s == "SIGNAL_SIGKILL" => 9,
+        Value::Number(n) if n.as_u64() == Some(15) => 15,
+        Value::Number(n) if n.as_u64() == Some(9) => 9,
+        other => {
+            return connect_error(
+                StatusCode::NOT_IMPLEMENTED,
+                "unimplemented",
+                &format!("invalid signal: {other}"),
+            );
+        }
+    };
+    match process.signal_leader(signal).await {
+        Ok(()) => axum::Json(json!({})).into_response(),
+        Err(e) => connect_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &format!("error sending signal: {e}"),
+        ),
+    }
+}
+
+/// A Connect streaming answer of `stream`'s envelopes, sent in pieces of the configured size.
+fn connect_stream(inner: &Inner, stream: BoxStream<'static, Vec<u8>>) -> Response {
+    let chunk = inner.chunk.load(Ordering::SeqCst);
+    let pieces = stream.flat_map(move |bytes| {
+        let pieces: Vec<Result<Bytes, std::io::Error>> = bytes
+            .chunks(chunk)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        futures::stream::iter(pieces)
+    });
     Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "application/connect+json")
-        .body(Body::from_stream(futures::stream::iter(pieces)))
+        .body(Body::from_stream(pieces))
         .unwrap()
 }
 

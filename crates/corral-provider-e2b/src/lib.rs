@@ -25,6 +25,14 @@
 //! <command>` with `cwd` and `envs`, stdout and stderr separate; the command deadline is sent
 //! as `Connect-Timeout-Ms` and enforced locally as well.
 //!
+//! Commands as durable jobs are native on envd's process service (see the `process` module and
+//! `docs/providers/e2b.md`): `Start` of a small bash wrapper tagged with the command id (its
+//! stream is the first attach, offsets from 0), `List` + `Connect` by pid to re-attach (live
+//! only: envd has no replay), `SendInput`/`CloseStdin` for stdin; signals go to the command's
+//! own process group through `kill` (envd's `SendSignal` knows TERM and KILL only and reaches
+//! only the wrapper), and the wrapper records the exit status for after envd forgot the
+//! process. Capabilities: stdin, every signal, `resume: live_only`, not emulated.
+//!
 //! Unsupported through Corral: pause/resume, snapshots and auto-pause (the capabilities say
 //! what E2B itself can do). No context beyond the API key is needed.
 //!
@@ -44,6 +52,7 @@ pub mod connect;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod map;
+pub(crate) mod process;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -51,14 +60,16 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Signal};
 use corral_provider::{
-    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _,
-    ObservedSandbox, ProviderError, Result, SandboxProvider, SecretString, files,
+    Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
+    ExecOutput, ExecSpec, ExposeSecret as _, ObservedSandbox, OutputOffsets, ProviderError, Result,
+    SandboxProvider, SecretString, Started, files,
 };
 use corral_provider_http::{
     HttpConfig, ProviderHttp, TrustedHosts, collect_pages, map_body_error, read_file_body,
 };
+use futures::StreamExt as _;
 
 use crate::client::{API_KEY_AUTH, Client, Envd, OPERATION_KEY, envd_user};
 
@@ -70,6 +81,17 @@ const EXEC_GRACE: Duration = Duration::from_secs(5);
 /// Most pages of the metadata listing read for one lookup (100 sandboxes each): far more
 /// sandboxes than one operation ever makes, and a bound on a provider that pages forever.
 const MAX_LIST_PAGES: usize = 50;
+/// How much longer than Corral's own deadline envd is told to let a command run
+/// (`Connect-Timeout-Ms` on its start): a backstop, never the deadline itself.
+const COMMAND_BACKSTOP: Duration = Duration::from_secs(60);
+/// The keepalive interval asked of envd on command streams (`Keepalive-Ping-Interval`).
+const STREAM_KEEPALIVE: Duration = Duration::from_secs(15);
+/// Silence after which a command stream is taken as broken (then Corral attaches again).
+const STREAM_IDLE: Duration = Duration::from_secs(45);
+/// Longest an attach (`Connect`) stream is held open before it is ended and made again.
+const ATTACH_LIMIT: Duration = Duration::from_secs(6 * 3600);
+/// How long the command that signals a job's process group may take.
+const SIGNAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How to reach E2B: `[providers.e2b]` in the server's configuration.
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
@@ -223,6 +245,7 @@ impl E2bProvider {
                 envs: spec.env.clone(),
                 cwd: spec.cwd.clone(),
             },
+            tag: None,
             stdin: Some(false),
         };
         let message = serde_json::to_vec(&request).map_err(|e| ProviderError::InvalidRequest {
@@ -238,6 +261,7 @@ impl E2bProvider {
                 connect::encode(0, &message),
                 spec.timeout,
                 EXEC_GRACE,
+                Duration::from_secs(50),
             )
             .await
             .map_err(|e| match e {
@@ -320,6 +344,59 @@ impl E2bProvider {
                     end = Some(e);
                 }
             }
+        }
+    }
+
+    /// Secrets to scrub from envd's messages: the sandbox's token and the API key.
+    fn secrets(ctx: &CallContext, envd: &Envd) -> Vec<SecretString> {
+        envd.token
+            .iter()
+            .cloned()
+            .chain(ctx.credential().cloned())
+            .collect()
+    }
+
+    /// The pid of the running process tagged with `id` (`process.Process/List`).
+    async fn running_pid(
+        &self,
+        ctx: &CallContext,
+        envd: &Envd,
+        id: &CommandId,
+    ) -> Result<Option<u32>> {
+        let tag = id.to_string();
+        Ok(self
+            .client
+            .process_list(ctx, envd)
+            .await?
+            .processes
+            .iter()
+            .find(|p| p.tag.as_deref() == Some(tag.as_str()))
+            .map(|p| p.pid))
+    }
+
+    /// The exit status the command's wrapper recorded, once it ended (`GET /files`).
+    async fn recorded_exit(
+        &self,
+        ctx: &CallContext,
+        envd: &Envd,
+        id: &CommandId,
+    ) -> Result<Option<i32>> {
+        let path = process::exit_file(id);
+        let resp = match self.client.download(ctx, envd, &path).await {
+            Ok(resp) => resp,
+            Err(ProviderError::NotFound { .. } | ProviderError::FileNotFound { .. }) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let body = read_file_body(P, resp, &path, 64).await?;
+        process::parse_exit(&body).map(Some)
+    }
+
+    fn command_gone(id: &CommandId) -> ProviderError {
+        ProviderError::NotFound {
+            provider: P,
+            resource: format!("command {id}"),
         }
     }
 }
@@ -451,6 +528,196 @@ impl SandboxProvider for E2bProvider {
         .await?;
         // The tag is checked again by the contract wrapper (`corral_provider::Contracted`).
         Ok(listed.iter().map(Self::observed).collect())
+    }
+
+    /// `process.Process/Start` of the command's wrapper, tagged with the command id; the
+    /// start's own stream is the first attach (offsets counted from 0). A command id envd
+    /// still runs (`List`) or whose exit is recorded is not started again.
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        let envd = self.envd(ctx, native_id).await?;
+        let id = spec.command_id;
+        let handle = id.to_string();
+        if self.running_pid(ctx, &envd, &id).await?.is_some()
+            || self.recorded_exit(ctx, &envd, &id).await?.is_some()
+        {
+            return Ok(Started {
+                handle,
+                events: None,
+            });
+        }
+        let request = api::StartRequest {
+            process: api::ProcessConfig {
+                cmd: process::SHELL.into(),
+                args: process::wrapper_args(&spec.command, &id),
+                envs: spec.env.clone(),
+                cwd: spec.cwd.clone(),
+            },
+            tag: Some(handle.clone()),
+            stdin: Some(spec.stdin),
+        };
+        let message = serde_json::to_vec(&request).map_err(|e| ProviderError::InvalidRequest {
+            provider: P,
+            message: format!("cannot encode the command: {e}"),
+        })?;
+        let resp = self
+            .client
+            .process_start(
+                ctx,
+                &envd,
+                connect::encode(0, &message),
+                spec.timeout + COMMAND_BACKSTOP,
+                EXEC_GRACE,
+                STREAM_KEEPALIVE,
+            )
+            .await?;
+        let mut reader = process::EventReader::new(
+            resp,
+            MAX_STREAM_MESSAGE,
+            true,
+            STREAM_IDLE,
+            Self::secrets(ctx, &envd),
+        );
+        reader.started().await?;
+        Ok(Started {
+            handle,
+            events: Some(reader.into_events()),
+        })
+    }
+
+    /// `process.Process/Connect` to the running process (found by its tag with `List`): only
+    /// what it writes from now on, without offsets. Once envd forgot it, the exit the wrapper
+    /// recorded.
+    async fn attach_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        handle: &str,
+        _from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        let id = process::parse_handle(handle)?;
+        let envd = self.envd(ctx, native_id).await?;
+        if let Some(pid) = self.running_pid(ctx, &envd, &id).await? {
+            let request = api::ConnectRequest {
+                process: api::ProcessSelector::pid(pid),
+            };
+            let message =
+                serde_json::to_vec(&request).map_err(|e| ProviderError::InvalidRequest {
+                    provider: P,
+                    message: format!("cannot encode the request: {e}"),
+                })?;
+            let resp = self
+                .client
+                .process_connect(
+                    ctx,
+                    &envd,
+                    connect::encode(0, &message),
+                    STREAM_KEEPALIVE,
+                    ATTACH_LIMIT,
+                )
+                .await?;
+            let mut reader = process::EventReader::new(
+                resp,
+                MAX_STREAM_MESSAGE,
+                false,
+                STREAM_IDLE,
+                Self::secrets(ctx, &envd),
+            );
+            match reader.started().await {
+                Ok(_) => return Ok(reader.into_events()),
+                // It ended between the listing and the connect.
+                Err(ProviderError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match self.recorded_exit(ctx, &envd, &id).await? {
+            Some(code) => Ok(futures::stream::iter([Ok(CommandEvent::Exit {
+                exit_code: Some(code),
+            })])
+            .boxed()),
+            None => Err(Self::command_gone(&id)),
+        }
+    }
+
+    /// `process.Process/SendInput`. envd cannot recognise a resend: `offset` is taken as
+    /// the count accepted before.
+    async fn write_stdin(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<u64> {
+        let id = process::parse_handle(handle)?;
+        let envd = self.envd(ctx, native_id).await?;
+        let pid = self
+            .running_pid(ctx, &envd, &id)
+            .await?
+            .ok_or_else(|| Self::command_gone(&id))?;
+        let body = api::SendInputRequest {
+            process: api::ProcessSelector::pid(pid),
+            input: api::ProcessInput {
+                stdin: Some(base64::engine::general_purpose::STANDARD.encode(data)),
+                pty: None,
+            },
+        };
+        self.client.process_send_input(ctx, &envd, &body).await?;
+        Ok(offset + data.len() as u64)
+    }
+
+    /// `process.Process/CloseStdin`; an ended command is `Ok`.
+    async fn close_stdin(&self, ctx: &CallContext, native_id: &str, handle: &str) -> Result<()> {
+        let id = process::parse_handle(handle)?;
+        let envd = self.envd(ctx, native_id).await?;
+        let Some(pid) = self.running_pid(ctx, &envd, &id).await? else {
+            return match self.recorded_exit(ctx, &envd, &id).await? {
+                Some(_) => Ok(()),
+                None => Err(Self::command_gone(&id)),
+            };
+        };
+        let body = api::CloseStdinRequest {
+            process: api::ProcessSelector::pid(pid),
+        };
+        match self.client.process_close_stdin(ctx, &envd, &body).await {
+            Ok(_) | Err(ProviderError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `kill -s <n> -- -<group>` through `process.Process/Start`: envd's `SendSignal` knows
+    /// only TERM and KILL and signals only the process it started (the wrapper), which would
+    /// leave the command running. An ended command's group is gone: `Ok`.
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        let id = process::parse_handle(handle)?;
+        let envd = self.envd(ctx, native_id).await?;
+        let mut spec = ExecSpec::new(process::kill_command(&id, signal.number()));
+        spec.timeout = SIGNAL_TIMEOUT;
+        spec.max_output_bytes = 4096;
+        self.run_stream(ctx, &envd, &spec).await.map(drop)
+    }
+
+    /// The process tagged with the command id (`List`), or its recorded exit.
+    async fn find_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        let envd = self.envd(ctx, native_id).await?;
+        let known = self.running_pid(ctx, &envd, command_id).await?.is_some()
+            || self.recorded_exit(ctx, &envd, command_id).await?.is_some();
+        Ok(known.then(|| command_id.to_string()))
     }
 }
 

@@ -44,7 +44,7 @@ use async_trait::async_trait;
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderCapabilities};
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider, files_via_exec, shell,
+    ProviderError, Result, SandboxProvider, shell,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp};
 
@@ -289,28 +289,6 @@ impl SandboxProvider for FlyProvider {
             }
             Err(e) => Err(e),
         }
-    }
-
-    async fn read_file(
-        &self,
-        ctx: &CallContext,
-        native_id: &str,
-        path: &str,
-        max_bytes: usize,
-    ) -> Result<Vec<u8>> {
-        files_via_exec::read_file(self, ctx, native_id, path, max_bytes).await
-    }
-
-    async fn write_file(
-        &self,
-        ctx: &CallContext,
-        native_id: &str,
-        path: &str,
-        content: &[u8],
-    ) -> Result<()> {
-        // The prelude and `sh -c` add little; keep a margin under the argument limit.
-        let chunk_limit = MAX_COMMAND_BYTES - 1024;
-        files_via_exec::write_file(self, ctx, native_id, path, content, chunk_limit).await
     }
 
     async fn find_by_operation_id(

@@ -23,7 +23,6 @@
 
 mod auth;
 mod pages;
-pub mod sse;
 mod trust;
 
 use std::time::Duration;
@@ -38,6 +37,9 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 
 pub use auth::Auth;
+/// The `text/event-stream` parser lives in `corral-domain` (Corral's own output stream is SSE
+/// too); adapters reach it here as before.
+pub use corral_domain::sse;
 pub use corral_provider::net::is_public;
 pub use pages::{Page, collect_pages};
 pub use reqwest;

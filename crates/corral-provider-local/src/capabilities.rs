@@ -7,10 +7,16 @@ use corral_domain::{
 /// Longest lifetime a local sandbox may be given: 30 days.
 pub const MAX_TIMEOUT_SECONDS: u64 = 30 * 24 * 60 * 60;
 
-/// What `local` can do: one fixed image (the host's system directories), a lifetime in
-/// seconds (absent: persists until deleted), separate streams, cwd and env, state that
-/// persists across commands and server restarts, permanent delete.
+/// What `local` can do with its default configuration: one fixed image (the host's system
+/// directories), a lifetime in seconds (absent: persists until deleted), separate streams,
+/// cwd and env, state that persists across commands and server restarts, permanent delete.
 pub fn capabilities() -> ProviderCapabilities {
+    with_images(false)
+}
+
+/// The same, with `imageMode: template` when the operator named images (`image` then picks
+/// one by name; without it, the host's system directories as before).
+pub(crate) fn with_images(images: bool) -> ProviderCapabilities {
     ProviderCapabilities {
         provider: Provider::Local,
         display_name: "Local (this machine)".into(),
@@ -19,7 +25,11 @@ pub fn capabilities() -> ProviderCapabilities {
             source_url: "https://man7.org/linux/man-pages/man7/namespaces.7.html".into(),
             read_on: "2026-11-22".into(),
         },
-        image_mode: ImageMode::Fixed,
+        image_mode: if images {
+            ImageMode::Template
+        } else {
+            ImageMode::Fixed
+        },
         timeout_mode: TimeoutMode::Seconds,
         timeout_default_seconds: None,
         timeout_maximum_seconds: Some(MAX_TIMEOUT_SECONDS),
@@ -32,6 +42,16 @@ pub fn capabilities() -> ProviderCapabilities {
         supports_snapshots: false,
         supports_restore: false,
         supports_delete: true,
+        images: Vec::new(),
+        // Native: the sandbox's init runs each command as a job of its own, its output in
+        // files read back by byte offset (also after a restart of the server).
+        commands: corral_domain::CommandCapabilities {
+            stdin: true,
+            signals: corral_domain::Signal::ALL.to_vec(),
+            resume: corral_domain::CommandResume::ProviderOffset,
+            binary_output: true,
+            emulated: false,
+        },
     }
 }
 
@@ -43,5 +63,7 @@ mod tests {
     fn capabilities_pass_the_invariants() {
         assert_eq!(capabilities().check(), Ok(()));
         assert_eq!(capabilities().timeout_maximum_seconds, Some(2_592_000));
+        assert_eq!(with_images(true).check(), Ok(()));
+        assert_eq!(with_images(true).image_mode, ImageMode::Template);
     }
 }

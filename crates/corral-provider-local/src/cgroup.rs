@@ -71,12 +71,16 @@ enum Layout {
 pub(crate) struct Cgroups {
     layout: Layout,
     limits: LocalLimits,
+    /// Memory and processes of each project's sandboxes together.
+    project_caps: (u64, u64),
 }
 
 /// One sandbox's group (one directory per hierarchy).
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
     dirs: Vec<PathBuf>,
+    /// Below the subtree: `<id>`, or `project-<p>/<id>`.
+    rel: PathBuf,
     /// Where its disk limits are written.
     io: Option<Io>,
 }
@@ -175,6 +179,13 @@ impl Cgroups {
         Ok(found)
     }
 
+    /// The same, with each project's sandboxes capped together at `memory` bytes and
+    /// `processes`.
+    pub(crate) fn with_project_caps(mut self, memory: u64, processes: u64) -> Self {
+        self.project_caps = (memory, processes);
+        self
+    }
+
     fn find(limits: &LocalLimits, subtree: &Path) -> Result<Self, String> {
         let mounts = cgroup_mounts();
         let mut why = Vec::new();
@@ -208,6 +219,7 @@ impl Cgroups {
                         blkio,
                     },
                     limits: *limits,
+                    project_caps: (u64::MAX, u64::MAX),
                 });
             }
             _ => why.push("no cgroup v1 hierarchies with memory and pids either".into()),
@@ -267,6 +279,7 @@ impl Cgroups {
                 has_io: has("io"),
             },
             limits: *limits,
+            project_caps: (u64::MAX, u64::MAX),
         })
     }
 
@@ -275,7 +288,7 @@ impl Cgroups {
     /// write access to `cgroup.procs` of the common ancestor too).
     fn check_join(&self) -> Result<(), String> {
         let scratch = format!(".probe-{}", std::process::id());
-        let group = self.group(&scratch);
+        let group = self.group(Path::new(&scratch));
         let result = (|| {
             for dir in &group.dirs {
                 mkdir(dir).map_err(|e| e.to_string())?;
@@ -323,19 +336,34 @@ impl Cgroups {
         }
     }
 
-    /// The group of sandbox `id` (a checked native id). One that exists is used as it is;
-    /// one that does not is made and given the current limits (removed again if that
-    /// fails, so a group without its limits is never used). Callers hold the sandbox's setup
-    /// lock, so no command joins a group whose limits are still being written.
+    /// The group of sandbox `id` (a checked native id), inside its project's group when it
+    /// counts against `project`. One that exists is used as it is; one that does not is
+    /// made and given the current limits (removed again if that fails, so a group without
+    /// its limits is never used); a project's group likewise, with the project's caps.
+    /// Callers hold the sandbox's setup lock, so no process joins a group whose limits are
+    /// still being written.
     ///
     /// `device` is the block device (major, minor) of the sandbox's own filesystem: its disk
     /// limits are written on every call, since the image may sit on another loop device
     /// than when the group was made (after a remount).
-    pub(crate) fn prepare(&self, id: &str, device: Option<(u32, u32)>) -> Result<Group, Error> {
-        let group = self.group(id);
+    pub(crate) fn prepare(
+        &self,
+        id: &str,
+        project: Option<&str>,
+        device: Option<(u32, u32)>,
+    ) -> Result<Group, Error> {
+        if let Some(project) = project {
+            let parent = self.group(&project_dir(project));
+            if !parent.dirs.iter().all(|d| d.is_dir()) {
+                let (memory, processes) = self.project_caps;
+                self.make(&parent, &Limits::cap(memory, processes))
+                    .inspect_err(|_| remove_empty(&parent))?;
+            }
+        }
+        let group = self.group(&sandbox_path(id, project));
         if !group.dirs.iter().all(|d| d.is_dir()) {
-            self.make(&group)
-                .inspect_err(|_| self.remove_if_empty(id))?;
+            self.make(&group, &Limits::sandbox(&self.limits))
+                .inspect_err(|_| remove_empty(&group))?;
         }
         if let (Some(device), Some(io)) = (device, &group.io)
             && self.limits.io.any()
@@ -345,37 +373,45 @@ impl Cgroups {
         Ok(group)
     }
 
-    fn make(&self, group: &Group) -> Result<(), Error> {
-        let l = &self.limits;
-        let weight = l.cpu_weight.clamp(1, 10_000);
+    /// Writes the server-wide caps (memory of every sandbox together, and their processes)
+    /// on the subtree's own group. Best effort: under a delegated subtree those files belong
+    /// to the delegating manager (systemd's `MemoryMax=`, `TasksMax=`), whose caps apply.
+    pub(crate) fn cap_subtree(&self, memory: u64, processes: u64) -> Result<(), Error> {
+        let top = self.group(Path::new(""));
+        self.limit(&top, &Limits::cap(memory, processes))
+    }
+
+    fn make(&self, group: &Group, limits: &Limits) -> Result<(), Error> {
         for dir in &group.dirs {
             mkdir(dir)?;
         }
+        self.limit(group, limits)
+    }
+
+    fn limit(&self, group: &Group, l: &Limits) -> Result<(), Error> {
         match &self.layout {
             Layout::Unified { has_cpu, .. } => {
                 let Some(dir) = group.dirs.first() else {
                     return Ok(());
                 };
-                write(&dir.join("memory.max"), &l.memory_bytes.to_string())?;
+                write(&dir.join("memory.max"), &or_max(l.memory, "max"))?;
                 // Absent when the kernel has no swap accounting: then there is nothing to turn off.
                 if dir.join("memory.swap.max").exists() {
                     write(&dir.join("memory.swap.max"), "0")?;
                 }
-                write(&dir.join("pids.max"), &l.max_processes.to_string())?;
-                if *has_cpu {
+                write(&dir.join("pids.max"), &or_max(l.processes, "max"))?;
+                if let (true, Some((weight, max))) = (*has_cpu, l.cpu) {
                     write(&dir.join("cpu.weight"), &weight.to_string())?;
-                    let max = l
-                        .cpu_max_millicores
-                        .map_or_else(|| "max".to_owned(), |m| (m.max(1) * 100).to_string());
+                    let max =
+                        max.map_or_else(|| "max".to_owned(), |m| (m.max(1) * 100).to_string());
                     write(&dir.join("cpu.max"), &format!("{max} 100000"))?;
                 }
             }
             Layout::Legacy {
                 memory, pids, cpu, ..
             } => {
-                let id = group.id();
-                let mem = memory.join(id);
-                let bytes = l.memory_bytes.to_string();
+                let mem = memory.join(&group.rel);
+                let bytes = or_max(l.memory, "-1");
                 let limit = mem.join("memory.limit_in_bytes");
                 let memsw = mem.join("memory.memsw.limit_in_bytes");
                 // memsw must stay >= the limit: raising writes it first, lowering after.
@@ -386,19 +422,18 @@ impl Cgroups {
                 write(&limit, &bytes)?;
                 let _ = write(&mem.join("memory.swappiness"), "0");
                 write(
-                    &pids.join(id).join("pids.max"),
-                    &l.max_processes.to_string(),
+                    &pids.join(&group.rel).join("pids.max"),
+                    &or_max(l.processes, "max"),
                 )?;
-                if let Some(cpu) = cpu {
-                    let dir = cpu.join(id);
+                if let (Some(cpu), Some((weight, max))) = (cpu, l.cpu) {
+                    let dir = cpu.join(&group.rel);
                     write(
                         &dir.join("cpu.shares"),
                         &(weight * 1024 / 100).max(2).to_string(),
                     )?;
                     write(&dir.join("cpu.cfs_period_us"), "100000")?;
-                    let quota = l
-                        .cpu_max_millicores
-                        .map_or_else(|| "-1".to_owned(), |m| (m.max(1) * 100).to_string());
+                    let quota =
+                        max.map_or_else(|| "-1".to_owned(), |m| (m.max(1) * 100).to_string());
                     write(&dir.join("cpu.cfs_quota_us"), &quota)?;
                 }
             }
@@ -406,16 +441,17 @@ impl Cgroups {
         Ok(())
     }
 
-    /// The group of sandbox `id` as it would be named, whether or not it exists.
-    fn group(&self, id: &str) -> Group {
+    /// The group at `rel` below the subtree (in every hierarchy), whether or not it exists.
+    fn group(&self, rel: &Path) -> Group {
         match &self.layout {
             Layout::Unified {
                 subtree, has_io, ..
             } => {
-                let dir = subtree.join(id);
+                let dir = subtree.join(rel);
                 Group {
                     io: has_io.then(|| Io::Max(dir.join("io.max"))),
                     dirs: vec![dir],
+                    rel: rel.to_owned(),
                 }
             }
             Layout::Legacy {
@@ -427,25 +463,33 @@ impl Cgroups {
                 dirs: [Some(memory), Some(pids), cpu.as_ref(), blkio.as_ref()]
                     .into_iter()
                     .flatten()
-                    .map(|d| d.join(id))
+                    .map(|d| d.join(rel))
                     .collect(),
-                io: blkio.as_ref().map(|d| Io::Throttle(d.join(id))),
+                io: blkio.as_ref().map(|d| Io::Throttle(d.join(rel))),
+                rel: rel.to_owned(),
             },
         }
     }
 
     /// Removes sandbox `id`'s group if no process is in it (it is made again by the next
-    /// command).
-    pub(crate) fn remove_if_empty(&self, id: &str) {
-        for dir in self.group(id).dirs {
-            let _ = fs::remove_dir(dir);
+    /// command), and its project's if that is empty too.
+    pub(crate) fn remove_if_empty(&self, id: &str, project: Option<&str>) {
+        remove_empty(&self.group(&sandbox_path(id, project)));
+        if let Some(project) = project {
+            remove_empty(&self.group(&project_dir(project)));
         }
     }
 
     /// Kills every process in sandbox `id`'s group, waits until they are gone, and removes
-    /// the group. Nothing to do when it does not exist.
-    pub(crate) fn remove(&self, id: &str, patience: Duration) -> Result<(), Error> {
-        let group = self.group(id);
+    /// the group (and its project's, if no other sandbox's is in it). Nothing to do when it
+    /// does not exist.
+    pub(crate) fn remove(
+        &self,
+        id: &str,
+        project: Option<&str>,
+        patience: Duration,
+    ) -> Result<(), Error> {
+        let group = self.group(&sandbox_path(id, project));
         let started = Instant::now();
         for dir in &group.dirs {
             if !dir.exists() {
@@ -476,19 +520,81 @@ impl Cgroups {
                 }
             }
         }
+        if let Some(project) = project {
+            remove_empty(&self.group(&project_dir(project)));
+        }
         Ok(())
     }
 }
 
-impl Group {
-    /// The sandbox's id: the name of each of its directories.
-    fn id(&self) -> &std::ffi::OsStr {
-        self.dirs
-            .first()
-            .and_then(|d| d.file_name())
-            .unwrap_or_default()
+/// What a group is limited to.
+struct Limits {
+    memory: u64,
+    processes: u64,
+    /// Sandboxes only: CPU weight and cap (thousandths of a core).
+    cpu: Option<(u64, Option<u64>)>,
+}
+
+impl Limits {
+    fn sandbox(l: &LocalLimits) -> Self {
+        Self {
+            memory: l.memory_bytes,
+            processes: l.max_processes,
+            cpu: Some((l.cpu_weight.clamp(1, 10_000), l.cpu_max_millicores)),
+        }
     }
 
+    fn cap(memory: u64, processes: u64) -> Self {
+        Self {
+            memory,
+            processes,
+            cpu: None,
+        }
+    }
+}
+
+/// The directory of `project`'s group: `project-<name>` for a name of letters, digits, `-`
+/// and `_` (at most 64), otherwise `project-<hash>`; never a path.
+pub(crate) fn project_dir(project: &str) -> PathBuf {
+    let plain = !project.is_empty()
+        && project.len() <= 64
+        && project
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if plain {
+        PathBuf::from(format!("project-{project}"))
+    } else {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(project.as_bytes());
+        let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+        PathBuf::from(format!("project-{hex}"))
+    }
+}
+
+/// Where sandbox `id`'s group sits below the subtree.
+fn sandbox_path(id: &str, project: Option<&str>) -> PathBuf {
+    match project {
+        Some(p) => project_dir(p).join(id),
+        None => PathBuf::from(id),
+    }
+}
+
+/// `n`, or `unlimited` for `u64::MAX` (no cap).
+fn or_max(n: u64, unlimited: &str) -> String {
+    if n == u64::MAX {
+        unlimited.to_owned()
+    } else {
+        n.to_string()
+    }
+}
+
+fn remove_empty(group: &Group) {
+    for dir in &group.dirs {
+        let _ = fs::remove_dir(dir);
+    }
+}
+
+impl Group {
     /// Moves process `pid` (a host pid) into the group, in every hierarchy.
     pub(crate) fn join(&self, pid: u32) -> Result<(), Error> {
         for dir in &self.dirs {

@@ -27,8 +27,6 @@ use std::process::Command;
 
 use snafu::{ResultExt as _, Snafu};
 
-/// util-linux `mount`, which sets up the loop device too.
-const MOUNT: &str = "/usr/bin/mount";
 /// e2fsprogs' `mkfs.ext4`.
 const MKFS: &str = "/usr/sbin/mkfs.ext4";
 /// The image's name in a sandbox directory.
@@ -66,6 +64,8 @@ pub(crate) enum Error {
 pub(crate) struct Disks {
     size: u64,
     reserve: u64,
+    /// The formatted, sparse image every new one is copied from (made on first use).
+    template: PathBuf,
 }
 
 fn run(tool: &'static str, args: &[&std::ffi::OsStr], path: &Path) -> Result<(), Error> {
@@ -99,11 +99,11 @@ pub(crate) fn is_mount_point(dir: &Path) -> bool {
 
 impl Disks {
     /// Images of `size` bytes, keeping `reserve` bytes free; or why there can be none here.
-    pub(crate) fn detect(size: u64, reserve: u64) -> Result<Self, String> {
+    pub(crate) fn detect(size: u64, reserve: u64, root: &Path) -> Result<Self, String> {
         if !rustix::process::geteuid().is_root() {
             return Err("the server is not root, so it cannot mount sandbox filesystems".into());
         }
-        for tool in [MOUNT, MKFS] {
+        for tool in [MKFS] {
             if !Path::new(tool).exists() {
                 return Err(format!("{tool} is missing"));
             }
@@ -111,7 +111,11 @@ impl Disks {
         if !Path::new("/dev/loop-control").exists() {
             return Err("there are no loop devices (/dev/loop-control)".into());
         }
-        Ok(Self { size, reserve })
+        Ok(Self {
+            size,
+            reserve,
+            template: root.join(format!(".disk-template-{size}.img")),
+        })
     }
 
     /// Size of each sandbox's filesystem, in bytes.
@@ -119,9 +123,8 @@ impl Disks {
         self.size
     }
 
-    /// Makes `dir/disk.img` and mounts it on `fs_root` (an empty directory). The caller
-    /// serialises creates, so the free-space check and the allocation go together.
-    pub(crate) fn create(&self, dir: &Path, fs_root: &Path) -> Result<(), Error> {
+    /// Whether the volume that holds `dir` has room for one more image, keeping the reserve.
+    pub(crate) fn check_space(&self, dir: &Path) -> Result<(), Error> {
         let stat = rustix::fs::statvfs(dir).map_err(|e| Error::Io {
             what: "measure the free space of",
             path: dir.to_owned(),
@@ -136,46 +139,137 @@ impl Disks {
                 reserve: self.reserve,
             });
         }
+        Ok(())
+    }
+
+    /// Makes `dir/disk.img` and mounts it on `fs_root` (an empty directory). The caller
+    /// serialises creates, so the free-space check and the allocation go together.
+    pub(crate) fn create(&self, dir: &Path, fs_root: &Path) -> Result<(), Error> {
+        self.check_space(dir)?;
+        let template = self.template()?;
         let image = dir.join(IMAGE);
         let file = fs::File::create_new(&image).context(IoSnafu {
             what: "create",
             path: &image,
         })?;
-        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, self.size).map_err(
-            |e| Error::Io {
-                what: "allocate",
-                path: image.clone(),
+        let io = |what: &'static str| {
+            let path = image.clone();
+            move |e: rustix::io::Errno| Error::Io {
+                what,
+                path,
                 source: e.into(),
-            },
-        )?;
+            }
+        };
+        // The whole size, allocated now (unwritten extents: fast, and they read as zeros),
+        // then only the blocks the template has data in, copied over them: the filesystem
+        // is the template's, and every block of the image is reserved on the volume.
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, self.size)
+            .map_err(io("allocate"))?;
+        let from = fs::File::open(&template).context(IoSnafu {
+            what: "open",
+            path: &template,
+        })?;
+        for (start, end) in data_regions(&from).map_err(io("read the template for"))? {
+            let mut at_from = start;
+            let mut at_to = start;
+            while at_from < end {
+                let len = usize::try_from(end - at_from).unwrap_or(usize::MAX);
+                let n = rustix::fs::copy_file_range(
+                    &from,
+                    Some(&mut at_from),
+                    &file,
+                    Some(&mut at_to),
+                    len,
+                )
+                .map_err(io("copy the template into"))?;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        // Durable before the sandbox's metadata (written last) says it exists.
+        file.sync_data().context(IoSnafu {
+            what: "sync",
+            path: &image,
+        })?;
         drop(file);
-        // A 4 MiB journal (the smallest). Inode tables and journal are zeroed here, not
-        // lazily by the kernel after mounting: the kernel zeroes with `WRITE_ZEROES`, which
-        // the loop driver turns into holes punched in the image, giving preallocated blocks
-        // back to the volume (to be taken again later); mke2fs zeroes a file with
-        // `FALLOC_FL_ZERO_RANGE`, which keeps them (20 ms for 1 GiB). No discard, for the
-        // same reason. 0.5 % is reserved for host root, which the sandbox never is: a full
-        // sandbox can still be set up for its next command (hakoniwa makes a mount point in
-        // its root), so it can free space.
-        run(
-            MKFS,
-            &[
-                "-q".as_ref(),
-                "-F".as_ref(),
-                "-m".as_ref(),
-                "0.5".as_ref(),
-                "-J".as_ref(),
-                "size=4".as_ref(),
-                "-E".as_ref(),
-                "lazy_itable_init=0,lazy_journal_init=0,nodiscard".as_ref(),
-                image.as_os_str(),
-            ],
-            &image,
-        )?;
         mount(dir, fs_root)?;
         // A sandbox root starts empty, as without an image.
         let _ = fs::remove_dir(fs_root.join("lost+found"));
         Ok(())
+    }
+}
+
+impl Disks {
+    /// The template image of this size, formatted once (on the first create) and kept.
+    /// Callers serialise creates, across processes too.
+    fn template(&self) -> Result<PathBuf, Error> {
+        if self.template.is_file() {
+            return Ok(self.template.clone());
+        }
+        let tmp = self.template.with_extension(format!(
+            "tmp-{}",
+            ulid::Ulid::generate().to_string().to_ascii_lowercase()
+        ));
+        let made = (|| {
+            let file = fs::File::create_new(&tmp).context(IoSnafu {
+                what: "create",
+                path: &tmp,
+            })?;
+            file.set_len(self.size).context(IoSnafu {
+                what: "size",
+                path: &tmp,
+            })?;
+            drop(file);
+            // A 4 MiB journal (the smallest). Inode tables and journal are zeroed here, not
+            // lazily by the kernel after mounting: the kernel zeroes with `WRITE_ZEROES`,
+            // which the loop driver turns into holes punched in the image, giving preallocated
+            // blocks back to the volume (to be taken again later). In this sparse template
+            // mke2fs "zeroes" by leaving holes, and a copy's holes are preallocated (read as
+            // zeros). No discard, for the same reason. 0.5 % is reserved for host root, which
+            // the sandbox never is: a full sandbox can still be set up (its init makes mount
+            // points in its root), so it can free space.
+            run(
+                MKFS,
+                &[
+                    "-q".as_ref(),
+                    "-F".as_ref(),
+                    "-m".as_ref(),
+                    "0.5".as_ref(),
+                    "-J".as_ref(),
+                    "size=4".as_ref(),
+                    "-E".as_ref(),
+                    "lazy_itable_init=0,lazy_journal_init=0,nodiscard".as_ref(),
+                    tmp.as_os_str(),
+                ],
+                &tmp,
+            )?;
+            fs::rename(&tmp, &self.template).context(IoSnafu {
+                what: "keep",
+                path: &self.template,
+            })
+        })();
+        if made.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        made.map(|()| self.template.clone())
+    }
+}
+
+/// The regions of `file` that hold data (`SEEK_DATA` / `SEEK_HOLE`): unwritten extents and
+/// holes read as zeros and are left out.
+fn data_regions(file: &fs::File) -> Result<Vec<(u64, u64)>, rustix::io::Errno> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    loop {
+        let start = match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(pos)) {
+            Ok(at) => at,
+            Err(rustix::io::Errno::NXIO) => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        let end = rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(start))?;
+        out.push((start, end));
+        pos = end;
     }
 }
 
@@ -186,7 +280,7 @@ pub(crate) fn ensure_mounted(dir: &Path, fs_root: &Path) -> Result<(), Error> {
         return Ok(());
     }
     let _one_at_a_time =
-        crate::store::FileLock::exclusive(&dir.join("mount.lock")).context(IoSnafu {
+        crate::lock::FileLock::exclusive(&dir.join("mount.lock")).context(IoSnafu {
             what: "lock",
             path: dir,
         })?;
@@ -202,23 +296,87 @@ fn mount(dir: &Path, fs_root: &Path) -> Result<(), Error> {
         path: fs_root,
     })?;
     let image = dir.join(IMAGE);
+    let device = attach_loop(&image)?;
     // nosuid and nodev: a setuid file or device node a sandbox makes means nothing on
     // the host either.
-    let mounted = run(
-        MOUNT,
-        &[
-            "-t".as_ref(),
-            "ext4".as_ref(),
-            "-o".as_ref(),
-            "loop,nosuid,nodev,noatime".as_ref(),
-            image.as_os_str(),
-            fs_root.as_os_str(),
-        ],
+    use rustix::mount::MountFlags;
+    let mounted = rustix::mount::mount(
+        &device.path,
         fs_root,
+        "ext4",
+        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOATIME,
+        None,
     );
-    mounted?;
+    // The mount holds the device now; closing ours lets it clear itself (autoclear) once
+    // the mount is gone, or at once if mounting failed.
+    drop(device);
+    mounted.map_err(|e| Error::Io {
+        what: "mount",
+        path: fs_root.to_owned(),
+        source: e.into(),
+    })?;
     keep_zeroing_in_place(fs_root);
     Ok(())
+}
+
+/// A loop device with an image attached (auto-clearing: it lets go of the image when the
+/// last user, a mount or this descriptor, is gone).
+struct LoopDevice {
+    path: PathBuf,
+    _fd: rustix::fd::OwnedFd,
+}
+
+/// Attaches `image` to a free loop device (`LOOP_CTL_GET_FREE`, `LOOP_CONFIGURE`), as
+/// `mount -o loop` does, without running `mount` (whose start-up costs more than the rest).
+fn attach_loop(image: &Path) -> Result<LoopDevice, Error> {
+    use rustix::fs::{Mode, OFlags};
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_owned();
+        move |e: rustix::io::Errno| Error::Io {
+            what,
+            path,
+            source: e.into(),
+        }
+    };
+    let control = Path::new("/dev/loop-control");
+    let control_fd = rustix::fs::open(control, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+        .map_err(io("open", control))?;
+    let backing = rustix::fs::open(image, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+        .map_err(io("open", image))?;
+    // Another process may take the free device between the question and the attach.
+    for _ in 0..32 {
+        let n =
+            crate::sys::loop_free_number(rustix::fd::AsFd::as_fd(&control_fd)).map_err(|e| {
+                Error::Io {
+                    what: "find a free loop device for",
+                    path: image.to_owned(),
+                    source: e,
+                }
+            })?;
+        let path = PathBuf::from(format!("/dev/loop{n}"));
+        let fd = rustix::fs::open(&path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+            .map_err(io("open", &path))?;
+        match crate::sys::loop_configure(
+            rustix::fd::AsFd::as_fd(&fd),
+            rustix::fd::AsFd::as_fd(&backing),
+            false,
+        ) {
+            Ok(()) => return Ok(LoopDevice { path, _fd: fd }),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) => {
+                return Err(Error::Io {
+                    what: "attach a loop device to",
+                    path: image.to_owned(),
+                    source: e,
+                });
+            }
+        }
+    }
+    Err(Error::Tool {
+        tool: "loop-control",
+        path: image.to_owned(),
+        message: "every free loop device was taken before it could be used".into(),
+    })
 }
 
 /// Tells ext4 not to zero small extents of its own accord (`extent_max_zeroout_kb = 0`):

@@ -15,7 +15,6 @@
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::os::fd::OwnedFd;
-use std::path::Path;
 
 use corral_provider::ProviderError;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, openat, openat2, renameat};
@@ -25,8 +24,37 @@ use rustix::io::Errno;
 const SYSTEM_DIRS: [&str; 10] = [
     "usr", "bin", "sbin", "lib", "lib32", "lib64", "etc", "proc", "dev", "sys",
 ];
+/// Top-level directories that are kernel filesystems inside a command (images).
+const KERNEL_DIRS: [&str; 3] = ["proc", "dev", "sys"];
 
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+
+/// A sandbox root the file calls resolve beneath.
+#[derive(Debug)]
+pub(crate) enum Root {
+    /// The sandbox's own directory on the host (host mode). The host's system directories
+    /// are mounts that exist only inside commands: paths under them are refused.
+    Host(std::path::PathBuf),
+    /// The root as the sandbox's init sees it (an image's layers; a descriptor it sent).
+    /// Paths stay on that filesystem: `/proc`, `/dev` and the other mounts are refused.
+    Init(OwnedFd),
+}
+
+impl Root {
+    fn system_dirs(&self) -> &'static [&'static str] {
+        match self {
+            Self::Host(_) => &SYSTEM_DIRS,
+            Self::Init(_) => &KERNEL_DIRS,
+        }
+    }
+
+    fn resolve(&self) -> ResolveFlags {
+        match self {
+            Self::Host(_) => RESOLVE,
+            Self::Init(_) => RESOLVE.union(ResolveFlags::NO_XDEV),
+        }
+    }
+}
 
 fn refused(path: &str, reason: impl Into<String>) -> ProviderError {
     ProviderError::FileRefused {
@@ -35,8 +63,9 @@ fn refused(path: &str, reason: impl Into<String>) -> ProviderError {
     }
 }
 
-/// The sandbox path `path` as components relative to the sandbox root.
-fn components(path: &str) -> Result<Vec<&str>, ProviderError> {
+/// The sandbox path `path` as components relative to the sandbox root, refusing paths
+/// under `system` directories.
+fn components<'p>(path: &'p str, system: &[&str]) -> Result<Vec<&'p str>, ProviderError> {
     if path.len() > corral_domain::limits::MAX_PATH_BYTES {
         return Err(refused(path, "the path is too long"));
     }
@@ -60,7 +89,7 @@ fn components(path: &str) -> Result<Vec<&str>, ProviderError> {
     }
     match parts.first() {
         None => Err(refused(path, "the path names the sandbox root, not a file")),
-        Some(top) if SYSTEM_DIRS.contains(top) => Err(refused(
+        Some(top) if system.contains(top) => Err(refused(
             path,
             "it is under a read-only system directory of the host; read it with a command",
         )),
@@ -68,12 +97,15 @@ fn components(path: &str) -> Result<Vec<&str>, ProviderError> {
     }
 }
 
-fn open_root(fs_root: &Path, path: &str) -> Result<OwnedFd, ProviderError> {
-    rustix::fs::open(
-        fs_root,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-    )
+fn open_root(root: &Root, path: &str) -> Result<OwnedFd, ProviderError> {
+    match root {
+        Root::Host(fs_root) => rustix::fs::open(
+            fs_root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ),
+        Root::Init(fd) => rustix::io::fcntl_dupfd_cloexec(fd, 0),
+    }
     .map_err(|e| ProviderError::FileOperation {
         path: path.to_owned(),
         message: format!("the sandbox root cannot be opened: {e}"),
@@ -97,9 +129,9 @@ fn lookup_error(path: &str, e: Errno, missing: ProviderError) -> ProviderError {
 }
 
 /// Reads the whole regular file at `path`, at most `max_bytes` of it.
-pub(crate) fn read(fs_root: &Path, path: &str, max_bytes: usize) -> Result<Vec<u8>, ProviderError> {
-    let rel = components(path)?.join("/");
-    let root = open_root(fs_root, path)?;
+pub(crate) fn read(sandbox: &Root, path: &str, max_bytes: usize) -> Result<Vec<u8>, ProviderError> {
+    let rel = components(path, sandbox.system_dirs())?.join("/");
+    let root = open_root(sandbox, path)?;
     let not_found = || ProviderError::FileNotFound {
         path: path.to_owned(),
     };
@@ -109,7 +141,7 @@ pub(crate) fn read(fs_root: &Path, path: &str, max_bytes: usize) -> Result<Vec<u
         rel.as_str(),
         OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
         Mode::empty(),
-        RESOLVE,
+        sandbox.resolve(),
     )
     .map_err(|e| lookup_error(path, e, not_found()))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| ProviderError::FileOperation {
@@ -144,16 +176,16 @@ pub(crate) fn read(fs_root: &Path, path: &str, max_bytes: usize) -> Result<Vec<u
 /// same directory). The parent directory must exist. The file belongs to `uid` (the
 /// sandbox's root) when given, so commands can change it.
 pub(crate) fn write(
-    fs_root: &Path,
+    sandbox: &Root,
     path: &str,
     content: &[u8],
     uid: Option<u32>,
 ) -> Result<(), ProviderError> {
-    let parts = components(path)?;
+    let parts = components(path, sandbox.system_dirs())?;
     let Some((name, parent)) = parts.split_last() else {
         return Err(refused(path, "the path names the sandbox root, not a file"));
     };
-    let root = open_root(fs_root, path)?;
+    let root = open_root(sandbox, path)?;
     let parent_missing = || ProviderError::ParentMissing {
         path: path.to_owned(),
     };
@@ -165,7 +197,7 @@ pub(crate) fn write(
             parent.join("/").as_str(),
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
-            RESOLVE,
+            sandbox.resolve(),
         )
         .map_err(|e| lookup_error(path, e, parent_missing()))?
     };
@@ -216,11 +248,11 @@ pub(crate) fn write(
 
 /// Whether `cwd` names an existing directory inside the sandbox, as a command would see it.
 /// System directories are taken on trust (they are host mounts).
-pub(crate) fn check_cwd(fs_root: &Path, cwd: &str) -> Result<(), String> {
+pub(crate) fn check_cwd(sandbox: &Root, cwd: &str) -> Result<(), String> {
     if !cwd.starts_with('/') {
         return Err(format!("cwd `{cwd}` must be an absolute path"));
     }
-    let parts = match components(cwd) {
+    let parts = match components(cwd, sandbox.system_dirs()) {
         Ok(parts) => parts,
         Err(ProviderError::FileRefused { reason, .. }) if reason.contains("system directory") => {
             return Ok(());
@@ -230,13 +262,13 @@ pub(crate) fn check_cwd(fs_root: &Path, cwd: &str) -> Result<(), String> {
         }
         Err(e) => return Err(format!("cwd `{cwd}`: {e}")),
     };
-    let root = open_root(fs_root, cwd).map_err(|e| e.to_string())?;
+    let root = open_root(sandbox, cwd).map_err(|e| e.to_string())?;
     openat2(
         &root,
         parts.join("/").as_str(),
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-        RESOLVE,
+        sandbox.resolve(),
     )
     .map(drop)
     .map_err(|e| match e {
@@ -252,11 +284,17 @@ mod tests {
     #[test]
     fn paths_map_into_the_sandbox_root() {
         assert_eq!(
-            components("/workspace/a/b").ok(),
+            components("/workspace/a/b", &SYSTEM_DIRS).ok(),
             Some(vec!["workspace", "a", "b"])
         );
-        assert_eq!(components("a//./b").ok(), Some(vec!["workspace", "a", "b"]));
-        assert_eq!(components("/tmp/x").ok(), Some(vec!["tmp", "x"]));
+        assert_eq!(
+            components("a//./b", &SYSTEM_DIRS).ok(),
+            Some(vec!["workspace", "a", "b"])
+        );
+        assert_eq!(
+            components("/tmp/x", &SYSTEM_DIRS).ok(),
+            Some(vec!["tmp", "x"])
+        );
     }
 
     #[test]
@@ -271,7 +309,10 @@ mod tests {
             "a\0b",
         ] {
             assert!(
-                matches!(components(bad), Err(ProviderError::FileRefused { .. })),
+                matches!(
+                    components(bad, &SYSTEM_DIRS),
+                    Err(ProviderError::FileRefused { .. })
+                ),
                 "{bad:?}"
             );
         }

@@ -3,129 +3,118 @@
 //!
 //! # What a sandbox is
 //!
-//! A directory tree under [`LocalConfig::root`] (`<root>/<native-id>/fs`) that is the
-//! sandbox's own root filesystem. `/workspace` (home and default working directory) and `/tmp`
-//! are created with it; whatever a command writes anywhere in it persists across commands and
-//! across restarts of the server, until the sandbox is deleted. A small `meta.json` beside it
-//! (operation id, creation time, lifetime; written atomically) lets a new process find every
-//! sandbox again, and [`find_by_operation_id`](SandboxProvider::find_by_operation_id) scans
-//! those files.
+//! A directory under [`LocalConfig::root`] (`<root>/<native-id>/`) holding the sandbox's own
+//! files: its root (`fs/`, on a filesystem of its own when disk quotas are on) and a small
+//! `meta.json` (operation id, creation time, lifetime, host ids, image, project; written
+//! atomically, last) that lets a new process find every sandbox again
+//! ([`find_by_operation_id`](SandboxProvider::find_by_operation_id) scans them). Whatever a
+//! command writes persists across commands and restarts of the server, until the sandbox is
+//! deleted.
+//!
+//! A sandbox sees either the host's system directories (`/usr`, `/etc`, `/bin`, `/sbin`,
+//! `/lib*`, read-only; the default), or an image the operator named in
+//! [`LocalConfig::images`] (a root filesystem directory, or an OCI image layout unpacked
+//! once and verified by digest): the image is shared read-only and each sandbox writes to
+//! its own layer (overlayfs), so what `apt` or `pip` installs persists in the sandbox and
+//! never touches the image. `/workspace` (home and default working directory) and `/tmp`
+//! are the sandbox's.
+//!
+//! # How a command runs: one long-lived init per sandbox
+//!
+//! The first command (or file call on an image sandbox) starts the sandbox's **init**: a
+//! process of its own (this crate's [`init_main`], run as `corral-sandbox-init` or by the
+//! host program through [`run_init_if_requested`]) that builds the sandbox's namespaces
+//! once — mount (a `pivot_root` into the sandbox's root), pid, ipc, uts, network, user —
+//! joins the sandbox's cgroup, becomes the sandbox's own unprivileged host uid, loads the
+//! seccomp filter, and then serves. A command is one request to it over a private socket
+//! pair; the init answers with one `clone` into a pid and mount namespace of the command's
+//! own (pid 1 there waits for the command's shell, so the whole tree ends with it) and one
+//! `exec` of `/bin/sh -c`. Output goes straight to pipes the provider reads; the exit comes
+//! on a status pipe once every process of the command is gone. An init that died is
+//! started again on the next use; a deleted or expired sandbox's init is stopped. The
+//! process layout, the protocol and why each step is there: the `init` module.
+//!
+//! # Commands as durable jobs
+//!
+//! The port's commands are native: a durable command is a job of the sandbox's init, whose
+//! output the init copies from pipes into files of the sandbox's host directory
+//! (`<root>/<id>/commands/<command id>/`, out of the sandbox's reach), with its exit written
+//! once the output is complete; readers follow the files by byte offset (inotify), stdin
+//! is a FIFO with a persisted count of the bytes accepted, and signals go through the init.
+//! An init with a durable command running does not end with its server: it listens on a
+//! control socket in the sandbox's host directory, where the next server (or another one
+//! sharing the root) finds it, and the command with it. The layout and the rules: the
+//! `jobs` module.
+//!
+//! The namespaces and mounts are built by the init itself, with `openat2`-resolved targets
+//! and the new mount API (`open_tree`, `fsmount`, `move_mount`): no mount ever lands on a
+//! path a command of the same sandbox could swap for a symlink. The uid drop, session and
+//! seccomp happen in-process (the filter is loaded with `seccompiler`), without helper
+//! programs. The little `unsafe` this needs (fork, clone, exec, a few system calls no safe
+//! wrapper covers) is confined to the `sys` module.
 //!
 //! # How a command is isolated
 //!
-//! Each command runs in **fresh Linux namespaces** — mount, pid (with its own `/proc`), ipc,
-//! uts, and network (no interface but a down loopback, unless [`LocalConfig::allow_network`])
-//! — after a `pivot_root` into the sandbox root. The host's system directories (`/usr`,
-//! `/bin`, `/lib`, `/lib64`, `/sbin`, `/etc`) are bind-mounted read-only and nosuid; files
-//! and directories under `/etc` that other users may not read but the server's uid could
-//! (`/etc/shadow`, private keys) are masked; `/dev` is a minimal devfs (null, zero, full,
-//! random, urandom, tty, a private devpts). Nothing else of the host is mounted: not the
-//! server's data directory, not other sandboxes, not `/root`, `/home`, `/work`, `/var`, the
-//! host's `/tmp` or any other writable path.
+//! - **Its root**: `pivot_root` into the sandbox's own tree; the host's system directories
+//!   (or the image) read-only and nosuid; files under `/etc` that other users may not read
+//!   but the server's uid could (`/etc/shadow`, private keys) masked; a minimal `/dev`.
+//!   Nothing else of the host is mounted: not the server's data directory, not other
+//!   sandboxes, not `/root`, `/home`, `/var`, the host's `/tmp`.
+//! - **Its own host ids** (server as root): a range of 65 536 host uids and gids per sandbox,
+//!   from 1 500 000 000 up (`meta.json`), so root inside is an unprivileged uid outside, and
+//!   the image's files are id-mapped to it. Commands are root of a user namespace nested in
+//!   the sandbox's own: mounts inherited from a more privileged namespace are locked (no
+//!   unmasking, no read-write remount), and the sandbox's network namespace belongs to the
+//!   outer one, so its root cannot change its routes. A server that is not root runs
+//!   commands as its own uid in a user namespace.
+//! - A session of its own (`setsid`), `no_new_privs`, the seccomp filter (the `seccomp`
+//!   module: no new user namespaces, keyring, BPF, ptrace, modules, clocks, …), a fresh
+//!   `/proc` for its own pid namespace, a private hostname (`corral`) and IPC.
+//! - **Network**: none by default (a namespace with a down loopback);
+//!   [`LocalConfig::network`] lets a create ask for a guarded one ([`LocalCreate`]): the
+//!   outside world through `pasta`, never the host's loopback, link-local or private ranges
+//!   unless allow-listed (the `network` module). [`LocalConfig::allow_network`] is the
+//!   unguarded host network.
+//! - The caller's environment reaches the command alone (it travels in the request and is
+//!   given to `execve`), never on a command line.
 //!
-//! The command itself does not run with the server's privileges:
+//! Files are read and written from the host side, confined to the sandbox root by the
+//! kernel (`openat2` with `RESOLVE_BENEATH`); for an image sandbox, through the root its
+//! init sees (a descriptor of it the init sends when it is ready).
 //!
-//! - When the server runs as root, every sandbox gets **its own unprivileged host uid** (from
-//!   1 500 000 000 up, recorded in its metadata; its files belong to it), and the command
-//!   drops to it (`setpriv`) before anything of the caller's runs. When the server is not
-//!   root, commands run as the server's uid in a user namespace.
-//! - It then enters a **nested user and mount namespace** (`unshare --user --map-root-user
-//!   --mount`), where it is root (uid 0 inside, with capabilities over its own namespaces
-//!   only). Mounts copied into a less privileged mount namespace are locked by the kernel:
-//!   the command cannot unmount a mask to reveal what it hides, nor remount a read-only bind
-//!   read-write. Without this step a root inside could write to the host's `/usr`.
-//! - Being an unprivileged uid on the host also keeps it out of the kernel interfaces that
-//!   check for uid 0 rather than a capability (`/proc/sys`, `/proc/sysrq-trigger`).
-//! - It leads a session of its own (`setsid`): the server's controlling terminal, if it has
-//!   one, cannot be opened as `/dev/tty`.
-//! - `no_new_privs` is set, so setuid binaries do not raise privileges.
+//! # Limits, capacity, and what is not isolated
 //!
-//! pid 1 of the namespace is a small fixed shell script, with the server's uid, that starts
-//! the command (passed as a parameter, never spliced into the script) and waits for it. Killing the command's
-//! supervisor kills pid 1 (its parent-death signal), and the kernel kills every other process
-//! of a pid namespace when its pid 1 dies: a deadline ends the whole tree. Before anything
-//! else, pid 1 checks that `/proc` is the namespace's own and the only procfs, and that the
-//! system binds and masks are all still mounted (a concurrent command of the same sandbox
-//! can write the root hakoniwa builds the mounts in); otherwise the command is not run
-//! (exit 125). The caller's environment reaches the command alone: it travels in one inert
-//! variable that the command's own shell evaluates inside the nested namespace, never
-//! through pid 1, `setsid`, `setpriv` or `unshare` (an `LD_PRELOAD` there would run the
-//! caller's code with their privileges), and never on a command line (readable by every
-//! host user). A command never runs past its sandbox's lifetime.
-//!
-//! The namespaces and mounts are set up by the [`hakoniwa`] crate rather than by hand-rolled
-//! syscalls: it is a maintained, documented library that does the delicate parts (mount
-//! propagation, `pivot_root`, a fresh procfs in the new pid namespace, a minimal devfs,
-//! rlimits, `no_new_privs`, closing inherited descriptors) in one place and needs no `unsafe`
-//! from us. The steps it does not offer (dropping to the sandbox uid, the nested namespace
-//! that locks the mounts, the new session) use util-linux's `setpriv`, `unshare` and
-//! `setsid`, which every Debian-like system has (`/usr/bin`). bubblewrap would do all of it,
-//! but is not installed by default. hakoniwa forks the server process for each command; the
-//! child only runs hakoniwa's setup code before `execve`.
-//!
-//! hakoniwa is licensed LGPL-3.0-only with the LGPL-3.0 linking exception: a binary may link
-//! it statically without shipping the means to relink it (the LGPL's other terms, such as
-//! its notice and keeping changes to hakoniwa itself under the LGPL, still apply).
-//!
-//! Files are read and written from the host side, without a command; lookups are confined
-//! to the sandbox root by the kernel (`openat2` with `RESOLVE_BENEATH`): `..`, absolute paths
-//! outside, and symlinks (absolute, or relative chains) that leave the root are refused, and
-//! a write never goes through a symlink.
-//!
-//! # Limits, and what is not isolated
-//!
-//! [`LocalLimits`] bounds each sandbox as a whole, and each process in it:
-//!
-//! - **cgroup** (server as root, or given a subtree delegated to its uid with
-//!   [`LocalConfig::cgroup_parent`]): every command of a sandbox joins the sandbox's own
-//!   group (`corral/<native-id>`, cgroup v2, or the v1 `memory`, `pids`, `cpu` and `blkio`
-//!   hierarchies on hosts still on the legacy layout) before anything of the caller's runs:
-//!   `memory_bytes` in total with swap off, `max_processes` in total, `cpu_weight`,
-//!   `cpu_max_millicores`, and [`IoLimits`] on the sandbox's own loop device. A sandbox over
-//!   its memory has processes killed by the kernel's OOM killer, inside that sandbox only.
-//! - **disk** (server as root): the sandbox's root is an ext4 image of `disk_bytes`,
-//!   allocated whole at create and loop-mounted; a full sandbox gets `ENOSPC`, and a create
-//!   that would leave less than `disk_reserve_bytes` free on the volume fails.
-//! - **seccomp**: the last step before the command loads a filter modelled on the default
-//!   profiles of container runtimes (no new user namespaces, keyring, BPF, ptrace, kernel
-//!   modules, clocks, …; see the `seccomp` module).
-//! - **rlimits** on every process: address space (`memory_bytes`), file size, CPU seconds,
-//!   and processes (`RLIMIT_NPROC`, per host uid: per sandbox as root).
-//!
-//! A part the machine cannot provide (not root, no cgroup controllers, no loop devices, no
-//! perl) is logged when the provider starts and reported by [`LocalProvider::containment`];
-//! the provider runs without it. Without cgroups (a non-root server with no delegated
-//! subtree) processes are limited per command, not per sandbox. The kernel is shared (no VM boundary): a kernel bug reachable
-//! through the calls the filter allows is reachable from a sandbox. With networking allowed,
-//! the sandbox shares the host's network namespace, loopback and abstract Unix sockets
-//! included.
+//! [`LocalLimits`] bounds each sandbox (cgroup: memory with swap off, processes, CPU, disk
+//! bandwidth; a preallocated ext4 image per sandbox; rlimits per process).
+//! [`LocalCapacity`] bounds what all sandboxes, and each project's, hold together: disk
+//! reserved (refused at create, before anything is made), memory and processes (parent
+//! cgroups), and live sandboxes per project; defaults are derived from the machine. A part
+//! the machine cannot provide is logged when the provider starts and reported by
+//! [`LocalProvider::containment`]. The kernel is shared (no VM boundary).
 //!
 //! # Threads
 //!
-//! A command holds a thread for as long as it runs (it forks the command's supervisor and
-//! waits for it; the supervisor's parent-death signal is tied to that thread). Commands get
-//! OS threads of their own, at most [`LocalConfig::exec_threads`] at once, never threads of
-//! tokio's blocking pool: the database layer (SQLite) and every other `spawn_blocking` share
-//! that pool, and slow commands on it would stall them all. An exec that finds every command
-//! thread busy waits for one at most [`LocalConfig::exec_queue_wait`] (and never past its
-//! call's deadline; the wait is not taken from the command's own timeout), then is refused
-//! with a retryable [`ProviderError::Unavailable`] (`Retry-After` 1 s). The short steps
-//! (reading a sandbox's metadata, file reads and writes, create and delete) stay on the
-//! blocking pool.
+//! A running command is watched by an OS thread of its own (its output pipes, its status
+//! pipe, its deadline and the caller's cancellation), at most [`LocalConfig::exec_threads`]
+//! at once, never threads of tokio's blocking pool (which the database layer shares); an
+//! exec that finds every thread busy waits at most [`LocalConfig::exec_queue_wait`], then is
+//! refused with a retryable [`ProviderError::Unavailable`].
 //!
-//! Deleting a sandbox kills its running commands and every process of its uid whose root is
-//! the sandbox's, and returns once they are gone: only then is its metadata removed, so its
-//! uid is never given to a new sandbox while an old process still holds it. Expiry (a
-//! create's `timeout`) is enforced when the sandbox is next named by a call: it then reads
-//! as `expired`, its files are removed, and exec and file calls answer `NotFound`.
+//! Deleting a sandbox stops its init and returns once every process of the sandbox is gone;
+//! only then is its metadata removed, so its ids are never given to a new sandbox while a
+//! process still holds them. Expiry (a create's `timeout`) is enforced when the sandbox is
+//! next named.
 //!
-//! On a system where the namespaces cannot be created (no user namespaces, a seccomp policy
-//! that forbids `unshare`, no util-linux, not Linux), [`LocalProvider::new`] still succeeds,
-//! [`LocalProvider::unavailable_reason`] says why, and every call answers
-//! [`ProviderError::Unavailable`] with that reason. The probe runs one real command at
-//! construction.
+//! On a system where sandboxes cannot run (no user namespaces, no init program, not Linux),
+//! [`LocalProvider::new`] still succeeds, [`LocalProvider::unavailable_reason`] says why,
+//! and every call answers [`ProviderError::Unavailable`]. The probe runs one real command
+//! at construction.
 //!
 //! # Use
+//!
+//! A program that builds the provider must let it start sandbox inits: call
+//! [`run_init_if_requested`] first thing in `main`, before any thread (or ship
+//! `corral-sandbox-init` beside it, or name a program in [`LocalConfig::init`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), corral_provider::ProviderError> {
@@ -147,33 +136,58 @@
 //! ```
 
 mod capabilities;
+mod capacity;
 mod cgroup;
+mod command;
 mod disk;
+mod dns;
 mod files;
-mod jail;
+mod images;
+mod init;
+mod inits;
+mod jobs;
+mod lock;
+mod network;
 mod pool;
 mod procs;
 mod running;
 mod seccomp;
 mod store;
+mod sys;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
+use corral_domain::{
+    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal,
+};
 use corral_provider::{
-    CallContext, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError, Result,
-    SandboxProvider,
+    CallContext, CommandEvents, CommandSpec, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
+    OutputOffsets, ProviderError, Result, SandboxProvider, Started,
 };
 
 pub use capabilities::{MAX_TIMEOUT_SECONDS, capabilities};
+pub use capacity::{CapacityLimits, DEFAULT_SANDBOXES_PER_PROJECT, LocalCapacity};
+pub use images::ImageSource;
+pub use init::{INIT_ARG, main as init_main, run_if_requested as run_init_if_requested};
+pub use inits::InitProgram;
+pub use network::{BLOCKED_RANGES, Ipv4Net, NetworkConfig};
 
-use jail::{Jail, Outcome, Run, WORKSPACE};
+use command::{Outcome, Run, RunError};
+use init::proto::{IdRange, NetworkSetup, ProcessLimits, Setup, SystemDir};
+use inits::{Init, Inits, RequestError};
 use running::Running;
 use store::{Metadata, Store};
+
+/// Home and default working directory inside a sandbox.
+const WORKSPACE: &str = "/workspace";
+/// `PATH` inside a sandbox.
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// Host ids each sandbox gets (server as root): inner ids 0 ..= 65 535, as a container has.
+const IDS_PER_SANDBOX: u32 = 65_536;
 
 /// Resource limits of every sandbox (cgroup, disk image) and of every process (rlimits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,6 +296,15 @@ pub struct Containment {
     pub io: std::result::Result<String, String>,
     /// Whether commands run under the seccomp filter, or why not.
     pub seccomp: std::result::Result<(), String>,
+    /// Whether sandboxes may have a guarded network, or why not.
+    pub network: std::result::Result<(), String>,
+    /// The configured images that can be used, or why one cannot.
+    pub images: std::result::Result<Vec<String>, Vec<String>>,
+    /// The caps on what sandboxes hold together.
+    pub capacity: LocalCapacity,
+    /// Whether the server-wide memory and process caps are on the sandboxes' cgroup
+    /// subtree, or why not (a delegated subtree's are its manager's to set).
+    pub server_cgroup_caps: std::result::Result<(), String>,
 }
 
 /// Default of [`LocalConfig::exec_threads`].
@@ -295,8 +318,12 @@ pub const DEFAULT_EXEC_QUEUE_WAIT: Duration = Duration::from_secs(5);
 pub struct LocalConfig {
     /// Where sandboxes live, e.g. `<data-dir>/sandboxes` (created if missing).
     pub root: PathBuf,
-    /// Whether commands share the host's network (default `false`: no network at all).
+    /// Whether commands share the host's network namespace (default `false`). Unguarded:
+    /// the host's loopback and every address the host reaches are reachable. Prefer
+    /// [`LocalConfig::network`].
     pub allow_network: bool,
+    /// Guarded networking, per sandbox (`None`, the default: no sandbox has a network).
+    pub network: Option<NetworkConfig>,
     /// Resource limits of every command.
     pub limits: LocalLimits,
     /// Where the sandboxes' cgroups go, as a path below the cgroup mount (the same in every
@@ -304,13 +331,24 @@ pub struct LocalConfig {
     /// `Delegate=yes`. `None`: `corral` at the mount's root, which needs root. A server that
     /// is not root limits each sandbox as a whole only with a subtree delegated to its uid.
     pub cgroup_parent: Option<PathBuf>,
-    /// Commands running at once, all sandboxes together: each runs on a thread of its own,
-    /// outside tokio's blocking pool (default [`DEFAULT_EXEC_THREADS`]; at least 1).
+    /// Commands running at once, all sandboxes together: each is watched by a thread of its
+    /// own, outside tokio's blocking pool (default [`DEFAULT_EXEC_THREADS`]; at least 1).
     pub exec_threads: usize,
     /// How long an exec waits for one of those threads before it is refused
     /// (`Unavailable`, retryable, `Retry-After` 1 s); never past the call's deadline
     /// (default [`DEFAULT_EXEC_QUEUE_WAIT`]).
     pub exec_queue_wait: Duration,
+    /// Images a create may name (`image`), by name: root filesystem directories or OCI image
+    /// layouts (unpacked once, at start). Empty (the default): `image` is not selectable,
+    /// and every sandbox sees the host's system directories.
+    pub images: BTreeMap<String, ImageSource>,
+    /// Caps on what all sandboxes together, and each project's together, hold (`None`:
+    /// [`LocalCapacity::for_this_machine`]).
+    pub capacity: Option<LocalCapacity>,
+    /// The program run as each sandbox's init (`None`: `corral-sandbox-init` beside this
+    /// executable if there is one, else this executable with [`INIT_ARG`], which works when
+    /// its `main` calls [`run_init_if_requested`] first).
+    pub init: Option<InitProgram>,
 }
 
 impl LocalConfig {
@@ -319,56 +357,356 @@ impl LocalConfig {
         Self {
             root: root.into(),
             allow_network: false,
+            network: None,
             limits: LocalLimits::default(),
             cgroup_parent: None,
             exec_threads: DEFAULT_EXEC_THREADS,
             exec_queue_wait: DEFAULT_EXEC_QUEUE_WAIT,
+            images: BTreeMap::new(),
+            capacity: None,
+            init: None,
         }
     }
+}
+
+/// What one create asks of `local` beyond the port's [`CreateSpec`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalCreate {
+    /// The project the sandbox counts against (its per-project caps); `None`: no project.
+    pub project: Option<String>,
+    /// A network of its own (guarded; needs [`LocalConfig::network`]).
+    pub network: bool,
 }
 
 /// The `local` provider. Cheap to share: hold it in an `Arc`.
 pub struct LocalProvider {
     caps: ProviderCapabilities,
-    store: Store,
-    jail: Result<Arc<Jail>, String>,
+    shared: Arc<Shared>,
+    /// Why no sandbox can run here, if none can.
+    unavailable: Option<String>,
     running: Arc<Running>,
-    /// The threads commands run on.
+    /// The threads commands are watched from.
     pool: pool::ExecPool,
     exec_queue_wait: Duration,
+    containment: Containment,
+}
+
+/// What command threads and blocking tasks share.
+struct Shared {
+    store: Store,
+    capacity: LocalCapacity,
+    images: images::Images,
     cgroups: Option<cgroup::Cgroups>,
     disks: Option<disk::Disks>,
-    containment: Containment,
+    inits: Inits,
+    program: InitProgram,
+    template: Template,
+    as_root: bool,
+}
+
+/// What every sandbox's setup has in common.
+#[derive(Debug, Clone)]
+struct Template {
+    system_dirs: Vec<SystemDir>,
+    masks: Vec<PathBuf>,
+    limits: ProcessLimits,
+    cpu_seconds: u64,
+    seccomp: Option<Vec<u8>>,
+    host_network: bool,
+    network: Option<NetworkConfig>,
+    /// The resolver configuration of sandboxes with a guarded network.
+    resolv_conf: Option<PathBuf>,
+}
+
+impl Template {
+    fn setup(
+        &self,
+        fs_root: &Path,
+        ids: Option<IdRange>,
+        network: bool,
+        image: Option<init::proto::ImageLayers>,
+        control: Option<PathBuf>,
+    ) -> Setup {
+        let host = image.is_none();
+        let network = match (&self.network, network) {
+            _ if self.host_network => NetworkSetup::Host,
+            (Some(config), true) => NetworkSetup::Guarded(Box::new(config.setup())),
+            _ => NetworkSetup::None,
+        };
+        Setup {
+            fs_root: fs_root.to_owned(),
+            image,
+            system_dirs: if host {
+                self.system_dirs.clone()
+            } else {
+                Vec::new()
+            },
+            masks: if host { self.masks.clone() } else { Vec::new() },
+            ids,
+            resolv_conf: match &network {
+                NetworkSetup::Guarded(_) => self.resolv_conf.clone(),
+                _ => None,
+            },
+            network,
+            limits: self.limits,
+            seccomp: self.seccomp.clone(),
+            hostname: "corral".into(),
+            env: [
+                ("HOME", WORKSPACE),
+                ("PATH", PATH),
+                ("USER", "root"),
+                ("LANG", "C.UTF-8"),
+            ]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+            instance: ulid::Ulid::generate().to_string().to_ascii_lowercase(),
+            control,
+        }
+    }
+}
+
+impl Shared {
+    /// The metadata and status of sandbox `id` (a checked native id); expiry is enforced
+    /// here. Blocking.
+    fn observe(&self, id: &str) -> Result<(Metadata, SandboxStatus)> {
+        let store = &self.store;
+        let meta = store
+            .load(id)
+            .map_err(|e| unavailable(format!("cannot read sandbox {id}: {e}")))?
+            .ok_or_else(|| not_found(id))?;
+        if meta.expired_at(store::now_unix()) {
+            // Best effort: a failure leaves files that the next call removes.
+            self.stop_init(id);
+            if end_processes(self.cgroups.as_ref(), store, id, &meta).is_ok() {
+                let _ = store.reclaim_files(id);
+            }
+            return Ok((meta, SandboxStatus::Expired));
+        }
+        // After a reboot the sandbox's filesystem must be mounted again before its root
+        // is used: otherwise commands would write to the bare mount point, unlimited.
+        disk::ensure_mounted(&store.dir(id), &store.fs_root(id)).map_err(|e| {
+            unavailable(format!("cannot mount the filesystem of sandbox {id}: {e}"))
+        })?;
+        Ok((meta, SandboxStatus::Running))
+    }
+
+    /// The metadata of sandbox `id` if it exists and has not expired, or `NotFound`.
+    fn live(&self, id: &str) -> Result<Metadata> {
+        match self.observe(id)? {
+            (_, SandboxStatus::Expired) => Err(ProviderError::NotFound {
+                provider: Provider::Local,
+                resource: format!("sandbox {id} (it has expired)"),
+            }),
+            (meta, _) => Ok(meta),
+        }
+    }
+
+    /// The running init of sandbox `id`, if it has one: this provider's, or one found
+    /// through its control socket (started by an earlier run of the server, or by another
+    /// server sharing the root). Never starts one.
+    fn existing_init(&self, id: &str) -> Option<Arc<Init>> {
+        let control = self.store.control_socket(id);
+        self.inits.existing(id, || Init::connect(&control))
+    }
+
+    /// Stops sandbox `id`'s init, whoever started it, and waits until it is gone.
+    fn stop_init(&self, id: &str) {
+        self.existing_init(id);
+        self.inits.stop(id);
+    }
+
+    /// The running init of sandbox `id`, found through its control socket or else started:
+    /// under the sandbox's setup lock, with its filesystem mounted and its cgroup made.
+    fn init(&self, id: &str, meta: &Metadata) -> std::result::Result<Arc<Init>, String> {
+        self.inits.get(id, || {
+            let fs_root = self.store.fs_root(id);
+            let _setup = lock::FileLock::exclusive(&lock::setup_lock_path(&fs_root))
+                .map_err(|e| format!("cannot lock the sandbox's setup: {e}"))?;
+            let control = self.store.control_socket(id);
+            if let Some(running) = Init::connect(&control) {
+                return Ok(running);
+            }
+            // A command never starts on the bare mount point of an unmounted image.
+            disk::ensure_mounted(&self.store.dir(id), &fs_root)
+                .map_err(|e| format!("cannot mount the sandbox's filesystem: {e}"))?;
+            let group = self
+                .cgroups
+                .as_ref()
+                .map(|c| c.prepare(id, meta.project.as_deref(), disk::block_device(&fs_root)))
+                .transpose()
+                .map_err(|e| format!("cannot set up the sandbox's cgroup: {e}"))?;
+            let ids = self.ids(meta)?;
+            let layers = meta
+                .image_root
+                .as_ref()
+                .map(|lower| self.store.layers(id, lower));
+            if let Some(layers) = &layers
+                && !layers.lower.is_dir()
+            {
+                return Err(format!(
+                    "the sandbox's image ({}) is gone from {}",
+                    meta.image.as_deref().unwrap_or("?"),
+                    layers.lower.display()
+                ));
+            }
+            let setup = self
+                .template
+                .setup(&fs_root, ids, meta.network, layers, Some(control));
+            Init::start(&self.program, &setup, group.as_ref())
+        })
+    }
+
+    /// Starts durable command `spec` in sandbox `id` (see `jobs`); its handle, the command
+    /// id. A command id that was started before starts nothing and answers the same handle.
+    /// Blocking: on a command thread.
+    fn start_command(&self, id: &str, spec: &CommandSpec) -> Result<String> {
+        let meta = self.live(id)?;
+        let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
+        let root = self.files_root(id, &meta)?;
+        files::check_cwd(&root, &cwd).map_err(invalid)?;
+        drop(root);
+        let handle = spec.command_id.to_string();
+        let commands = self.store.commands_dir(id);
+        let Some(claimed) = jobs::claim(&commands, &spec.command_id, spec.stdin)? else {
+            return Ok(handle);
+        };
+        // Corral's own deadline comes first; the init's is a backstop a minute later, and
+        // never past the sandbox's lifetime.
+        let mut kill_after = spec.timeout.saturating_add(COMMAND_BACKSTOP);
+        if let Some(end) = meta.expires_at_unix {
+            let left = (std::time::UNIX_EPOCH + Duration::from_secs(end))
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            kill_after = kill_after.min(left);
+        }
+        let start = jobs::start_request(spec, &cwd, self.template.cpu_seconds, kill_after);
+        let failed = |e: String| unavailable(format!("the sandbox could not run the command: {e}"));
+        // An init found gone before it took the request is replaced once: nothing started.
+        let mut retried = false;
+        loop {
+            let init = match self.init(id, &meta) {
+                Ok(init) => init,
+                Err(e) => {
+                    claimed.abandon();
+                    return Err(failed(e));
+                }
+            };
+            let record = jobs::JobRecord {
+                job: start.job,
+                instance: init.instance().to_owned(),
+                stdin: spec.stdin,
+            };
+            if let Err(e) = claimed.record(&record) {
+                claimed.abandon();
+                return Err(e.into());
+            }
+            match init.start_job(&start, &claimed.descriptors()) {
+                Ok(()) => return Ok(handle),
+                Err(RequestError::Gone(_)) if !retried => {
+                    self.inits.discard(id, &init, false);
+                    claimed.reset();
+                    retried = true;
+                }
+                Err(RequestError::Gone(why) | RequestError::Refused(why)) => {
+                    claimed.abandon();
+                    return Err(failed(why));
+                }
+                // Sent, and not answered: whether it runs is the init's to say, and the
+                // directory stays for a reader to learn it (a lost command, at worst).
+                Err(RequestError::Unanswered(why)) => {
+                    self.inits.discard(id, &init, true);
+                    return Err(failed(why));
+                }
+            }
+        }
+    }
+
+    /// Whether the durable command recorded as `record` still runs in sandbox `id`: its
+    /// init is alive and runs it. Blocking.
+    fn still_running(&self, id: &str, record: &jobs::JobRecord) -> bool {
+        match self.existing_init(id) {
+            Some(init) if init.instance() == record.instance => init
+                .is_running(record.job)
+                .unwrap_or_else(|_| init.is_alive()),
+            _ => false,
+        }
+    }
+
+    /// The init that runs the durable command recorded as `record` in sandbox `id`, if it
+    /// still runs. Blocking.
+    fn init_of(&self, id: &str, record: &jobs::JobRecord) -> Option<Arc<Init>> {
+        self.existing_init(id)
+            .filter(|init| init.instance() == record.instance)
+    }
+
+    /// The root file calls resolve beneath: the sandbox's directory, or (an image's
+    /// layers exist only in its init's mount namespace) the root its init sees.
+    fn files_root(&self, id: &str, meta: &Metadata) -> Result<files::Root> {
+        if meta.image_root.is_none() {
+            return Ok(files::Root::Host(self.store.fs_root(id)));
+        }
+        let init = self
+            .init(id, meta)
+            .map_err(|e| unavailable(format!("sandbox {id}: {e}")))?;
+        let root = init
+            .root()
+            .map_err(|e| unavailable(format!("cannot reach the root of sandbox {id}: {e}")))?;
+        Ok(files::Root::Init(root))
+    }
+
+    /// The sandbox's host ids.
+    fn ids(&self, meta: &Metadata) -> std::result::Result<Option<IdRange>, String> {
+        match (self.as_root, meta.uid) {
+            (true, Some(first)) => Ok(Some(IdRange {
+                first,
+                count: meta.uid_count.unwrap_or(1),
+            })),
+            (true, None) => {
+                Err("a sandbox without ids of its own cannot run under a root server".into())
+            }
+            (false, _) => Ok(None),
+        }
+    }
 }
 
 impl std::fmt::Debug for LocalProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalProvider")
-            .field("store", &self.store)
+            .field("store", &self.shared.store)
             .field("unavailable_reason", &self.unavailable_reason())
             .finish_non_exhaustive()
     }
 }
 
 impl Drop for LocalProvider {
-    /// Unmounts the filesystems of this root's sandboxes (each under its setup lock, so no
-    /// command of another process sharing the root is being set up on it) and removes their
-    /// empty cgroups: neither is state, both are made again when a sandbox is next used, and
-    /// a test or a server that goes away leaves no loop device holding a deleted image.
+    /// Lets go of every sandbox's init (each ends, unless a durable command or another
+    /// server sharing the root still holds it), then unmounts the filesystems of this root's
+    /// sandboxes that no init uses any more (each under its setup lock, so no init of
+    /// another process sharing the root is being set up on it) and removes their empty
+    /// cgroups: none of it is state, all of it is made again when a sandbox is next used,
+    /// and a test or a server that goes away leaves no process but running durable
+    /// commands' (which the next server finds), and no loop device holding a deleted image.
     fn drop(&mut self) {
-        let Ok(sandboxes) = self.store.list() else {
+        self.shared.inits.release_all();
+        let Ok(sandboxes) = self.shared.store.list() else {
             return;
         };
         for meta in sandboxes {
-            let fs_root = self.store.fs_root(&meta.native_id);
-            let _setup = store::FileLock::exclusive(&store::setup_lock_path(&fs_root));
+            let fs_root = self.shared.store.fs_root(&meta.native_id);
+            let _setup = lock::FileLock::exclusive(&lock::setup_lock_path(&fs_root));
+            // An init that goes on keeps its mounts: the image stays mounted here too, so
+            // the next server never mounts it a second time beside the init's.
+            if inits::is_listening(&self.shared.store.control_socket(&meta.native_id)) {
+                continue;
+            }
             // The image itself may already be gone (a test's temporary directory being
             // removed): the mount is what matters.
             if disk::is_mount_point(&fs_root) {
                 let _ = disk::unmount(&fs_root);
             }
-            if let Some(cgroups) = &self.cgroups {
-                cgroups.remove_if_empty(&meta.native_id);
+            if let Some(cgroups) = &self.shared.cgroups {
+                cgroups.remove_if_empty(&meta.native_id, meta.project.as_deref());
             }
         }
     }
@@ -402,10 +740,27 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
         .map_err(|e| unavailable(format!("a local worker failed: {e}")))
 }
 
+/// The host directories every sandbox (without an image) sees read-only: `/usr`, `/etc`,
+/// and `/bin`, `/sbin`, `/lib*` (symlinks into `/usr` on merged-/usr systems, resolved here:
+/// each is a read-only mount of its own inside, which a command cannot remove or replace).
+fn system_dirs() -> Vec<SystemDir> {
+    ["usr", "etc", "bin", "sbin", "lib", "lib32", "lib64"]
+        .into_iter()
+        .filter_map(|name| {
+            let source = std::fs::canonicalize(Path::new("/").join(name)).ok()?;
+            source.is_dir().then(|| SystemDir {
+                name: name.to_owned(),
+                source,
+            })
+        })
+        .collect()
+}
+
 impl LocalProvider {
     /// The provider over `config.root`, which is created if missing (an error if it cannot
-    /// be). Whether namespaces work is probed once, here, by running `true` in a sandbox; if
-    /// they do not, the provider is still returned and reports itself unavailable.
+    /// be). Whether sandboxes can run here is probed once, here, by starting a sandbox init
+    /// and running `true` in it; if they cannot, the provider is still returned and reports
+    /// itself unavailable.
     pub fn new(config: LocalConfig) -> Result<Self> {
         let store = Store::open(&config.root).map_err(|e| {
             unavailable(format!(
@@ -415,19 +770,72 @@ impl LocalProvider {
         })?;
         store.empty_trash();
         store.remove_unfinished();
-        let mut seccomp = seccomp_filter();
-        let mut jail = probe(&store, &config, seccomp.as_ref().ok().cloned());
+        let as_root = rustix::process::geteuid().is_root();
+        let program = match config.init.clone() {
+            Some(p) => Ok(p),
+            None => InitProgram::beside_current_exe()
+                .map_err(|e| format!("cannot find this executable: {e}")),
+        };
+        let network_check = match &config.network {
+            Some(net) => net.check(),
+            None => Err("not configured (LocalConfig::network)".into()),
+        };
+        let l = &config.limits;
+        let mut template = Template {
+            system_dirs: system_dirs(),
+            masks: unreadable_under("/etc"),
+            limits: ProcessLimits {
+                processes: l.max_processes,
+                address_space: l.memory_bytes,
+                file_size: l.file_size_bytes,
+            },
+            cpu_seconds: l.cpu_seconds,
+            seccomp: None,
+            host_network: config.allow_network,
+            network: config.network.clone().filter(|_| network_check.is_ok()),
+            resolv_conf: None,
+        };
+        if template.network.is_some() {
+            template.resolv_conf = network::write_resolv_conf(&config.root)
+                .map_err(|e| tracing::warn!(reason = %e, "local sandboxes get no resolver"))
+                .ok();
+        }
+        let mut seccomp = seccomp::program();
+        template.seccomp = seccomp.as_ref().ok().cloned();
+        let mut ready = program
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|p| probe(&store, p, &template, as_root));
         // A filter this kernel refuses must not make the provider unusable: run without it,
         // and say so.
-        if let (Err(why), Ok(_)) = (&jail, &seccomp)
-            && let Ok(plain) = probe(&store, &config, None)
-        {
-            seccomp = Err(format!("the filter cannot be loaded here: {why}"));
-            jail = Ok(plain);
+        if let (Err(why), Ok(_), Ok(p)) = (&ready, &seccomp, &program) {
+            let mut plain = template.clone();
+            plain.seccomp = None;
+            if probe(&store, p, &plain, as_root).is_ok() {
+                seccomp = Err(format!("the filter cannot be loaded here: {why}"));
+                template = plain;
+                ready = Ok(());
+            }
         }
-        let cgroups = cgroup::Cgroups::detect(&config.limits, config.cgroup_parent.as_deref());
+        let images = images::Images::prepare(&config.images, &config.root);
+        let capacity = config
+            .capacity
+            .unwrap_or_else(|| LocalCapacity::for_this_machine(&config.root));
+        let cgroups =
+            cgroup::Cgroups::detect(&config.limits, config.cgroup_parent.as_deref()).map(|c| {
+                c.with_project_caps(
+                    capacity.per_project.memory_bytes,
+                    capacity.per_project.processes,
+                )
+            });
+        let server_cgroup_caps = match &cgroups {
+            Ok(c) => c
+                .cap_subtree(capacity.server.memory_bytes, capacity.server.processes)
+                .map_err(|e| e.to_string()),
+            Err(why) => Err(format!("no cgroups: {why}")),
+        };
         let disks = match config.limits.disk_bytes {
-            Some(size) => disk::Disks::detect(size, config.limits.disk_reserve_bytes),
+            Some(size) => disk::Disks::detect(size, config.limits.disk_reserve_bytes, &config.root),
             None => Err("no disk quota is configured (LocalLimits::disk_bytes)".into()),
         };
         let containment = Containment {
@@ -438,8 +846,16 @@ impl LocalProvider {
             disk_quota: disks.as_ref().map(disk::Disks::size).map_err(Clone::clone),
             io: io_containment(cgroups.as_ref(), disks.as_ref(), &config.limits.io),
             seccomp: seccomp.as_ref().map(drop).map_err(Clone::clone),
+            network: network_check,
+            images: if images.problems().is_empty() {
+                Ok(images.names())
+            } else {
+                Err(images.problems())
+            },
+            capacity,
+            server_cgroup_caps,
         };
-        if jail.is_ok() {
+        if ready.is_ok() {
             if let Err(why) = &containment.cgroups {
                 tracing::warn!(reason = %why, "local sandboxes run without cgroups: memory, processes and CPU are limited per process only");
             }
@@ -452,16 +868,33 @@ impl LocalProvider {
             if let Err(why) = &containment.seccomp {
                 tracing::warn!(reason = %why, "local sandboxes run without a seccomp filter");
             }
+            if let Err(why) = &containment.server_cgroup_caps {
+                tracing::warn!(reason = %why, "the server-wide memory and process caps of local sandboxes are not set here");
+            }
+            if let (Some(_), Err(why)) = (&config.network, &containment.network) {
+                tracing::warn!(reason = %why, "local sandboxes cannot have a network");
+            }
         }
-        Ok(Self {
-            caps: capabilities::capabilities(),
+        let mut caps = capabilities::with_images(images.any());
+        caps.images = images.names();
+        let shared = Shared {
             store,
-            jail: jail.map(Arc::new),
+            capacity,
+            images,
+            cgroups: cgroups.ok(),
+            disks: disks.ok(),
+            inits: Inits::default(),
+            program: program.unwrap_or_else(|_| InitProgram::dedicated("/nonexistent")),
+            template,
+            as_root,
+        };
+        Ok(Self {
+            caps,
+            shared: Arc::new(shared),
+            unavailable: ready.err(),
             running: Arc::new(Running::default()),
             pool: pool::ExecPool::new(config.exec_threads),
             exec_queue_wait: config.exec_queue_wait,
-            cgroups: cgroups.ok(),
-            disks: disks.ok(),
             containment,
         })
     }
@@ -471,13 +904,54 @@ impl LocalProvider {
         &self.containment
     }
 
-    /// Why the provider cannot run sandboxes on this machine, if it cannot.
-    pub fn unavailable_reason(&self) -> Option<String> {
-        self.jail.as_ref().err().cloned()
+    /// The names of the images a create may name, every configured one (the catalog's
+    /// `imageMode` is `template` when there are any).
+    pub fn image_names(&self) -> Vec<String> {
+        self.shared.images.names()
     }
 
-    fn jail(&self) -> Result<Arc<Jail>> {
-        self.jail.clone().map_err(unavailable)
+    /// The caps in force on what sandboxes hold together.
+    pub fn capacity(&self) -> &LocalCapacity {
+        &self.containment.capacity
+    }
+
+    /// Why the provider cannot run sandboxes on this machine, if it cannot.
+    pub fn unavailable_reason(&self) -> Option<String> {
+        self.unavailable.clone()
+    }
+
+    fn ready(&self) -> Result<()> {
+        match &self.unavailable {
+            Some(why) => Err(unavailable(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// A thread of the command pool, waited for at most `exec_queue_wait` and never past
+    /// the call's deadline.
+    async fn command_thread(&self, ctx: &CallContext) -> Result<pool::Reserved> {
+        let wait = ctx.bounded(self.exec_queue_wait);
+        self.pool.reserve(wait).await.map_err(|busy| {
+            ProviderError::Unavailable {
+                provider: Provider::Local,
+                message: format!(
+                    "all {} threads that run local commands are busy (waited {} ms for one); retry after Retry-After",
+                    busy.size,
+                    busy.waited.as_millis()
+                ),
+                retry_after: Some(Duration::from_secs(1)),
+            }
+        })
+    }
+
+    /// The directory of command `handle` of sandbox `native_id` (both checked before they
+    /// become paths), once the sandbox is known to exist and not to have expired.
+    async fn command_dir(&self, native_id: &str, handle: &str) -> Result<PathBuf> {
+        self.live(native_id).await?;
+        Ok(jobs::dir(
+            &self.shared.store.commands_dir(native_id),
+            handle,
+        )?)
     }
 
     /// The metadata of a sandbox that exists and has not expired, or `NotFound`.
@@ -494,33 +968,119 @@ impl LocalProvider {
 
     /// The metadata and status of a sandbox; expiry is enforced here.
     async fn observe(&self, native_id: &str) -> Result<(Metadata, SandboxStatus)> {
-        self.jail()?;
+        self.ready()?;
         if !store::is_native_id(native_id) {
             return Err(not_found(native_id));
         }
-        let store = self.store.clone();
-        let cgroups = self.cgroups.clone();
+        let shared = self.shared.clone();
         let id = native_id.to_owned();
-        blocking(move || {
-            let meta = store
-                .load(&id)
-                .map_err(|e| unavailable(format!("cannot read sandbox {id}: {e}")))?
-                .ok_or_else(|| not_found(&id))?;
-            if meta.expired_at(store::now_unix()) {
-                // Best effort: a failure leaves files that the next call removes.
-                if end_processes(cgroups.as_ref(), &store, &id, meta.uid).is_ok() {
-                    let _ = store.reclaim_files(&id);
+        blocking(move || shared.observe(&id)).await?
+    }
+
+    /// [`SandboxProvider::create`] with what the port does not carry yet: the project the
+    /// sandbox counts against, and whether it gets a network.
+    pub async fn create_with(
+        &self,
+        _ctx: &CallContext,
+        spec: &CreateSpec,
+        local: &LocalCreate,
+    ) -> Result<ObservedSandbox> {
+        self.ready()?;
+        if let Some(t) = spec.timeout_seconds
+            && !(1..=MAX_TIMEOUT_SECONDS).contains(&t)
+        {
+            return Err(invalid(format!(
+                "timeout {t} is outside 1..={MAX_TIMEOUT_SECONDS} seconds"
+            )));
+        }
+        let image = match spec.request.image() {
+            None => None,
+            Some(name) => match self.shared.images.get(name) {
+                None if !self.shared.images.any() => {
+                    return Err(invalid(
+                        "`image` is not selectable on this server's local provider (no images are configured)",
+                    ));
                 }
-                return Ok((meta, SandboxStatus::Expired));
+                None => {
+                    return Err(invalid(format!(
+                        "no local image is named `{name}` (configured: {})",
+                        self.shared.images.names().join(", ")
+                    )));
+                }
+                Some(Err(why)) => return Err(unavailable(why.clone())),
+                Some(Ok(image)) => Some((name.to_owned(), image.rootfs.clone())),
+            },
+        };
+        if local.network && self.shared.template.network.is_none() {
+            let why = self
+                .containment
+                .network
+                .as_ref()
+                .err()
+                .cloned()
+                .unwrap_or_default();
+            return Err(invalid(format!(
+                "this server gives local sandboxes no network ({why})"
+            )));
+        }
+        let now = store::now_unix();
+        let record = Metadata {
+            native_id: store::new_native_id(),
+            operation_id: spec.operation_id.to_string(),
+            created_at_unix: now,
+            timeout_seconds: spec.timeout_seconds,
+            expires_at_unix: spec.timeout_seconds.map(|t| now.saturating_add(t)),
+            uid: None,
+            uid_count: None,
+            project: local.project.clone(),
+            network: local.network,
+            image: image.as_ref().map(|(name, _)| name.clone()),
+            image_root: image.map(|(_, root)| root),
+            disk_bytes: None,
+        };
+        let shared = self.shared.clone();
+        let meta = blocking(move || {
+            let mut record = record;
+            let store = &shared.store;
+            // One create at a time across every process sharing the root, so no two sandboxes
+            // ever pick the same ids.
+            let _one_at_a_time = store
+                .lock_creates()
+                .map_err(|e| unavailable(format!("cannot lock the sandboxes root: {e}")))?;
+            // Nothing is made for a create the volume or a cap has no room for.
+            if let Some(disks) = &shared.disks {
+                disks.check_space(&store.root()).map_err(|e| {
+                    unavailable(format!("cannot create the sandbox directory: {e}"))
+                })?;
             }
-            // After a reboot the sandbox's filesystem must be mounted again before its root
-            // is used: otherwise commands would write to the bare mount point, unlimited.
-            disk::ensure_mounted(&store.dir(&id), &store.fs_root(&id)).map_err(|e| {
-                unavailable(format!("cannot mount the filesystem of sandbox {id}: {e}"))
+            let disk = shared.disks.as_ref().map_or(0, disk::Disks::size);
+            let held = store
+                .held()
+                .map_err(|e| unavailable(format!("cannot count the sandboxes: {e}")))?;
+            capacity::admit(&shared.capacity, &held, record.project.as_deref(), disk).map_err(
+                |refused| ProviderError::CapacityExceeded {
+                    provider: Provider::Local,
+                    message: refused.0,
+                },
+            )?;
+            record.disk_bytes = (disk > 0).then_some(disk);
+            if shared.as_root {
+                record.uid = Some(
+                    store
+                        .free_ids(IDS_PER_SANDBOX)
+                        .map_err(|e| unavailable(format!("cannot pick sandbox ids: {e}")))?,
+                );
+                record.uid_count = Some(IDS_PER_SANDBOX);
+            }
+            store.create(&record, shared.disks.as_ref()).map_err(|e| {
+                // Without its metadata the directory is not a sandbox; clean it up.
+                let _ = store.delete(&record.native_id);
+                unavailable(format!("cannot create the sandbox directory: {e}"))
             })?;
-            Ok((meta, SandboxStatus::Running))
+            Ok::<_, ProviderError>(record)
         })
-        .await?
+        .await??;
+        Ok(observed(&meta, SandboxStatus::Running))
     }
 }
 
@@ -532,8 +1092,12 @@ fn observed(meta: &Metadata, status: SandboxStatus) -> ObservedSandbox {
     }
 }
 
+/// How long after its own deadline a durable command is killed by its init, should Corral
+/// not have killed it (a backstop).
+const COMMAND_BACKSTOP: Duration = Duration::from_secs(60);
+
 /// How long a delete waits for a sandbox's processes to be gone before it gives up (and the
-/// sandbox, with its uid, stays until a retry).
+/// sandbox, with its ids, stays until a retry).
 const KILL_PATIENCE: Duration = Duration::from_secs(10);
 
 /// How disk bandwidth is limited: on each sandbox's own loop device, through its cgroup.
@@ -552,83 +1116,87 @@ fn io_containment(
     })
 }
 
-/// Kills every process of sandbox `id` (its cgroup, and every process of its host uid whose
-/// root is the sandbox's) and waits until they are gone; removes its cgroup. The sandbox's
-/// metadata, and with it its uid, is removed only after this succeeds; and no uid that any
-/// process holds is given to a new sandbox (`Store::free_uid`).
+/// Kills every process of sandbox `id` (its cgroup, and every process of its host ids
+/// whose root is the sandbox's) and waits until they are gone; removes its cgroup. The
+/// sandbox's metadata, and with it its ids, is removed only after this succeeds; and no id
+/// that any process holds is given to a new sandbox (`Store::free_ids`).
 fn end_processes(
     cgroups: Option<&cgroup::Cgroups>,
     store: &Store,
     id: &str,
-    uid: Option<u32>,
+    meta: &Metadata,
 ) -> std::result::Result<(), String> {
     if let Some(cgroups) = cgroups {
         cgroups
-            .remove(id, KILL_PATIENCE)
+            .remove(id, meta.project.as_deref(), KILL_PATIENCE)
             .map_err(|e| e.to_string())?;
     }
-    if let Some(uid) = uid {
-        procs::kill_sandbox(uid, &store.fs_root(id), KILL_PATIENCE).map_err(|left| {
-            format!("processes {left:?} of uid {uid} are still there after {KILL_PATIENCE:?}")
+    if let Some(uid) = meta.uid {
+        let ids = uid..uid.saturating_add(meta.uid_count.unwrap_or(1));
+        procs::kill_sandbox(&ids, &store.fs_root(id), KILL_PATIENCE).map_err(|left| {
+            format!("processes {left:?} of ids {ids:?} are still there after {KILL_PATIENCE:?}")
         })?;
     }
     Ok(())
 }
 
-/// The seccomp filter (hex), or why commands run without one.
-fn seccomp_filter() -> std::result::Result<String, String> {
-    if !std::path::Path::new(seccomp::PERL).exists() {
-        return Err(format!(
-            "{} (perl-base), which loads the filter, is missing",
-            seccomp::PERL
-        ));
-    }
-    seccomp::program().map(|p| seccomp::hex(&p))
-}
-
-/// Builds the jail and runs `true` in it once: namespaces either work here or they do not.
-/// A seccomp filter that cannot be loaded here makes the jail unusable too.
+/// Starts an init over a scratch root and runs `true` in it once: sandboxes either work
+/// here or they do not. A seccomp filter that cannot be loaded here fails it too.
 fn probe(
     store: &Store,
-    config: &LocalConfig,
-    seccomp: Option<String>,
-) -> std::result::Result<Jail, String> {
-    let why = |e: String| format!("Linux namespaces are not usable on this machine: {e}");
+    program: &InitProgram,
+    template: &Template,
+    as_root: bool,
+) -> std::result::Result<(), String> {
+    let why = |e: String| format!("sandboxes cannot run on this machine: {e}");
     if !cfg!(target_os = "linux") {
         return Err(why("not Linux".into()));
     }
-    let jail = Jail::new(config.allow_network, &config.limits, seccomp).map_err(why)?;
-    let uid = jail.per_sandbox_uid().then_some(store::PROBE_UID);
+    let ids = as_root.then_some(IdRange {
+        first: store::PROBE_UID,
+        count: IDS_PER_SANDBOX,
+    });
     let root = store
-        .probe_root(uid)
+        .probe_root(ids.map(|r| r.first))
         .map_err(|e| why(format!("cannot prepare the probe sandbox: {e}")))?;
-    let env = BTreeMap::new();
-    let run = Run {
-        command: "true",
-        cwd: WORKSPACE,
-        env: &env,
-        timeout: Duration::from_secs(20),
-        max_output_bytes: 4096,
-    };
-    let outcome = jail.run(&root, uid, &run, None, None);
+    let result = (|| {
+        let control = root.with_file_name(store::CONTROL);
+        let setup = template.setup(&root, ids, false, None, Some(control));
+        let init = Init::start(program, &setup, None)?;
+        let env = BTreeMap::new();
+        let run = Run {
+            command: "true",
+            cwd: WORKSPACE,
+            env: &env,
+            timeout: Duration::from_secs(20),
+            max_output_bytes: 4096,
+            cpu_seconds: 10,
+        };
+        match command::run(&init, &run, None) {
+            Ok(Outcome::Finished(out)) if out.exit_code == 0 => Ok(()),
+            Ok(Outcome::Finished(out)) => Err(format!(
+                "the probe command exited with {}: {}",
+                out.exit_code,
+                corral_provider::excerpt(&String::from_utf8_lossy(&out.stderr), 300)
+            )),
+            Ok(_) => Err("the probe command did not finish in 20 s".into()),
+            Err(RunError::InitGone { why: e, .. } | RunError::Failed(e)) => Err(e),
+        }
+    })();
     store.remove_probe(&root);
-    match outcome {
-        Ok(Outcome::Finished(out)) if out.exit_code == 0 => Ok(jail),
-        Ok(Outcome::Finished(out)) => Err(why(format!(
-            "the probe command exited with {}: {}",
-            out.exit_code,
-            corral_provider::excerpt(&String::from_utf8_lossy(&out.stderr), 300)
-        ))),
-        Ok(_) => Err(why("the probe command did not finish in 20 s".into())),
-        Err(e) => Err(why(corral_provider::excerpt(&e, 300))),
-    }
+    result.map_err(|e| why(corral_provider::excerpt(&e, 300)))
 }
 
 fn check_exec(spec: &ExecSpec) -> Result<()> {
-    if spec.command.contains('\0') {
+    check_command(&spec.command, &spec.env)
+}
+
+/// A command and environment `/bin/sh -c` can be given.
+fn check_command(command: &str, env: &BTreeMap<String, String>) -> Result<()> {
+    if command.contains('\0') {
         return Err(invalid("the command contains a NUL byte"));
     }
-    for (k, v) in &spec.env {
+    for (k, v) in env {
         let shell_name = k
             .bytes()
             .next()
@@ -646,6 +1214,44 @@ fn check_exec(spec: &ExecSpec) -> Result<()> {
     Ok(())
 }
 
+/// Files and directories under `dir` (recursively) that other users may not read but the
+/// server's uid or gid may: secrets such as `/etc/shadow` or private keys. When the server is
+/// not root, a sandbox runs as the server's uid and could read them through the read-only
+/// bind of `/etc`; they are masked (in every mode, so sandboxes look the same). Those of
+/// other owners stay unreadable inside anyway: the sandbox holds no capability over ids it
+/// does not map.
+fn unreadable_under(dir: &str) -> Vec<PathBuf> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::from(dir)];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            let ours = meta.uid() == uid || meta.gid() == gid;
+            if meta.is_dir() {
+                if mode & 0o005 != 0o005 {
+                    if ours {
+                        out.push(entry.path());
+                    }
+                } else {
+                    stack.push(entry.path());
+                }
+            } else if meta.is_file() && mode & 0o004 == 0 && ours {
+                out.push(entry.path());
+            }
+        }
+    }
+    out
+}
+
 #[async_trait]
 impl SandboxProvider for LocalProvider {
     fn provider(&self) -> Provider {
@@ -656,50 +1262,18 @@ impl SandboxProvider for LocalProvider {
         &self.caps
     }
 
-    async fn create(&self, _ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
-        self.jail()?;
-        if let Some(t) = spec.timeout_seconds
-            && !(1..=MAX_TIMEOUT_SECONDS).contains(&t)
-        {
-            return Err(invalid(format!(
-                "timeout {t} is outside 1..={MAX_TIMEOUT_SECONDS} seconds"
-            )));
-        }
-        let per_sandbox_uid = self.jail()?.per_sandbox_uid();
-        let now = store::now_unix();
-        let mut meta = Metadata {
-            native_id: store::new_native_id(),
-            operation_id: spec.operation_id.to_string(),
-            created_at_unix: now,
-            timeout_seconds: spec.timeout_seconds,
-            expires_at_unix: spec.timeout_seconds.map(|t| now.saturating_add(t)),
-            uid: None,
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+        // The project the service names on the call (per-project caps) and the create's own
+        // network flag.
+        let network = match &spec.request {
+            corral_domain::CreateSandboxRequest::Local(l) => l.network.unwrap_or(false),
+            _ => false,
         };
-        let store = self.store.clone();
-        let disks = self.disks.clone();
-        let mut record = meta.clone();
-        meta = blocking(move || {
-            // One create at a time across every process sharing the root, so no two sandboxes
-            // ever pick the same uid.
-            let _one_at_a_time = store
-                .lock_creates()
-                .map_err(|e| unavailable(format!("cannot lock the sandboxes root: {e}")))?;
-            if per_sandbox_uid {
-                record.uid = Some(
-                    store
-                        .free_uid()
-                        .map_err(|e| unavailable(format!("cannot pick a sandbox uid: {e}")))?,
-                );
-            }
-            store.create(&record, disks.as_ref()).map_err(|e| {
-                // Without its metadata the directory is not a sandbox; clean it up.
-                let _ = store.delete(&record.native_id);
-                unavailable(format!("cannot create the sandbox directory: {e}"))
-            })?;
-            Ok::<_, ProviderError>(record)
-        })
-        .await??;
-        Ok(observed(&meta, SandboxStatus::Running))
+        let local = LocalCreate {
+            project: ctx.project().map(str::to_owned),
+            network,
+        };
+        self.create_with(ctx, spec, &local).await
     }
 
     async fn get(&self, _ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
@@ -708,23 +1282,29 @@ impl SandboxProvider for LocalProvider {
     }
 
     async fn delete(&self, _ctx: &CallContext, native_id: &str) -> Result<()> {
-        self.jail()?;
+        self.ready()?;
         if !store::is_native_id(native_id) {
             return Ok(());
         }
         // Running commands of the sandbox are killed with it.
         self.running.cancel_all(native_id);
-        let store = self.store.clone();
-        let cgroups = self.cgroups.clone();
+        let shared = self.shared.clone();
         let id = native_id.to_owned();
         blocking(move || {
             let fail = |e: String| unavailable(format!("cannot delete sandbox {id}: {e}"));
-            // The metadata (which holds the uid) goes last: until every process of the
-            // sandbox is gone, its uid is not free for another sandbox.
-            // Unreadable metadata is not a sandbox (`Store::list` skips it), so its uid is
+            let store = &shared.store;
+            shared.stop_init(&id);
+            // The metadata (which holds the ids) goes last: until every process of the
+            // sandbox is gone, its ids are not free for another sandbox.
+            // Unreadable metadata is not a sandbox (`Store::list` skips it), so its ids are
             // not held either: delete what is there.
-            let uid = store.load(&id).ok().flatten().and_then(|m| m.uid);
-            end_processes(cgroups.as_ref(), &store, &id, uid).map_err(&fail)?;
+            if let Some(meta) = store.load(&id).ok().flatten() {
+                end_processes(shared.cgroups.as_ref(), store, &id, &meta).map_err(&fail)?;
+            } else if let Some(cgroups) = &shared.cgroups {
+                cgroups
+                    .remove(&id, None, KILL_PATIENCE)
+                    .map_err(|e| fail(e.to_string()))?;
+            }
             store.delete(&id).map_err(|e| fail(e.to_string()))
         })
         .await?
@@ -736,61 +1316,72 @@ impl SandboxProvider for LocalProvider {
         native_id: &str,
         spec: &ExecSpec,
     ) -> Result<ExecOutput> {
-        let jail = self.jail()?;
+        self.ready()?;
         check_exec(spec)?;
         // The write end lives in the registry of running commands, removed when this future
         // ends or is dropped, or when the sandbox is deleted (even before the command starts:
         // it is registered before the sandbox is looked up): the read end then hangs up and
-        // the worker kills the command instead of letting it run to its deadline.
+        // the watching thread has the command killed instead of letting it run to its
+        // deadline.
         let (cancel, cancel_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| unavailable(format!("cannot create a pipe: {e}")))?;
         let _running = self.running.register(native_id, cancel_w);
-        let meta = self.live(native_id).await?;
+        if !store::is_native_id(native_id) {
+            return Err(not_found(native_id));
+        }
         // A thread of the command pool (never tokio's blocking pool, which SQLite needs),
-        // waited for at most `exec_queue_wait` and never past the call's deadline.
-        let wait = ctx.bounded(self.exec_queue_wait);
-        let thread = self.pool.reserve(wait).await.map_err(|busy| {
-            ProviderError::Unavailable {
-                provider: Provider::Local,
-                message: format!(
-                    "all {} threads that run local commands are busy (waited {} ms for one); retry after Retry-After",
-                    busy.size,
-                    busy.waited.as_millis()
-                ),
-                retry_after: Some(Duration::from_secs(1)),
-            }
-        })?;
-        let fs_root = self.store.fs_root(native_id);
+        // waited for at most `exec_queue_wait` and never past the call's deadline. The
+        // sandbox is looked up on it (one hop fewer than on the blocking pool first).
+        let thread = self.command_thread(ctx).await?;
         // Measured once the thread is ours: the wait is not taken from the command's time,
         // but the call's deadline still bounds it.
         let timeout = ctx.bounded(spec.timeout);
-        // A command never outlives its sandbox: the lifetime's end is a deadline too.
-        let lifetime_left = meta.expires_at_unix.map(|end| {
-            (std::time::UNIX_EPOCH + Duration::from_secs(end))
-                .duration_since(std::time::SystemTime::now())
-                .unwrap_or_default()
-        });
-        let run_for = lifetime_left.map_or(timeout, |left| left.min(timeout));
         let cwd = spec.cwd.clone().unwrap_or_else(|| WORKSPACE.to_owned());
         let spec = spec.clone();
-        let cgroups = self.cgroups.clone();
+        let shared = self.shared.clone();
         let id = native_id.to_owned();
         let outcome = thread
             .run(move || {
-                files::check_cwd(&fs_root, &cwd).map_err(invalid)?;
+                let meta = shared.live(&id)?;
+                // A command never outlives its sandbox: the lifetime's end is a deadline too.
+                let lifetime_left = meta.expires_at_unix.map(|end| {
+                    (std::time::UNIX_EPOCH + Duration::from_secs(end))
+                        .duration_since(std::time::SystemTime::now())
+                        .unwrap_or_default()
+                });
+                let run_for = lifetime_left.map_or(timeout, |left| left.min(timeout));
+                let root = shared.files_root(&id, &meta)?;
+                files::check_cwd(&root, &cwd).map_err(invalid)?;
+                drop(root);
                 let run = Run {
                     command: &spec.command,
                     cwd: &cwd,
                     env: &spec.env,
                     timeout: run_for,
                     max_output_bytes: spec.max_output_bytes,
+                    cpu_seconds: shared.template.cpu_seconds,
                 };
-                let cgroup = cgroups.as_ref().map(|c| (c, id.as_str()));
-                jail.run(&fs_root, meta.uid, &run, Some(&cancel), cgroup)
-                    .map_err(|e| unavailable(format!("the sandbox could not run the command: {e}")))
+                let failed =
+                    |e: String| unavailable(format!("the sandbox could not run the command: {e}"));
+                // An init found dead (or dying) is replaced once: nothing was started on it.
+                let mut retried = false;
+                loop {
+                    let init = shared.init(&id, &meta).map_err(failed)?;
+                    match command::run(&init, &run, Some(&cancel)) {
+                        Ok(outcome) => return Ok((outcome, run_for)),
+                        Err(RunError::InitGone { stop, .. }) if !retried => {
+                            shared.inits.discard(&id, &init, stop);
+                            retried = true;
+                        }
+                        Err(RunError::InitGone { why: e, .. } | RunError::Failed(e)) => {
+                            return Err(failed(e));
+                        }
+                    }
+                }
             })
             .await
             .map_err(unavailable)??;
+        let (outcome, run_for) = outcome;
         match outcome {
             Outcome::Finished(out) => Ok(out),
             Outcome::TimedOut if run_for < timeout => Err(ProviderError::NotFound {
@@ -809,10 +1400,10 @@ impl SandboxProvider for LocalProvider {
         path: &str,
         max_bytes: usize,
     ) -> Result<Vec<u8>> {
-        self.live(native_id).await?;
-        let fs_root = self.store.fs_root(native_id);
-        let path = path.to_owned();
-        blocking(move || files::read(&fs_root, &path, max_bytes)).await?
+        let meta = self.live(native_id).await?;
+        let shared = self.shared.clone();
+        let (id, path) = (native_id.to_owned(), path.to_owned());
+        blocking(move || files::read(&shared.files_root(&id, &meta)?, &path, max_bytes)).await?
     }
 
     async fn write_file(
@@ -823,10 +1414,11 @@ impl SandboxProvider for LocalProvider {
         content: &[u8],
     ) -> Result<()> {
         let meta = self.live(native_id).await?;
-        let fs_root = self.store.fs_root(native_id);
-        let path = path.to_owned();
+        let shared = self.shared.clone();
+        let (id, path) = (native_id.to_owned(), path.to_owned());
         let content = content.to_vec();
-        blocking(move || files::write(&fs_root, &path, &content, meta.uid)).await?
+        blocking(move || files::write(&shared.files_root(&id, &meta)?, &path, &content, meta.uid))
+            .await?
     }
 
     async fn find_by_operation_id(
@@ -834,12 +1426,13 @@ impl SandboxProvider for LocalProvider {
         _ctx: &CallContext,
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
-        self.jail()?;
-        let store = self.store.clone();
+        self.ready()?;
+        let shared = self.shared.clone();
         let wanted = operation_id.to_string();
         blocking(move || {
             let now = store::now_unix();
-            let all = store
+            let all = shared
+                .store
                 .list()
                 .map_err(|e| unavailable(format!("cannot list sandboxes: {e}")))?;
             Ok(all
@@ -856,5 +1449,136 @@ impl SandboxProvider for LocalProvider {
                 .collect())
         })
         .await?
+    }
+
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        self.ready()?;
+        check_command(&spec.command, &spec.env)?;
+        if !store::is_native_id(native_id) {
+            return Err(not_found(native_id));
+        }
+        // One request to the sandbox's init, as an exec's, on a command thread.
+        let thread = self.command_thread(ctx).await?;
+        let shared = self.shared.clone();
+        let id = native_id.to_owned();
+        let spec = spec.clone();
+        let handle = thread
+            .run(move || shared.start_command(&id, &spec))
+            .await
+            .map_err(unavailable)??;
+        // Ended commands past what is kept go, off the start's path.
+        let commands = self.shared.store.commands_dir(native_id);
+        drop(tokio::task::spawn_blocking(move || jobs::prune(&commands)));
+        Ok(Started {
+            handle,
+            events: None,
+        })
+    }
+
+    async fn attach_command<'a>(
+        &'a self,
+        _ctx: &'a CallContext,
+        native_id: &'a str,
+        handle: &str,
+        from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        let dir = self.command_dir(native_id, handle).await?;
+        let (id, h) = (native_id.to_owned(), handle.to_owned());
+        let opened = blocking(move || jobs::open(&dir, &id, &h)).await??;
+        let shared = self.shared.clone();
+        let id = native_id.to_owned();
+        let still_running: jobs::StillRunning =
+            Arc::new(move |record: &jobs::JobRecord| shared.still_running(&id, record));
+        Ok(jobs::events(
+            opened,
+            native_id,
+            handle,
+            from,
+            still_running,
+        )?)
+    }
+
+    async fn write_stdin(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<u64> {
+        let dir = self.command_dir(native_id, handle).await?;
+        // It may wait for the command to read: a command thread, not the blocking pool.
+        let thread = self.command_thread(ctx).await?;
+        let patience = ctx.bounded(jobs::STDIN_PATIENCE);
+        let (id, data) = (native_id.to_owned(), data.to_vec());
+        Ok(thread
+            .run(move || jobs::write_stdin(&dir, &id, offset, &data, patience))
+            .await
+            .map_err(unavailable)??)
+    }
+
+    async fn close_stdin(&self, _ctx: &CallContext, native_id: &str, handle: &str) -> Result<()> {
+        let dir = self.command_dir(native_id, handle).await?;
+        let shared = self.shared.clone();
+        let id = native_id.to_owned();
+        blocking(move || {
+            let Some(record) = jobs::mark_stdin_closed(&dir, &id)? else {
+                return Ok(());
+            };
+            // The init's holder was the last writer: the command reads to end-of-file.
+            match shared.init_of(&id, &record) {
+                Some(init) => init
+                    .close_stdin(record.job)
+                    .map_err(|e| unavailable(format!("cannot close the command's stdin: {e}"))),
+                None => Ok(()),
+            }
+        })
+        .await?
+    }
+
+    async fn signal_command(
+        &self,
+        _ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        let dir = self.command_dir(native_id, handle).await?;
+        let shared = self.shared.clone();
+        let id = native_id.to_owned();
+        blocking(move || {
+            let record = jobs::record(&dir, &id)?;
+            // Ended, or its init (and with it the command) is gone: nothing to signal.
+            if jobs::has_ended(&dir) {
+                return Ok(());
+            }
+            let Some(init) = shared.init_of(&id, &record) else {
+                return Ok(());
+            };
+            let Some(signal) = rustix::process::Signal::from_named_raw(signal.number()) else {
+                return Err(invalid(format!("signal {signal} is not known here")));
+            };
+            init.signal(record.job, signal)
+                .map(drop)
+                .map_err(|e| unavailable(format!("cannot signal the command: {e}")))
+        })
+        .await?
+    }
+
+    async fn find_command(
+        &self,
+        _ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        self.live(native_id).await?;
+        let commands = self.shared.store.commands_dir(native_id);
+        let id = *command_id;
+        blocking(move || jobs::exists(&commands, &id).then(|| id.to_string())).await
     }
 }

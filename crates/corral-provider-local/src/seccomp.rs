@@ -11,28 +11,12 @@
 //! Calls of another ABI (32-bit `int 0x80`, x32) are denied outright, so the numbers below
 //! cannot be dodged.
 //!
-//! The filter must be installed after the command's nested user namespace exists (that step
-//! itself is an `unshare(CLONE_NEWUSER)`), and there is no tool for that in util-linux 2.38:
-//! the last step before the command, `perl` (`perl-base`, essential on Debian-like systems),
-//! loads it with `prctl`/`seccomp` through its `syscall` builtin and `exec`s the command.
-//! The filter travels to it as hex in [`FILTER_ENV`], which it removes before the `exec`.
-
-/// The variable that carries the filter (hex) to the loader.
-pub(crate) const FILTER_ENV: &str = "CORRAL_SECCOMP";
-/// The variable that carries the number of the `seccomp` system call to the loader.
-pub(crate) const NR_ENV: &str = "CORRAL_SECCOMP_NR";
-/// The loader, in the host's perl.
-pub(crate) const PERL: &str = "/usr/bin/perl";
-
-/// Loads the filter in `$CORRAL_SECCOMP` and execs its arguments; exits 125 if it cannot.
-/// `SECCOMP_SET_MODE_FILTER` (1) needs `no_new_privs`, which hakoniwa has already set.
-pub(crate) const LOADER: &str = concat!(
-    "my $f = pack('H*', delete $ENV{CORRAL_SECCOMP}); my $nr = delete $ENV{CORRAL_SECCOMP_NR}; ",
-    "my $p = pack('S x![p] p', length($f) / 8, $f); ",
-    "if (syscall($nr + 0, 1, 0, $p) != 0) { print STDERR \"corral: cannot load the seccomp ",
-    "filter: $!\\n\"; exit 125 } ",
-    "exec { $ARGV[0] } @ARGV; print STDERR \"corral: cannot run $ARGV[0]: $!\\n\"; exit 125"
-);
+//! The filter is loaded by the sandbox's init, in-process, after it has entered the
+//! sandbox's user namespace (itself an `unshare(CLONE_NEWUSER)`, which the filter forbids)
+//! and before it serves any command: every command inherits it. The program is built here,
+//! as classic BPF (it denies x32 calls, which rule-based compilers leave out), and loaded
+//! with the `seccompiler` crate (rust-vmm's, as used by Firecracker), which also sets
+//! `no_new_privs`.
 
 const EPERM: u32 = 1;
 const ENOSYS: u32 = 38;
@@ -173,19 +157,23 @@ pub(crate) fn program() -> Result<Vec<u8>, String> {
     }
 }
 
-/// The number of the `seccomp` system call here.
-pub(crate) fn seccomp_nr() -> libc::c_long {
-    libc::SYS_seccomp
-}
-
-/// `bytes` as lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        // Writing to a String cannot fail.
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+/// Loads `program` (as built by [`program`]) on the calling thread, after setting
+/// `no_new_privs`; the calling process must be single-threaded for it to cover every
+/// thread (the init is).
+pub(crate) fn load(program: &[u8]) -> Result<(), String> {
+    if program.is_empty() || !program.len().is_multiple_of(8) {
+        return Err("the seccomp program is not whole instructions".into());
+    }
+    let filter: seccompiler::BpfProgram = program
+        .chunks_exact(8)
+        .map(|i| seccompiler::sock_filter {
+            code: u16::from_ne_bytes([i[0], i[1]]),
+            jt: i[2],
+            jf: i[3],
+            k: u32::from_ne_bytes([i[4], i[5], i[6], i[7]]),
+        })
+        .collect();
+    seccompiler::apply_filter(&filter).map_err(|e| format!("cannot load the seccomp filter: {e}"))
 }
 
 #[cfg(test)]

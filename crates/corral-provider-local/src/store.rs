@@ -8,6 +8,8 @@
 //!     disk.img            the filesystem mounted on fs/, when disk quotas are on (see `disk`)
 //!     mount.lock          held (flock) while disk.img is mounted again after a reboot
 //!     setup.lock          held (flock) while a command of the sandbox is set up
+//!     init.sock           the control socket of the sandbox's init, while one runs
+//!     commands/           durable commands: their output, exit and stdin (see `jobs`)
 //!   .create.lock          held (flock) while a sandbox is created and picks its uid
 //!   .probe-<ulid>/fs/     the root of one process's availability probe (removed after it)
 //!   .trash/               sandboxes being deleted (renamed here first, then removed)
@@ -28,8 +30,21 @@ use serde::{Deserialize, Serialize};
 
 /// Name of the metadata file in a sandbox directory.
 const META: &str = "meta.json";
-/// Name of the sandbox's own root inside its directory.
+/// Name of the sandbox's own root inside its directory (image sandboxes: its layer's
+/// filesystem, holding `upper` and `work`).
 const FS: &str = "fs";
+/// An image sandbox's writable layer, in `fs`.
+const UPPER: &str = "upper";
+/// overlayfs' work directory, in `fs`.
+const WORK: &str = "work";
+/// Where an image sandbox's init mounts its view of the image (empty on the host).
+const LOWER: &str = "lower";
+/// Where an image sandbox's init mounts its root (empty on the host).
+const MERGED: &str = "merged";
+/// The control socket of the sandbox's init.
+pub(crate) const CONTROL: &str = "init.sock";
+/// The sandbox's durable commands.
+const COMMANDS: &str = "commands";
 
 /// What is recorded about one sandbox.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -45,17 +60,38 @@ pub(crate) struct Metadata {
     pub(crate) timeout_seconds: Option<u64>,
     /// When the lifetime ends, seconds since the Unix epoch (absent: never).
     pub(crate) expires_at_unix: Option<u64>,
-    /// The sandbox's own host uid (and gid), when the server runs as root; absent: commands
-    /// run as the server's uid.
+    /// The first of the sandbox's own host uids (and gids), when the server runs as root;
+    /// absent: commands run as the server's uid.
     #[serde(default)]
     pub(crate) uid: Option<u32>,
+    /// How many host ids from `uid` on are the sandbox's (inner ids 0, 1, …); absent: one
+    /// (sandboxes made before ranges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) uid_count: Option<u32>,
+    /// The project the sandbox counts against, if the create named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) project: Option<String>,
+    /// Whether the sandbox has a (guarded) network of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) network: bool,
+    /// The image the sandbox was made from (absent: the host's system directories).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) image: Option<String>,
+    /// That image's root filesystem at create (the sandbox's layer sits on this one, even if
+    /// the image's name later names another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) image_root: Option<PathBuf>,
+    /// The size of the sandbox's own filesystem, reserved on the volume while its image is
+    /// there (absent: no image, or a sandbox made before this was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) disk_bytes: Option<u64>,
 }
 
 /// First host uid given to a sandbox: far above the ranges distributions hand to users and
 /// to subordinate-id maps (`/etc/subuid` starts at 100000).
 pub(crate) const FIRST_SANDBOX_UID: u32 = 1_500_000_000;
-/// The uid of the availability probe.
-pub(crate) const PROBE_UID: u32 = FIRST_SANDBOX_UID - 1;
+/// The first uid of the availability probe's range (the 65 536 ids below the sandboxes').
+pub(crate) const PROBE_UID: u32 = FIRST_SANDBOX_UID - 65_536;
 
 impl Metadata {
     /// Whether the lifetime has ended at `now` (seconds since the epoch).
@@ -100,9 +136,33 @@ impl Store {
         // a command made setuid would otherwise be a way up for any local user.
         fs::set_permissions(root, fs::Permissions::from_mode(0o700))?;
         fs::create_dir_all(root.join(".trash"))?;
+        // Absolute: the inits and their keepers start in `/`, and take these paths as they are.
         Ok(Self {
-            root: root.to_owned(),
+            root: std::path::absolute(root)?,
         })
+    }
+
+    /// The directory of every sandbox.
+    pub(crate) fn root(&self) -> PathBuf {
+        self.root.clone()
+    }
+
+    /// What every sandbox holds, for the capacity caps: its project, the disk its image
+    /// reserves (its size, while it is there), and whether it is live.
+    pub(crate) fn held(&self) -> std::io::Result<Vec<crate::capacity::Held>> {
+        let now = now_unix();
+        Ok(self
+            .list()?
+            .into_iter()
+            .map(|m| {
+                let image = fs::metadata(self.dir(&m.native_id).join(crate::disk::IMAGE)).ok();
+                crate::capacity::Held {
+                    disk_bytes: image.map_or(0, |i| m.disk_bytes.unwrap_or(i.len())),
+                    live: !m.expired_at(now),
+                    project: m.project,
+                }
+            })
+            .collect())
     }
 
     /// The directory of sandbox `id` (which must be a checked native id).
@@ -113,6 +173,16 @@ impl Store {
     /// The sandbox's own root directory.
     pub(crate) fn fs_root(&self, id: &str) -> PathBuf {
         self.dir(id).join(FS)
+    }
+
+    /// Where the control socket of the sandbox's init is.
+    pub(crate) fn control_socket(&self, id: &str) -> PathBuf {
+        self.dir(id).join(CONTROL)
+    }
+
+    /// Where the sandbox's durable commands are (beside its root, out of its reach).
+    pub(crate) fn commands_dir(&self, id: &str) -> PathBuf {
+        self.dir(id).join(COMMANDS)
     }
 
     /// A fresh root for this process's availability probe, owned by `uid`: its own directory,
@@ -137,8 +207,8 @@ impl Store {
     }
 
     /// Holds the lock that serialises creates (and so the choice of uids) across processes.
-    pub(crate) fn lock_creates(&self) -> std::io::Result<FileLock> {
-        FileLock::exclusive(&self.root.join(".create.lock"))
+    pub(crate) fn lock_creates(&self) -> std::io::Result<crate::lock::FileLock> {
+        crate::lock::FileLock::exclusive(&self.root.join(".create.lock"))
     }
 
     /// Creates the directory tree of a new sandbox (its root on a filesystem of its own when
@@ -156,19 +226,63 @@ impl Store {
                 .create(&dir, &dir.join(FS))
                 .map_err(std::io::Error::other)?;
         }
-        prepare_fs_root(&dir.join(FS), meta.uid)?;
+        if meta.image_root.is_some() {
+            prepare_layers(&dir, meta.uid)?;
+        } else {
+            prepare_fs_root(&dir.join(FS), meta.uid)?;
+        }
         write_atomically(&dir, META, &serde_json::to_vec_pretty(meta)?)
     }
 
-    /// The lowest sandbox uid that no recorded sandbox has and no process holds (a deleted
-    /// sandbox's uid is free only once its processes are gone). Callers serialise creates.
-    pub(crate) fn free_uid(&self) -> std::io::Result<u32> {
-        let mut taken: std::collections::BTreeSet<u32> =
-            self.list()?.iter().filter_map(|m| m.uid).collect();
-        taken.extend(crate::procs::uids_in_use());
+    /// Where an image sandbox's layers and views are.
+    pub(crate) fn layers(&self, id: &str, lower: &Path) -> crate::init::proto::ImageLayers {
+        let dir = self.dir(id);
+        crate::init::proto::ImageLayers {
+            lower: lower.to_owned(),
+            lower_view: dir.join(LOWER),
+            upper: dir.join(FS).join(UPPER),
+            work: dir.join(FS).join(WORK),
+            merged: dir.join(MERGED),
+        }
+    }
+
+    /// The lowest first id of `count` free host ids: ids no recorded sandbox has and no
+    /// process holds (a deleted sandbox's ids are free only once its processes are gone).
+    /// Callers serialise creates.
+    pub(crate) fn free_ids(&self, count: u32) -> std::io::Result<u32> {
+        let ranges: Vec<(u32, u32)> = self
+            .list()?
+            .iter()
+            .filter_map(|m| {
+                m.uid
+                    .map(|u| (u, u.saturating_add(m.uid_count.unwrap_or(1))))
+            })
+            .collect();
+        let in_use = crate::procs::uids_in_use();
+        let mut candidates: Vec<u32> = std::iter::once(FIRST_SANDBOX_UID)
+            .chain(ranges.iter().map(|(_, end)| *end))
+            .collect();
+        candidates.sort_unstable();
+        for first in candidates {
+            let Some(end) = first.checked_add(count).filter(|e| *e < u32::MAX - 1) else {
+                continue;
+            };
+            let overlaps = ranges.iter().any(|(a, b)| first < *b && *a < end)
+                || in_use.range(first..end).next().is_some();
+            if !overlaps {
+                return Ok(first);
+            }
+        }
+        // Ranges freed below the highest one, or ids held by stray processes: look further,
+        // one range at a time.
         (FIRST_SANDBOX_UID..u32::MAX - 1)
-            .find(|uid| !taken.contains(uid))
-            .ok_or_else(|| std::io::Error::other("no sandbox uid is left"))
+            .step_by(usize::try_from(count.max(1)).unwrap_or(1))
+            .find(|first| {
+                let end = first.saturating_add(count);
+                !ranges.iter().any(|(a, b)| *first < *b && *a < end)
+                    && in_use.range(*first..end).next().is_none()
+            })
+            .ok_or_else(|| std::io::Error::other("no sandbox ids are left"))
     }
 
     /// The metadata of sandbox `id`, or `None` when there is no such sandbox.
@@ -269,33 +383,6 @@ impl Store {
     }
 }
 
-/// An exclusive advisory lock on a file, released when dropped (the file is closed).
-#[derive(Debug)]
-pub(crate) struct FileLock {
-    // Held only to keep the lock: closing the file releases it.
-    _file: fs::File,
-}
-
-impl FileLock {
-    /// Blocks until this process holds the lock on `path` (created, mode 0600, if missing).
-    pub(crate) fn exclusive(path: &Path) -> std::io::Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(path)?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
-        Ok(Self { _file: file })
-    }
-}
-
-/// The lock held while a command of the sandbox whose root is `fs_root` is set up.
-pub(crate) fn setup_lock_path(fs_root: &Path) -> PathBuf {
-    fs_root.with_file_name("setup.lock")
-}
-
 /// Makes a sandbox root: `workspace` (home and default cwd) and a sticky, world-writable
 /// `tmp`, as on any Linux system, owned by the sandbox's uid (root inside).
 fn prepare_fs_root(fs_root: &Path, uid: Option<u32>) -> std::io::Result<()> {
@@ -308,6 +395,24 @@ fn prepare_fs_root(fs_root: &Path, uid: Option<u32>) -> std::io::Result<()> {
         for dir in [fs_root.to_owned(), fs_root.join("workspace"), tmp] {
             std::os::unix::fs::chown(&dir, Some(uid), Some(uid))?;
         }
+    }
+    Ok(())
+}
+
+/// Makes an image sandbox's layer: `fs/upper` (its writable layer, with `workspace` and a
+/// sticky `tmp` in case the image has neither) and `fs/work`, and the empty mount points
+/// `lower` and `merged` beside `fs`, out of the sandbox's reach.
+fn prepare_layers(dir: &Path, uid: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let fs_root = dir.join(FS);
+    let upper = fs_root.join(UPPER);
+    fs::create_dir_all(&upper)?;
+    prepare_fs_root(&upper, uid)?;
+    fs::set_permissions(&upper, fs::Permissions::from_mode(0o755))?;
+    fs::create_dir_all(fs_root.join(WORK))?;
+    for view in [LOWER, MERGED] {
+        fs::create_dir_all(dir.join(view))?;
+        fs::set_permissions(dir.join(view), fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
 }
@@ -355,6 +460,12 @@ mod tests {
             timeout_seconds: Some(10),
             expires_at_unix: Some(110),
             uid: None,
+            uid_count: None,
+            project: None,
+            network: false,
+            image: None,
+            image_root: None,
+            disk_bytes: None,
         };
         assert!(!meta.expired_at(109));
         assert!(meta.expired_at(110));

@@ -35,5 +35,7 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_snapshots: true,
         supports_restore: true,
         supports_delete: true,
+        images: Vec::new(),
+        commands: corral_domain::CommandCapabilities::emulated(),
     }
 }

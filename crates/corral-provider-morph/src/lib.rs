@@ -41,7 +41,7 @@ use corral_domain::{OperationId, Provider, ProviderCapabilities};
 use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider, files_via_exec,
+    ProviderError, Result, SandboxProvider,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp};
 
@@ -245,28 +245,6 @@ impl SandboxProvider for MorphProvider {
             }
             Err(e) => Err(e),
         }
-    }
-
-    async fn read_file(
-        &self,
-        ctx: &CallContext,
-        native_id: &str,
-        path: &str,
-        max_bytes: usize,
-    ) -> Result<Vec<u8>> {
-        files_via_exec::read_file(self, ctx, native_id, path, max_bytes).await
-    }
-
-    async fn write_file(
-        &self,
-        ctx: &CallContext,
-        native_id: &str,
-        path: &str,
-        content: &[u8],
-    ) -> Result<()> {
-        // The exec wrapper adds a few hundred bytes around each chunk script.
-        let chunk_limit = MAX_COMMAND_BYTES - 1024;
-        files_via_exec::write_file(self, ctx, native_id, path, content, chunk_limit).await
     }
 
     async fn find_by_operation_id(

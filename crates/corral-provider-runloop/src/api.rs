@@ -168,3 +168,57 @@ pub struct DevboxDownloadFileParameters {
     /// File path (relative paths are under the user's home).
     pub path: String,
 }
+
+/// `POST /v1/devboxes/{id}/execute_async` body (`DevboxCreateExecutionParameters`): no
+/// command id (so no idempotency), but the only start that can attach stdin.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevboxCreateExecutionParameters {
+    /// The shell command.
+    pub command: String,
+    /// Open a stdin channel for `send_std_in`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach_stdin: Option<bool>,
+}
+
+/// `SignalType`: what `send_std_in` can send besides text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum SignalType {
+    /// End of file: closes the execution's stdin.
+    Eof,
+    /// An interrupt sent *through stdin*.
+    Interrupt,
+}
+
+/// `POST …/executions/{eid}/send_std_in` body (`DevboxSendStdInRequest`): text only.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevboxSendStdInRequest {
+    /// Text for stdin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// A signal for stdin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<SignalType>,
+}
+
+/// `DevboxSendStdInResult` (read leniently: older SDKs describe the execution view here).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DevboxSendStdInResult {
+    /// Whether the stdin was sent.
+    #[serde(default)]
+    pub success: Option<bool>,
+}
+
+/// One `data:` event of `stream_stdout_updates` / `stream_stderr_updates`
+/// (`ExecUpdateChunkView`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecUpdateChunkView {
+    /// "The byte offset of this chunk of log stream": whether it is where the chunk starts
+    /// or ends, the description does not say (the SDKs resume from the last one seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// The chunk, as text.
+    pub output: String,
+}

@@ -1,7 +1,8 @@
 //! Runloop's honest capabilities.
 
 use corral_domain::{
-    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
+    ProviderCapabilities, Signal, TimeoutMode,
 };
 
 /// `keep_alive_time_seconds` when none is sent: one hour.
@@ -38,6 +39,16 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_snapshots: true,
         supports_restore: true,
         supports_delete: true,
+        // Native executions: stdin as text through `send_std_in`, `kill` only, and SSE output
+        // streams that resume at a byte offset.
+        images: Vec::new(),
+        commands: CommandCapabilities {
+            stdin: true,
+            signals: vec![Signal::Kill],
+            resume: CommandResume::ProviderOffset,
+            binary_output: false,
+            emulated: false,
+        },
     }
 }
 

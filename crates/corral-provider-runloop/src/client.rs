@@ -4,12 +4,13 @@
 use std::time::Duration;
 
 use corral_provider::{CallContext, ProviderError, Result};
-use corral_provider_http::reqwest::Method;
+use corral_provider_http::reqwest::{Method, Response};
 use corral_provider_http::{ProviderHttp, multipart_form, path_segment, read_at_most};
 
 use crate::api::{
-    DevboxAsyncExecutionDetailView, DevboxCreateParameters, DevboxDownloadFileParameters,
-    DevboxKillExecutionRequest, DevboxListView, DevboxStartExecutionParameters, DevboxView,
+    DevboxAsyncExecutionDetailView, DevboxCreateExecutionParameters, DevboxCreateParameters,
+    DevboxDownloadFileParameters, DevboxKillExecutionRequest, DevboxListView,
+    DevboxSendStdInRequest, DevboxSendStdInResult, DevboxStartExecutionParameters, DevboxView,
     DevboxWaitForCommandRequest,
 };
 
@@ -22,6 +23,11 @@ pub(crate) struct Client {
 /// `/v1/devboxes/{id}`, with the id as one encoded segment.
 fn devbox(id: &str) -> String {
     format!("/v1/devboxes/{}", path_segment(id))
+}
+
+/// `/v1/devboxes/{id}/executions/{eid}`, both as encoded segments.
+fn execution(id: &str, execution_id: &str) -> String {
+    format!("{}/executions/{}", devbox(id), path_segment(execution_id))
 }
 
 impl Client {
@@ -97,6 +103,92 @@ impl Client {
         self.http.send_json_within(ctx, req, limit).await
     }
 
+    /// `POST /v1/devboxes/{id}/execute_async`: starts `body.command` and answers at once.
+    pub(crate) async fn execute_async(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &DevboxCreateExecutionParameters,
+    ) -> Result<DevboxAsyncExecutionDetailView> {
+        let path = format!("{}/execute_async", devbox(id));
+        let req = self.http.authed(ctx, Method::POST, &path)?.json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `GET /v1/devboxes/{id}/executions/{eid}?last_n=`.
+    pub(crate) async fn get_execution(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        execution_id: &str,
+        last_n: usize,
+    ) -> Result<DevboxAsyncExecutionDetailView> {
+        let last_n = last_n.to_string();
+        let req = self.http.authed_query(
+            ctx,
+            Method::GET,
+            &execution(id, execution_id),
+            &[("last_n", &last_n)],
+        )?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /v1/devboxes/{id}/executions/{eid}/send_std_in`.
+    pub(crate) async fn send_std_in(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        execution_id: &str,
+        body: &DevboxSendStdInRequest,
+    ) -> Result<DevboxSendStdInResult> {
+        let path = format!("{}/send_std_in", execution(id, execution_id));
+        let req = self.http.authed(ctx, Method::POST, &path)?.json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `GET /v1/devboxes/{id}/executions/{eid}/stream_stdout_updates?offset=`: an SSE stream
+    /// of stdout from byte `offset`, open for at most `limit`.
+    pub(crate) async fn stream_stdout_updates(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        execution_id: &str,
+        offset: u64,
+        limit: Duration,
+    ) -> Result<Response> {
+        let path = format!("{}/stream_stdout_updates", execution(id, execution_id));
+        self.event_stream(ctx, &path, offset, limit).await
+    }
+
+    /// `GET /v1/devboxes/{id}/executions/{eid}/stream_stderr_updates?offset=`: as
+    /// [`Client::stream_stdout_updates`], for stderr.
+    pub(crate) async fn stream_stderr_updates(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        execution_id: &str,
+        offset: u64,
+        limit: Duration,
+    ) -> Result<Response> {
+        let path = format!("{}/stream_stderr_updates", execution(id, execution_id));
+        self.event_stream(ctx, &path, offset, limit).await
+    }
+
+    async fn event_stream(
+        &self,
+        ctx: &CallContext,
+        path: &str,
+        offset: u64,
+        limit: Duration,
+    ) -> Result<Response> {
+        let offset = offset.to_string();
+        let req = self
+            .http
+            .authed_query(ctx, Method::GET, path, &[("offset", &offset)])?
+            .header("accept", "text/event-stream");
+        self.http.send_with_timeout(ctx, req, limit).await
+    }
+
     /// `POST /v1/devboxes/{id}/executions/{eid}/wait_for_status?last_n=`; `None` on its `408`
     /// (still running when `timeout_seconds` passed).
     pub(crate) async fn wait_for_execution(
@@ -108,11 +200,7 @@ impl Client {
         body: &DevboxWaitForCommandRequest,
         limit: Duration,
     ) -> Result<Option<DevboxAsyncExecutionDetailView>> {
-        let path = format!(
-            "{}/executions/{}/wait_for_status",
-            devbox(id),
-            path_segment(execution_id)
-        );
+        let path = format!("{}/wait_for_status", execution(id, execution_id));
         let last_n = last_n.to_string();
         let req = self
             .http
@@ -132,11 +220,7 @@ impl Client {
         id: &str,
         execution_id: &str,
     ) -> Result<()> {
-        let path = format!(
-            "{}/executions/{}/kill",
-            devbox(id),
-            path_segment(execution_id)
-        );
+        let path = format!("{}/kill", execution(id, execution_id));
         let req = self
             .http
             .authed(ctx, Method::POST, &path)?

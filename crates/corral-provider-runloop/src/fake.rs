@@ -4,8 +4,20 @@
 //! (401 otherwise), known paths and methods only, `additionalProperties: false` bodies with
 //! their required fields and types, `keep_alive_time_seconds` within 1..=172800,
 //! `optimistic_timeout`/`timeout_seconds` ≤ 25, a UUIDv7 `command_id`, and an integer
-//! `last_n` (default 100 lines, as Runloop). Commands really run, with the host's `sh`, in a
-//! temporary directory per devbox (its "home"); files are host paths.
+//! `last_n` (default 100 lines, as Runloop). Files are host paths.
+//!
+//! Executions are asynchronous, as Runloop's are: each is a host process (the testkit's
+//! background runner, `sh -c` in a temporary directory per devbox, its "home") that runs on
+//! after the call that started it. `execute` waits up to `optimistic_timeout` and answers a
+//! running execution past it, a repeated `command_id` naming the same execution;
+//! `execute_async` answers at once and may attach stdin; `send_std_in` writes text or closes
+//! stdin (`EOF`), refused for an execution started without `attach_stdin`; `kill` kills the
+//! process group; the execution view leaves `stdout`, `stderr` and `exit_status` unset until
+//! it completed. `stream_stdout_updates` / `stream_stderr_updates` are SSE streams of
+//! `{"output", "offset"}` chunks from the byte `?offset=` (where each chunk starts, in the
+//! fake's reading of the description), as text (bytes that are not UTF-8 are replaced);
+//! they end once the execution completed and all was sent, or after an idle time without
+//! output ([`Fake::set_stream_idle`]).
 //!
 //! [`Fake::start`] serves it on loopback; [`Fake::config`] and [`Fake::context`] point the
 //! adapter at it, and its [`Harness`] implementation runs the shared suites.
@@ -23,14 +35,13 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
+use corral_domain::{CreateSandboxRequest, OutputStream, Provider, ProviderContext};
 use corral_provider::{CallContext, SecretString};
 use corral_provider_http::HttpConfig;
+use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
 use corral_provider_testkit::harness::Harness;
-use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 /// The API key [`Fake`] accepts.
 pub const API_KEY: &str = "ak_fake_runloop_key";
@@ -68,22 +79,21 @@ const LAUNCH_FIELDS: &[&str] = &[
     "network_policy_id",
 ];
 
-#[derive(Clone, Default)]
-struct Finished {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    exit: i32,
-}
-
+/// One execution: a host process running on after the call that started it.
 struct Execution {
-    done: watch::Receiver<Option<Finished>>,
-    task: tokio::task::JoinHandle<()>,
+    process: Process,
+    /// Started by `execute_async` with `attach_stdin: true`.
+    stdin: bool,
 }
 
 struct Devbox {
     view: Value,
     dir: Option<tempfile::TempDir>,
+    /// The devbox's processes: dropping the table (at shutdown) kills them.
+    processes: Option<Processes>,
     executions: HashMap<String, Arc<Execution>>,
+    /// `execute`'s `command_id` → execution id: a repeated id names the same execution.
+    command_ids: HashMap<String, String>,
 }
 
 #[derive(Default)]
@@ -93,12 +103,18 @@ struct Inner {
     next: u64,
 }
 
-/// The router's state: the key it accepts and the world of devboxes.
+/// The router's state: the key it accepts, the world of devboxes, and how long an update
+/// stream stays open without new output.
 #[derive(Clone)]
 struct Api {
     key: Arc<str>,
     inner: Arc<Mutex<Inner>>,
+    idle: Arc<Mutex<Duration>>,
 }
+
+/// How long an update stream stays open while its execution prints nothing, by default (then
+/// it ends, as Runloop's do on their idle timeout; clients resume at their offset).
+pub const DEFAULT_STREAM_IDLE: Duration = Duration::from_secs(20);
 
 fn error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(json!({ "message": message }))).into_response()
@@ -122,20 +138,39 @@ async fn auth(State(fake): State<Api>, req: Request, next: Next) -> Response {
 
 /// The Runloop API as an axum router accepting `api_key`.
 pub fn router(api_key: &str) -> Router {
+    router_with_idle(api_key, Arc::new(Mutex::new(DEFAULT_STREAM_IDLE)))
+}
+
+fn router_with_idle(api_key: &str, idle: Arc<Mutex<Duration>>) -> Router {
     let fake = Api {
         key: Arc::from(api_key),
         inner: Arc::default(),
+        idle,
     };
     Router::new()
         .route("/v1/devboxes", post(create).get(list))
         .route("/v1/devboxes/{id}", get(get_devbox))
         .route("/v1/devboxes/{id}/shutdown", post(shutdown))
         .route("/v1/devboxes/{id}/execute", post(execute))
+        .route("/v1/devboxes/{id}/execute_async", post(execute_async))
+        .route("/v1/devboxes/{id}/executions/{eid}", get(get_execution))
         .route(
             "/v1/devboxes/{id}/executions/{eid}/wait_for_status",
             post(wait_for_status),
         )
         .route("/v1/devboxes/{id}/executions/{eid}/kill", post(kill))
+        .route(
+            "/v1/devboxes/{id}/executions/{eid}/send_std_in",
+            post(send_std_in),
+        )
+        .route(
+            "/v1/devboxes/{id}/executions/{eid}/stream_stdout_updates",
+            get(stream_stdout_updates),
+        )
+        .route(
+            "/v1/devboxes/{id}/executions/{eid}/stream_stderr_updates",
+            get(stream_stderr_updates),
+        )
         .route("/v1/devboxes/{id}/download_file", post(download_file))
         .route("/v1/devboxes/{id}/upload_file", post(upload_file))
         .layer(axum::middleware::from_fn_with_state(fake.clone(), auth))
@@ -236,7 +271,9 @@ async fn create(State(fake): State<Api>, body: Bytes) -> Response {
         Devbox {
             view: view.clone(),
             dir: Some(dir),
+            processes: Some(Processes::default()),
             executions: HashMap::new(),
+            command_ids: HashMap::new(),
         },
     );
     inner.order.push(id);
@@ -308,9 +345,8 @@ async fn shutdown(
     d.view["status"] = json!("shutdown");
     d.view["shutdown_reason"] = json!("api_shutdown");
     d.view["end_time_ms"] = json!(1_790_000_100_000u64);
-    for e in d.executions.values() {
-        e.task.abort();
-    }
+    // Dropping the table kills every process group still running.
+    d.processes = None;
     d.dir = None;
     axum::Json(d.view.clone()).into_response()
 }
@@ -340,18 +376,19 @@ fn tail(out: &[u8], n: usize) -> (String, bool) {
     (lines[skip..].concat(), skip > 0)
 }
 
-fn execution_view(id: &str, eid: &str, result: Option<&Finished>, n: usize) -> Value {
-    match result {
+fn execution_view(id: &str, eid: &str, exec: &Execution, n: usize) -> Value {
+    match exec.process.exit() {
+        // "This field will remain unset until the execution has completed."
         None => json!({
             "devbox_id": id, "execution_id": eid, "status": "running",
             "stdout": null, "stderr": null, "exit_status": null,
         }),
-        Some(f) => {
-            let (stdout, out_cut) = tail(&f.stdout, n);
-            let (stderr, err_cut) = tail(&f.stderr, n);
+        Some(exit) => {
+            let (stdout, out_cut) = tail(&exec.process.read(OutputStream::Stdout, 0), n);
+            let (stderr, err_cut) = tail(&exec.process.read(OutputStream::Stderr, 0), n);
             json!({
                 "devbox_id": id, "execution_id": eid, "status": "completed",
-                "stdout": stdout, "stderr": stderr, "exit_status": f.exit,
+                "stdout": stdout, "stderr": stderr, "exit_status": exit.code(),
                 "stdout_truncated": out_cut, "stderr_truncated": err_cut,
             })
         }
@@ -369,10 +406,33 @@ fn is_uuid_v7(s: &str) -> bool {
         && matches!(b[19], b'8' | b'9' | b'a' | b'b' | b'A' | b'B')
 }
 
-async fn wait_done(exec: &Execution, within: Duration) -> Option<Finished> {
-    let mut rx = exec.done.clone();
-    let _ = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
-    rx.borrow().clone()
+/// Starts `command` in devbox `id` (its home as cwd and `HOME`), as execution `eid`.
+fn spawn(
+    fake: &Api,
+    id: &str,
+    command: &str,
+    stdin: bool,
+) -> Result<(String, Arc<Execution>), Response> {
+    let mut inner = fake.inner.lock().unwrap();
+    let dir = running_dir(&inner, id)?;
+    inner.next += 1;
+    let eid = format!("exe_fake{:08}", inner.next);
+    let d = inner.devboxes.get_mut(id).ok_or_else(not_found)?;
+    let processes = d
+        .processes
+        .as_ref()
+        .ok_or_else(|| bad("Devbox is not running"))?;
+    let env = BTreeMap::from([("HOME".to_owned(), dir.display().to_string())]);
+    let mut spec = SpawnSpec::new(command, &dir).with_env(env).with_tag(&eid);
+    if stdin {
+        spec = spec.with_stdin();
+    }
+    let process = processes
+        .spawn(spec)
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?;
+    let exec = Arc::new(Execution { process, stdin });
+    d.executions.insert(eid.clone(), exec.clone());
+    Ok((eid, exec))
 }
 
 async fn execute(
@@ -398,10 +458,10 @@ async fn execute(
     let Some(command) = map.get("command").and_then(Value::as_str) else {
         return bad("command is required and must be a string");
     };
-    match map.get("command_id").and_then(Value::as_str) {
-        Some(cid) if is_uuid_v7(cid) => {}
+    let command_id = match map.get("command_id").and_then(Value::as_str) {
+        Some(cid) if is_uuid_v7(cid) => cid.to_owned(),
         _ => return bad("command_id is required and must be a UUIDv7"),
-    }
+    };
     let optimistic = match map.get("optimistic_timeout") {
         None | Some(Value::Null) => 25,
         Some(v) => match v.as_u64() {
@@ -409,57 +469,56 @@ async fn execute(
             _ => return bad("optimistic_timeout must be an integer of at most 25 seconds"),
         },
     };
-    let (dir, eid) = {
-        let mut inner = fake.inner.lock().unwrap();
-        let dir = match running_dir(&inner, &id) {
-            Ok(d) => d,
-            Err(r) => return r,
-        };
-        inner.next += 1;
-        (dir, format!("exe_fake{:08}", inner.next))
+    // The command id is "for idempotency": the same id names the same execution.
+    let known = {
+        let inner = fake.inner.lock().unwrap();
+        inner.devboxes.get(&id).and_then(|d| {
+            let eid = d.command_ids.get(&command_id)?;
+            Some((eid.clone(), d.executions.get(eid)?.clone()))
+        })
     };
-    let exec = Arc::new(spawn(command.to_owned(), dir));
-    fake.inner
-        .lock()
-        .unwrap()
-        .devboxes
-        .get_mut(&id)
-        .map(|d| d.executions.insert(eid.clone(), exec.clone()));
-    let result = wait_done(&exec, Duration::from_secs(optimistic)).await;
-    axum::Json(execution_view(&id, &eid, result.as_ref(), n)).into_response()
+    let (eid, exec) = match known {
+        Some(found) => found,
+        None => match spawn(&fake, &id, command, false) {
+            Ok((eid, exec)) => {
+                if let Some(d) = fake.inner.lock().unwrap().devboxes.get_mut(&id) {
+                    d.command_ids.insert(command_id, eid.clone());
+                }
+                (eid, exec)
+            }
+            Err(r) => return r,
+        },
+    };
+    exec.process
+        .wait_exit(Duration::from_secs(optimistic))
+        .await;
+    axum::Json(execution_view(&id, &eid, &exec, n)).into_response()
 }
 
-fn spawn(command: String, dir: PathBuf) -> Execution {
-    let (tx, rx) = watch::channel(None);
-    let task = tokio::spawn(async move {
-        let env = BTreeMap::from([("HOME".to_owned(), dir.display().to_string())]);
-        let finished = match run_command(
-            &command,
-            &dir,
-            &env,
-            Duration::from_secs(600),
-            64 * 1024 * 1024,
-        )
-        .await
-        {
-            Ok(RunOutcome::Finished(out)) => Finished {
-                stdout: out.stdout,
-                stderr: out.stderr,
-                exit: out.exit_code,
-            },
-            Ok(RunOutcome::TimedOut) => Finished {
-                exit: 137,
-                ..Finished::default()
-            },
-            Err(e) => Finished {
-                stderr: e.to_string().into_bytes(),
-                exit: 127,
-                ..Finished::default()
-            },
-        };
-        let _ = tx.send(Some(finished));
-    });
-    Execution { done: rx, task }
+async fn execute_async(
+    State(fake): State<Api>,
+    UrlPath(id): UrlPath<String>,
+    body: Bytes,
+) -> Response {
+    let map = match json_body(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(&map, &["command", "shell_name", "attach_stdin"]) {
+        return r;
+    }
+    let Some(command) = map.get("command").and_then(Value::as_str) else {
+        return bad("command is required and must be a string");
+    };
+    let stdin = match map.get("attach_stdin") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return bad("attach_stdin must be a boolean"),
+    };
+    match spawn(&fake, &id, command, stdin) {
+        Ok((eid, exec)) => axum::Json(execution_view(&id, &eid, &exec, 100)).into_response(),
+        Err(r) => r,
+    }
 }
 
 fn find_execution(fake: &Api, id: &str, eid: &str) -> Result<Arc<Execution>, Response> {
@@ -470,6 +529,21 @@ fn find_execution(fake: &Api, id: &str, eid: &str) -> Result<Arc<Execution>, Res
         .and_then(|d| d.executions.get(eid))
         .cloned()
         .ok_or_else(|| error(StatusCode::NOT_FOUND, "Devbox or Execution not found."))
+}
+
+async fn get_execution(
+    State(fake): State<Api>,
+    UrlPath((id, eid)): UrlPath<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let n = match last_n(&q) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    match find_execution(&fake, &id, &eid) {
+        Ok(exec) => axum::Json(execution_view(&id, &eid, &exec, n)).into_response(),
+        Err(r) => r,
+    }
 }
 
 async fn wait_for_status(
@@ -500,6 +574,9 @@ async fn wait_for_status(
     if !statuses_ok {
         return bad("statuses is required: queued, running or completed");
     }
+    let wants_running = map["statuses"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|s| s != "completed"));
     let wait = match map.get("timeout_seconds") {
         None | Some(Value::Null) => 10,
         Some(v) => match v.as_u64() {
@@ -511,8 +588,11 @@ async fn wait_for_status(
         Ok(e) => e,
         Err(r) => return r,
     };
-    match wait_done(&exec, Duration::from_secs(wait)).await {
-        Some(f) => axum::Json(execution_view(&id, &eid, Some(&f), n)).into_response(),
+    if wants_running && exec.process.exit().is_none() {
+        return axum::Json(execution_view(&id, &eid, &exec, n)).into_response();
+    }
+    match exec.process.wait_exit(Duration::from_secs(wait)).await {
+        Some(_) => axum::Json(execution_view(&id, &eid, &exec, n)).into_response(),
         None => error(
             StatusCode::REQUEST_TIMEOUT,
             "Timeout waiting for command completion.",
@@ -531,6 +611,12 @@ async fn kill(
                 if let Err(r) = only_fields(&map, &["kill_process_group"]) {
                     return r;
                 }
+                if map
+                    .get("kill_process_group")
+                    .is_some_and(|v| !v.is_boolean() && !v.is_null())
+                {
+                    return bad("kill_process_group must be a boolean");
+                }
             }
             Err(r) => return r,
         }
@@ -539,17 +625,159 @@ async fn kill(
         Ok(e) => e,
         Err(r) => return r,
     };
-    exec.task.abort();
-    axum::Json(execution_view(
-        &id,
-        &eid,
-        Some(&Finished {
-            exit: 137,
-            ..Finished::default()
-        }),
-        100,
-    ))
-    .into_response()
+    // The fake always kills the whole group (its processes each lead one).
+    if let Err(e) = exec.process.signal(9).await {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+    }
+    exec.process.wait_exit(Duration::from_secs(10)).await;
+    axum::Json(execution_view(&id, &eid, &exec, 100)).into_response()
+}
+
+async fn send_std_in(
+    State(fake): State<Api>,
+    UrlPath((id, eid)): UrlPath<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let map = if body.is_empty() {
+        serde_json::Map::new()
+    } else {
+        match json_body(&body) {
+            Ok(m) => m,
+            Err(r) => return r,
+        }
+    };
+    if let Err(r) = only_fields(&map, &["text", "signal"]) {
+        return r;
+    }
+    let text = match map.get("text") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(_) => return bad("text must be a string"),
+    };
+    let signal = match map.get("signal") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s == "EOF" || s == "INTERRUPT" => Some(s.clone()),
+        Some(_) => return bad("signal must be EOF or INTERRUPT"),
+    };
+    let exec = match find_execution(&fake, &id, &eid) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    if !exec.stdin {
+        return bad("Execution was not started with attach_stdin");
+    }
+    if exec.process.exit().is_some() {
+        return bad("Execution is not running");
+    }
+    if let Some(text) = text
+        && exec.process.write_stdin(text.as_bytes()).await.is_err()
+    {
+        return bad("Execution stdin is closed");
+    }
+    match signal.as_deref() {
+        Some("EOF") => exec.process.close_stdin().await,
+        // What INTERRUPT does is not described; the fake sends what a terminal's interrupt
+        // key would (ETX).
+        Some(_) if exec.process.write_stdin(b"\x03").await.is_err() => {
+            return bad("Execution stdin is closed");
+        }
+        _ => {}
+    }
+    axum::Json(json!({ "devbox_id": id, "execution_id": eid, "success": true })).into_response()
+}
+
+async fn stream_stdout_updates(
+    State(fake): State<Api>,
+    UrlPath((id, eid)): UrlPath<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    updates(&fake, &id, &eid, &q, OutputStream::Stdout)
+}
+
+async fn stream_stderr_updates(
+    State(fake): State<Api>,
+    UrlPath((id, eid)): UrlPath<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    updates(&fake, &id, &eid, &q, OutputStream::Stderr)
+}
+
+/// The length of `bytes` without a trailing UTF-8 sequence that more bytes may complete.
+fn complete_utf8(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
+    }
+}
+
+/// `text/event-stream` of `ExecUpdateChunkView`s from byte `offset` (0 when absent), each
+/// chunk's `offset` being where it starts; it ends once the execution completed and every
+/// byte was sent, or after the idle time with nothing new.
+fn updates(
+    fake: &Api,
+    id: &str,
+    eid: &str,
+    q: &HashMap<String, String>,
+    stream: OutputStream,
+) -> Response {
+    if let Some(k) = q.keys().find(|k| k.as_str() != "offset") {
+        return bad(format!("unknown query parameter {k}"));
+    }
+    let from = match q.get("offset").map(String::as_str) {
+        None | Some("") => 0,
+        Some(o) => match o.parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => return bad("offset must be a byte offset"),
+        },
+    };
+    let exec = match find_execution(fake, id, eid) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let idle = *fake.idle.lock().unwrap();
+    let events = futures::stream::unfold(Some(from), move |at| {
+        let exec = exec.clone();
+        async move {
+            let mut at = at?;
+            loop {
+                let ended = exec.process.exit().is_some();
+                let bytes = exec.process.read(stream, at);
+                // While it runs, a character split between two reads waits for its end.
+                let take = if ended {
+                    bytes.len()
+                } else {
+                    complete_utf8(&bytes)
+                };
+                if take > 0 {
+                    let chunk = json!({
+                        "offset": at,
+                        "output": String::from_utf8_lossy(&bytes[..take]),
+                    });
+                    let event = format!("data: {chunk}\n\n");
+                    at += take as u64;
+                    return Some((Ok::<_, std::io::Error>(event), Some(at)));
+                }
+                if ended {
+                    return None;
+                }
+                let (o, e) = match stream {
+                    OutputStream::Stdout => (at + bytes.len() as u64, u64::MAX),
+                    OutputStream::Stderr => (u64::MAX, at + bytes.len() as u64),
+                };
+                if !exec.process.wait_output(o, e, idle).await {
+                    // Idle: the stream ends while the execution runs on.
+                    return None;
+                }
+            }
+        }
+    });
+    (
+        StatusCode::OK,
+        [("content-type", "text/event-stream")],
+        axum::body::Body::from_stream(events),
+    )
+        .into_response()
 }
 
 fn resolve(home: &Path, path: &str) -> PathBuf {
@@ -642,14 +870,23 @@ async fn upload_file(
 /// Runloop's API served on a loopback port, accepting [`API_KEY`].
 pub struct Fake {
     server: FakeServer,
+    idle: Arc<Mutex<Duration>>,
 }
 
 impl Fake {
     /// Starts the fake.
     pub async fn start() -> Self {
+        let idle = Arc::new(Mutex::new(DEFAULT_STREAM_IDLE));
         Self {
-            server: FakeServer::start(router(API_KEY)).await,
+            server: FakeServer::start(router_with_idle(API_KEY, idle.clone())).await,
+            idle,
         }
+    }
+
+    /// Makes update streams end after `idle` without new output (default
+    /// [`DEFAULT_STREAM_IDLE`]).
+    pub fn set_stream_idle(&self, idle: Duration) {
+        *self.idle.lock().unwrap() = idle;
     }
 
     /// The HTTP server: request log and fault injection.

@@ -22,6 +22,13 @@
 //!   cwd and env are advertised as supported through that wrapper. Runloop returns only the
 //!   last `last_n` lines of each stream (100 by default): the adapter asks for as many lines
 //!   as the output cap has bytes, so nothing under the cap is dropped.
+//! - **commands** (native, `commands` module): start → `execute` with a `command_id` derived
+//!   from Corral's (a retried start names the same execution), or `execute_async` with
+//!   `attach_stdin` when stdin is wanted; attach → the `stream_stdout_updates` /
+//!   `stream_stderr_updates` SSE streams from the byte offsets held (`provider_offset`);
+//!   stdin → `send_std_in` (text; resends skipped by the adapter); signal → `kill` (`KILL`
+//!   only); find → `Unsupported` (no list of executions). Output arrives as text: bytes that
+//!   are not UTF-8 are replaced.
 //! - **files** → the binary-safe `download_file` / multipart `upload_file` (the
 //!   `*_file_contents` endpoints are UTF-8 only). Runloop does not document what they do for a
 //!   missing file or parent, so a write first checks its parent through exec, and a failed read
@@ -36,27 +43,37 @@
 pub mod api;
 mod capabilities;
 mod client;
+mod commands;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod map;
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use async_trait::async_trait;
-use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_domain::{CommandId, OperationId, OutputStream, Provider, ProviderCapabilities, Signal};
 use corral_provider::files_via_exec::{check_write_target, explain_read_failure};
 use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
-    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
+    ExecOutput, ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider,
+    Started,
 };
 use corral_provider_http::{Auth, HttpConfig, Page, ProviderHttp, collect_pages};
+use futures::stream::{self, StreamExt as _};
 
 use crate::api::{
-    DevboxCreateParameters, DevboxStartExecutionParameters, DevboxView,
-    DevboxWaitForCommandRequest, ExecutionStatus, LaunchParameters,
+    DevboxCreateExecutionParameters, DevboxCreateParameters, DevboxSendStdInRequest,
+    DevboxStartExecutionParameters, DevboxView, DevboxWaitForCommandRequest, ExecutionStatus,
+    LaunchParameters, SignalType,
 };
 use crate::client::Client;
+use crate::commands::{EXIT_WAIT_SECONDS, STREAM_LIMIT, StdinCounts};
+
+pub use crate::commands::command_uuid;
 
 /// The metadata key holding Corral's operation id on a devbox.
 pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
@@ -102,6 +119,8 @@ pub struct RunloopProvider {
     client: Client,
     caps: ProviderCapabilities,
     max_wait_seconds: u32,
+    /// Stdin bytes written per execution (Runloop's `send_std_in` has no offset).
+    stdin: Arc<StdinCounts>,
 }
 
 impl Adapter for RunloopProvider {
@@ -115,6 +134,7 @@ impl Adapter for RunloopProvider {
             client: Client::new(http),
             caps: capabilities::capabilities(),
             max_wait_seconds: config.max_wait_seconds.clamp(1, MAX_WAIT_SECONDS),
+            stdin: Arc::default(),
         })
     }
 }
@@ -130,21 +150,9 @@ fn observed(view: DevboxView) -> ObservedSandbox {
     }
 }
 
-/// A UUIDv7 for `command_id`: a ULID is a 48-bit millisecond timestamp and 80 random bits,
-/// the layout of a UUIDv7 once the version and variant bits are set.
+/// A fresh UUIDv7 for `command_id`.
 fn uuid_v7() -> String {
-    let mut b = ulid::Ulid::generate().to_bytes();
-    b[6] = (b[6] & 0x0f) | 0x70;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    commands::uuid_v7_of(ulid::Ulid::generate())
 }
 
 /// The command line sent to Runloop: its execute has no cwd or env, so they travel in the
@@ -367,6 +375,181 @@ impl SandboxProvider for RunloopProvider {
             Ok(Page { items, next })
         })
         .await
+    }
+
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        let command = wrap_command(&ExecSpec {
+            command: spec.command.clone(),
+            cwd: spec.cwd.clone(),
+            env: spec.env.clone(),
+            ..ExecSpec::new("")
+        })?;
+        let view = if spec.stdin {
+            let body = DevboxCreateExecutionParameters {
+                command,
+                attach_stdin: Some(true),
+            };
+            self.client.execute_async(ctx, native_id, &body).await?
+        } else {
+            // `execute` takes a command id "for idempotency": a retry of this start names
+            // the execution the first attempt made.
+            let body = DevboxStartExecutionParameters {
+                command_id: commands::command_uuid(&spec.command_id),
+                command,
+                optimistic_timeout: Some(0),
+            };
+            let limit = Duration::from_secs(u64::from(self.max_wait_seconds)) + WAIT_GRACE;
+            self.client.execute(ctx, native_id, 1, &body, limit).await?
+        };
+        Ok(Started {
+            handle: view.execution_id,
+            events: None,
+        })
+    }
+
+    async fn attach_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        handle: &str,
+        from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        let eid = handle.to_owned();
+        let out = self
+            .client
+            .stream_stdout_updates(ctx, native_id, &eid, from.stdout, STREAM_LIMIT)
+            .await?;
+        let err = self
+            .client
+            .stream_stderr_updates(ctx, native_id, &eid, from.stderr, STREAM_LIMIT)
+            .await?;
+        let broken = Arc::new(AtomicBool::new(false));
+        let output = stream::select(
+            commands::updates(out, OutputStream::Stdout, from.stdout, broken.clone()),
+            commands::updates(err, OutputStream::Stderr, from.stderr, broken.clone()),
+        );
+        let end = stream::once(async move {
+            if broken.load(Ordering::SeqCst) {
+                return None;
+            }
+            // Both streams ended: the execution completed, or the provider closed them
+            // early (then this attach ends without an exit, and the next resumes).
+            let req = DevboxWaitForCommandRequest {
+                statuses: vec![ExecutionStatus::Completed],
+                timeout_seconds: Some(EXIT_WAIT_SECONDS),
+            };
+            let limit = Duration::from_secs(u64::from(EXIT_WAIT_SECONDS)) + WAIT_GRACE;
+            match self
+                .client
+                .wait_for_execution(ctx, native_id, &eid, 1, &req, limit)
+                .await
+            {
+                Ok(Some(view)) if view.status == ExecutionStatus::Completed => {
+                    // Its stdin is over: nothing left to deduplicate.
+                    self.stdin.forget(&(native_id.to_owned(), eid.clone()));
+                    Some(Ok(CommandEvent::Exit {
+                        exit_code: view.exit_status,
+                    }))
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            }
+        })
+        .filter_map(|end| async move { end });
+        Ok(output.chain(end).boxed())
+    }
+
+    async fn write_stdin(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<u64> {
+        let key = (native_id.to_owned(), handle.to_owned());
+        let (skip, total) = self.stdin.fresh(&key, offset, data.len() as u64);
+        let fresh = data
+            .get(usize::try_from(skip).unwrap_or(usize::MAX)..)
+            .unwrap_or_default();
+        if fresh.is_empty() {
+            return Ok(total);
+        }
+        let text = std::str::from_utf8(fresh).map_err(|_| ProviderError::InvalidRequest {
+            provider: P,
+            message: "Runloop's send_std_in takes text: stdin bytes must be UTF-8".into(),
+        })?;
+        let body = DevboxSendStdInRequest {
+            text: Some(text.to_owned()),
+            signal: None,
+        };
+        let sent = self
+            .client
+            .send_std_in(ctx, native_id, handle, &body)
+            .await?;
+        if sent.success == Some(false) {
+            return Err(ProviderError::InvalidRequest {
+                provider: P,
+                message: "Runloop did not accept the stdin (success: false)".into(),
+            });
+        }
+        self.stdin.wrote(key, total);
+        Ok(total)
+    }
+
+    async fn close_stdin(&self, ctx: &CallContext, native_id: &str, handle: &str) -> Result<()> {
+        let body = DevboxSendStdInRequest {
+            text: None,
+            signal: Some(SignalType::Eof),
+        };
+        self.client
+            .send_std_in(ctx, native_id, handle, &body)
+            .await?;
+        self.stdin
+            .forget(&(native_id.to_owned(), handle.to_owned()));
+        Ok(())
+    }
+
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        if signal != Signal::Kill {
+            return Err(ProviderError::Unsupported {
+                provider: P,
+                operation: "signal_command",
+                reason: format!("Runloop can only kill an execution, not send it {signal}"),
+            });
+        }
+        match self.client.kill_execution(ctx, native_id, handle).await {
+            Ok(()) => Ok(()),
+            // Killing an execution that already completed may be refused: that is done.
+            Err(e) => match self.client.get_execution(ctx, native_id, handle, 1).await {
+                Ok(view) if view.status == ExecutionStatus::Completed => Ok(()),
+                _ => Err(e),
+            },
+        }
+    }
+
+    async fn find_command(
+        &self,
+        _ctx: &CallContext,
+        _native_id: &str,
+        _command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        Err(ProviderError::Unsupported {
+            provider: P,
+            operation: "find_command",
+            reason: "Runloop cannot list or look up executions".into(),
+        })
     }
 }
 

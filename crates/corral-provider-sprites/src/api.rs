@@ -47,3 +47,16 @@ pub struct TextMessage {
     #[serde(default)]
     pub session_id: Option<u64>,
 }
+
+/// One element of `GET /v1/sprites/{name}/exec` (List Exec Sessions; the fields Corral reads).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExecSession {
+    /// The session id (the process's pid).
+    pub id: u64,
+    /// The command line (the argv, joined).
+    #[serde(default)]
+    pub command: String,
+    /// Whether it still runs.
+    #[serde(default)]
+    pub is_active: bool,
+}

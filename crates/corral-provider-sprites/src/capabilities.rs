@@ -1,7 +1,8 @@
 //! Fly Sprites' honest capabilities.
 
 use corral_domain::{
-    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
+    ProviderCapabilities, Signal, TimeoutMode,
 };
 
 /// What Sprites can do through this adapter.
@@ -38,5 +39,16 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_snapshots: true,
         supports_restore: true,
         supports_delete: true,
+        // Native exec sessions: re-attach streams only new output; the kill endpoint follows
+        // any signal with SIGKILL after its timeout, so only TERM and KILL are offered; stdin
+        // travels only on the session's own socket.
+        images: Vec::new(),
+        commands: CommandCapabilities {
+            stdin: false,
+            signals: vec![Signal::Kill, Signal::Term],
+            resume: CommandResume::LiveOnly,
+            binary_output: true,
+            emulated: false,
+        },
     }
 }

@@ -11,7 +11,7 @@ use corral_provider_http::{
 use tokio_tungstenite::tungstenite;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
-use crate::api::{CreateSpriteRequest, SpriteResponse};
+use crate::api::{CreateSpriteRequest, ExecSession, SpriteResponse};
 
 /// The exec WebSocket, once open.
 pub(crate) type ExecSocket =
@@ -118,31 +118,68 @@ impl Client {
         self.http.send_empty(ctx, req).await
     }
 
-    /// `POST /v1/sprites/{name}/exec/{session_id}/kill?signal=SIGKILL`.
+    /// `POST /v1/sprites/{name}/exec/{session_id}/kill?signal=<SIGNAME>`: Sprites signals
+    /// the session's process group and streams NDJSON progress until it ended (or, after its
+    /// `timeout`, sends SIGKILL); the progress is not read.
     pub(crate) async fn kill_session(
         &self,
         ctx: &CallContext,
         name: &str,
         session: u64,
+        signal: &str,
     ) -> Result<()> {
         let req = self.http.authed_query(
             ctx,
             Method::POST,
             &format!("{}/exec/{session}/kill", sprite(name)),
-            &[("signal", "SIGKILL")],
+            &[("signal", signal)],
         )?;
-        self.http.send_empty(ctx, req).await
+        self.http.send(ctx, req).await.map(drop)
+    }
+
+    /// `GET /v1/sprites/{name}/exec`: the sprite's exec sessions.
+    pub(crate) async fn list_sessions(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+    ) -> Result<Vec<ExecSession>> {
+        let req = self
+            .http
+            .authed(ctx, Method::GET, &format!("{}/exec", sprite(name)))?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// The WebSocket URL that re-attaches to session `session`: `…/exec?id=<session>`.
+    pub(crate) fn attach_url(&self, name: &str, session: u64) -> Url {
+        let id = session.to_string();
+        self.ws_url(name, &[("id", id.as_str())])
+    }
+
+    /// The exec WebSocket URL of a durable command: its argv, no TTY, no stdin, and
+    /// `max_run_after_disconnect` (a Go duration) so it outlives the socket.
+    pub(crate) fn command_url(&self, name: &str, argv: &[String], run_after: &str) -> Url {
+        let mut query: Vec<(&str, &str)> = argv.iter().map(|a| ("cmd", a.as_str())).collect();
+        query.extend([
+            ("tty", "false"),
+            ("stdin", "false"),
+            ("max_run_after_disconnect", run_after),
+        ]);
+        self.ws_url(name, &query)
+    }
+
+    fn ws_url(&self, name: &str, query: &[(&str, &str)]) -> Url {
+        let mut url = with_query(self.http.url(&format!("{}/exec", sprite(name))), query);
+        let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+        // Both are special schemes, so the change is always accepted.
+        let _ = url.set_scheme(scheme);
+        url
     }
 
     /// The exec WebSocket's URL: `ws(s)://…/v1/sprites/{name}/exec?cmd=…&tty=false&stdin=false`.
     pub(crate) fn exec_url(&self, name: &str, argv: &[String]) -> Url {
         let mut query: Vec<(&str, &str)> = argv.iter().map(|a| ("cmd", a.as_str())).collect();
         query.extend([("tty", "false"), ("stdin", "false")]);
-        let mut url = with_query(self.http.url(&format!("{}/exec", sprite(name))), &query);
-        let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
-        // Both are special schemes, so the change is always accepted.
-        let _ = url.set_scheme(scheme);
-        url
+        self.ws_url(name, &query)
     }
 
     /// Opens the exec WebSocket within `connect_within`.

@@ -11,15 +11,25 @@
 //! (`GET /v1/sprites/{name}`) leave a sleeping sprite asleep; exec and file calls wake it.
 //!
 //! Exec runs the `cmd` argv with the host's `sh` (each word quoted) in the sprite's temporary
-//! directory (or `dir`). As on Sprites, `env` parameters **replace** the environment (the fake
+//! directory (or `dir`), in the background (`corral_provider_testkit::background`), `HOME` the
+//! sprite's directory. As on Sprites, `env` parameters **replace** the environment (the fake
 //! runs the argv under `env -i` with only them). The socket sends `session_info`, then the
-//! output as binary frames `[1]`+stdout and `[2]`+stderr, then the exit as a binary frame
-//! `[3, code]` — or, after [`Fake::exit_as_text`], as the JSON message `{"type": "exit",
-//! "exit_code": N}` — and closes; [`Fake::drop_exit`] makes it close without an exit.
+//! output as binary frames `[1]`+stdout and `[2]`+stderr as it comes, then the exit as a
+//! binary frame `[3, code]` — or, after [`Fake::exit_as_text`], as the JSON message
+//! `{"type": "exit", "exit_code": N}` — and closes; [`Fake::drop_exit`] makes it close without
+//! an exit. With `stdin=true`, frames `[0]`+bytes and `[4]` feed and close stdin.
+//!
+//! Sessions outlive their socket: a session nobody follows is killed after
+//! `max_run_after_disconnect` (non-TTY default 10 s, `0` forever); `GET …/exec` lists them
+//! (`id` the pid, `command` the argv joined with spaces, `is_active`); `…/exec?id=<session>`
+//! re-attaches to a running one from what it writes next (no replay; an ended or unknown
+//! session is 404 — an assumption: Sprites does not document it); `POST
+//! …/exec/{session}/kill?signal=&timeout=` signals the session's process group and, if it has
+//! not ended within `timeout` seconds (default 10), sends SIGKILL, answering NDJSON progress.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path as FsPath, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -32,13 +42,15 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
+use corral_domain::OutputStream;
 use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
 use corral_provider::shell::shell_quote;
 use corral_provider::{CallContext, SecretString};
 use corral_provider_http::HttpConfig;
+use corral_provider_testkit::background::{Exit, Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::harness::Harness;
-use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 
 /// The token the fake accepts.
@@ -51,6 +63,7 @@ const FRAME_BYTES: usize = 32 * 1024;
 struct FakeSprite {
     dir: tempfile::TempDir,
     body: Value,
+    sessions: Arc<Sessions>,
 }
 
 struct Shared {
@@ -58,6 +71,8 @@ struct Shared {
     next: AtomicU64,
     exit_as_text: AtomicBool,
     drop_exit: AtomicBool,
+    /// Kill endpoint calls that reached a session.
+    kills: AtomicUsize,
     sprites: Mutex<HashMap<String, FakeSprite>>,
 }
 
@@ -161,6 +176,7 @@ async fn create_sprite(State(shared): St, body: Bytes) -> Response {
         FakeSprite {
             dir,
             body: sprite.clone(),
+            sessions: Arc::default(),
         },
     );
     (StatusCode::CREATED, axum::Json(sprite)).into_response()
@@ -321,7 +337,36 @@ async fn write_file(
 struct ExecRequest {
     line: String,
     cwd: PathBuf,
-    session: u64,
+    home: PathBuf,
+    stdin: bool,
+    /// How long the session may run with no socket attached (`None`: forever).
+    run_after: Option<Duration>,
+}
+
+/// A Go duration as Sprites takes it (`10s`, `1m30s`, `2h`, `500ms`; `0` is 0).
+fn go_duration(s: &str) -> Option<Duration> {
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        total += match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+    }
+    Some(total)
 }
 
 fn exec_request(
@@ -332,6 +377,9 @@ fn exec_request(
     let mut argv = Vec::new();
     let mut env = Vec::new();
     let mut dir = None;
+    let mut stdin = false;
+    // Non-TTY default.
+    let mut run_after = Some(Duration::from_secs(10));
     for (k, v) in query {
         match k.as_str() {
             "cmd" => argv.push(v.clone()),
@@ -340,8 +388,13 @@ fn exec_request(
             "dir" => dir = Some(PathBuf::from(v)),
             "tty" if v == "false" => {}
             "tty" => return Err(Box::new(bad("this fake serves non-TTY sessions only"))),
-            "stdin" if v == "true" || v == "false" => {}
-            "path" | "max_run_after_disconnect" | "cols" | "rows" => {}
+            "stdin" if v == "true" || v == "false" => stdin = v == "true",
+            "max_run_after_disconnect" => match go_duration(v) {
+                Some(Duration::ZERO) => run_after = None,
+                Some(d) => run_after = Some(d),
+                None => return Err(Box::new(bad("max_run_after_disconnect must be a duration"))),
+            },
+            "path" | "cols" | "rows" => {}
             other => return Err(Box::new(bad(format!("unknown parameter `{other}`")))),
         }
     }
@@ -351,7 +404,7 @@ fn exec_request(
     let Some(root) = wake(shared, name) else {
         return Err(Box::new(not_found("Sprite not found")));
     };
-    let cwd = dir.unwrap_or(root);
+    let cwd = dir.unwrap_or(root.clone());
     if !cwd.is_dir() {
         return Err(Box::new(bad(format!(
             "{} is not a directory",
@@ -373,74 +426,158 @@ fn exec_request(
             .collect::<Vec<_>>()
             .join(" "),
         cwd,
-        session: shared.next.fetch_add(1, Ordering::Relaxed),
+        home: root,
+        stdin,
+        run_after,
     })
 }
 
-async fn serve_exec(mut socket: WebSocket, req: ExecRequest, as_text: bool, drop_exit: bool) {
-    let info = json!({ "type": "session_info", "session_id": req.session, "tty": false });
-    if socket
+/// One exec session: its process, its argv line, and how many sockets follow it.
+struct Session {
+    process: Process,
+    command: String,
+    workdir: PathBuf,
+    attached: AtomicUsize,
+    run_after: Option<Duration>,
+}
+
+/// A sprite's exec sessions (their processes are killed when the sprite goes).
+#[derive(Default)]
+struct Sessions {
+    table: Processes,
+    by_id: Mutex<HashMap<u64, Arc<Session>>>,
+}
+
+/// How a session's socket ends its stream.
+#[derive(Clone, Copy)]
+struct ExitStyle {
+    as_text: bool,
+    drop_exit: bool,
+}
+
+/// Follows `session` on `socket` from byte `sent` of each stream: output frames, then the
+/// exit; stdin frames from the client go to the process when `stdin`. A client that goes
+/// away detaches: the session runs on for its `max_run_after_disconnect`.
+async fn serve_session(
+    socket: WebSocket,
+    session: Arc<Session>,
+    owner: bool,
+    stdin: bool,
+    style: ExitStyle,
+) {
+    let process = session.process.clone();
+    let mut sent = [
+        process.len(OutputStream::Stdout),
+        process.len(OutputStream::Stderr),
+    ];
+    if owner {
+        sent = [0, 0];
+    }
+    session.attached.fetch_add(1, Ordering::SeqCst);
+    let (mut tx, mut rx) = socket.split();
+    let info = json!({
+        "type": "session_info",
+        "session_id": process.pid(),
+        "command": session.command,
+        "created": 1_767_609_000,
+        "is_owner": owner,
+        "tty": false,
+    });
+    let gone = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let gone = gone.clone();
+        let process = process.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(message)) = rx.next().await {
+                match message {
+                    Message::Binary(data) if stdin => match data.split_first() {
+                        Some((&crate::api::stream::STDIN, payload)) => {
+                            let _ = process.write_stdin(payload).await;
+                        }
+                        Some((&crate::api::stream::STDIN_EOF, _)) => process.close_stdin().await,
+                        _ => {}
+                    },
+                    Message::Close(_) => break,
+                    _ => {}
+                }
+            }
+            gone.store(true, Ordering::SeqCst);
+        })
+    };
+    let mut ok = tx
         .send(Message::Text(info.to_string().into()))
         .await
-        .is_err()
-    {
-        return;
-    }
-    let env = BTreeMap::new();
-    let outcome = run_command(
-        &req.line,
-        &req.cwd,
-        &env,
-        Duration::from_secs(3600),
-        64 << 20,
-    )
-    .await;
-    let (stdout, stderr, code) = match outcome {
-        Ok(RunOutcome::Finished(out)) => (out.stdout, out.stderr, out.exit_code),
-        Ok(RunOutcome::TimedOut) => (Vec::new(), Vec::new(), 137),
-        Err(e) => (Vec::new(), e.to_string().into_bytes(), 127),
-    };
-    let frames = stdout
-        .chunks(FRAME_BYTES)
-        .map(|c| (crate::api::stream::STDOUT, c))
-        .chain(
-            stderr
-                .chunks(FRAME_BYTES)
-                .map(|c| (crate::api::stream::STDERR, c)),
-        );
-    for (stream, chunk) in frames {
-        let mut data = vec![stream];
-        data.extend_from_slice(chunk);
-        if socket.send(Message::Binary(data.into())).await.is_err() {
+        .is_ok();
+    while ok && !gone.load(Ordering::SeqCst) {
+        process
+            .wait_output(sent[0], sent[1], Duration::from_millis(200))
+            .await;
+        let exit = process.exit();
+        for (i, stream) in [OutputStream::Stdout, OutputStream::Stderr]
+            .into_iter()
+            .enumerate()
+        {
+            let bytes = process.read(stream, sent[i]);
+            sent[i] += bytes.len() as u64;
+            let tag = [crate::api::stream::STDOUT, crate::api::stream::STDERR][i];
+            for chunk in bytes.chunks(FRAME_BYTES) {
+                let mut data = vec![tag];
+                data.extend_from_slice(chunk);
+                ok = ok && tx.send(Message::Binary(data.into())).await.is_ok();
+            }
+        }
+        if let Some(exit) = exit {
+            let code = exit.code();
+            if ok && !style.drop_exit {
+                let message = if style.as_text {
+                    Message::Text(
+                        json!({ "type": "exit", "exit_code": code })
+                            .to_string()
+                            .into(),
+                    )
+                } else {
+                    Message::Binary(
+                        vec![
+                            crate::api::stream::EXIT,
+                            u8::try_from(code & 0xff).unwrap_or(255),
+                        ]
+                        .into(),
+                    )
+                };
+                let _ = tx.send(message).await;
+            }
+            let _ = tx.send(Message::Close(None)).await;
+            // Let the client finish the closing handshake.
+            let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+            session.attached.fetch_sub(1, Ordering::SeqCst);
             return;
         }
     }
-    if !drop_exit {
-        let exit = if as_text {
-            Message::Text(
-                json!({ "type": "exit", "exit_code": code })
-                    .to_string()
-                    .into(),
-            )
-        } else {
-            Message::Binary(
-                vec![
-                    crate::api::stream::EXIT,
-                    u8::try_from(code & 0xff).unwrap_or(255),
-                ]
-                .into(),
-            )
-        };
-        let _ = socket.send(exit).await;
+    reader.abort();
+    // Detached: the session runs on for `max_run_after_disconnect` with nobody attached.
+    if session.attached.fetch_sub(1, Ordering::SeqCst) == 1
+        && let Some(after) = session.run_after
+    {
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            if session.attached.load(Ordering::SeqCst) == 0 {
+                let _ = session.process.signal(9).await;
+            }
+        });
     }
-    let _ = socket.send(Message::Close(None)).await;
-    // Finish the closing handshake (and read what the client sent, its stdin EOF included),
-    // so the connection is not reset under unread data.
-    while let Some(Ok(message)) = socket.recv().await {
-        if matches!(message, Message::Close(_)) {
-            break;
-        }
-    }
+}
+
+fn session_json(id: u64, s: &Session) -> Value {
+    json!({
+        "id": id,
+        "command": s.command,
+        "created": "2026-11-23T20:00:00Z",
+        "last_activity": "2026-11-23T20:00:00Z",
+        "bytes_per_second": 0,
+        "is_active": s.process.exit().is_none(),
+        "tty": false,
+        "workdir": s.workdir,
+    })
 }
 
 async fn exec(
@@ -449,31 +586,145 @@ async fn exec(
     Query(query): Query<Vec<(String, String)>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    let Some(sessions) = locked(&shared.sprites)
+        .get(&name)
+        .map(|s| s.sessions.clone())
+    else {
+        return not_found("Sprite not found");
+    };
     let Ok(upgrade) = upgrade else {
         // Without an upgrade, `GET …/exec` lists the exec sessions.
-        return axum::Json(json!([])).into_response();
+        let listed: Vec<Value> = locked(&sessions.by_id)
+            .iter()
+            .map(|(id, s)| session_json(*id, s))
+            .collect();
+        return axum::Json(listed).into_response();
     };
+    let style = ExitStyle {
+        as_text: shared.exit_as_text.load(Ordering::Relaxed),
+        drop_exit: shared.drop_exit.load(Ordering::Relaxed),
+    };
+    // `id`: attach to a running session, from what it writes next.
+    if let Some((_, id)) = query.iter().find(|(k, _)| k == "id") {
+        if query.iter().any(|(k, _)| k != "id" && k != "stdin") {
+            return bad("attach takes only `id` (and `stdin`)");
+        }
+        let session = id
+            .parse::<u64>()
+            .ok()
+            .and_then(|id| locked(&sessions.by_id).get(&id).cloned())
+            .filter(|s| s.process.exit().is_none());
+        let Some(session) = session else {
+            return not_found("session not found");
+        };
+        wake(&shared, &name);
+        return upgrade
+            .on_upgrade(move |socket| serve_session(socket, session, false, false, style));
+    }
     let req = match exec_request(&shared, &name, &query) {
         Ok(r) => r,
         Err(r) => return *r,
     };
-    let as_text = shared.exit_as_text.load(Ordering::Relaxed);
-    let drop_exit = shared.drop_exit.load(Ordering::Relaxed);
-    upgrade.on_upgrade(move |socket| serve_exec(socket, req, as_text, drop_exit))
+    let mut spawn = SpawnSpec::new(req.line.clone(), req.cwd.clone()).with_env(BTreeMap::from([(
+        "HOME".to_owned(),
+        req.home.to_string_lossy().into_owned(),
+    )]));
+    if req.stdin {
+        spawn = spawn.with_stdin();
+    }
+    let process = match sessions.table.spawn(spawn) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    };
+    let session = Arc::new(Session {
+        process: process.clone(),
+        command: query
+            .iter()
+            .filter(|(k, _)| k == "cmd")
+            .map(|(_, v)| v.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        workdir: req.cwd,
+        attached: AtomicUsize::new(0),
+        run_after: req.run_after,
+    });
+    locked(&sessions.by_id).insert(u64::from(process.pid()), session.clone());
+    let stdin = req.stdin;
+    upgrade.on_upgrade(move |socket| serve_session(socket, session, true, stdin, style))
 }
 
+/// Signal names the kill endpoint takes.
+fn signal_number(name: &str) -> Option<i32> {
+    Some(match name {
+        "SIGHUP" => 1,
+        "SIGINT" => 2,
+        "SIGQUIT" => 3,
+        "SIGKILL" => 9,
+        "SIGUSR1" => 10,
+        "SIGUSR2" => 12,
+        "SIGTERM" => 15,
+        _ => return None,
+    })
+}
+
+/// `POST …/exec/{session}/kill`: signals the session's process group, waits up to `timeout`
+/// seconds (default 10) for it to end, then sends SIGKILL; NDJSON progress.
 async fn kill_session(
     State(shared): St,
-    Path((name, _session)): Path<(String, String)>,
+    Path((name, session)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    if wake(&shared, &name).is_none() {
+    let Some(sessions) = locked(&shared.sprites)
+        .get(&name)
+        .map(|s| s.sessions.clone())
+    else {
         return not_found("Sprite not found");
-    }
-    (
-        [("content-type", "application/x-ndjson")],
-        "{\"type\":\"complete\",\"exit_code\":137}\n",
-    )
-        .into_response()
+    };
+    let Some(session) = session
+        .parse::<u64>()
+        .ok()
+        .and_then(|id| locked(&sessions.by_id).get(&id).cloned())
+    else {
+        return not_found("session not found");
+    };
+    let signal = query.get("signal").map_or("SIGTERM", String::as_str);
+    let Some(number) = signal_number(signal) else {
+        return bad(format!("unknown signal {signal}"));
+    };
+    let timeout = match query.get("timeout").map(|t| t.parse::<u64>()) {
+        None => Duration::from_secs(10),
+        Some(Ok(t)) => Duration::from_secs(t),
+        Some(Err(_)) => return bad("timeout must be an integer"),
+    };
+    shared.kills.fetch_add(1, Ordering::SeqCst);
+    let process = session.process.clone();
+    let pid = process.pid();
+    let mut lines = vec![json!({
+        "type": "signal",
+        "message": format!("Signaling {signal} to process group {pid}"),
+        "signal": signal,
+        "pid": pid,
+    })];
+    let _ = process.signal(number).await;
+    let exit = match process.wait_exit(timeout).await {
+        Some(exit) => {
+            lines.push(json!({"type": "exited", "message": "Process exited"}));
+            exit
+        }
+        None => {
+            lines.push(json!({"type": "timeout", "message": format!("Timeout after {}s, sending SIGKILL", timeout.as_secs())}));
+            let _ = process.signal(9).await;
+            let exit = process.wait_exit(Duration::from_secs(10)).await;
+            lines.push(json!({"type": "killed", "message": "Process killed"}));
+            exit.unwrap_or(Exit {
+                status: None,
+                signal: Some(9),
+            })
+        }
+    };
+    lines.push(json!({"type": "complete", "exit_code": exit.code()}));
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    ([("content-type", "application/x-ndjson")], body).into_response()
 }
 
 fn router(shared: Arc<Shared>) -> Router {
@@ -505,6 +756,7 @@ impl Fake {
             next: AtomicU64::new(1),
             exit_as_text: AtomicBool::new(false),
             drop_exit: AtomicBool::new(false),
+            kills: AtomicUsize::new(0),
             sprites: Mutex::new(HashMap::new()),
         });
         Self {
@@ -553,6 +805,28 @@ impl Fake {
     /// Sends the exit as the JSON text message instead of the binary exit frame.
     pub fn exit_as_text(&self, on: bool) {
         self.shared.exit_as_text.store(on, Ordering::Relaxed);
+    }
+
+    /// How many kill calls reached a session.
+    pub fn kills(&self) -> usize {
+        self.shared.kills.load(Ordering::SeqCst)
+    }
+
+    /// The running exec sessions of sprite `name`: (session id, command line).
+    pub fn sessions_of(&self, name: &str) -> Vec<(u64, String)> {
+        let Some(sessions) = locked(&self.shared.sprites)
+            .get(name)
+            .map(|s| s.sessions.clone())
+        else {
+            return Vec::new();
+        };
+        let mut all: Vec<(u64, String)> = locked(&sessions.by_id)
+            .iter()
+            .filter(|(_, s)| s.process.exit().is_none())
+            .map(|(id, s)| (*id, s.command.clone()))
+            .collect();
+        all.sort();
+        all
     }
 
     /// Closes exec sockets without sending an exit.

@@ -27,6 +27,16 @@
 //! (`cd`, `export`), which adds to the sprite's environment as on every other provider. The
 //! deadline is enforced inside the sprite by `timeout` (the fixed image has coreutils); should
 //! the socket outlive it, the session is killed (`POST …/exec/{session}/kill?signal=SIGKILL`).
+//!
+//! **Commands as durable jobs** are native on exec sessions: a non-TTY session of a small `sh`
+//! wrapper (argv carrying the command id) with `max_run_after_disconnect` = the timeout + 60 s,
+//! whose socket is the first attach (offsets from 0); re-attach lists the sessions
+//! (`GET …/exec`, the active one whose argv carries the id) and opens `…/exec?id=<session>`,
+//! which streams only what comes next (`resume: live_only`); signals are the kill endpoint
+//! (TERM and KILL only: Sprites follows any signal with SIGKILL after its `timeout`, so a
+//! signal that should not end the command cannot be sent); the wrapper records the exit
+//! status for after the session ended, read back with an exec. No stdin: it travels only on
+//! the session's own socket, which Corral does not hold between its stdin calls.
 
 pub mod api;
 mod capabilities;
@@ -34,16 +44,18 @@ mod client;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod map;
+mod process;
 
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Signal};
 use corral_provider::files::check_parent_dir;
 use corral_provider::shell::{self};
 use corral_provider::{
-    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
+    ExecOutput, ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider,
+    Started,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp, read_file_body};
 use futures::{SinkExt as _, StreamExt as _};
@@ -59,6 +71,9 @@ pub const NAME_PREFIX: &str = "corral-";
 const KILL_GRACE_SECONDS: u64 = 5;
 /// How long the socket may stay open past the deadline and the kill grace.
 const CLIENT_GRACE: Duration = Duration::from_secs(10);
+/// How much longer than Corral's own deadline a command's session may run with no socket
+/// attached (`max_run_after_disconnect`): a backstop, Corral kills at the deadline itself.
+const COMMAND_BACKSTOP: Duration = Duration::from_secs(60);
 
 /// How to reach Fly Sprites: `[providers.sprites]` in the server's configuration.
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
@@ -191,6 +206,48 @@ async fn read_exec(socket: &mut client::ExecSocket, got: &mut Streams) -> Result
     ))
 }
 
+impl SpritesProvider {
+    /// The active session running command `id`, if any (`GET …/exec`).
+    async fn session_of(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        id: &CommandId,
+    ) -> Result<Option<u64>> {
+        let sessions = self.client.list_sessions(ctx, name).await?;
+        Ok(process::session_of(&sessions, id))
+    }
+
+    /// The exit status the command's wrapper recorded, once it ended (read with an exec).
+    async fn recorded_exit(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        id: &CommandId,
+    ) -> Result<Option<i32>> {
+        let mut spec = ExecSpec::new(process::read_exit_script(id));
+        spec.timeout = Duration::from_secs(60);
+        spec.max_output_bytes = 64;
+        let out = self.exec(ctx, name, &spec).await?;
+        process::parse_exit(&out.stdout)
+    }
+
+    fn command_gone(id: &CommandId) -> ProviderError {
+        ProviderError::NotFound {
+            provider: P,
+            resource: format!("command {id}"),
+        }
+    }
+
+    fn no_stdin() -> ProviderError {
+        ProviderError::Unsupported {
+            provider: P,
+            operation: "write_stdin",
+            reason: "a command's stdin travels only on its session's own WebSocket".into(),
+        }
+    }
+}
+
 #[async_trait]
 impl SandboxProvider for SpritesProvider {
     fn provider(&self) -> Provider {
@@ -252,7 +309,10 @@ impl SandboxProvider for SpritesProvider {
             Err(_) => {
                 // The socket outlived the in-sprite deadline: kill the session (best effort).
                 if let Some(session) = got.session
-                    && let Err(e) = self.client.kill_session(ctx, native_id, session).await
+                    && let Err(e) = self
+                        .client
+                        .kill_session(ctx, native_id, session, "SIGKILL")
+                        .await
                 {
                     tracing::debug!(error = %e, "killing a sprite exec session failed");
                 }
@@ -333,6 +393,143 @@ impl SandboxProvider for SpritesProvider {
             Err(ProviderError::NotFound { .. }) => Ok(Vec::new()),
             Err(e) => Err(e),
         }
+    }
+
+    /// A non-TTY exec session of the command's wrapper with `max_run_after_disconnect`; its
+    /// socket is the first attach (offsets from 0). A command id with an active session or
+    /// an exit record is not started again.
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        let id = spec.command_id;
+        let handle = id.to_string();
+        if self.session_of(ctx, native_id, &id).await?.is_some()
+            || self.recorded_exit(ctx, native_id, &id).await?.is_some()
+        {
+            return Ok(Started {
+                handle,
+                events: None,
+            });
+        }
+        let mut exec = ExecSpec::new(spec.command.clone());
+        exec.cwd = spec.cwd.clone();
+        exec.env = spec.env.clone();
+        let script = shell::script(P, &exec)?;
+        let run_after = format!("{}s", (spec.timeout + COMMAND_BACKSTOP).as_secs());
+        let url = self
+            .client
+            .command_url(native_id, &process::argv(&script, &id), &run_after);
+        let socket = self
+            .client
+            .open_exec(ctx, url, self.connect_timeout)
+            .await?;
+        let mut reader = process::SessionReader::new(socket, true);
+        reader.session_info().await?;
+        Ok(Started {
+            handle,
+            events: Some(reader.into_events()),
+        })
+    }
+
+    /// Re-attaches to the command's session (`?id=`): only what comes next, no offsets. Once
+    /// the session ended, the exit its wrapper recorded.
+    async fn attach_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        handle: &str,
+        _from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        let id = process::parse_handle(handle)?;
+        if let Some(session) = self.session_of(ctx, native_id, &id).await? {
+            let url = self.client.attach_url(native_id, session);
+            match self.client.open_exec(ctx, url, self.connect_timeout).await {
+                Ok(socket) => {
+                    let mut reader = process::SessionReader::new(socket, false);
+                    reader.session_info().await?;
+                    return Ok(reader.into_events());
+                }
+                // It ended between the listing and the attach.
+                Err(ProviderError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match self.recorded_exit(ctx, native_id, &id).await? {
+            Some(code) => Ok(futures::stream::iter([Ok(CommandEvent::Exit {
+                exit_code: Some(code),
+            })])
+            .boxed()),
+            None => Err(Self::command_gone(&id)),
+        }
+    }
+
+    /// Not offered: see [`SpritesProvider::no_stdin`].
+    async fn write_stdin(
+        &self,
+        _ctx: &CallContext,
+        _native_id: &str,
+        _handle: &str,
+        _offset: u64,
+        _data: &[u8],
+    ) -> Result<u64> {
+        Err(Self::no_stdin())
+    }
+
+    /// Not offered: see [`SpritesProvider::no_stdin`].
+    async fn close_stdin(&self, _ctx: &CallContext, _native_id: &str, _handle: &str) -> Result<()> {
+        Err(Self::no_stdin())
+    }
+
+    /// `POST …/exec/{session}/kill?signal=SIGTERM|SIGKILL` (the session's process group); an
+    /// ended command is `Ok`.
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        let id = process::parse_handle(handle)?;
+        let name = match signal {
+            Signal::Term => "SIGTERM",
+            Signal::Kill => "SIGKILL",
+            other => {
+                return Err(ProviderError::Unsupported {
+                    provider: P,
+                    operation: "signal_command",
+                    reason: format!("signal {other}: Sprites follows it with SIGKILL"),
+                });
+            }
+        };
+        let Some(session) = self.session_of(ctx, native_id, &id).await? else {
+            return Ok(());
+        };
+        match self
+            .client
+            .kill_session(ctx, native_id, session, name)
+            .await
+        {
+            Ok(()) | Err(ProviderError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The active session carrying the command id, or its exit record.
+    async fn find_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        let known = self.session_of(ctx, native_id, command_id).await?.is_some()
+            || self
+                .recorded_exit(ctx, native_id, command_id)
+                .await?
+                .is_some();
+        Ok(known.then(|| command_id.to_string()))
     }
 }
 

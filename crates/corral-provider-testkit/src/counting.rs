@@ -22,10 +22,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use corral_domain::{ImageMode, OperationId, Provider, ProviderCapabilities, TimeoutMode};
+use corral_domain::{
+    CommandId, ImageMode, OperationId, Provider, ProviderCapabilities, Signal, TimeoutMode,
+};
 use corral_provider::{
-    CallContext, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _, ObservedSandbox,
-    ProviderError, Result, SandboxProvider,
+    CallContext, CommandSpec, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _, ObservedSandbox,
+    ProviderError, Result, SandboxProvider, Started, commands_via_exec,
 };
 use tokio::sync::Semaphore;
 
@@ -52,6 +54,8 @@ pub struct Counting {
     pub panic_on: Mutex<Vec<&'static str>>,
     /// The next create makes its sandbox and then answers `TimedOutAfterSend`.
     pub lose_next_create_answer: Mutex<bool>,
+    /// The next command start starts the command and then answers `TimedOutAfterSend`.
+    pub lose_next_start_answer: Mutex<bool>,
     /// `find_by_operation_id` finds nothing while set (a provider whose listing lags).
     pub listing_lags: Mutex<bool>,
     /// `find_by_operation_id` never answers while set.
@@ -87,11 +91,19 @@ impl Counting {
             gate: gated.then(|| Arc::new(Semaphore::new(0))),
             panic_on: Mutex::new(Vec::new()),
             lose_next_create_answer: Mutex::new(false),
+            lose_next_start_answer: Mutex::new(false),
             listing_lags: Mutex::new(false),
             listing_hangs: Mutex::new(false),
             credentials: Mutex::new(Vec::new()),
             pinned: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The same double advertising `commands` as its command capabilities (e.g. fewer
+    /// signals, no stdin), so a test can see the service refuse what a provider lacks.
+    pub fn with_commands(mut self, commands: corral_domain::CommandCapabilities) -> Self {
+        self.caps.commands = commands;
+        self
     }
 
     /// Lets `n` held creates through the gate.
@@ -247,5 +259,42 @@ impl SandboxProvider for Counting {
             return Ok(Vec::new());
         }
         self.inner.find_by_operation_id(ctx, op).await
+    }
+
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        self.enter("start_command", ctx)?;
+        let started = commands_via_exec::start(self, ctx, native_id, spec).await?;
+        if std::mem::take(&mut *self.lose_next_start_answer.lock().unwrap()) {
+            return Err(ProviderError::TimedOutAfterSend {
+                provider: self.provider,
+            });
+        }
+        Ok(started)
+    }
+
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        self.enter("signal_command", ctx)?;
+        commands_via_exec::signal(self, ctx, native_id, handle, signal).await
+    }
+
+    async fn find_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        self.enter("find_command", ctx)?;
+        commands_via_exec::find(self, ctx, native_id, command_id).await
     }
 }

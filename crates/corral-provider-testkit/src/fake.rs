@@ -74,6 +74,33 @@ pub enum FaultKind {
     /// streamed in 64 KiB chunks without `Content-Length` and never held in memory whole (for
     /// bodies of hundreds of MB).
     StreamedOversized(usize),
+    /// Call the handler (the request is applied), then answer with its status and a JSON body
+    /// in which every string under an id-like key (`id`, `name`, `sandboxID`, `sandboxId`,
+    /// `sandbox_id`, at any depth) is replaced by [`HOSTILE_ID`]: a provider (or whoever
+    /// answers in its place) naming a path and markup as the sandbox.
+    HostileId,
+}
+
+/// The sandbox id [`FaultKind::HostileId`] answers: a path that climbs out of a provider URL,
+/// with markup.
+pub const HOSTILE_ID: &str = "../../x<b>";
+
+const ID_KEYS: [&str; 5] = ["id", "name", "sandboxID", "sandboxId", "sandbox_id"];
+
+fn replace_ids(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if v.is_string() && ID_KEYS.contains(&key.as_str()) {
+                    *v = serde_json::Value::String(HOSTILE_ID.to_owned());
+                } else {
+                    replace_ids(v);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(replace_ids),
+        _ => {}
+    }
 }
 
 /// A body stream that yields `bytes`, pauses (so that what was sent is flushed), then fails
@@ -303,6 +330,22 @@ async fn intercept(State(shared): State<Shared>, req: Request, next: Next) -> Re
             let (mut parts, _) = resp.into_parts();
             parts.headers.remove("content-length");
             Response::from_parts(parts, broken_body(Bytes::new()))
+        }
+        Some(FaultKind::HostileId) => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = axum::body::to_bytes(body, MAX_RECORDED_BODY)
+                .await
+                .unwrap_or_default();
+            let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+                return Response::from_parts(parts, Body::from(bytes));
+            };
+            replace_ids(&mut json);
+            let body = json.to_string();
+            parts
+                .headers
+                .insert("content-length", HeaderValue::from(body.len()));
+            Response::from_parts(parts, Body::from(body))
         }
         Some(FaultKind::StreamedOversized(n)) => {
             let _ = next.run(req).await;

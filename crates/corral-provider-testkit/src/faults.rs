@@ -34,7 +34,7 @@ use corral_domain::{CreateSandboxRequest, OperationId};
 use corral_provider::{CallContext, CreateSpec, ProviderError, SandboxProvider, SecretString};
 use corral_provider_http::HttpConfig;
 
-use crate::fake::{FakeServer, Fault, FaultKind, refused_base_url};
+use crate::fake::{FakeServer, Fault, FaultKind, HOSTILE_ID, refused_base_url};
 
 /// Makes the adapter under test, pointed at a base URL with these HTTP settings.
 pub type MakeProvider<'a> = Box<dyn Fn(&str, HttpConfig) -> Box<dyn SandboxProvider> + 'a>;
@@ -173,6 +173,8 @@ impl<'a> FaultSuite<'a> {
         self.oversized_body_is_a_protocol_error_that_may_have_been_applied()
             .await;
         self.malformed_body_is_a_protocol_error_that_may_have_been_applied()
+            .await;
+        self.hostile_native_id_is_refused_as_a_protocol_error_that_may_have_been_applied()
             .await;
         self.wrong_credential_is_unauthorized_without_leaking_it()
             .await;
@@ -396,6 +398,33 @@ impl<'a> FaultSuite<'a> {
         );
     }
 
+    /// A create whose answer names a hostile sandbox id (`../../x<b>`) is a `Protocol` error
+    /// that may have been applied (so the service answers `sandbox_create_outcome_unknown` and
+    /// reconciliation finds the real sandbox by its operation id), and the error does not echo
+    /// the id. Recording it would make later calls name another resource.
+    pub async fn hostile_native_id_is_refused_as_a_protocol_error_that_may_have_been_applied(
+        &self,
+    ) {
+        self.create_call
+            .arm(self.server, Fault::new(FaultKind::HostileId));
+        let err = self.create_fails(&*self.provider(), &self.ctx).await;
+        assert!(
+            matches!(&err, ProviderError::Protocol { message, .. } if message.contains("sandbox id")),
+            "{}: an answer with a hostile id gave {err:?}",
+            self.name
+        );
+        assert!(
+            err.may_have_been_applied(),
+            "{}: a create with a hostile id is reported as not applied: {err:?}",
+            self.name
+        );
+        assert!(
+            !format!("{err}").contains(HOSTILE_ID),
+            "{}: the error echoes the hostile id: {err}",
+            self.name
+        );
+    }
+
     /// A credential the provider refuses is `Unauthorized`, and the error never shows it.
     pub async fn wrong_credential_is_unauthorized_without_leaking_it(&self) {
         let wrong = CallContext::new(
@@ -471,6 +500,7 @@ macro_rules! fault_suite_tests {
             slow_body_times_out_after_send,
             oversized_body_is_a_protocol_error_that_may_have_been_applied,
             malformed_body_is_a_protocol_error_that_may_have_been_applied,
+            hostile_native_id_is_refused_as_a_protocol_error_that_may_have_been_applied,
             wrong_credential_is_unauthorized_without_leaking_it,
             missing_credential_is_refused_before_any_request,
             unknown_sandbox_is_not_found_and_deleting_it_is_ok,

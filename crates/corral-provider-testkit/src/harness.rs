@@ -167,6 +167,14 @@ macro_rules! adapter_tests {
                 exec_caps_output_and_deadline,
                 files_round_trip_utf8_and_binary,
                 files_report_missing_parent_and_missing_file,
+                command_streams_output_then_exits,
+                quiet_command_is_followed_to_its_end,
+                resume_after_a_dropped_stream_loses_and_repeats_nothing,
+                stdin_round_trip,
+                signal_ends_a_running_command,
+                command_outlives_its_start_call,
+                command_output_that_is_not_utf8_survives,
+                a_started_command_is_found_by_its_id,
             );
         }
         mod faults {
@@ -178,6 +186,7 @@ macro_rules! adapter_tests {
                 slow_body_times_out_after_send,
                 oversized_body_is_a_protocol_error_that_may_have_been_applied,
                 malformed_body_is_a_protocol_error_that_may_have_been_applied,
+                hostile_native_id_is_refused_as_a_protocol_error_that_may_have_been_applied,
                 wrong_credential_is_unauthorized_without_leaking_it,
                 missing_credential_is_refused_before_any_request,
                 unknown_sandbox_is_not_found_and_deleting_it_is_ok,

@@ -135,6 +135,8 @@ impl HostShellProvider {
                 supports_snapshots: false,
                 supports_restore: false,
                 supports_delete: true,
+                images: Vec::new(),
+                commands: corral_domain::CommandCapabilities::emulated(),
             },
             sandboxes: Mutex::new(HashMap::new()),
         }
@@ -231,16 +233,6 @@ impl SandboxProvider for HostShellProvider {
                 retry_after: None,
             }),
         }
-    }
-
-    async fn read_file(
-        &self,
-        ctx: &CallContext,
-        native_id: &str,
-        path: &str,
-        max_bytes: usize,
-    ) -> Result<Vec<u8>> {
-        files_via_exec::read_file(self, ctx, native_id, path, max_bytes).await
     }
 
     async fn write_file(

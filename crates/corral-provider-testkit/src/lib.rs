@@ -16,6 +16,8 @@
 //! provider's filesystem layout and works against real providers as well as fakes.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // Test code: panics are the reports.
 
+pub mod background;
+pub mod commands;
 pub mod counting;
 pub mod fake;
 pub mod faults;
@@ -87,6 +89,7 @@ impl<'a> Conformance<'a> {
         self.exec_caps_output_and_deadline().await;
         self.files_round_trip_utf8_and_binary().await;
         self.files_report_missing_parent_and_missing_file().await;
+        self.run_commands().await;
     }
 
     /// Capabilities pass the spec's invariants and name this provider.

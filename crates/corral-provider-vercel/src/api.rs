@@ -138,17 +138,56 @@ pub struct RunCommandRequest {
     /// Milliseconds after which the sandbox kills the command with SIGKILL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// Open a stdin channel (`…/cmd/{cmdId}/stdin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach_stdin: Option<bool>,
 }
 
-/// `Command`.
+/// `Command` (`SessionCommand` in the REST reference).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Command {
     /// Command id (for kill and logs).
     pub id: String,
+    /// Its arguments (where Corral's tag is found again).
+    #[serde(default)]
+    pub args: Vec<String>,
     /// Exit code, once finished.
     #[serde(default)]
     pub exit_code: Option<i32>,
+}
+
+/// `GET /v2/sandboxes/sessions/{sessionId}/cmd` answer: the session's commands.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CommandsResponse {
+    /// The commands.
+    pub commands: Vec<Command>,
+}
+
+/// `POST …/cmd/{cmdId}/stdin` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteStdinRequest {
+    /// Bytes for stdin, as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// Where `data` starts in stdin: bytes the command already received are skipped, and an
+    /// offset past them is a 409.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Close stdin (after `data`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close: Option<bool>,
+}
+
+/// `POST …/cmd/{cmdId}/stdin` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteStdinResponse {
+    /// Bytes written to stdin so far, in all; absent from sandboxes that predate offsets
+    /// (which ignored the offset).
+    #[serde(default)]
+    pub bytes_written: Option<u64>,
 }
 
 /// A `{"command": …}` line of the command stream.
@@ -191,8 +230,8 @@ pub enum LogLine {
 /// `POST …/cmd/{cmdId}/kill` body.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KillCommandRequest {
-    /// A POSIX signal **number** (`9` for SIGKILL), as the SDK's `killCommand` sends it: a
-    /// signal name is refused.
+    /// A POSIX signal **number** (`9` for SIGKILL, `15` for SIGTERM), as the SDK's
+    /// `killCommand` sends it: a signal name is refused.
     pub signal: u8,
 }
 

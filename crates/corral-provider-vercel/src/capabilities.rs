@@ -40,6 +40,16 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_snapshots: true,
         supports_restore: true,
         supports_delete: true,
+        // Detached commands: stdin with offsets, any POSIX signal by number, logs that replay
+        // from the start.
+        images: Vec::new(),
+        commands: corral_domain::CommandCapabilities {
+            stdin: true,
+            signals: corral_domain::Signal::ALL.to_vec(),
+            resume: corral_domain::CommandResume::ProviderReplay,
+            binary_output: false,
+            emulated: false,
+        },
     }
 }
 

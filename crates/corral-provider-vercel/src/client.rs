@@ -10,8 +10,9 @@ use corral_provider_http::{Failure, ProviderHttp, path_segment, read_at_most};
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    CreateSandboxRequest, KillCommandRequest, ReadFileRequest, RunCommandRequest,
-    SandboxAndSessionResponse, SandboxesPaginationResponse,
+    CommandResponse, CommandsResponse, CreateSandboxRequest, KillCommandRequest, ReadFileRequest,
+    RunCommandRequest, SandboxAndSessionResponse, SandboxesPaginationResponse, WriteStdinRequest,
+    WriteStdinResponse,
 };
 
 /// Who the call is for: the team and the project (the credential travels in the context).
@@ -43,6 +44,11 @@ fn session_path(session_id: &str, rest: &str) -> String {
 impl Client {
     pub(crate) fn new(http: ProviderHttp) -> Self {
         Self { http }
+    }
+
+    /// The configured request timeout.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.http.config().request_timeout
     }
 
     /// An authorised request with `teamId` first in the query, as the SDK appends it to every
@@ -169,24 +175,126 @@ impl Client {
         self.http.send_for_failure(ctx, req, limit).await
     }
 
-    /// `POST /v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}/kill`.
+    /// `POST /v2/sandboxes/sessions/{sessionId}/cmd` without `wait`: the command, answered
+    /// as soon as it started.
+    pub(crate) async fn start_command(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        body: &RunCommandRequest,
+    ) -> Result<CommandResponse, Failure> {
+        let req = self
+            .scoped(
+                ctx,
+                Method::POST,
+                &session_path(session_id, "/cmd"),
+                scope,
+                &[],
+            )
+            .map_err(failure)?
+            .json(body);
+        self.json_or_failure(ctx, req).await
+    }
+
+    /// `GET /v2/sandboxes/sessions/{sessionId}/cmd`: the session's commands.
+    pub(crate) async fn list_commands(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+    ) -> Result<CommandsResponse, Failure> {
+        let req = self
+            .scoped(
+                ctx,
+                Method::GET,
+                &session_path(session_id, "/cmd"),
+                scope,
+                &[],
+            )
+            .map_err(failure)?;
+        self.json_or_failure(ctx, req).await
+    }
+
+    /// `GET /v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}[?wait=true]`; with `wait`, the
+    /// answer comes once the command finished, or the exchange gives up after `limit`.
+    pub(crate) async fn get_command(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        command_id: &str,
+        wait: bool,
+        limit: Duration,
+    ) -> Result<CommandResponse, Failure> {
+        let path = session_path(session_id, &format!("/cmd/{}", path_segment(command_id)));
+        let query: &[(&str, &str)] = if wait { &[("wait", "true")] } else { &[] };
+        let req = self
+            .scoped(ctx, Method::GET, &path, scope, query)
+            .map_err(failure)?;
+        let resp = self.http.send_for_failure(ctx, req, limit).await?;
+        self.http.read_json(resp).await.map_err(failure)
+    }
+
+    /// `GET /v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}/logs`: the NDJSON log stream, still
+    /// unread, open for at most `limit`.
+    pub(crate) async fn command_logs(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        command_id: &str,
+        limit: Duration,
+    ) -> Result<Response, Failure> {
+        let path = session_path(
+            session_id,
+            &format!("/cmd/{}/logs", path_segment(command_id)),
+        );
+        let req = self
+            .scoped(ctx, Method::GET, &path, scope, &[])
+            .map_err(failure)?;
+        self.http.send_for_failure(ctx, req, limit).await
+    }
+
+    /// `POST /v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}/stdin`.
+    pub(crate) async fn write_stdin(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        command_id: &str,
+        body: &WriteStdinRequest,
+    ) -> Result<WriteStdinResponse, Failure> {
+        let path = session_path(
+            session_id,
+            &format!("/cmd/{}/stdin", path_segment(command_id)),
+        );
+        let req = self
+            .scoped(ctx, Method::POST, &path, scope, &[])
+            .map_err(failure)?
+            .json(body);
+        self.json_or_failure(ctx, req).await
+    }
+
+    /// `POST /v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}/kill` with a POSIX signal number.
     pub(crate) async fn kill_command(
         &self,
         ctx: &CallContext,
         scope: Scope<'_>,
         session_id: &str,
         command_id: &str,
-    ) -> Result<()> {
+        signal: u8,
+    ) -> Result<(), Failure> {
         let path = session_path(
             session_id,
             &format!("/cmd/{}/kill", path_segment(command_id)),
         );
         let req = self
-            .scoped(ctx, Method::POST, &path, scope, &[])?
-            .json(&KillCommandRequest {
-                signal: crate::SIGKILL,
-            });
-        self.http.send_empty(ctx, req).await
+            .scoped(ctx, Method::POST, &path, scope, &[])
+            .map_err(failure)?
+            .json(&KillCommandRequest { signal });
+        let _: serde_json::Value = self.json_or_failure(ctx, req).await?;
+        Ok(())
     }
 
     /// `POST /v2/sandboxes/sessions/{sessionId}/fs/read`: the bytes (`application/octet-stream`),

@@ -8,10 +8,19 @@
 //! `/v2/sandboxes` and never with `image`, at most five tags. Sessions are real: a stop
 //! (`POST …/sessions/{id}/stop`) makes the session's command and file endpoints answer 410
 //! `sandbox_stopped`, and `GET …?resume=true` then starts a session with a **new id**.
-//! Commands run with the host's `sh` in a temporary directory per sandbox and answer the
-//! NDJSON stream, killed at their `timeout` (unless a test turns that off) or by `…/kill`,
-//! whose `signal` must be a POSIX signal **number** (a name such as `"SIGKILL"` is a 400, as
-//! Vercel's model refuses it); `fs/write` un-gzips and un-tars the body (a malformed archive
+//! Commands are asynchronous, as Vercel's: each is a host process (the testkit's background
+//! runner, in a temporary directory per sandbox) that runs on after the call that started
+//! it. `POST …/cmd` without `wait` answers the command at once, with `wait` an NDJSON stream
+//! (the command, its `{"stream", "data"}` lines as they come with `logs`, the finished
+//! command); `GET …/cmd` lists the session's commands, `GET …/cmd/{id}` answers one (with
+//! `?wait=true` once it finished), `GET …/cmd/{id}/logs` replays its output from the first
+//! byte as NDJSON and ends with the command; output is text (bytes that are not UTF-8 are
+//! replaced). A command is killed at its `timeout` (unless a test turns that off) or by
+//! `…/kill`, whose `signal` must be a POSIX signal **number** (a name such as `"SIGKILL"` is a
+//! 400, as Vercel's model refuses it; a command no longer running is a 400).
+//! `…/stdin` (for a command started with `attachStdin`) takes `{data, offset, close}`: bytes
+//! the command already received are skipped, an offset past them is a 409, and the answer
+//! is `{bytesWritten}`. A stopped session's commands die with it; `fs/write` un-gzips and un-tars the body (a malformed archive
 //! is a 400); `fs/read` answers `application/octet-stream` or 404.
 //!
 //! [`Fake::start`] serves it on loopback; [`Fake::config`] and [`Fake::context`] point the
@@ -32,13 +41,13 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use corral_domain::{CreateSandboxRequest, Provider, ProviderContext};
+use corral_domain::{CreateSandboxRequest, OutputStream, Provider, ProviderContext};
 use corral_provider::shell::shell_quote;
 use corral_provider::{CallContext, SecretString};
 use corral_provider_http::HttpConfig;
+use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::harness::Harness;
-use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use futures::StreamExt as _;
 use serde_json::{Map, Value, json};
 
@@ -71,11 +80,37 @@ const CREATE_FIELDS: &[&str] = &[
 ];
 const RUNTIMES: &[&str] = &["node22", "node24", "node26", "python3.13"];
 const NOW_MS: u64 = 1_790_000_000_000;
+/// Longer than any test: how long the fake waits for a command that is waited for.
+const FOREVER: Duration = Duration::from_secs(24 * 3600);
 
 struct Sbx {
     sandbox: Value,
     session: Value,
     dir: tempfile::TempDir,
+    /// The sandbox's processes: dropping the table (at deletion) kills them.
+    processes: Processes,
+}
+
+/// A command: a host process running on after the call that started it.
+struct Cmd {
+    /// `{id, name, args, cwd, sessionId, exitCode, startedAt}` without the exit code.
+    json: Value,
+    process: Process,
+    /// Started with `attachStdin`.
+    stdin: bool,
+    /// Bytes of stdin the command received (the offset of the next write).
+    stdin_written: tokio::sync::Mutex<u64>,
+}
+
+impl Cmd {
+    fn view(&self) -> Value {
+        let mut v = self.json.clone();
+        if let Some(exit) = self.process.exit() {
+            v["exitCode"] = json!(exit.code());
+            v["durationMs"] = json!(1);
+        }
+        v
+    }
 }
 
 #[derive(Default)]
@@ -84,7 +119,8 @@ struct Inner {
     order: Vec<String>,
     /// Every session id ever issued → its sandbox name.
     sessions: HashMap<String, String>,
-    commands: HashMap<String, tokio::task::AbortHandle>,
+    /// Commands by id, with their session id.
+    commands: HashMap<String, (String, Arc<Cmd>)>,
     next: u64,
 }
 
@@ -205,8 +241,17 @@ fn router_with(fake: Api) -> Router {
             get(get_sandbox).delete(delete_sandbox),
         )
         .route("/v2/sandboxes/sessions/{sid}/stop", post(stop))
-        .route("/v2/sandboxes/sessions/{sid}/cmd", post(run_cmd))
+        .route(
+            "/v2/sandboxes/sessions/{sid}/cmd",
+            post(run_cmd).get(list_cmds),
+        )
+        .route("/v2/sandboxes/sessions/{sid}/cmd/{cid}", get(get_cmd))
+        .route("/v2/sandboxes/sessions/{sid}/cmd/{cid}/logs", get(cmd_logs))
         .route("/v2/sandboxes/sessions/{sid}/cmd/{cid}/kill", post(kill))
+        .route(
+            "/v2/sandboxes/sessions/{sid}/cmd/{cid}/stdin",
+            post(write_stdin),
+        )
         .route("/v2/sandboxes/sessions/{sid}/fs/read", post(fs_read))
         .route("/v2/sandboxes/sessions/{sid}/fs/write", post(fs_write))
         .layer(axum::middleware::from_fn(auth))
@@ -314,6 +359,7 @@ fn create(State(fake): State<Api>, body: Bytes, v2: bool) -> Response {
             sandbox: sandbox.clone(),
             session: session.clone(),
             dir,
+            processes: Processes::default(),
         },
     );
     axum::Json(json!({ "sandbox": sandbox, "session": session, "routes": [] })).into_response()
@@ -451,15 +497,29 @@ fn running_session(inner: &Inner, sid: &str) -> Result<(String, PathBuf), Respon
 }
 
 async fn stop(State(fake): State<Api>, UrlPath(sid): UrlPath<String>) -> Response {
-    let mut inner = fake.inner.lock().unwrap();
-    let (name, _) = match running_session(&inner, &sid) {
-        Ok(x) => x,
-        Err(r) => return r,
+    let (answer, dying) = {
+        let mut inner = fake.inner.lock().unwrap();
+        let (name, _) = match running_session(&inner, &sid) {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let sbx = inner.sandboxes.get_mut(&name).unwrap();
+        sbx.session["status"] = json!("stopped");
+        sbx.sandbox["status"] = json!("stopped");
+        let answer = json!({ "session": sbx.session, "sandbox": sbx.sandbox });
+        // The session's VM stops: its commands die with it.
+        let dying: Vec<Arc<Cmd>> = inner
+            .commands
+            .values()
+            .filter(|(s, _)| *s == sid)
+            .map(|(_, c)| c.clone())
+            .collect();
+        (answer, dying)
     };
-    let sbx = inner.sandboxes.get_mut(&name).unwrap();
-    sbx.session["status"] = json!("stopped");
-    sbx.sandbox["status"] = json!("stopped");
-    axum::Json(json!({ "session": sbx.session, "sandbox": sbx.sandbox })).into_response()
+    for c in dying {
+        let _ = c.process.signal(9).await;
+    }
+    axum::Json(answer).into_response()
 }
 
 fn string_map(v: &Value) -> Option<BTreeMap<String, String>> {
@@ -483,7 +543,15 @@ async fn run_cmd(State(fake): State<Api>, UrlPath(sid): UrlPath<String>, body: B
     if let Err(r) = only_fields(
         &map,
         &[
-            "command", "args", "cwd", "env", "sudo", "wait", "logs", "timeout",
+            "command",
+            "args",
+            "cwd",
+            "env",
+            "sudo",
+            "wait",
+            "logs",
+            "timeout",
+            "attachStdin",
         ],
     ) {
         return r;
@@ -508,15 +576,15 @@ async fn run_cmd(State(fake): State<Api>, UrlPath(sid): UrlPath<String>, body: B
             None => return bad("`env` must map strings to strings"),
         },
     };
-    for flag in ["sudo", "wait", "logs"] {
+    for flag in ["sudo", "wait", "logs", "attachStdin"] {
         if map.get(flag).is_some_and(|v| !v.is_boolean()) {
             return bad(format!("`{flag}` must be a boolean"));
         }
     }
     let timeout = match map.get("timeout") {
-        None => Duration::from_secs(600),
+        None => None,
         Some(v) => match v.as_u64() {
-            Some(ms @ 1..) => Duration::from_millis(ms),
+            Some(ms @ 1..) => Some(Duration::from_millis(ms)),
             _ => return bad("`timeout` must be a positive integer of milliseconds"),
         },
     };
@@ -525,77 +593,191 @@ async fn run_cmd(State(fake): State<Api>, UrlPath(sid): UrlPath<String>, body: B
         Some(Value::String(c)) => Some(PathBuf::from(c)),
         Some(_) => return bad("`cwd` must be a string"),
     };
-    let wait = map.get("wait").and_then(Value::as_bool) == Some(true);
-    // Off, the command runs until killed (capped so a forgotten one still ends).
-    let timeout = if fake.enforce_command_timeouts.load(Ordering::SeqCst) {
-        timeout
-    } else {
-        Duration::from_secs(600)
-    };
-    let (cid, dir) = {
+    let flag = |k: &str| map.get(k).and_then(Value::as_bool) == Some(true);
+    let (wait, logs, stdin) = (flag("wait"), flag("logs"), flag("attachStdin"));
+    let (cid, cmd) = {
         let mut inner = fake.inner.lock().unwrap();
-        let dir = match running_session(&inner, &sid) {
-            Ok((_, d)) => d,
+        let (name, dir) = match running_session(&inner, &sid) {
+            Ok(x) => x,
             Err(r) => return r,
         };
-        (inner.next_id("cmd_"), dir)
-    };
-    // Vercel execs the command directly; the host runs the same argv through sh.
-    let argv: Vec<String> = std::iter::once(command.to_owned())
-        .chain(args.iter().cloned())
-        .map(|a| shell_quote(&a))
-        .collect();
-    let shell_line = argv.join(" ");
-    let run_dir = cwd.unwrap_or_else(|| dir.clone());
-    let task = tokio::spawn(async move {
+        let cid = inner.next_id("cmd_");
+        // Vercel execs the command directly; the host runs the same argv through sh.
+        let argv: Vec<String> = std::iter::once(command.to_owned())
+            .chain(args.iter().cloned())
+            .map(|a| shell_quote(&a))
+            .collect();
         let mut env = env;
         env.entry("HOME".into())
             .or_insert_with(|| dir.display().to_string());
-        run_command(&shell_line, &run_dir, &env, timeout, 64 * 1024 * 1024).await
-    });
-    fake.inner
-        .lock()
-        .unwrap()
-        .commands
-        .insert(cid.clone(), task.abort_handle());
-    let command_json = json!({
-        "id": cid, "name": command, "args": args, "cwd": "/", "sessionId": sid,
-        "exitCode": null, "startedAt": NOW_MS,
-    });
-    if !wait {
-        return axum::Json(json!({ "command": command_json })).into_response();
-    }
-    let first = line(&json!({ "command": command_json }));
-    let rest = async move {
-        let (out, err, exit) = match task.await {
-            Ok(Ok(RunOutcome::Finished(o))) => (o.stdout, o.stderr, o.exit_code),
-            // Vercel kills a command past its `timeout` with SIGKILL.
-            Ok(Ok(RunOutcome::TimedOut)) | Err(_) => (Vec::new(), Vec::new(), 137),
-            Ok(Err(e)) => (Vec::new(), e.to_string().into_bytes(), 127),
-        };
-        let mut lines = Vec::new();
-        for (stream, bytes) in [("stdout", out), ("stderr", err)] {
-            for chunk in bytes.chunks(4096) {
-                lines.extend_from_slice(&line(&json!({
-                    "stream": stream, "data": String::from_utf8_lossy(chunk),
-                })));
-            }
+        let mut spec = SpawnSpec::new(argv.join(" "), cwd.unwrap_or_else(|| dir.clone()))
+            .with_env(env)
+            .with_tag(&cid);
+        if stdin {
+            spec = spec.with_stdin();
         }
-        let mut finished = command_json;
-        finished["exitCode"] = json!(exit);
-        finished["durationMs"] = json!(1);
-        lines.extend_from_slice(&line(&json!({ "command": finished })));
-        Bytes::from(lines)
+        let process = match inner.sandboxes[&name].processes.spawn(spec) {
+            Ok(p) => p,
+            Err(e) => return bad(format!("cannot run `{command}`: {e}")),
+        };
+        let cmd = Arc::new(Cmd {
+            json: json!({
+                "id": cid, "name": command, "args": args, "cwd": "/", "sessionId": sid,
+                "exitCode": null, "startedAt": NOW_MS,
+            }),
+            process,
+            stdin,
+            stdin_written: tokio::sync::Mutex::new(0),
+        });
+        inner
+            .commands
+            .insert(cid.clone(), (sid.clone(), cmd.clone()));
+        (cid, cmd)
     };
-    let stream = futures::stream::once(async move { first })
-        .chain(futures::stream::once(rest))
-        .map(Ok::<_, std::io::Error>);
+    // Vercel kills a command past its `timeout` with SIGKILL (unless a test turned that off).
+    if let Some(t) = timeout
+        && fake.enforce_command_timeouts.load(Ordering::SeqCst)
+    {
+        let process = cmd.process.clone();
+        tokio::spawn(async move {
+            if process.wait_exit(t).await.is_none() {
+                let _ = process.signal(9).await;
+            }
+        });
+    }
+    let _ = cid;
+    if !wait {
+        return axum::Json(json!({ "command": cmd.view() })).into_response();
+    }
+    let first = futures::stream::once({
+        let started = line(&json!({ "command": cmd.view() }));
+        async move { started }
+    });
+    let output = log_lines(cmd.clone(), logs);
+    let finished = futures::stream::once(async move {
+        cmd.process.wait_exit(FOREVER).await;
+        line(&json!({ "command": cmd.view() }))
+    });
+    ndjson(first.chain(output).chain(finished))
+}
+
+fn ndjson(lines: impl futures::Stream<Item = Bytes> + Send + 'static) -> Response {
     (
         StatusCode::OK,
         [("content-type", "application/x-ndjson")],
-        Body::from_stream(stream),
+        Body::from_stream(lines.map(Ok::<_, std::io::Error>)),
     )
         .into_response()
+}
+
+/// The length of `bytes` without a trailing UTF-8 sequence that more bytes may complete.
+fn complete_utf8(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
+    }
+}
+
+/// `{"stream", "data"}` lines of the command's output from its first byte, as it comes,
+/// ending when the command ended (nothing when `logs` is false). `data` is text: bytes that
+/// are not UTF-8 are replaced.
+fn log_lines(cmd: Arc<Cmd>, logs: bool) -> impl futures::Stream<Item = Bytes> + Send + 'static {
+    futures::stream::unfold((0u64, 0u64, logs), move |(out, err, logs)| {
+        let cmd = cmd.clone();
+        async move {
+            if !logs {
+                return None;
+            }
+            let (mut out, mut err) = (out, err);
+            loop {
+                let ended = cmd.process.exit().is_some();
+                let mut lines = Vec::new();
+                for (stream, at, name) in [
+                    (OutputStream::Stdout, &mut out, "stdout"),
+                    (OutputStream::Stderr, &mut err, "stderr"),
+                ] {
+                    let bytes = cmd.process.read(stream, *at);
+                    let take = if ended {
+                        bytes.len()
+                    } else {
+                        complete_utf8(&bytes)
+                    };
+                    if take > 0 {
+                        lines.extend_from_slice(&line(&json!({
+                            "stream": name, "data": String::from_utf8_lossy(&bytes[..take]),
+                        })));
+                        *at += take as u64;
+                    }
+                }
+                if !lines.is_empty() {
+                    return Some((Bytes::from(lines), (out, err, true)));
+                }
+                if ended {
+                    return None;
+                }
+                // Waits past bytes held back as an incomplete character too.
+                let held_out = cmd.process.len(OutputStream::Stdout);
+                let held_err = cmd.process.len(OutputStream::Stderr);
+                cmd.process.wait_output(held_out, held_err, FOREVER).await;
+            }
+        }
+    })
+}
+
+fn find_cmd(fake: &Api, sid: &str, cid: &str) -> Result<Arc<Cmd>, Response> {
+    let inner = fake.inner.lock().unwrap();
+    running_session(&inner, sid)?;
+    match inner.commands.get(cid) {
+        Some((s, c)) if s == sid => Ok(c.clone()),
+        _ => Err(not_found("Command")),
+    }
+}
+
+async fn list_cmds(State(fake): State<Api>, UrlPath(sid): UrlPath<String>) -> Response {
+    let inner = fake.inner.lock().unwrap();
+    if let Err(r) = running_session(&inner, &sid) {
+        return r;
+    }
+    let mut commands: Vec<(&String, Value)> = inner
+        .commands
+        .iter()
+        .filter(|(_, (s, _))| *s == sid)
+        .map(|(id, (_, c))| (id, c.view()))
+        .collect();
+    commands.sort_by(|a, b| a.0.cmp(b.0));
+    let commands: Vec<Value> = commands.into_iter().map(|(_, v)| v).collect();
+    axum::Json(json!({ "commands": commands })).into_response()
+}
+
+async fn get_cmd(
+    State(fake): State<Api>,
+    UrlPath((sid, cid)): UrlPath<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let wait = match q.get("wait").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return bad("`wait` must be true or false"),
+    };
+    let cmd = match find_cmd(&fake, &sid, &cid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if wait {
+        cmd.process.wait_exit(FOREVER).await;
+    }
+    axum::Json(json!({ "command": cmd.view() })).into_response()
+}
+
+async fn cmd_logs(
+    State(fake): State<Api>,
+    UrlPath((sid, cid)): UrlPath<(String, String)>,
+) -> Response {
+    match find_cmd(&fake, &sid, &cid) {
+        Ok(cmd) => ndjson(log_lines(cmd, true)),
+        Err(r) => r,
+    }
 }
 
 async fn kill(
@@ -608,26 +790,96 @@ async fn kill(
         Err(r) => return r,
     };
     // A POSIX signal number, as Vercel's model (and the SDK's `killCommand`) has it.
-    match map.get("signal") {
+    let signal = match map.get("signal") {
         None => return bad("`signal` is required"),
-        Some(v) if !v.is_u64() => return bad("`signal` must be a signal number"),
-        Some(_) => {}
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=64) => n as i32,
+            _ => return bad("`signal` must be a signal number"),
+        },
+    };
+    let cmd = match find_cmd(&fake, &sid, &cid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    // "The command must still be running for this operation to succeed."
+    if cmd.process.exit().is_some() {
+        return bad("The command is not running");
     }
-    let inner = fake.inner.lock().unwrap();
-    if let Err(r) = running_session(&inner, &sid) {
+    if let Err(e) = cmd.process.signal(signal).await {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &e.to_string(),
+        );
+    }
+    axum::Json(json!({ "command": cmd.view() })).into_response()
+}
+
+/// `{data?, offset?, close?}` → `{bytesWritten}`: bytes before `offset`'s position that the
+/// command already received are skipped, an offset past them is a 409.
+async fn write_stdin(
+    State(fake): State<Api>,
+    UrlPath((sid, cid)): UrlPath<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let map = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(&map, &["data", "offset", "close"]) {
         return r;
     }
-    match inner.commands.get(&cid) {
-        Some(handle) => {
-            handle.abort();
-            axum::Json(json!({ "command": {
-                "id": cid, "name": "sh", "args": [], "cwd": "/", "sessionId": sid,
-                "exitCode": null, "startedAt": NOW_MS,
-            }}))
-            .into_response()
-        }
-        None => not_found("Command"),
+    let data = match map.get("data") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(d)) => Some(d.clone()),
+        Some(_) => return bad("`data` must be a string"),
+    };
+    let offset = match map.get("offset") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(o) => Some(o),
+            None => return bad("`offset` must be a non-negative integer"),
+        },
+    };
+    let close = match map.get("close") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return bad("`close` must be a boolean"),
+    };
+    let cmd = match find_cmd(&fake, &sid, &cid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if !cmd.stdin {
+        return bad("The command was not started with `attachStdin`");
     }
+    let mut written = cmd.stdin_written.lock().await;
+    if let Some(data) = data {
+        let bytes = data.as_bytes();
+        let at = offset.unwrap_or(*written);
+        if at > *written {
+            return error(
+                StatusCode::CONFLICT,
+                "conflict",
+                &format!("`offset` {at} is past the {} bytes written", *written),
+            );
+        }
+        let skip = usize::try_from(*written - at).unwrap_or(usize::MAX);
+        if let Some(fresh) = bytes.get(skip..).filter(|f| !f.is_empty()) {
+            if cmd.process.exit().is_some() || cmd.process.write_stdin(fresh).await.is_err() {
+                return error(
+                    StatusCode::CONFLICT,
+                    "stdin_closed",
+                    "The command's stdin is closed",
+                );
+            }
+            *written += fresh.len() as u64;
+        }
+    }
+    if close {
+        cmd.process.close_stdin().await;
+    }
+    axum::Json(json!({ "bytesWritten": *written })).into_response()
 }
 
 async fn fs_read(State(fake): State<Api>, UrlPath(sid): UrlPath<String>, body: Bytes) -> Response {

@@ -29,6 +29,13 @@
 //!   "data"}` lines, then the finished `{"command"}` with `exitCode`): stdout and stderr stay
 //!   separate. Past the deadline the command is killed (`…/cmd/{id}/kill` with `signal: 9`,
 //!   a POSIX signal number as Vercel's model takes it).
+//! - **commands** (native, `commands` module): start → `POST …/cmd` without `wait` (answered
+//!   at once), the script's first line a comment naming Corral's command id, which the
+//!   session's command list shows (a retried start and `find_command` find it); attach →
+//!   `…/cmd/{id}/logs`, NDJSON replayed from the first byte (`provider_replay`), then
+//!   `?wait=true` for the exit code; stdin → `…/stdin {data, offset}` (Vercel skips what it
+//!   already received); signals → `…/kill {signal: <number>}`, all of them. Output and stdin
+//!   are text.
 //! - **files** → read: `POST …/fs/read` (`application/octet-stream`, 404 when missing); write:
 //!   `POST …/fs/write` with a **gzipped tarball** of the one file (`x-cwd: /`). Tar extraction
 //!   would create missing parents, so a write first checks its parent through exec.
@@ -41,6 +48,7 @@
 pub mod api;
 mod capabilities;
 mod client;
+mod commands;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod map;
@@ -51,19 +59,28 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
+use corral_domain::{
+    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal,
+};
 use corral_provider::files_via_exec::{check_write_target, explain_read_failure};
 use corral_provider::{
-    Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider,
+    Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
+    ExecOutput, ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider,
+    Started,
 };
 use corral_provider_http::reqwest::Response;
 use corral_provider_http::{
     Auth, Failure, HttpConfig, Page, ProviderHttp, collect_pages, map_body_error,
 };
+use futures::stream::{self, StreamExt as _};
 
-use crate::api::{CommandResponse, CreateSandboxRequest, LogLine, RunCommandRequest, Sandbox};
+use crate::api::{
+    CommandResponse, CreateSandboxRequest, LogLine, RunCommandRequest, Sandbox, WriteStdinRequest,
+};
 use crate::client::{Client, Scope, failure};
+use crate::commands::{Logs, LogsEnd};
+
+pub use crate::commands::tag_line;
 
 /// The tag holding Corral's operation id on a sandbox.
 pub const OPERATION_ID_TAG: &str = "corral-operation-id";
@@ -150,6 +167,17 @@ fn observed(sandbox: &Sandbox) -> ObservedSandbox {
             .tags
             .get(OPERATION_ID_TAG)
             .and_then(|s| s.parse().ok()),
+    }
+}
+
+/// A failure of a call about one command: a stopped session (410) took the command with it.
+fn command_failure(f: Failure, handle: &str) -> ProviderError {
+    match f.status {
+        Some(410) => ProviderError::NotFound {
+            provider: P,
+            resource: format!("command {handle} (its session stopped)"),
+        },
+        _ => f.error,
     }
 }
 
@@ -351,6 +379,7 @@ impl VercelProvider {
             wait: Some(true),
             logs: Some(true),
             timeout: Some(millis(spec.timeout)),
+            attach_stdin: None,
         };
         let started = Instant::now();
         let resp = self
@@ -381,7 +410,10 @@ impl VercelProvider {
             Err(_) => {
                 if let Some(id) = command_id {
                     // Best effort: the deadline is reported whether or not the kill lands.
-                    let _ = self.client.kill_command(ctx, scope, &session.id, &id).await;
+                    let _ = self
+                        .client
+                        .kill_command(ctx, scope, &session.id, &id, SIGKILL)
+                        .await;
                 }
                 Err(failure(timed_out))
             }
@@ -546,6 +578,203 @@ impl SandboxProvider for VercelProvider {
         // The filter is Vercel's; the tag is checked again by the contract wrapper
         // (`corral_provider::Contracted`), which reads it from `operation_id`.
         Ok(sandboxes.iter().map(observed).collect())
+    }
+
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        let scope = scope(ctx)?;
+        let body = RunCommandRequest {
+            command: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!("{}{}", tag_line(&spec.command_id), spec.command),
+            ],
+            cwd: spec.cwd.clone(),
+            env: spec.env.clone(),
+            sudo: false,
+            wait: None,
+            logs: None,
+            timeout: Some(millis(spec.timeout + commands::BACKSTOP)),
+            attach_stdin: spec.stdin.then_some(true),
+        };
+        let mut refresh = false;
+        loop {
+            let session = self.session(ctx, scope, native_id, refresh).await?;
+            // A retried start finds the command the first attempt started, by its tag.
+            let started = match self.client.list_commands(ctx, scope, &session.id).await {
+                Ok(list) => match commands::tagged(&list.commands, &spec.command_id) {
+                    Some(found) => Ok(found.id.clone()),
+                    None => self
+                        .client
+                        .start_command(ctx, scope, &session.id, &body)
+                        .await
+                        .map(|r| r.command.id),
+                },
+                Err(f) => Err(f),
+            };
+            match started {
+                Ok(id) => {
+                    return Ok(Started {
+                        handle: commands::handle(&session.id, &id),
+                        events: None,
+                    });
+                }
+                Err(f) if !refresh && map::session_gone(&f) => refresh = true,
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+
+    async fn attach_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        _native_id: &'a str,
+        handle: &str,
+        from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        let scope = scope(ctx)?;
+        let (sid, cid) = commands::parse_handle(handle)?;
+        let (sid, cid, handle) = (sid.to_owned(), cid.to_owned(), handle.to_owned());
+        let resp = self
+            .client
+            .command_logs(ctx, scope, &sid, &cid, commands::LOGS_LIMIT)
+            .await
+            .map_err(|f| command_failure(f, &handle))?;
+        let logs = Logs::new(resp, from);
+        let events = stream::unfold(Some(logs), move |logs| {
+            let (sid, cid, handle) = (sid.clone(), cid.clone(), handle.clone());
+            async move {
+                let mut logs = logs?;
+                if let Some(ev) = logs.next().await {
+                    return Some((Some(ev), Some(logs)));
+                }
+                if logs.end() != Some(LogsEnd::Finished) {
+                    return None;
+                }
+                // The log ended with the command: its exit code is due.
+                match self
+                    .client
+                    .get_command(ctx, scope, &sid, &cid, true, commands::EXIT_WAIT)
+                    .await
+                {
+                    Ok(done) => done.command.exit_code.map(|exit_code| {
+                        (
+                            Some(Ok(CommandEvent::Exit {
+                                exit_code: Some(exit_code),
+                            })),
+                            None,
+                        )
+                    }),
+                    Err(f) if matches!(f.status, Some(404 | 410)) => {
+                        Some((Some(Err(command_failure(f, &handle))), None))
+                    }
+                    // Not finished in time after all: this attach ends, the next resumes.
+                    Err(_) => None,
+                }
+            }
+        })
+        .filter_map(|ev| async move { ev });
+        Ok(events.boxed())
+    }
+
+    async fn write_stdin(
+        &self,
+        ctx: &CallContext,
+        _native_id: &str,
+        handle: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<u64> {
+        let scope = scope(ctx)?;
+        let (sid, cid) = commands::parse_handle(handle)?;
+        let text = std::str::from_utf8(data).map_err(|_| ProviderError::InvalidRequest {
+            provider: P,
+            message: "Vercel's stdin takes text: stdin bytes must be UTF-8".into(),
+        })?;
+        let body = WriteStdinRequest {
+            data: Some(text.to_owned()),
+            offset: Some(offset),
+            close: None,
+        };
+        let written = self
+            .client
+            .write_stdin(ctx, scope, sid, cid, &body)
+            .await
+            .map_err(|f| match f.status {
+                Some(409) => ProviderError::InvalidRequest {
+                    provider: P,
+                    message: format!(
+                        "stdin offset {offset} is past the bytes the command received"
+                    ),
+                },
+                _ => command_failure(f, handle),
+            })?;
+        // Without `bytesWritten` the sandbox predates offsets and ignored this one: the write
+        // went through whole.
+        Ok(written.bytes_written.unwrap_or(offset + data.len() as u64))
+    }
+
+    async fn close_stdin(&self, ctx: &CallContext, _native_id: &str, handle: &str) -> Result<()> {
+        let scope = scope(ctx)?;
+        let (sid, cid) = commands::parse_handle(handle)?;
+        let body = WriteStdinRequest {
+            data: None,
+            offset: None,
+            close: Some(true),
+        };
+        self.client
+            .write_stdin(ctx, scope, sid, cid, &body)
+            .await
+            .map(drop)
+            .map_err(|f| command_failure(f, handle))
+    }
+
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        _native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        let scope = scope(ctx)?;
+        let (sid, cid) = commands::parse_handle(handle)?;
+        let number = u8::try_from(signal.number()).unwrap_or(SIGKILL);
+        match self.client.kill_command(ctx, scope, sid, cid, number).await {
+            Ok(()) => Ok(()),
+            // "The command must still be running": one that ended is fine.
+            Err(f) => {
+                let limit = self.client.request_timeout();
+                match self
+                    .client
+                    .get_command(ctx, scope, sid, cid, false, limit)
+                    .await
+                {
+                    Ok(c) if c.command.exit_code.is_some() => Ok(()),
+                    _ => Err(command_failure(f, handle)),
+                }
+            }
+        }
+    }
+
+    async fn find_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        let scope = scope(ctx)?;
+        let session = self.session(ctx, scope, native_id, false).await?;
+        let list = self
+            .client
+            .list_commands(ctx, scope, &session.id)
+            .await
+            .map_err(|f| command_failure(f, "list"))?;
+        Ok(commands::tagged(&list.commands, command_id)
+            .map(|c| commands::handle(&session.id, &c.id)))
     }
 }
 

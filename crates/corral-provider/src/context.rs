@@ -15,6 +15,7 @@ pub struct CallContext {
     context: ProviderContext,
     deadline: Option<Instant>,
     pinned_addrs: Option<Arc<[SocketAddr]>>,
+    project: Option<Arc<str>>,
 }
 
 impl CallContext {
@@ -25,6 +26,7 @@ impl CallContext {
             context,
             deadline: None,
             pinned_addrs: None,
+            project: None,
         }
     }
 
@@ -43,6 +45,18 @@ impl CallContext {
     pub fn with_deadline(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);
         self
+    }
+
+    /// The same context naming the Corral project the call is made for (`prj_…`): what an
+    /// adapter counts per project (local's per-project capacity) or tags resources with.
+    pub fn with_project(mut self, project: impl Into<Arc<str>>) -> Self {
+        self.project = Some(project.into());
+        self
+    }
+
+    /// The Corral project the call is made for, when the caller said.
+    pub fn project(&self) -> Option<&str> {
+        self.project.as_deref()
     }
 
     /// The provider credential, if any. Expose it only to build the provider request.

@@ -67,6 +67,16 @@ pub enum ProviderError {
         retry_after: Option<Duration>,
     },
 
+    /// A capacity or quota the provider (or Corral's embedded runtime) enforces is used up:
+    /// nothing was made; it may succeed once capacity is freed.
+    #[snafu(display("provider `{provider}` is out of capacity: {message}"))]
+    CapacityExceeded {
+        /// The provider.
+        provider: Provider,
+        /// Which capacity, and how much is in use (never a secret).
+        message: String,
+    },
+
     /// The provider could not be reached or refused service before accepting the request
     /// (connection refused, DNS failure, connect timeout, 503): it was not applied.
     #[snafu(display("provider `{provider}` is unavailable: {message}"))]
@@ -198,6 +208,7 @@ impl ProviderError {
         matches!(
             self,
             ProviderError::RateLimited { .. }
+                | ProviderError::CapacityExceeded { .. }
                 | ProviderError::Unavailable { .. }
                 | ProviderError::TimedOutAfterSend { .. }
                 | ProviderError::ServerError { .. }
@@ -221,6 +232,7 @@ impl ProviderError {
             ProviderError::Unauthorized { message, .. }
             | ProviderError::InvalidRequest { message, .. }
             | ProviderError::Unavailable { message, .. }
+            | ProviderError::CapacityExceeded { message, .. }
             | ProviderError::ServerError { message, .. }
             | ProviderError::Protocol { message, .. }
             | ProviderError::Unexpected { message, .. }

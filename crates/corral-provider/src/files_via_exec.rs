@@ -30,8 +30,8 @@ fn output_excerpt(out: &crate::ExecOutput) -> String {
 }
 
 /// Reads a file of at most `max_bytes` by running commands through `provider.exec`.
-pub async fn read_file(
-    provider: &dyn SandboxProvider,
+pub async fn read_file<P: SandboxProvider + ?Sized>(
+    provider: &P,
     ctx: &CallContext,
     native_id: &str,
     path: &str,
@@ -83,8 +83,8 @@ pub async fn read_file(
 
 /// Writes a file by running commands through `provider.exec`, each at most
 /// `max_command_bytes` long (at least 4 KiB is used).
-pub async fn write_file(
-    provider: &dyn SandboxProvider,
+pub async fn write_file<P: SandboxProvider + ?Sized>(
+    provider: &P,
     ctx: &CallContext,
     native_id: &str,
     path: &str,
@@ -150,8 +150,8 @@ pub async fn write_file(
 /// otherwise create missing parents or fail obscurely: `ParentMissing` when its parent
 /// directory does not exist, `FileRefused` when a directory is in the way. For providers whose
 /// file-write endpoint does not report these cases itself (Vercel, Runloop).
-pub async fn check_write_target(
-    provider: &dyn SandboxProvider,
+pub async fn check_write_target<P: SandboxProvider + ?Sized>(
+    provider: &P,
     ctx: &CallContext,
     native_id: &str,
     path: &str,
@@ -183,8 +183,8 @@ pub async fn check_write_target(
 /// Explains a failed file read through `provider.exec`: `FileNotFound` when `path` does not
 /// exist, `FileRefused` when it is not a regular file, else `original` (the provider's own
 /// error). For providers whose file-read endpoint does not say which case it hit.
-pub async fn explain_read_failure(
-    provider: &dyn SandboxProvider,
+pub async fn explain_read_failure<P: SandboxProvider + ?Sized>(
+    provider: &P,
     ctx: &CallContext,
     native_id: &str,
     path: &str,

@@ -19,6 +19,8 @@
 //! (delete of an unknown sandbox is `Ok`, operation tags re-checked, per-call metrics).
 
 mod adapter;
+pub mod commands;
+pub mod commands_via_exec;
 mod context;
 pub mod contract;
 mod error;
@@ -30,14 +32,16 @@ pub mod shell;
 
 use async_trait::async_trait;
 use corral_domain::{
-    CreateSandboxRequest, OperationId, Provider, ProviderCapabilities, SandboxStatus,
+    CommandId, CreateSandboxRequest, OperationId, Provider, ProviderCapabilities, SandboxStatus,
+    Signal,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use adapter::Adapter;
+pub use commands::{CommandEvent, CommandEvents, CommandSpec, OutputOffsets, Started};
 pub use context::CallContext;
-pub use contract::{CallObserver, Contracted};
+pub use contract::{CallObserver, Contracted, MAX_NATIVE_ID_LEN, check_native_id};
 pub use error::{ProviderError, Result, excerpt};
 pub use output::CappedOutput;
 pub use secrecy::{ExposeSecret, SecretString};
@@ -132,23 +136,31 @@ pub trait SandboxProvider: Send + Sync + 'static {
     async fn exec(&self, ctx: &CallContext, native_id: &str, spec: &ExecSpec)
     -> Result<ExecOutput>;
 
-    /// Reads a whole file of at most `max_bytes` (`FileTooLarge` beyond).
+    /// Reads a whole file of at most `max_bytes` (`FileTooLarge` beyond). By default through
+    /// exec ([`files_via_exec`]), for providers with no file API.
     async fn read_file(
         &self,
         ctx: &CallContext,
         native_id: &str,
         path: &str,
         max_bytes: usize,
-    ) -> Result<Vec<u8>>;
+    ) -> Result<Vec<u8>> {
+        files_via_exec::read_file(self, ctx, native_id, path, max_bytes).await
+    }
 
-    /// Writes a whole file; its parent directory must exist (`ParentMissing` otherwise).
+    /// Writes a whole file; its parent directory must exist (`ParentMissing` otherwise). By
+    /// default through exec ([`files_via_exec`]), in chunks that keep each command under the
+    /// command limit with room for an adapter's wrapper.
     async fn write_file(
         &self,
         ctx: &CallContext,
         native_id: &str,
         path: &str,
         content: &[u8],
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let chunk_limit = corral_domain::limits::MAX_COMMAND_BYTES - 1024;
+        files_via_exec::write_file(self, ctx, native_id, path, content, chunk_limit).await
+    }
 
     /// Finds the sandboxes tagged with `operation_id` (reconciliation of lost creates).
     /// An empty list is not proof of absence: provider listings can lag.
@@ -157,4 +169,70 @@ pub trait SandboxProvider: Send + Sync + 'static {
         ctx: &CallContext,
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>>;
+
+    /// Starts a command detached: it keeps running whatever happens to this call's caller.
+    /// Starting a `command_id` that already started must not run it twice (answer its handle,
+    /// or fail). By default through a detached wrapper over exec ([`commands_via_exec`]).
+    async fn start_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        spec: &CommandSpec,
+    ) -> Result<Started<'a>> {
+        commands_via_exec::start(self, ctx, native_id, spec).await
+    }
+
+    /// Follows a started command's output from `from` (as far as the provider can: see
+    /// [`CommandEvent::Output`]'s offset); the stream ends after the exit event, or early when
+    /// the provider's stream broke. `NotFound` when the provider no longer knows the command.
+    async fn attach_command<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        native_id: &'a str,
+        handle: &str,
+        from: OutputOffsets,
+    ) -> Result<CommandEvents<'a>> {
+        commands_via_exec::attach(self, ctx, native_id, handle, from)
+    }
+
+    /// Writes `data` to the command's stdin; `offset` is the count of bytes accepted before
+    /// it (providers that can use it to drop a resend do). Answers the total accepted.
+    async fn write_stdin(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<u64> {
+        commands_via_exec::write_stdin(self, ctx, native_id, handle, offset, data).await
+    }
+
+    /// Closes the command's stdin.
+    async fn close_stdin(&self, ctx: &CallContext, native_id: &str, handle: &str) -> Result<()> {
+        commands_via_exec::close_stdin(self, ctx, native_id, handle).await
+    }
+
+    /// Sends `signal` to the command (and what it started, where the provider can). The
+    /// service only asks for signals the capabilities advertise. An ended command is `Ok`.
+    async fn signal_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        handle: &str,
+        signal: Signal,
+    ) -> Result<()> {
+        commands_via_exec::signal(self, ctx, native_id, handle, signal).await
+    }
+
+    /// The handle of the command started with `command_id`, if the provider has it: how a
+    /// start whose answer was lost is found again. `Unsupported` where it cannot be looked up.
+    async fn find_command(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        command_id: &CommandId,
+    ) -> Result<Option<String>> {
+        commands_via_exec::find(self, ctx, native_id, command_id).await
+    }
 }

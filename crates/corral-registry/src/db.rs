@@ -1,4 +1,6 @@
-//! The connection pool over SQLite or PostgreSQL, its configuration and migrations.
+//! The connection pool over SQLite or PostgreSQL and its configuration (the migrations and
+//! their runner, `Database::migrate`, are in `migrations.rs`; failures are classified in
+//! `error.rs`).
 
 use std::fmt;
 use std::future::Future;
@@ -7,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use diesel::SqliteConnection;
-use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel_async::pooled_connection::deadpool::{Object, Pool, PoolError};
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
@@ -16,7 +17,7 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 
 use crate::clock::{Clock, SystemClock};
-use crate::error::{RegistryError, Result};
+use crate::error::{RegistryError, Result, db_error, is_transient_message};
 use corral_domain::Timestamp;
 
 /// The SQLite connection type used by the pool.
@@ -157,6 +158,47 @@ macro_rules! with_conn {
         }
     };
 }
+
+/// Runs `$body` (which yields `Result<T>`) on a pooled connection of either backend, under the
+/// database's operation timeout (`$self.db` is the [`Database`]).
+macro_rules! run {
+    ($self:ident, |$c:ident| $body:expr) => {{
+        let db = $self.db.clone();
+        $self
+            .db
+            .detached(async move {
+                let mut conn = db.connection().await?;
+                $crate::with_conn!(&mut conn, |$c| $body)
+            })
+            .await
+    }};
+}
+
+/// Runs `$body` in a write transaction: `BEGIN IMMEDIATE` on SQLite (the write lock is taken
+/// up front, so the busy timeout applies and no reader-to-writer upgrade can fail with
+/// `SQLITE_BUSY`), an ordinary transaction on PostgreSQL. Detached like `run!`.
+macro_rules! write_tx {
+    ($self:ident, |$c:ident| $body:expr) => {{
+        let db = $self.db.clone();
+        $self
+            .db
+            .detached(async move {
+                let mut conn = db.connection().await?;
+                match &mut conn {
+                    $crate::PooledConnection::Sqlite(c0) => {
+                        c0.immediate_transaction(async |$c| $body).await
+                    }
+                    $crate::PooledConnection::Postgres(c0) => {
+                        use diesel_async::AsyncConnection as _;
+                        c0.transaction(async |$c| $body).await
+                    }
+                }
+            })
+            .await
+    }};
+}
+
+pub(crate) use {run, write_tx};
 
 enum Pools {
     Sqlite(Pool<SqliteConn>),
@@ -317,26 +359,6 @@ impl Database {
         })
         .await
     }
-
-    /// Applies the embedded migrations that are not applied yet (one folder per backend, in
-    /// version order, each in its own transaction). Safe when several replicas start at once:
-    /// on PostgreSQL the run holds an advisory lock scoped to the current schema; on SQLite
-    /// each migration runs in a `BEGIN IMMEDIATE` transaction and re-checks what is applied.
-    pub async fn migrate(&self) -> Result<()> {
-        let db = self.clone();
-        // Detached (without the per-operation timeout: a migration may take long) so that a
-        // cancelled start-up never leaves a migration half-applied on this connection.
-        let task = tokio::spawn(async move {
-            let mut conn = db.connection().await?;
-            match &mut conn {
-                PooledConnection::Sqlite(c) => crate::migrations::run_sqlite(c).await,
-                PooledConnection::Postgres(c) => crate::migrations::run_postgres(c).await,
-            }
-        });
-        task.await.map_err(|join| RegistryError::Internal {
-            message: format!("migration task failed: {join}"),
-        })?
-    }
 }
 
 fn sqlite_pool(config: &DatabaseConfig) -> Result<Pool<SqliteConn>> {
@@ -467,59 +489,6 @@ pub(crate) fn pool_error(e: PoolError) -> RegistryError {
         PoolError::PostCreateHook(e) => format!("connection setup failed: {e}"),
     };
     RegistryError::Unavailable { message }
-}
-
-/// Classifies a diesel failure by meaning: lost connections, lock contention and
-/// serialization failures are [`RegistryError::Unavailable`] (retryable).
-pub fn db_error(e: DieselError) -> RegistryError {
-    match e {
-        DieselError::NotFound => RegistryError::NotFound { what: "record" },
-        DieselError::DatabaseError(kind, info) => match kind {
-            DatabaseErrorKind::UniqueViolation => RegistryError::Conflict { what: "record" },
-            // Every foreign key in the schema references `projects`.
-            DatabaseErrorKind::ForeignKeyViolation => RegistryError::NotFound { what: "project" },
-            DatabaseErrorKind::ClosedConnection
-            | DatabaseErrorKind::UnableToSendCommand
-            | DatabaseErrorKind::SerializationFailure
-            | DatabaseErrorKind::ReadOnlyTransaction => RegistryError::Unavailable {
-                message: info.message().to_owned(),
-            },
-            _ if is_transient_message(info.message()) => RegistryError::Unavailable {
-                message: info.message().to_owned(),
-            },
-            _ => RegistryError::Internal {
-                message: info.message().to_owned(),
-            },
-        },
-        DieselError::BrokenTransactionManager => RegistryError::Unavailable {
-            message: "the connection's transaction state is broken".to_owned(),
-        },
-        other => {
-            let message = other.to_string();
-            if is_transient_message(&message) {
-                RegistryError::Unavailable { message }
-            } else {
-                RegistryError::Internal { message }
-            }
-        }
-    }
-}
-
-/// Database messages that mean "busy or gone", which diesel reports without a kind.
-fn is_transient_message(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    [
-        "database is locked",
-        "database is busy",
-        "connection",
-        "terminating",
-        "shutting down",
-        "i/o error",
-        "deadlock detected",
-        "timeout",
-    ]
-    .iter()
-    .any(|needle| m.contains(needle))
 }
 
 /// Converts a timestamp to the stored form: microseconds since the Unix epoch.

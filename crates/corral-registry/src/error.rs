@@ -1,5 +1,6 @@
 //! The registry's errors of meaning.
 
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use snafu::Snafu;
 
 /// What went wrong in the registry, by meaning. Messages never carry a secret.
@@ -24,6 +25,13 @@ pub enum RegistryError {
     #[snafu(display("{what} already exists"))]
     Conflict {
         /// What collided, e.g. `"project name"`.
+        what: &'static str,
+    },
+    /// This replica no longer holds the lease a write needed (another replica took the work
+    /// over, or it ended): stop working on it.
+    #[snafu(display("the lease on this {what} is held elsewhere or ended"))]
+    LeaseLost {
+        /// What the lease was on, e.g. `"command capture"`.
         what: &'static str,
     },
     /// A pagination cursor that this registry did not issue.
@@ -77,8 +85,61 @@ impl RegistryError {
 
 impl From<diesel::result::Error> for RegistryError {
     fn from(e: diesel::result::Error) -> Self {
-        crate::db::db_error(e)
+        db_error(e)
     }
+}
+
+/// Classifies a diesel failure by meaning: lost connections, lock contention and
+/// serialization failures are [`RegistryError::Unavailable`] (retryable).
+pub fn db_error(e: DieselError) -> RegistryError {
+    match e {
+        DieselError::NotFound => RegistryError::NotFound { what: "record" },
+        DieselError::DatabaseError(kind, info) => match kind {
+            DatabaseErrorKind::UniqueViolation => RegistryError::Conflict { what: "record" },
+            // Every foreign key in the schema references `projects`.
+            DatabaseErrorKind::ForeignKeyViolation => RegistryError::NotFound { what: "project" },
+            DatabaseErrorKind::ClosedConnection
+            | DatabaseErrorKind::UnableToSendCommand
+            | DatabaseErrorKind::SerializationFailure
+            | DatabaseErrorKind::ReadOnlyTransaction => RegistryError::Unavailable {
+                message: info.message().to_owned(),
+            },
+            _ if is_transient_message(info.message()) => RegistryError::Unavailable {
+                message: info.message().to_owned(),
+            },
+            _ => RegistryError::Internal {
+                message: info.message().to_owned(),
+            },
+        },
+        DieselError::BrokenTransactionManager => RegistryError::Unavailable {
+            message: "the connection's transaction state is broken".to_owned(),
+        },
+        other => {
+            let message = other.to_string();
+            if is_transient_message(&message) {
+                RegistryError::Unavailable { message }
+            } else {
+                RegistryError::Internal { message }
+            }
+        }
+    }
+}
+
+/// Database messages that mean "busy or gone", which diesel reports without a kind.
+pub(crate) fn is_transient_message(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "database is locked",
+        "database is busy",
+        "connection",
+        "terminating",
+        "shutting down",
+        "i/o error",
+        "deadlock detected",
+        "timeout",
+    ]
+    .iter()
+    .any(|needle| m.contains(needle))
 }
 
 /// Shorthand for registry results.

@@ -78,21 +78,30 @@
 
 mod cache;
 mod clock;
+mod commands;
 mod db;
 mod error;
+mod events;
 mod migrations;
 mod model;
+mod outbox;
 mod registry;
 mod rows;
 pub mod schema;
 mod secret;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod webhooks;
 
 pub use cache::DEFAULT_CACHE_TTL;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn, db_error};
-pub use error::{RegistryError, Result};
+pub use commands::{
+    Append, CommandJournal, CommandRecord, CommandRecordPage, JournalEvent, NewCommand,
+    command_cursor_pattern,
+};
+pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn};
+pub use error::{RegistryError, Result, db_error};
+pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;
 pub use model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
@@ -100,3 +109,6 @@ pub use model::{
 };
 pub use registry::{LAST_USE_PRECISION, ListCursor, Registry, cursor_pattern};
 pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey, api_key_id};
+pub use webhooks::{
+    AttemptOutcome, DeliveryRecord, EndpointTarget, MAX_WEBHOOKS_PER_PROJECT, secret_bytes,
+};

@@ -7,8 +7,8 @@ use diesel::sql_types::Text;
 use diesel::{QueryableByName, sql_query};
 use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
 
-use crate::db::{PgConn, SqliteConn, db_error};
-use crate::error::{RegistryError, Result};
+use crate::db::{Database, PgConn, PooledConnection, SqliteConn};
+use crate::error::{RegistryError, Result, db_error};
 
 /// One embedded migration.
 struct Migration {
@@ -33,6 +33,18 @@ const SQLITE: &[Migration] = &[
         version: "0004_api_key_last_used",
         up: include_str!("../migrations/sqlite/0004_api_key_last_used/up.sql"),
     },
+    Migration {
+        version: "0006_commands",
+        up: include_str!("../migrations/sqlite/0006_commands/up.sql"),
+    },
+    Migration {
+        version: "0007_events",
+        up: include_str!("../migrations/sqlite/0007_events/up.sql"),
+    },
+    Migration {
+        version: "0008_webhooks",
+        up: include_str!("../migrations/sqlite/0008_webhooks/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -51,6 +63,18 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0004_api_key_last_used",
         up: include_str!("../migrations/postgres/0004_api_key_last_used/up.sql"),
+    },
+    Migration {
+        version: "0006_commands",
+        up: include_str!("../migrations/postgres/0006_commands/up.sql"),
+    },
+    Migration {
+        version: "0007_events",
+        up: include_str!("../migrations/postgres/0007_events/up.sql"),
+    },
+    Migration {
+        version: "0008_webhooks",
+        up: include_str!("../migrations/postgres/0008_webhooks/up.sql"),
     },
 ];
 
@@ -85,6 +109,30 @@ fn failed(version: &str, e: diesel::result::Error) -> RegistryError {
 
 fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
+}
+
+// The runner is a method of `Database` defined here, beside the migrations it runs, so the
+// pool (`db`) does not import this module.
+impl Database {
+    /// Applies the embedded migrations that are not applied yet (one folder per backend, in
+    /// version order, each in its own transaction). Safe when several replicas start at once:
+    /// on PostgreSQL the run holds an advisory lock scoped to the current schema; on SQLite
+    /// each migration runs in a `BEGIN IMMEDIATE` transaction and re-checks what is applied.
+    pub async fn migrate(&self) -> Result<()> {
+        let db = self.clone();
+        // Detached (without the per-operation timeout: a migration may take long) so that a
+        // cancelled start-up never leaves a migration half-applied on this connection.
+        let task = tokio::spawn(async move {
+            let mut conn = db.connection().await?;
+            match &mut conn {
+                PooledConnection::Sqlite(c) => run_sqlite(c).await,
+                PooledConnection::Postgres(c) => run_postgres(c).await,
+            }
+        });
+        task.await.map_err(|join| RegistryError::Internal {
+            message: format!("migration task failed: {join}"),
+        })?
+    }
 }
 
 pub(crate) async fn run_sqlite(conn: &mut SqliteConn) -> Result<()> {

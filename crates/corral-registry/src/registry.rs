@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_domain::limits::MAX_PAGE_LIMIT;
-use corral_domain::{OperationId, Provider, SandboxId, SandboxStatus, Timestamp};
+use corral_domain::{
+    EventType, OperationId, Provider, SandboxId, SandboxStatus, Timestamp, event_reason,
+};
 use diesel::prelude::*;
 use diesel::upsert::excluded;
 use diesel_async::RunQueryDsl;
@@ -13,8 +15,9 @@ use subtle::ConstantTimeEq as _;
 use ulid::Ulid;
 
 use crate::cache::{DEFAULT_CACHE_TTL, TtlCache, VerifiedKey};
-use crate::db::{Database, PooledConnection, db_error, to_micros};
-use crate::error::{RegistryError, Result};
+use crate::db::{Database, PooledConnection, run, to_micros, write_tx};
+use crate::error::{RegistryError, Result, db_error};
+use crate::events::{NewEventRow, append_event};
 use crate::model::{
     ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
     ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
@@ -28,52 +31,13 @@ use crate::secret::{MasterKey, generate_api_key, parse_api_key};
 /// [`Registry::authenticate`]). Cheap to clone; clones share the cache.
 #[derive(Debug, Clone)]
 pub struct Registry {
-    db: Database,
-    key: Arc<MasterKey>,
+    pub(crate) db: Database,
+    pub(crate) key: Arc<MasterKey>,
     keys: Arc<TtlCache<String, VerifiedKey>>,
     profiles: Arc<TtlCache<(ProjectId, Provider), Option<ProfileWithCredential>>>,
     /// The last use this process knows of per key id (read from the row on a cache miss, or
     /// written by it), so that uses served from the key cache are recorded too.
     last_use: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
-}
-
-/// Runs `$body` (which yields `Result<T>`) on a pooled connection of either backend, under the
-/// database's operation timeout.
-macro_rules! run {
-    ($self:ident, |$c:ident| $body:expr) => {{
-        let db = $self.db.clone();
-        $self
-            .db
-            .detached(async move {
-                let mut conn = db.connection().await?;
-                $crate::with_conn!(&mut conn, |$c| $body)
-            })
-            .await
-    }};
-}
-
-/// Runs `$body` in a write transaction: `BEGIN IMMEDIATE` on SQLite (the write lock is taken
-/// up front, so the busy timeout applies and no reader-to-writer upgrade can fail with
-/// `SQLITE_BUSY`), an ordinary transaction on PostgreSQL. Detached like `run!`.
-macro_rules! write_tx {
-    ($self:ident, |$c:ident| $body:expr) => {{
-        let db = $self.db.clone();
-        $self
-            .db
-            .detached(async move {
-                let mut conn = db.connection().await?;
-                match &mut conn {
-                    PooledConnection::Sqlite(c0) => {
-                        c0.immediate_transaction(async |$c| $body).await
-                    }
-                    PooledConnection::Postgres(c0) => {
-                        use diesel_async::AsyncConnection as _;
-                        c0.transaction(async |$c| $body).await
-                    }
-                }
-            })
-            .await
-    }};
 }
 
 /// The associated data that binds a stored credential to its row.
@@ -862,25 +826,45 @@ impl Registry {
         let native_id = native_id.to_owned();
         let now = to_micros(self.db.now());
         let (p, i) = (project.clone(), id.clone());
-        let updated: Option<SandboxRow> = run!(self, |c| {
-            diesel::update(
-                sandboxes::table
-                    .filter(sandboxes::project_id.eq(&project))
-                    .filter(sandboxes::id.eq(&id))
-                    .filter(sandboxes::deleted_at.is_null()),
-            )
-            .set((
-                sandboxes::native_id.eq(Some(&native_id)),
-                sandboxes::status.eq(status.as_str()),
-                sandboxes::status_observed_at.eq(now),
-                sandboxes::create_state.eq(CreateState::Created.as_str()),
-                sandboxes::updated_at.eq(now),
-            ))
-            .returning(SandboxRow::as_returning())
-            .get_result(c)
-            .await
-            .optional()
-            .map_err(db_error)
+        // `sandbox.created` once: only when this update moves the create to `created` (a
+        // repeated confirmation refreshes the native id and status without a second event).
+        let updated: Option<SandboxRow> = write_tx!(self, |c| {
+            let target = sandboxes::table
+                .filter(sandboxes::project_id.eq(&project))
+                .filter(sandboxes::id.eq(&id))
+                .filter(sandboxes::deleted_at.is_null());
+            let before: Option<String> = target
+                .select(sandboxes::create_state)
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)?;
+            let Some(before) = before else {
+                return Ok(None);
+            };
+            let row: Option<SandboxRow> = diesel::update(target)
+                .set((
+                    sandboxes::native_id.eq(Some(&native_id)),
+                    sandboxes::status.eq(status.as_str()),
+                    sandboxes::status_observed_at.eq(now),
+                    sandboxes::create_state.eq(CreateState::Created.as_str()),
+                    sandboxes::updated_at.eq(now),
+                ))
+                .returning(SandboxRow::as_returning())
+                .get_result(c)
+                .await
+                .optional()
+                .map_err(db_error)?;
+            if row.is_some() && before != CreateState::Created.as_str() {
+                append_event!(
+                    c,
+                    NewEventRow {
+                        status: Some(status.as_str().to_owned()),
+                        ..NewEventRow::new(&project, EventType::SandboxCreated, &id, now)
+                    }
+                );
+            }
+            Ok::<_, RegistryError>(row)
         })?;
         match updated {
             Some(row) => row.into_record(),
@@ -899,11 +883,21 @@ impl Registry {
         let (project, id) = (project.to_string(), id.to_string());
         let now = to_micros(self.db.now());
         let (p, i) = (project.clone(), id.clone());
-        run!(self, |c| {
+        write_tx!(self, |c| {
             let target = sandboxes::table
                 .filter(sandboxes::project_id.eq(&project))
                 .filter(sandboxes::id.eq(&id));
             if state == CreateState::Failed {
+                let before: Option<(String, String)> = target
+                    .filter(sandboxes::deleted_at.is_null())
+                    .select((sandboxes::status, sandboxes::create_state))
+                    .first(c)
+                    .await
+                    .optional()
+                    .map_err(db_error)?;
+                let Some((old_status, old_state)) = before else {
+                    return Ok(());
+                };
                 diesel::update(target.filter(sandboxes::deleted_at.is_null()))
                     .set((
                         sandboxes::create_state.eq(state.as_str()),
@@ -913,6 +907,22 @@ impl Registry {
                     ))
                     .execute(c)
                     .await
+                    .map_err(db_error)?;
+                if old_state != CreateState::Failed.as_str()
+                    && old_status != SandboxStatus::Failed.as_str()
+                {
+                    append_event!(
+                        c,
+                        NewEventRow::status_changed(
+                            &project,
+                            &id,
+                            &old_status,
+                            SandboxStatus::Failed.as_str(),
+                            event_reason::CREATE_FAILED,
+                            now,
+                        )
+                    );
+                }
             } else {
                 diesel::update(target)
                     .set((
@@ -921,8 +931,9 @@ impl Registry {
                     ))
                     .execute(c)
                     .await
+                    .map_err(db_error)?;
             }
-            .map_err(db_error)
+            Ok::<_, RegistryError>(())
         })?;
         self.fetch_existing(&p, &i).await
     }
@@ -940,26 +951,49 @@ impl Registry {
         let observed = to_micros(observed_at);
         let now = to_micros(self.db.now());
         let (p, i) = (project.clone(), id.clone());
-        // One round trip when the update applies (`RETURNING`); a second read only when it did
-        // not (a tombstone, a newer observation, or no such record).
-        let updated: Option<SandboxRow> = run!(self, |c| {
-            diesel::update(
-                sandboxes::table
-                    .filter(sandboxes::project_id.eq(&project))
-                    .filter(sandboxes::id.eq(&id))
-                    .filter(sandboxes::deleted_at.is_null())
-                    .filter(sandboxes::status_observed_at.le(observed)),
-            )
-            .set((
-                sandboxes::status.eq(status.as_str()),
-                sandboxes::status_observed_at.eq(observed),
-                sandboxes::updated_at.eq(now),
-            ))
-            .returning(SandboxRow::as_returning())
-            .get_result(c)
-            .await
-            .optional()
-            .map_err(db_error)
+        // A read of the stored status first, in the same write transaction, so a change is
+        // reported exactly once, with what it changed from; a second read only when the update
+        // did not apply (a tombstone, a newer observation, or no such record).
+        let updated: Option<SandboxRow> = write_tx!(self, |c| {
+            let target = sandboxes::table
+                .filter(sandboxes::project_id.eq(&project))
+                .filter(sandboxes::id.eq(&id))
+                .filter(sandboxes::deleted_at.is_null())
+                .filter(sandboxes::status_observed_at.le(observed));
+            let old: Option<String> = target
+                .select(sandboxes::status)
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)?;
+            let Some(old) = old else {
+                return Ok(None);
+            };
+            let row: Option<SandboxRow> = diesel::update(target)
+                .set((
+                    sandboxes::status.eq(status.as_str()),
+                    sandboxes::status_observed_at.eq(observed),
+                    sandboxes::updated_at.eq(now),
+                ))
+                .returning(SandboxRow::as_returning())
+                .get_result(c)
+                .await
+                .optional()
+                .map_err(db_error)?;
+            if row.is_some() && old != status.as_str() {
+                append_event!(
+                    c,
+                    NewEventRow::status_changed(
+                        &project,
+                        &id,
+                        &old,
+                        status.as_str(),
+                        event_reason::OBSERVED,
+                        observed,
+                    )
+                );
+            }
+            Ok::<_, RegistryError>(row)
         })?;
         match updated {
             Some(row) => row.into_record(),
@@ -973,8 +1007,8 @@ impl Registry {
         let (project, id) = (project.to_string(), id.to_string());
         let now = to_micros(self.db.now());
         let (p, i) = (project.clone(), id.clone());
-        run!(self, |c| {
-            diesel::update(
+        write_tx!(self, |c| {
+            let n = diesel::update(
                 sandboxes::table
                     .filter(sandboxes::project_id.eq(&project))
                     .filter(sandboxes::id.eq(&id))
@@ -988,7 +1022,17 @@ impl Registry {
             ))
             .execute(c)
             .await
-            .map_err(db_error)
+            .map_err(db_error)?;
+            if n > 0 {
+                append_event!(
+                    c,
+                    NewEventRow {
+                        status: Some(SandboxStatus::Deleted.as_str().to_owned()),
+                        ..NewEventRow::new(&project, EventType::SandboxDeleted, &id, now)
+                    }
+                );
+            }
+            Ok::<_, RegistryError>(())
         })?;
         self.fetch_existing(&p, &i).await
     }

@@ -82,10 +82,108 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    commands (id) {
+        id -> Text,
+        project_id -> Text,
+        sandbox_id -> Text,
+        operation_id -> Text,
+        command -> Text,
+        tag -> Nullable<Text>,
+        state -> Text,
+        exit_code -> Nullable<Integer>,
+        handle -> Nullable<Text>,
+        stdin_open -> Bool,
+        stdin_bytes -> BigInt,
+        timeout_seconds -> BigInt,
+        stdout_bytes -> BigInt,
+        stderr_bytes -> BigInt,
+        kept_bytes -> BigInt,
+        next_seq -> BigInt,
+        kill_reason -> Nullable<Text>,
+        owner -> Nullable<Text>,
+        lease_until -> Nullable<BigInt>,
+        started_at -> BigInt,
+        ended_at -> Nullable<BigInt>,
+        updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    command_events (command_id, seq) {
+        command_id -> Text,
+        seq -> BigInt,
+        kind -> SmallInt,
+        byte_offset -> BigInt,
+        length -> Nullable<BigInt>,
+        data -> Nullable<Binary>,
+    }
+}
+
+diesel::joinable!(command_events -> commands (command_id));
+
 diesel::allow_tables_to_appear_in_same_query!(
+    commands,
+    command_events,
     projects,
     api_keys,
     provider_profiles,
     profile_verifications,
     sandboxes
 );
+
+diesel::table! {
+    event_counters (project_id) {
+        project_id -> Text,
+        last_seq -> BigInt,
+    }
+}
+
+diesel::table! {
+    events (project_id, seq) {
+        project_id -> Text,
+        seq -> BigInt,
+        kind -> Text,
+        sandbox_id -> Text,
+        command_id -> Nullable<Text>,
+        status -> Nullable<Text>,
+        previous_status -> Nullable<Text>,
+        reason -> Nullable<Text>,
+        command_state -> Nullable<Text>,
+        exit_code -> Nullable<Integer>,
+        duration_ms -> Nullable<BigInt>,
+        occurred_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    webhook_endpoints (id) {
+        id -> Text,
+        project_id -> Text,
+        url -> Text,
+        types -> Text,
+        secret -> Binary,
+        previous_secret -> Nullable<Binary>,
+        previous_until -> Nullable<BigInt>,
+        created_at -> BigInt,
+        deleted_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    webhook_deliveries (id) {
+        id -> Text,
+        endpoint_id -> Text,
+        project_id -> Text,
+        event_seq -> BigInt,
+        state -> Text,
+        attempts -> Integer,
+        next_attempt_at -> BigInt,
+        last_status -> Nullable<Integer>,
+        last_error -> Nullable<Text>,
+        owner -> Nullable<Text>,
+        lease_until -> Nullable<BigInt>,
+        created_at -> BigInt,
+        updated_at -> BigInt,
+    }
+}

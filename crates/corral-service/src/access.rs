@@ -61,7 +61,7 @@ impl Service {
         if provider == Provider::Local {
             // The embedded provider needs no account.
             return Ok(Access {
-                ctx: CallContext::anonymous(),
+                ctx: CallContext::anonymous().with_project(caller.project_id().to_string()),
                 source: CredentialSource::None,
                 context: ProviderContext::default(),
             });
@@ -120,7 +120,8 @@ impl Service {
             .unwrap_or(&profile_context)
             .clone()
             .overridden_by(&inline.context);
-        let mut ctx = CallContext::new(credential, context.clone());
+        let mut ctx = CallContext::new(credential, context.clone())
+            .with_project(caller.project_id().to_string());
         if provider.is_bridge() {
             // The effective URL, whether sent now or recorded from an earlier request, is the
             // caller's unless it is the profile's own.

@@ -20,10 +20,12 @@ use url::{Host, Url};
 use crate::error::ServiceError;
 
 /// Checks bridge URLs against the operator's allow-list and the address rules.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct BridgeGuard {
     /// Lowercase `host` or `host:port` entries that skip the address rules.
     allow: Vec<String>,
+    /// What refusals call the URL (`X-Provider-Bridge-Url`, `the webhook url`).
+    what: &'static str,
 }
 
 /// A bridge URL that passed [`BridgeGuard::check`], with the addresses that were vetted.
@@ -50,18 +52,31 @@ fn reserved_name(host: &str) -> bool {
 
 fn refused(url_hint: &str, why: &str) -> ServiceError {
     ServiceError::InvalidRequest {
-        message: format!("X-Provider-Bridge-Url {url_hint} is refused: {why}"),
+        message: format!("{url_hint} is refused: {why}"),
+    }
+}
+
+impl Default for BridgeGuard {
+    fn default() -> Self {
+        Self::new(&[])
     }
 }
 
 impl BridgeGuard {
     /// A guard with `allow` (entries `host` or `host:port`, case-insensitive).
     pub fn new(allow: &[String]) -> Self {
+        Self::named(allow, "X-Provider-Bridge-Url")
+    }
+
+    /// A guard with `allow` whose refusals call the URL `what` (the same rules guard every
+    /// URL a caller chooses for the server to reach: bridges, webhook endpoints).
+    pub fn named(allow: &[String], what: &'static str) -> Self {
         Self {
             allow: allow
                 .iter()
                 .map(|a| a.trim().to_ascii_lowercase())
                 .collect(),
+            what,
         }
     }
 
@@ -95,8 +110,9 @@ impl BridgeGuard {
     /// The rules that need no lookup: a valid `http` or `https` URL without userinfo, with a
     /// host and a port, whose host is not a reserved name unless allow-listed.
     pub fn parse(&self, raw: &str) -> Result<BridgeTarget, ServiceError> {
-        let url = Url::parse(raw.trim()).map_err(|_| refused("", "it is not a valid URL"))?;
-        let shown = format!("`{}`", url.origin().ascii_serialization());
+        let url =
+            Url::parse(raw.trim()).map_err(|_| refused(self.what, "it is not a valid URL"))?;
+        let shown = format!("{} `{}`", self.what, url.origin().ascii_serialization());
         if !matches!(url.scheme(), "http" | "https") {
             return Err(refused(&shown, "only http and https are accepted"));
         }

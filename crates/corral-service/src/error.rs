@@ -365,6 +365,10 @@ pub fn map_provider_error(
             message,
             retry_after: secs(retry_after),
         },
+        ProviderError::CapacityExceeded { .. } => ServiceError::RateLimited {
+            message,
+            retry_after: None,
+        },
         ProviderError::Unavailable { retry_after, .. } => ServiceError::ProviderUnavailable {
             message,
             retry_after: secs(retry_after),

@@ -19,14 +19,18 @@
 
 mod access;
 pub mod bridge;
+mod capture;
+pub mod commands;
 mod create;
 pub mod error;
+pub mod events;
 mod failpoint;
 pub mod limiter;
 pub mod metrics;
 mod reconciler;
 mod sandboxes;
 pub mod verify;
+pub mod webhooks;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,7 +39,7 @@ use std::time::Duration;
 use corral_domain::{OperationId, Provider, ProviderCatalog, ProviderContext, limits};
 use corral_idempotency::IdempotencyStore;
 use corral_provider::{Contracted, SandboxProvider, SecretString};
-use corral_registry::{ProjectId, Registry};
+use corral_registry::{CommandJournal, EventLog, ProjectId, Registry};
 
 use crate::bridge::BridgeGuard;
 use crate::error::{ServiceError, registry_error};
@@ -68,6 +72,12 @@ pub struct ServiceConfig {
     /// Caps on commands running at once, per project and in all
     /// ([`limiter::ExecConcurrency::standard`] by default).
     pub exec_concurrency: limiter::ExecConcurrency,
+    /// Commands as durable jobs: deadlines, capture leases, output retention.
+    pub commands: commands::CommandsConfig,
+    /// How long lifecycle events stay readable (`GET /v1/events`).
+    pub events_retention: Duration,
+    /// Webhook delivery: allowed hosts, attempts, backoff, deadline, rotation overlap.
+    pub webhooks: webhooks::WebhooksConfig,
 }
 
 impl Default for ServiceConfig {
@@ -81,6 +91,9 @@ impl Default for ServiceConfig {
             rate_limits: limiter::RateLimits::default(),
             quotas: limiter::Quotas::default(),
             exec_concurrency: limiter::ExecConcurrency::standard(),
+            commands: commands::CommandsConfig::default(),
+            events_retention: Duration::from_secs(30 * 24 * 60 * 60),
+            webhooks: webhooks::WebhooksConfig::default(),
         }
     }
 }
@@ -148,6 +161,14 @@ struct Inner {
     buckets: limiter::Buckets,
     /// Commands running now (per replica).
     exec_slots: Arc<limiter::ExecSlots>,
+    /// Commands as durable jobs and their output, in the registry's database.
+    journal: CommandJournal,
+    /// The lifecycle event log, in the registry's database.
+    events: EventLog,
+    /// This process's name as the owner of command captures (fresh at every start).
+    replica: String,
+    /// The captures this process runs, for readers to wake on.
+    live: Arc<capture::Live>,
 }
 
 /// The API key in an `Authorization` header value: `Bearer <key>`, the scheme in any case,
@@ -214,6 +235,8 @@ impl Service {
         // Plain data (strings, numbers, enums): serde_json cannot fail on it; an empty body
         // would show up in every test of the route.
         let catalog_json = serde_json::to_string(&catalog).unwrap_or_default().into();
+        let journal = CommandJournal::new(registry.database().clone());
+        let events = EventLog::new(registry.database().clone());
         Self {
             inner: Arc::new(Inner {
                 bridge: BridgeGuard::new(&config.bridge_allow),
@@ -227,6 +250,10 @@ impl Service {
                 buckets: limiter::Buckets::default(),
                 exec_slots: Arc::default(),
                 provider_latency,
+                journal,
+                events,
+                replica: format!("replica-{}", OperationId::new()),
+                live: Arc::default(),
             }),
         }
     }

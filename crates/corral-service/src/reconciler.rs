@@ -154,9 +154,25 @@ impl Service {
                 Ok(Some(rec)) if rec.create_state == CreateState::Failed => {
                     let _ = store.release(&claim).await;
                 }
-                Ok(None) => {
-                    let _ = store.release(&claim).await;
-                }
+                Ok(None) => match self.inner.journal.by_operation(op).await {
+                    // A command start's key: its record says what was started (never start
+                    // it again by freeing the key).
+                    Ok(Some(cmd)) => match serde_json::to_string(&cmd.to_command()) {
+                        Ok(body) if store.complete(&claim, 201, body.as_bytes()).await.is_ok() => {
+                            report.adopted += 1;
+                        }
+                        _ => {
+                            let _ = store.mark_unknown(&claim, op).await;
+                        }
+                    },
+                    Ok(None) => {
+                        let _ = store.release(&claim).await;
+                    }
+                    Err(_) => {
+                        let _ = store.mark_unknown(&claim, op).await;
+                        report.unresolved += 1;
+                    }
+                },
                 _ => {
                     // Still pending or unknown: the record pass above handles it; keep the
                     // key unknown until then.

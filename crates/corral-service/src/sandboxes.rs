@@ -24,7 +24,7 @@ const STATUS_REFRESH: Duration = Duration::from_secs(1);
 
 /// Exec and files take only `X-Provider-Workspace` of the inline context (the spec's header
 /// table); the rest comes from the context recorded at create time.
-fn workspace_only(inline: InlineAccess) -> InlineAccess {
+pub(crate) fn workspace_only(inline: InlineAccess) -> InlineAccess {
     InlineAccess {
         credential: inline.credential,
         context: ProviderContext {
@@ -72,7 +72,11 @@ impl Service {
     }
 
     /// The native id of a live sandbox, for exec and files.
-    fn live_native<'r>(&self, rec: &'r SandboxRecord, id: &str) -> Result<&'r str, ServiceError> {
+    pub(crate) fn live_native<'r>(
+        &self,
+        rec: &'r SandboxRecord,
+        id: &str,
+    ) -> Result<&'r str, ServiceError> {
         if rec.deleted_at.is_some() || rec.status == SandboxStatus::Expired {
             return Err(not_found(id));
         }
@@ -204,6 +208,9 @@ impl Service {
                         .collect()
                 }
             };
+            // Its commands end with it (their records stay readable with the tombstone).
+            self.end_commands_of(caller, &rec, Some((provider.as_ref(), &ctx)))
+                .await?;
             for native in &natives {
                 // Gone already is fine: `Contracted` answers `Ok` for an unknown sandbox.
                 provider

@@ -180,6 +180,10 @@ fn describe(operation: &str, e: &ProviderError, authenticated: bool) -> Failure 
             format!("the provider is unavailable: {}", says(message)),
             later,
         ),
+        ProviderError::CapacityExceeded { message, .. } => Failure::new(
+            format!("the provider is out of capacity: {}", says(message)),
+            "free capacity (delete sandboxes you no longer need) or ask the operator to raise the limit",
+        ),
         ProviderError::TimedOutAfterSend { .. } => {
             Failure::new("the provider did not answer in time", later)
         }

@@ -15,9 +15,14 @@ use corral_provider_local::{LocalConfig, LocalProvider};
 use corral_registry::{Database, DatabaseConfig, MasterKey, Registry};
 use corral_service::{InlineAccess, Service, ServiceConfig};
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    run().await
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A program that runs `local` sandboxes is also their init: when started as one, it is
+    // that and nothing else (checked before any thread exists).
+    corral_provider_local::run_init_if_requested();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run())
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,7 +32,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let registry = Registry::new(db.clone(), MasterKey::generate()?);
     let store = IdempotencyStore::new(db, IdempotencyConfig::default());
 
-    let local = LocalProvider::new(LocalConfig::new(dir.path().join("sandboxes")))?;
+    let mut config = LocalConfig::new(dir.path().join("sandboxes"));
+    config.init = Some(corral_provider_local::InitProgram::current_exe()?);
+    let local = LocalProvider::new(config)?;
     if let Some(why) = local.unavailable_reason() {
         println!("the local provider cannot run here: {why}");
         return Ok(());

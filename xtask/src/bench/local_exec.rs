@@ -1,14 +1,17 @@
 //! Scenario 5 at the provider: exec latency of `true` in a `local` sandbox against a plain
-//! `sh -c true` spawn on the same machine, one at a time.
+//! `sh -c true` spawn on the same machine, one at a time; and create latency with the
+//! sandbox's own disk image (the default 1 GiB, allocated whole), each deleted before the
+//! next.
 //!
-//! Both sides go through the same async path (a tokio runtime, output captured), so the ratio
-//! is what isolation costs: fresh namespaces, mounts and `pivot_root` per command.
+//! Both exec sides go through the same async path (a tokio runtime, output captured), so the
+//! ratio is what isolation costs: a request to the sandbox's init, a clone into the
+//! command's own pid and mount namespaces, and the exec.
 
 use std::time::{Duration, Instant};
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider};
 use corral_provider::{CallContext, CreateSpec, ExecSpec, SandboxProvider};
-use corral_provider_local::{LocalConfig, LocalProvider};
+use corral_provider_local::{InitProgram, LocalConfig, LocalProvider};
 
 /// Untimed runs of each series before the timed ones.
 pub(crate) const WARM_UP: usize = 20;
@@ -34,10 +37,32 @@ fn summarize(mut samples: Vec<Duration>) -> Summary {
     }
 }
 
-pub(crate) async fn measure(iterations: usize) -> Result<(Summary, Summary), String> {
+/// What one provider-level run measured.
+pub(crate) struct Measured {
+    /// Exec of `true` in a sandbox whose init runs.
+    pub(crate) exec: Summary,
+    /// A plain `sh -c true` spawn.
+    pub(crate) plain: Summary,
+    /// Create, with the sandbox's disk image.
+    pub(crate) create: Summary,
+    /// The first exec in a new sandbox (its init starts).
+    pub(crate) first_exec: Summary,
+    /// Creates timed.
+    pub(crate) creates: usize,
+}
+
+/// Creates timed: fewer than execs (each allocates and formats a whole image).
+pub(crate) fn creates_for(iterations: usize) -> usize {
+    (iterations / 4).max(5)
+}
+
+pub(crate) async fn measure(iterations: usize) -> Result<Measured, String> {
     let data = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
-    let local = LocalProvider::new(LocalConfig::new(data.path().join("sandboxes")))
-        .map_err(|e| format!("cannot build the local provider: {e}"))?;
+    let mut config = LocalConfig::new(data.path().join("sandboxes"));
+    // This executable is the sandboxes' init (`main` runs it when asked).
+    config.init = Some(InitProgram::current_exe().map_err(|e| format!("cannot find xtask: {e}"))?);
+    let local =
+        LocalProvider::new(config).map_err(|e| format!("cannot build the local provider: {e}"))?;
     if let Some(why) = local.unavailable_reason() {
         return Err(why);
     }
@@ -89,7 +114,44 @@ pub(crate) async fn measure(iterations: usize) -> Result<(Summary, Summary), Str
         .delete(&ctx, &id)
         .await
         .map_err(|e| format!("delete failed: {e}"))?;
-    Ok((summarize(local_samples), summarize(plain_samples)))
+    let creates = creates_for(iterations);
+    let mut create_samples = Vec::with_capacity(creates);
+    let mut first_samples = Vec::with_capacity(creates);
+    for i in 0..WARM_UP.min(5) + creates {
+        let spec = CreateSpec {
+            operation_id: OperationId::new(),
+            request: CreateSandboxRequest::standard(Provider::Local, None, None),
+            timeout_seconds: None,
+        };
+        let started = Instant::now();
+        let id = local
+            .create(&ctx, &spec)
+            .await
+            .map_err(|e| format!("create failed: {e}"))?
+            .native_id;
+        let created = started.elapsed();
+        let started = Instant::now();
+        local
+            .exec(&ctx, &id, &exec)
+            .await
+            .map_err(|e| format!("exec failed: {e}"))?;
+        let first = started.elapsed();
+        local
+            .delete(&ctx, &id)
+            .await
+            .map_err(|e| format!("delete failed: {e}"))?;
+        if i >= WARM_UP.min(5) {
+            create_samples.push(created);
+            first_samples.push(first);
+        }
+    }
+    Ok(Measured {
+        exec: summarize(local_samples),
+        plain: summarize(plain_samples),
+        create: summarize(create_samples),
+        first_exec: summarize(first_samples),
+        creates,
+    })
 }
 
 #[cfg(test)]

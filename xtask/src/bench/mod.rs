@@ -15,6 +15,7 @@
 //! `--postgres postgres://user@host:port` (or `CORRAL_BENCH_POSTGRES_URL`); a database
 //! `corral_bench` there is dropped and re-created for each world.
 
+mod commands;
 mod dbstat;
 mod fake;
 mod load;
@@ -48,7 +49,7 @@ const COMMIT_PHASE: Duration = Duration::from_secs(5);
 /// 10 s later: each counting window ends this long after its load.
 const PG_STATS_SETTLE: Duration = Duration::from_secs(11);
 const ALL: &[&str] = &[
-    "auth", "proxy", "create", "list", "local", "memory", "scale",
+    "auth", "proxy", "create", "list", "local", "commands", "memory", "scale",
 ];
 
 /// What the command line asked for.
@@ -216,6 +217,7 @@ async fn run_all(opts: Options) -> Result<(), String> {
             "create" => bench.create().await?,
             "list" => bench.list().await?,
             "local" => bench.local().await?,
+            "commands" => bench.commands().await?,
             "memory" => bench.memory().await?,
             "scale" => bench.scale().await?,
             _ => continue,
@@ -802,7 +804,8 @@ impl Bench {
     // --- scenario 5 ------------------------------------------------------------------------
 
     async fn local(&mut self) -> Result<Section, String> {
-        let (local, plain) = local_exec::measure(self.opts.iterations).await?;
+        let measured = local_exec::measure(self.opts.iterations).await?;
+        let (local, plain) = (&measured.exec, &measured.plain);
         let world = self.world(false)?;
         let corral = self.serve(&world).await?;
         let body: Value = self
@@ -833,30 +836,51 @@ impl Bench {
         ))
         .await;
         let http = closed_loop(1, self.opts.phase, exec).await;
+        // Deleted, so the server (killed at the end of the run, with no chance to clean up)
+        // leaves no sandbox filesystem mounted behind.
+        let _ = self
+            .client
+            .delete(format!("{}/v1/sandboxes/{id}", corral.base))
+            .bearer_auth(&world.api_key)
+            .send()
+            .await;
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let md = format!(
-            "## 5. `local` exec of `true` vs a plain spawn\n\n\
-             One at a time: {} timed runs (after {} warm-up runs) of each provider-level series, \
-             and {} s of back-to-back requests over HTTP.\n\n\
+            "## 5. `local` exec of `true` vs a plain spawn, and create\n\n\
+             One at a time: {} timed runs (after {} warm-up runs) of each provider-level exec \
+             series, {} s of back-to-back requests over HTTP, and {} creates (after 5 warm-up \
+             creates), each with its own 1 GiB disk image and deleted before the next; the \
+             first exec in each of those sandboxes starts its init.\n\n\
              | series | runs | p50 (ms) | p99 (ms) | target p50 |\n| --- | ---: | ---: | ---: | --- |\n\
              | plain `sh -c true` spawn (`tokio::process`, baseline) | {} | {:.2} | {:.2} | |\n\
-             | `LocalProvider::exec` | {} | {:.2} | {:.2} | ≤ 5 ms: {} |\n\
-             | `POST /v1/sandboxes/{{id}}/exec` on `local` | {} | {:.2} | {:.2} | ≤ 6 ms: {} |\n\n\
-             Ratios of medians: provider / plain **{:.2}×**, HTTP / provider **{:.2}×**.\n",
+             | `LocalProvider::exec` | {} | {:.2} | {:.2} | ≤ 3 ms: {} |\n\
+             | `POST /v1/sandboxes/{{id}}/exec` on `local` | {} | {:.2} | {:.2} | ≤ 4 ms: {} |\n\
+             | `LocalProvider::create` (1 GiB disk image) | {} | {:.2} | {:.2} | ≤ 20 ms: {} |\n\
+             | first `LocalProvider::exec` in a new sandbox (its init starts) | {} | {:.2} | {:.2} | |\n\n\
+             Ratios of medians: provider exec / plain **{:.2}×**, HTTP exec / provider exec \
+             **{:.2}×**.\n",
             self.opts.iterations,
             local_exec::WARM_UP,
             self.opts.phase.as_secs(),
+            measured.creates,
             self.opts.iterations,
             ms(plain.p50),
             ms(plain.p99),
             self.opts.iterations,
             ms(local.p50),
             ms(local.p99),
-            verdict(ms(local.p50) <= 5.0),
+            verdict(ms(local.p50) <= 3.0),
             http.hist.len(),
             http.ms(0.5),
             http.ms(0.99),
-            verdict(http.ms(0.5) <= 6.0),
+            verdict(http.ms(0.5) <= 4.0),
+            measured.creates,
+            ms(measured.create.p50),
+            ms(measured.create.p99),
+            verdict(ms(measured.create.p50) <= 20.0),
+            measured.creates,
+            ms(measured.first_exec.p50),
+            ms(measured.first_exec.p99),
             ms(local.p50) / ms(plain.p50),
             http.ms(0.5) / ms(local.p50),
         );
@@ -868,7 +892,115 @@ impl Bench {
                 "plain_p99_ms": ms(plain.p99), "plain_mean_ms": ms(plain.mean),
                 "provider_p50_ms": ms(local.p50), "provider_p90_ms": ms(local.p90),
                 "provider_p99_ms": ms(local.p99), "provider_mean_ms": ms(local.mean),
+                "create_p50_ms": ms(measured.create.p50), "create_p90_ms": ms(measured.create.p90),
+                "create_p99_ms": ms(measured.create.p99), "create_mean_ms": ms(measured.create.mean),
+                "first_exec_p50_ms": ms(measured.first_exec.p50),
+                "first_exec_p99_ms": ms(measured.first_exec.p99),
                 "http": http.json(),
+            }),
+        })
+    }
+
+    // --- scenario 5b -----------------------------------------------------------------------
+
+    async fn commands(&mut self) -> Result<Section, String> {
+        let pipe = commands::pipe_baseline().await?;
+        let world = self.world(false)?;
+        let corral = self.serve(&world).await?;
+        let (base, key) = (corral.base.clone(), world.api_key.clone());
+        let body: Value = self
+            .client
+            .post(format!("{base}/v1/sandboxes"))
+            .bearer_auth(&key)
+            .json(&json!({"provider": "local"}))
+            .send()
+            .await
+            .map_err(|e| format!("local create failed: {e}"))?
+            .json()
+            .await
+            .map_err(|e| format!("local create answer: {e}"))?;
+        let sbx = body["id"]
+            .as_str()
+            .ok_or_else(|| format!("local create answered {body}"))?
+            .to_owned();
+        // Warm: the sandbox's init starts at its first command.
+        commands::through_corral(&self.client, &base, &key, &sbx).await?;
+        let sse = commands::through_corral(&self.client, &base, &key, &sbx).await?;
+
+        // Memory while many clients follow one command (every line to every client).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let idle = corral.rss_mib().unwrap_or(f64::NAN);
+        let slow = "i=0; while [ $i -lt 100 ]; do echo line-$i; i=$((i+1)); sleep 0.1; done";
+        let cmd = commands::start(&self.client, &base, &key, &sbx, slow).await?;
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..commands::STREAMS {
+            let (client, base, key, sbx, cmd) = (
+                self.client.clone(),
+                base.clone(),
+                key.clone(),
+                sbx.clone(),
+                cmd.clone(),
+            );
+            tasks.spawn(
+                async move { commands::follow(&client, &base, &key, &sbx, &cmd, |_| {}).await },
+            );
+        }
+        let mut peak = idle;
+        let mut complete = 0;
+        loop {
+            peak = peak.max(corral.rss_mib().unwrap_or(0.0));
+            tokio::select! {
+                done = tasks.join_next() => match done {
+                    Some(Ok(Ok(_))) => complete += 1,
+                    Some(_) => {}
+                    None => break,
+                },
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        let _ = self
+            .client
+            .delete(format!("{base}/v1/sandboxes/{sbx}"))
+            .bearer_auth(&key)
+            .send()
+            .await;
+        let ms = commands::ms;
+        let md = format!(
+            "## 5b. Commands: a chunk written in a `local` sandbox to its SSE event, and 200 followers\n\n\
+             A command prints the wall clock (`date +%s%N`) every 20 ms, {lines} times; each \
+             line's delay is its arrival at the reader minus the time it carries (the sandbox \
+             shares the host's clock). Baseline: the same script as a plain process on the host, \
+             read from its stdout pipe. Through Corral: started with `POST …/commands`, followed \
+             with `GET …/output` as Server-Sent Events (the capture journals each chunk in \
+             SQLite before any reader sees it).\n\n\
+             | series | lines | p50 (ms) | p99 (ms) | max (ms) |\n| --- | ---: | ---: | ---: | ---: |\n\
+             | pipe on the host (baseline) | {} | {:.2} | {:.2} | {:.2} |\n\
+             | `local` command → journal → SSE | {} | {:.2} | {:.2} | {:.2} |\n\n\
+             {streams} clients following one command (100 lines over 10 s) through SSE: \
+             resident memory {idle:.1} MiB before, peak {peak:.1} MiB (+{:.1} MiB, {:.0} KiB \
+             per stream); {complete} of {streams} streams read to the exit event.\n",
+            pipe.len(),
+            ms(&pipe, 0.5),
+            ms(&pipe, 0.99),
+            pipe.max() as f64 / 1000.0,
+            sse.len(),
+            ms(&sse, 0.5),
+            ms(&sse, 0.99),
+            sse.max() as f64 / 1000.0,
+            peak - idle,
+            (peak - idle) * 1024.0 / commands::STREAMS as f64,
+            lines = commands::LINES,
+            streams = commands::STREAMS,
+        );
+        Ok(Section {
+            id: "commands",
+            markdown: md,
+            json: json!({
+                "pipe_p50_ms": ms(&pipe, 0.5), "pipe_p99_ms": ms(&pipe, 0.99),
+                "sse_p50_ms": ms(&sse, 0.5), "sse_p99_ms": ms(&sse, 0.99),
+                "sse_max_ms": sse.max() as f64 / 1000.0, "lines": sse.len(),
+                "streams": commands::STREAMS, "streams_complete": complete,
+                "idle_rss_mib": idle, "peak_rss_mib": peak,
             }),
         })
     }

@@ -4,9 +4,15 @@
 
 use std::sync::Arc;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext, SandboxStatus};
+use std::time::Duration;
+
+use axum::http::Method;
+use corral_domain::{
+    CommandId, CreateSandboxRequest, OperationId, Provider, ProviderContext, SandboxStatus, Signal,
+};
 use corral_provider::{
-    Adapter, CallContext, CreateSpec, ExecSpec, ProviderError, SandboxProvider, SecretString,
+    Adapter, CallContext, CommandSpec, CreateSpec, ExecSpec, ProviderError, SandboxProvider,
+    SecretString,
 };
 use corral_provider_bridge::BridgeConfig;
 use corral_provider_cloudflare::CloudflareProvider;
@@ -21,6 +27,11 @@ async fn bridge() -> Option<(FakeServer, tempfile::TempDir)> {
     let root = tempfile::tempdir().unwrap();
     // A 32 MiB filesystem per sandbox (the 1 GiB default is allocated in full at create).
     let mut config = LocalConfig::new(root.path().join("sandboxes"));
+    // The sandbox init is the bridge's own executable (as `corral-bridge` runs it).
+    config.init = Some(corral_provider_local::InitProgram {
+        path: env!("CARGO_BIN_EXE_corral-bridge").into(),
+        args: vec![corral_provider_local::INIT_ARG.into()],
+    });
     config.limits.disk_bytes = Some(32 << 20);
     config.limits.disk_reserve_bytes = 256 << 20;
     let local = LocalProvider::new(config).unwrap();
@@ -234,4 +245,101 @@ async fn the_binary_serves_the_contract_on_the_address_it_prints() {
     child.wait().unwrap();
     assert_eq!(health, r#"{"ok":true}"#);
     assert!(matches!(err, ProviderError::Unauthorized { .. }), "{err:?}");
+}
+
+/// The bridge over another adapter — Blaxel, against its loopback fake — whose commands are
+/// native (no stdin, `TERM` and `KILL` only, logs replayed from the start).
+async fn blaxel_bridge() -> (FakeServer, corral_provider_blaxel::fake::Fake) {
+    let fake = corral_provider_blaxel::fake::Fake::start().await;
+    let blaxel = corral_provider_blaxel::BlaxelProvider::from_config(fake.config()).unwrap();
+    let router = corral_bridge::router_with_context(
+        Arc::new(blaxel),
+        SecretString::from(KEY),
+        fake.context(),
+    );
+    (FakeServer::start(router).await, fake)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_run_as_bridge_processes_over_the_backends_commands() {
+    let (server, blaxel) = blaxel_bridge().await;
+    let p = client(&server);
+    // Every command scenario, through the process routes; the one with stdin through the
+    // exec wrapper, since the backend gives processes none (`stdin_unsupported`).
+    corral_provider_testkit::Conformance::new(&p)
+        .with_context(ctx(KEY))
+        .run_commands()
+        .await;
+    let log = server.log();
+    let starts = log.matching(&Method::POST, "/process");
+    assert!(
+        starts.len() >= 7,
+        "{} commands went through the process routes",
+        starts.len()
+    );
+    assert!(!log.matching(&Method::GET, "/logs").is_empty());
+    assert!(!log.matching(&Method::POST, "/kill").is_empty());
+    // The stdin scenario was refused natively and ran through exec instead.
+    assert!(log.matching(&Method::POST, "/stdin").is_empty());
+    assert!(!log.matching(&Method::POST, "/exec").is_empty());
+    // The backend saw its own process API.
+    assert!(
+        !blaxel
+            .server()
+            .log()
+            .matching(&Method::GET, "/logs/stream")
+            .is_empty()
+    );
+
+    let ctx = ctx(KEY);
+    let id = p.create(&ctx, &spec()).await.unwrap().native_id;
+    p.get(&ctx, &id).await.unwrap();
+    // A signal the backend cannot send is refused, before the backend is asked.
+    let spec = CommandSpec {
+        command_id: CommandId::new(),
+        command: "sleep 30".into(),
+        cwd: None,
+        env: Default::default(),
+        stdin: false,
+        timeout: Duration::from_secs(60),
+    };
+    let handle = p.start_command(&ctx, &id, &spec).await.unwrap().handle;
+    let err = p
+        .signal_command(&ctx, &id, &handle, Signal::Int)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Unsupported { .. }), "{err:?}");
+    p.signal_command(&ctx, &id, &handle, Signal::Kill)
+        .await
+        .unwrap();
+    // A process id that is not a command id is refused; an unknown one is not found.
+    let url = format!("{}/v1/sandbox/{id}/process", server.base_url());
+    let bad = post_json(&url, r#"{"argv":["true"],"process_id":"not-a-command-id"}"#).await;
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+    let unknown = format!("process:{}", CommandId::new());
+    let err = p
+        .signal_command(&ctx, &id, &unknown, Signal::Term)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+}
+
+async fn post_json(url: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut sock = tokio::net::TcpStream::connect(host).await.unwrap();
+    sock.write_all(
+        format!(
+            "POST /{path} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {KEY}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    sock.read_to_string(&mut out).await.unwrap();
+    out
 }

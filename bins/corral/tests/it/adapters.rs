@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 
 use actix_web::test::{self, TestRequest};
 use corral::config::{FileConfig, Overrides};
-use corral::http::{AppState, BuildInfo};
 use corral::wiring::FakeVisitor;
 use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
 use corral_provider::{Adapter, ExposeSecret as _};
 use corral_provider_http::HttpConfig;
 use corral_provider_testkit::harness::Harness;
 use corral_registry::{Database, DatabaseConfig, MasterKey, Registry};
+use corral_web::AppState;
 use serde_json::json;
 
 use crate::support::send;
@@ -52,6 +52,7 @@ async fn state_for(doc: toml::Table) -> (tempfile::TempDir, AppState, String) {
             data_dir: Some(dir.path().to_path_buf()),
             ..Overrides::default()
         },
+        &corral::wiring::compiled_in(),
     )
     .unwrap();
     let providers = corral::wiring::build(&settings).unwrap();
@@ -71,13 +72,13 @@ async fn state_for(doc: toml::Table) -> (tempfile::TempDir, AppState, String) {
         .key
         .expose_secret()
         .to_owned();
-    let service = corral::commands::service(&settings, providers, registry.clone(), store);
-    let control = corral::commands::control(&settings, registry, service.clone()).unwrap();
+    let service = corral::server::service(&settings, providers, registry.clone(), store);
+    let control = corral::server::control(&settings, registry, service.clone()).unwrap();
     let state = AppState {
         service,
         control,
-        metrics: std::sync::Arc::new(corral::http::request_metrics()),
-        build: BuildInfo::current(),
+        metrics: std::sync::Arc::new(corral_web::request_metrics()),
+        build: corral::server::build_info(),
     };
     (dir, state, key)
 }
@@ -101,7 +102,7 @@ async fn journey<H: Harness>() {
     .filter_map(|(name, value)| Some((name, value?)))
     .collect();
     let body = serde_json::to_value(harness.request()).unwrap();
-    let app = test::init_service(corral::http::app(state)).await;
+    let app = test::init_service(corral::server::app(state)).await;
     // The credential goes with every request; the context headers only with create and get
     // (the spec's header table): exec, files and delete run with the context recorded at
     // create time, which the fakes that need it (Vercel's teamId on every call) check.
@@ -222,7 +223,7 @@ impl FakeVisitor for Journey {
 #[actix_web::test]
 async fn by_default_the_catalog_lists_all_twelve_providers_and_local() {
     let (_dir, state, key) = state_for(toml::Table::new()).await;
-    let app = test::init_service(corral::http::app(state)).await;
+    let app = test::init_service(corral::server::app(state)).await;
     let cat = send(
         &app,
         TestRequest::get()
@@ -261,7 +262,7 @@ async fn a_create_answer_lost_at_morph_is_reconciled_by_operation_id_on_retry() 
         ..fake.config()
     };
     let (_dir, state, key) = world("morph", toml::Table::try_from(config).unwrap()).await;
-    let app = test::init_service(corral::http::app(state)).await;
+    let app = test::init_service(corral::server::app(state)).await;
     // The instance is started, but its answer comes after the client's timeout.
     fake.server().faults().arm(
         corral_provider_testkit::fake::Fault::new(

@@ -17,7 +17,7 @@ fn sandbox(v: &serde_json::Value) -> Sandbox {
 #[actix_web::test]
 async fn create_get_exec_files_list_delete_round_trip_on_local() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
 
     let created = send(
         &app,
@@ -165,7 +165,7 @@ async fn create_get_exec_files_list_delete_round_trip_on_local() {
 #[actix_web::test]
 async fn list_pages_newest_first_with_an_opaque_cursor_and_null_on_the_last_page() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let mut ids = Vec::new();
     for _ in 0..5 {
         let r = send(
@@ -203,7 +203,7 @@ async fn list_pages_newest_first_with_an_opaque_cursor_and_null_on_the_last_page
 #[actix_web::test]
 async fn another_projects_sandbox_is_not_found_anywhere() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let id = send(
         &app,
         post(&w, "/v1/sandboxes", json!({"provider": "local"})),
@@ -243,7 +243,7 @@ async fn another_projects_sandbox_is_not_found_anywhere() {
 #[actix_web::test]
 async fn write_accepts_exactly_one_mebibyte_and_refuses_one_byte_more() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let id = send(
         &app,
         post(&w, "/v1/sandboxes", json!({"provider": "local"})),
@@ -281,7 +281,7 @@ async fn write_accepts_exactly_one_mebibyte_and_refuses_one_byte_more() {
 #[actix_web::test]
 async fn providers_health_readiness_metrics_and_openapi_answer() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let cat: ProviderCatalog = serde_json::from_value(
         send(&app, get(&w, "/v1/providers"))
             .await
@@ -368,7 +368,7 @@ fn committed_openapi_document_matches_the_generated_one() {
         "/../../docs/openapi.json"
     ))
     .expect("docs/openapi.json exists (regenerate: cargo xtask openapi)");
-    let generated = corral::openapi::document_json(&corral::wiring::compiled_in_capabilities());
+    let generated = corral_web::openapi::document_json(&corral::wiring::compiled_in_capabilities());
     assert!(
         committed == generated,
         "docs/openapi.json is stale: run `cargo xtask openapi` and review the diff"

@@ -81,7 +81,7 @@ async fn a_refused_bridge_url_never_reaches_the_provider_or_the_address() {
         ServiceConfig::default(),
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let url = format!("http://127.0.0.1:{port}/");
     let r = send(
         &app,

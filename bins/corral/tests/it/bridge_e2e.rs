@@ -42,7 +42,7 @@ async fn journey(kind: &str, host: &str) {
     // A short request timeout, so that a create answer held back by the bridge is lost.
     let table: toml::Table = toml::from_str("[http]\nrequest_timeout_seconds = 1").unwrap();
     let (_dir, state, key) = world_allowing(kind, table, &[format!("{host}:{port}")]).await;
-    let app = test::init_service(corral::http::app(state)).await;
+    let app = test::init_service(corral::server::app(state)).await;
     // The bridge URL goes with create, get, list and delete; exec and files run with the
     // URL recorded at create time (they refuse the header, as the spec's table has it).
     let bare = |r: TestRequest| {
@@ -229,7 +229,7 @@ async fn without_the_lookup_extension_a_lost_create_stays_unknown_and_is_never_r
     let table: toml::Table = toml::from_str("[http]\nrequest_timeout_seconds = 1").unwrap();
     let (_dir, state, key) =
         world_allowing("cloudflare", table, &[format!("127.0.0.1:{port}")]).await;
-    let app = test::init_service(corral::http::app(state)).await;
+    let app = test::init_service(corral::server::app(state)).await;
     fake.server().faults().arm(
         Fault::new(FaultKind::DelayAfterHandler(Duration::from_secs(3)))
             .on_method(Method::POST)

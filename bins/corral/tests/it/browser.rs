@@ -10,7 +10,7 @@ mod webdriver;
 
 use std::path::PathBuf;
 
-use corral::http::AppState;
+use corral_web::AppState;
 
 use crate::support::World;
 
@@ -38,7 +38,7 @@ fn browser_or_skip(test: &str) -> bool {
 
 /// Serves `state` on a loopback socket already bound (so its URL could be configured before).
 fn serve_on(listener: std::net::TcpListener, state: AppState) {
-    let server = actix_web::HttpServer::new(move || corral::http::app(state.clone()))
+    let server = actix_web::HttpServer::new(move || corral::server::app(state.clone()))
         .workers(1)
         .listen(listener)
         .unwrap()
@@ -169,8 +169,8 @@ impl Journey {
         .with_mailer(Arc::new(mailer));
         let state = AppState {
             service,
-            metrics: Arc::new(corral::http::request_metrics()),
-            build: corral::http::BuildInfo::current(),
+            metrics: Arc::new(corral_web::request_metrics()),
+            build: corral::server::build_info(),
             control: control.clone(),
         };
         serve_on(listener, state);
@@ -270,6 +270,15 @@ async fn journey(j: Journey, shots: PathBuf) {
         "{link}"
     );
     b.goto(&link).await;
+    // The link only shows a confirmation (login CSRF): no session until the button.
+    assert!(
+        !b.cookies()
+            .await
+            .iter()
+            .any(|c| c["name"] == "corral_session"),
+        "following the link alone signs nobody in"
+    );
+    b.find("#confirm-sign-in").await.submit().await;
 
     // The session cookie: HttpOnly, SameSite=Lax.
     let cookies = b.cookies().await;
@@ -469,6 +478,7 @@ async fn journey(j: Journey, shots: PathBuf) {
         .wait_for_containing(teammate, "/console/sign-in/verify?token=")
         .await;
     b2.goto(&sign_in_link(&mail)).await;
+    b2.find("#confirm-sign-in").await.submit().await;
     b2.find("#accept-terms").await.submit().await;
     assert!(
         b2.url().await.ends_with("/console/invitations"),
@@ -618,17 +628,81 @@ async fn console_forms_need_the_csrf_field_and_this_origin() {
         .build()
         .unwrap();
 
-    let bad = http
-        .get(j.url("/console/sign-in/verify?token=nope"))
+    let confirm = |token: String, origin: String| {
+        http.post(j.url("/console/sign-in/verify"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", origin)
+            .body(format!("token={token}"))
+            .send()
+    };
+    let bad = confirm("nope".to_owned(), j.base.clone()).await.unwrap();
+    assert_eq!(bad.status(), 303);
+    assert_eq!(bad.headers()["location"], "/console/sign-in");
+    let markup = http
+        .get(j.url("/console/sign-in/verify?token=%3Cscript%3E"))
         .send()
         .await
         .unwrap();
-    assert_eq!(bad.status(), 303);
-    assert_eq!(bad.headers()["location"], "/console/sign-in");
+    assert_eq!(markup.status(), 303, "what cannot be a token is not echoed");
 
+    // Login CSRF (issue 22, finding 6): the emailed link only renders a confirmation; it sets
+    // no cookie and leaves the token unused (a mail scanner's prefetch changes nothing).
     let link = j.control.invite_user("grace@example.test").await.unwrap();
-    let signed = http.get(&link).send().await.unwrap();
+    let token_of_link = link.split("token=").nth(1).unwrap().to_owned();
+    for _ in 0..2 {
+        let page = http.get(&link).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        assert!(page.headers().get("set-cookie").is_none());
+        let body = page.text().await.unwrap();
+        assert!(
+            body.contains("id=\"confirm-sign-in\"")
+                && body.contains("action=\"/console/sign-in/verify\""),
+            "{body}"
+        );
+    }
+    // A foreign page posting the token (the attacker's own, to sign the victim in) is refused
+    // and consumes nothing; so is a browser saying the post is cross-site without an Origin.
+    let foreign = confirm(token_of_link.clone(), "http://evil.example".to_owned())
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 303);
+    assert_eq!(foreign.headers()["location"], "/console/sign-in");
+    assert!(
+        foreign
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .all(|c| !c.to_str().unwrap().starts_with("corral_session="))
+    );
+    let cross = http
+        .post(j.url("/console/sign-in/verify"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("sec-fetch-site", "cross-site")
+        .body(format!("token={token_of_link}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross.status(), 303);
+    assert!(
+        cross
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .all(|c| !c.to_str().unwrap().starts_with("corral_session="))
+    );
+    // The same-origin confirmation signs in, once.
+    let signed = confirm(token_of_link.clone(), j.base.clone())
+        .await
+        .unwrap();
     assert_eq!(signed.status(), 303);
+    let replayed = confirm(token_of_link.clone(), j.base.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        replayed.headers()["location"],
+        "/console/sign-in",
+        "the token works once"
+    );
     let set_cookie = signed.headers()["set-cookie"].to_str().unwrap().to_owned();
     assert!(
         set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Lax"),
@@ -726,7 +800,14 @@ async fn console_forms_need_the_csrf_field_and_this_origin() {
 
     // Someone else's account looks like nothing at all.
     let other = j.control.invite_user("mallory@example.test").await.unwrap();
-    let other_token = session_from(&http.get(&other).send().await.unwrap());
+    let other_token = session_from(
+        &confirm(
+            other.split("token=").nth(1).unwrap().to_owned(),
+            j.base.clone(),
+        )
+        .await
+        .unwrap(),
+    );
     let theirs = http
         .get(j.url(&org))
         .header("cookie", format!("corral_session={other_token}"))
@@ -740,4 +821,80 @@ async fn console_forms_need_the_csrf_field_and_this_origin() {
     let anonymous = http.get(j.url(&org)).send().await.unwrap();
     assert_eq!(anonymous.status(), 303);
     assert_eq!(anonymous.headers()["location"], "/console/sign-in");
+}
+
+/// Issue 22, finding 7: a sandbox created with an inline credential, in a project with no
+/// stored profile for its provider, still has a page: the registry's record and, in words,
+/// that the provider could not be asked (before, the page answered 503).
+#[actix_web::test]
+async fn a_sandbox_made_with_an_inline_credential_has_a_page_without_a_stored_profile() {
+    let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
+    j.control
+        .publish_legal("terms", "Terms", "Text.")
+        .await
+        .unwrap();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let link = j.control.invite_user("ada@example.test").await.unwrap();
+    let signed = http
+        .post(j.url("/console/sign-in/verify"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", &j.base)
+        .body(format!("token={}", link.split("token=").nth(1).unwrap()))
+        .send()
+        .await
+        .unwrap();
+    let token = session_from(&signed);
+    let actor = j.control.authenticate_session(&token).await.unwrap();
+    j.control.accept_legal(&actor, "terms", 1).await.unwrap();
+    let me = j.control.me(&actor).await.unwrap();
+    let project = j
+        .control
+        .create_project(
+            &actor,
+            me.personal_account_id,
+            corral_control::ProjectName {
+                name: "inline".to_owned(),
+            },
+        )
+        .await
+        .unwrap();
+    let pid = project.id.parse().unwrap();
+    let key = j.control.create_key(&actor, pid).await.unwrap().key;
+
+    let created = http
+        .post(j.url("/v1/sandboxes"))
+        .bearer_auth(&key)
+        .header("x-provider-credential", corral_provider_e2b::fake::API_KEY)
+        .json(&serde_json::json!({"provider": "e2b"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{:?}", created.text().await);
+    let created: serde_json::Value = created.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+
+    let page = http
+        .get(j.url(&format!(
+            "/console/accounts/{}/projects/{}/sandboxes/{id}",
+            project.account_id, project.id
+        )))
+        .header("cookie", format!("corral_session={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let body = page.text().await.unwrap();
+    assert!(body.contains(&id), "{body}");
+    assert!(body.contains("id=\"provider-not-asked\""), "{body}");
+    assert!(
+        body.contains("No e2b credential is stored in this project"),
+        "{body}"
+    );
+    assert!(
+        !body.contains(corral_provider_e2b::fake::API_KEY),
+        "the inline credential is never shown"
+    );
 }

@@ -37,7 +37,7 @@ fn inline(req: TestRequest) -> TestRequest {
 #[actix_web::test]
 async fn request_contract_failures_are_invalid_request_envelopes() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let auth = ("Authorization", w.bearer());
     let cases: Vec<(TestRequest, u16, &str)> = vec![
         // Malformed JSON, wrong content type, unknown field, missing field, unknown provider.
@@ -189,7 +189,7 @@ async fn request_contract_failures_are_invalid_request_envelopes() {
 #[actix_web::test]
 async fn project_key_failures() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     send(&app, TestRequest::get().uri("/v1/sandboxes"))
         .await
         .expect_error(401, "missing_api_key");
@@ -229,7 +229,7 @@ async fn project_key_failures() {
 #[actix_web::test]
 async fn a_profile_that_cannot_be_loaded_is_provider_profiles_unavailable() {
     let (w, scripted) = world_with_scripted(ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     // Stored under another master key: it does not decrypt with the server's.
     let foreign = corral_registry::Registry::new(
         w.registry.database().clone(),
@@ -256,7 +256,7 @@ async fn a_profile_that_cannot_be_loaded_is_provider_profiles_unavailable() {
 #[actix_web::test]
 async fn size_limits_are_payload_too_large() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let id = send(
         &app,
         post(&w, "/v1/sandboxes", json!({"provider": "local"})),
@@ -308,7 +308,7 @@ async fn size_limits_are_payload_too_large() {
 #[actix_web::test]
 async fn file_failures_have_their_codes() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let id = send(
         &app,
         post(&w, "/v1/sandboxes", json!({"provider": "local"})),
@@ -366,7 +366,7 @@ async fn an_exec_past_its_deadline_is_request_timeout() {
         ..ServiceConfig::default()
     };
     let w = World::with(|_| Providers::new(), config).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let id = send(
         &app,
         post(&w, "/v1/sandboxes", json!({"provider": "local"})),
@@ -392,7 +392,7 @@ async fn an_exec_past_its_deadline_is_request_timeout() {
 #[actix_web::test]
 async fn sandbox_ids_that_do_not_parse_are_invalid_sandbox_id_and_unknown_ones_not_found() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     for bad in [
         "nope",
         "sbx_aws_01m80pewwq3j0wt49msw408rk1",
@@ -419,7 +419,7 @@ async fn sandbox_ids_that_do_not_parse_are_invalid_sandbox_id_and_unknown_ones_n
 #[actix_web::test]
 async fn provider_credentials_come_inline_or_from_the_profile() {
     let (w, scripted) = world_with_scripted(ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     // Neither a profile nor an inline credential.
     send(&app, post(&w, "/v1/sandboxes", json!({"provider": "e2b"})))
         .await
@@ -515,7 +515,7 @@ async fn provider_credentials_come_inline_or_from_the_profile() {
 #[actix_web::test]
 async fn provider_failures_map_to_one_code_each() {
     let (w, scripted) = world_with_scripted(ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let create = || inline(post(&w, "/v1/sandboxes", json!({"provider": "e2b"})));
     let p = Provider::E2b;
 
@@ -639,7 +639,7 @@ async fn an_unreachable_registry_or_idempotency_store_fails_closed_with_503() {
         Some(idem_db.clone()),
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
 
     // Hold the idempotency store's only connection: keyed creates fail closed.
     let held = idem_db.connection().await.unwrap();
@@ -676,7 +676,7 @@ async fn an_unreachable_registry_or_idempotency_store_fails_closed_with_503() {
         None,
     )
     .await;
-    let app2 = test::init_service(corral::http::app(w2.state.clone())).await;
+    let app2 = test::init_service(corral::server::app(w2.state.clone())).await;
     let held = reg_db.connection().await.unwrap();
     let r = send(&app2, get(&w2, "/v1/sandboxes")).await;
     r.expect_error(503, "sandbox_registry_unavailable");
@@ -692,7 +692,7 @@ async fn an_unreachable_registry_or_idempotency_store_fails_closed_with_503() {
 #[actix_web::test]
 async fn a_panicking_handler_answers_internal_error() {
     let (w, scripted) = world_with_scripted(ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let id = send(
         &app,
         inline(post(&w, "/v1/sandboxes", json!({"provider": "e2b"}))),
@@ -715,7 +715,7 @@ async fn a_panicking_handler_answers_internal_error() {
 #[actix_web::test]
 async fn list_and_tombstone_reads_never_call_the_provider() {
     let (w, scripted) = world_with_scripted(ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let id = send(
         &app,
         inline(post(&w, "/v1/sandboxes", json!({"provider": "e2b"}))),

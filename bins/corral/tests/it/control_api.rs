@@ -12,7 +12,7 @@ const ANONYMOUS: [&str; 3] = ["requestSignInLink", "signInWithToken", "signInWit
 
 #[test]
 fn the_document_has_36_control_plane_operations_all_behind_the_session_cookie() {
-    let doc: Value = serde_json::from_str(&corral::openapi::document_json(&[])).unwrap();
+    let doc: Value = serde_json::from_str(&corral_web::openapi::document_json(&[])).unwrap();
     let scheme = &doc["components"]["securitySchemes"]["session"];
     assert_eq!(
         (&scheme["type"], &scheme["in"], &scheme["name"]),
@@ -72,7 +72,7 @@ fn the_document_has_36_control_plane_operations_all_behind_the_session_cookie() 
 #[actix_web::test]
 async fn cookies_never_open_the_sandbox_api_and_api_keys_never_open_the_control_plane() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let b = sign_in(&app, &w, "ada@example.com").await;
     // The session is good for the control plane …
     send(&app, b.get("/v1/control/me")).await.expect_ok(200);
@@ -98,7 +98,7 @@ async fn cookies_never_open_the_sandbox_api_and_api_keys_never_open_the_control_
 #[actix_web::test]
 async fn missing_sessions_bad_csrf_tokens_and_foreign_origins_are_authentication_errors() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let b = sign_in(&app, &w, "ada@example.com").await;
     let body = json!({"name": "Acme"});
     let cookie = format!("corral_session={}", b.cookie);
@@ -195,7 +195,7 @@ async fn missing_sessions_bad_csrf_tokens_and_foreign_origins_are_authentication
 #[actix_web::test]
 async fn sign_in_sets_a_strict_cookie_and_sign_out_clears_and_revokes_it() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let link = w
         .state
         .control
@@ -260,7 +260,7 @@ async fn an_https_public_url_makes_the_cookie_secure() {
         w.service.clone(),
         config,
     );
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let link = w
         .state
         .control

@@ -47,7 +47,7 @@ async fn sqlite_world() -> World {
 
 /// Organizations, members and legal releases: every code of the account rules.
 async fn account_and_legal_codes(w: World) {
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let owner = sign_in(&app, &w, "owner@example.com").await;
     let admin = sign_in(&app, &w, "admin@example.com").await;
 
@@ -249,7 +249,7 @@ async fn every_account_and_legal_code_through_http_on_postgres() {
 #[actix_web::test]
 async fn sign_in_failures_are_throttled_with_retry_after() {
     let w = sqlite_world().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     w.state
         .control
         .invite_user("ada@example.com")
@@ -298,7 +298,7 @@ async fn unreachable_stores_answer_registry_and_legal_unavailable() {
         None,
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let b = sign_in(&app, &w, "ada@example.com").await;
     let held = db.connection().await.unwrap();
     let r = send(&app, b.get("/v1/control/me")).await;
@@ -378,7 +378,7 @@ async fn the_email_webhook_refuses_bad_signatures_stale_replayed_and_malformed_e
         w.service.clone(),
         config,
     );
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let now = chrono::Utc::now().timestamp();
     let body = r#"{"type":"email.bounced","data":{"email":"gone@example.com"}}"#;
 
@@ -418,7 +418,7 @@ async fn the_email_webhook_refuses_bad_signatures_stale_replayed_and_malformed_e
 
     // Without a configured secret every event is refused, however it is signed.
     let w2 = sqlite_world().await;
-    let app2 = test::init_service(corral::http::app(w2.state.clone())).await;
+    let app2 = test::init_service(corral::server::app(w2.state.clone())).await;
     let r = send(
         &app2,
         event("msg_9", now, &signed(&key, "msg_9", now, body), body),
@@ -450,7 +450,7 @@ async fn a_failed_verification_makes_public_requests_answer_provider_operation_u
         ServiceConfig::default(),
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let owner = sign_in(&app, &w, "owner@example.com").await;
     let org = send(
         &app,

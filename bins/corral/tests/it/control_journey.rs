@@ -32,7 +32,7 @@ fn items(v: &Value) -> &Vec<Value> {
 async fn control_journey_answers_every_operation() {
     let mut w = World::new().await;
     let outbox = with_outbox(&mut w);
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let mut seen = Seen::default();
     let terms = w
         .state

@@ -85,7 +85,7 @@ impl Targets {
 }
 
 async fn scoping(w: World) {
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let a = sign_in(&app, &w, "a@example.com").await;
     let b = sign_in(&app, &w, "b@example.com").await;
 

@@ -210,3 +210,77 @@ fn a_forged_refusal_header_is_an_ordinary_header() {
         assert_eq!(resp.json()["status"], "ok");
     }
 }
+
+/// Issue 22: a lower-case `connect` is an ordinary (unknown) method, not a tunnel, so the
+/// guard stays on: the oversized head after it still gets the guard's 431.
+#[test]
+fn a_lower_case_connect_does_not_switch_the_guard_off() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = server(&tmp);
+    let bytes = format!(
+        "connect /healthz HTTP/1.1\r\nhost: corral\r\n\r\n\
+         GET /healthz HTTP/1.1\r\nhost: corral\r\n{}\r\n",
+        many_fields(100)
+    );
+    let all = responses(&exchange(&server, bytes.as_bytes()));
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all[0].status == 404 || all[0].status == 405, "{all:?}");
+    let v = all[1].expect_envelope(431);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("96 header fields"),
+        "{v}"
+    );
+}
+
+/// Issue 22: only a WebSocket upgrade passes the guard through; `Upgrade: h2c` is answered
+/// as a plain request and the oversized head after it still gets the guard's 431.
+#[test]
+fn a_non_websocket_upgrade_does_not_switch_the_guard_off() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = server(&tmp);
+    let bytes = format!(
+        "GET /healthz HTTP/1.1\r\nhost: corral\r\nupgrade: h2c\r\n\r\n\
+         GET /healthz HTTP/1.1\r\nhost: corral\r\nx-big: {}\r\n\r\n",
+        "b".repeat(70 * 1024)
+    );
+    let all = responses(&exchange(&server, bytes.as_bytes()));
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(all[0].status, 200, "{all:?}");
+    let v = all[1].expect_envelope(431);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("65536 bytes"),
+        "{v}"
+    );
+}
+
+/// Issue 22 (RFC 9112 §9.6): nothing pipelined after `Connection: close`, or after an
+/// HTTP/1.0 request without keep-alive, is executed: one answer, and the request after it
+/// never reaches the app (`/metrics` counts no `openapi` operation).
+#[test]
+fn requests_pipelined_after_connection_close_are_not_executed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = server(&tmp);
+    for first in [
+        "GET /healthz HTTP/1.1\r\nhost: corral\r\nconnection: close\r\n\r\n",
+        "GET /healthz HTTP/1.0\r\nhost: corral\r\n\r\n",
+    ] {
+        let bytes = format!("{first}GET /v1/openapi.json HTTP/1.1\r\nhost: corral\r\n\r\n");
+        let all = responses(&exchange(&server, bytes.as_bytes()));
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(all[0].status, 200, "{all:?}");
+        assert_eq!(all[0].json()["status"], "ok");
+    }
+    let metrics = exchange(
+        &server,
+        b"GET /metrics HTTP/1.1\r\nhost: corral\r\nconnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&metrics);
+    assert!(text.contains("operation=\"healthz\""), "{text}");
+    assert!(!text.contains("operation=\"openapi\""), "{text}");
+}

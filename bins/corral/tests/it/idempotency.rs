@@ -35,7 +35,7 @@ fn keyed(w: &World, key: &str, body: serde_json::Value) -> actix_web::test::Test
 #[actix_web::test]
 async fn replay_returns_the_same_body_byte_for_byte_with_200_and_the_header() {
     let (w, s) = scripted_local(false, ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let first = send(&app, keyed(&w, "k-1", json!({"provider": "local"}))).await;
     first.expect_ok(201);
     assert!(first.headers.get("idempotent-replayed").is_none());
@@ -74,7 +74,7 @@ async fn replay_returns_the_same_body_byte_for_byte_with_200_and_the_header() {
 #[actix_web::test]
 async fn malformed_keys_are_refused_before_any_work() {
     let (w, s) = scripted_local(false, ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let long = "k".repeat(256);
     for bad in [long.as_str(), "tab\there", "é"] {
         let req = post(&w, "/v1/sandboxes", json!({"provider": "local"}));
@@ -96,7 +96,7 @@ async fn malformed_keys_are_refused_before_any_work() {
 #[actix_web::test]
 async fn a_duplicate_while_the_first_runs_is_in_progress_with_retry_after() {
     let (w, s) = scripted_local(true, ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let gate = s.gate.clone().unwrap();
     let first = send(&app, keyed(&w, "k-2", json!({"provider": "local"})));
     let second = async {
@@ -118,7 +118,7 @@ async fn a_duplicate_while_the_first_runs_is_in_progress_with_retry_after() {
 #[actix_web::test]
 async fn twenty_concurrent_creates_with_one_key_make_exactly_one_sandbox_and_no_5xx() {
     let w = World::new().await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let all = futures::future::join_all(
         (0..20).map(|_| send(&app, keyed(&w, "same", json!({"provider": "local"})))),
     )
@@ -143,7 +143,7 @@ async fn twenty_concurrent_creates_with_one_key_make_exactly_one_sandbox_and_no_
 #[actix_web::test]
 async fn a_lost_answer_is_outcome_unknown_and_a_same_key_retry_adopts_the_sandbox() {
     let (w, s) = scripted_local(false, ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     *s.lose_next_create_answer.lock().unwrap() = true;
     let r = send(&app, keyed(&w, "k-3", json!({"provider": "local"}))).await;
     r.expect_error(502, "sandbox_create_outcome_unknown");
@@ -166,7 +166,7 @@ async fn when_nothing_is_found_the_key_stays_unknown_until_the_reconciler_gives_
         ..ServiceConfig::default()
     };
     let (w, s) = scripted_local(false, config).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let p = Provider::Local;
     s.fail_next("create", move || {
         corral_provider::ProviderError::TimedOutAfterSend { provider: p }
@@ -193,7 +193,7 @@ async fn the_background_reconciler_adopts_a_lost_create_without_the_client() {
         ..ServiceConfig::default()
     };
     let (w, s) = scripted_local(false, config).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     *s.lose_next_create_answer.lock().unwrap() = true;
     let r = send(&app, keyed(&w, "k-5", json!({"provider": "local"}))).await;
     r.expect_error(502, "sandbox_create_outcome_unknown");
@@ -212,7 +212,7 @@ async fn the_background_reconciler_adopts_a_lost_create_without_the_client() {
 #[actix_web::test]
 async fn a_client_that_disconnects_mid_create_does_not_cancel_the_recording() {
     let (w, s) = scripted_local(true, ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let gate = s.gate.clone().unwrap();
     // The client gives up (its request future is dropped) while the provider works.
     let abandoned = tokio::time::timeout(
@@ -239,7 +239,7 @@ async fn a_client_that_disconnects_mid_create_does_not_cancel_the_recording() {
 #[actix_web::test]
 async fn a_clean_provider_failure_releases_the_key_for_a_retry() {
     let (w, s) = scripted_local(false, ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let p = Provider::Local;
     s.fail_next("create", move || {
         corral_provider::ProviderError::RateLimited {
@@ -262,7 +262,7 @@ async fn a_create_slower_than_the_wait_answers_outcome_unknown_and_is_still_reco
         ..ServiceConfig::default()
     };
     let (w, s) = scripted_local(true, config).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let r = send(&app, keyed(&w, "k-8", json!({"provider": "local"}))).await;
     r.expect_error(502, "sandbox_create_outcome_unknown");
     let op = r.json["error"]["operationId"].clone();
@@ -292,7 +292,7 @@ async fn past_the_grace_period_a_same_key_retry_frees_the_key_and_then_creates_a
         ..ServiceConfig::default()
     };
     let (w, s) = scripted_local(false, config).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let p = Provider::Local;
     s.fail_next("create", move || {
         corral_provider::ProviderError::TimedOutAfterSend { provider: p }

@@ -45,7 +45,7 @@ async fn the_per_key_rate_answers_rate_limited_with_retry_after_and_ratelimit_he
         },
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     for left in [2, 1, 0] {
         let r = send(&app, get(&w, "/v1/sandboxes")).await;
         r.expect_ok(200);
@@ -87,7 +87,7 @@ async fn the_per_project_rate_counts_every_key_of_the_project() {
         },
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let other = w.registry.issue_api_key(w.project).await.unwrap();
     let with_other = || {
         TestRequest::get().uri("/v1/providers").insert_header((
@@ -125,7 +125,7 @@ async fn failed_authentications_are_throttled_per_source_address() {
         },
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let from = |ip: &str, key: &str| {
         TestRequest::get()
             .uri("/v1/sandboxes")
@@ -171,7 +171,7 @@ async fn quotas_on_live_sandboxes_are_refused_before_any_provider_call() {
         },
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let create = |provider: &str| {
         post(&w, "/v1/sandboxes", json!({"provider": provider}))
             .insert_header(("X-Provider-Credential", "inline-cred-1"))
@@ -227,7 +227,7 @@ async fn a_replay_is_never_refused_by_the_quota() {
         },
     )
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let keyed = |key: &str| {
         post(&w, "/v1/sandboxes", json!({"provider": "local"}))
             .insert_header(("Idempotency-Key", key))
@@ -287,15 +287,15 @@ async fn on_postgres_the_quota_holds_across_two_replicas() {
         ),
         config,
     );
-    let b_state = corral::http::AppState {
+    let b_state = corral_web::AppState {
         service: b_service,
         // The control plane is not exercised here; A's serves as well as any.
         control: a.state.control.clone(),
-        metrics: Arc::new(corral::http::request_metrics()),
-        build: corral::http::BuildInfo::current(),
+        metrics: Arc::new(corral_web::request_metrics()),
+        build: corral::server::build_info(),
     };
-    let app_a = test::init_service(corral::http::app(a.state.clone())).await;
-    let app_b = test::init_service(corral::http::app(b_state)).await;
+    let app_a = test::init_service(corral::server::app(a.state.clone())).await;
+    let app_b = test::init_service(corral::server::app(b_state)).await;
     let created = send(
         &app_a,
         post(&a, "/v1/sandboxes", json!({"provider": "local"})),
@@ -390,7 +390,7 @@ fn assert_exec_refused(r: &Resp) {
 async fn the_33rd_concurrent_exec_of_a_project_is_429_with_retry_after_and_other_projects_still_run()
  {
     let (w, double) = held_world(ServiceConfig::default()).await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let other = w.other_project_key("other").await;
     let mine = send(&app, create_as(&w.key)).await.expect_ok(201)["id"]
         .as_str()
@@ -438,7 +438,7 @@ async fn the_server_cap_refuses_any_project_once_the_server_runs_its_most() {
         ..ServiceConfig::default()
     })
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let (b, c) = (
         w.other_project_key("b").await,
         w.other_project_key("c").await,
@@ -484,7 +484,7 @@ async fn an_exec_place_is_given_back_after_a_cancelled_request_and_after_a_timeo
         ..ServiceConfig::default()
     })
     .await;
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let id = send(&app, create_as(&w.key)).await.expect_ok(201)["id"]
         .as_str()
         .unwrap()

@@ -411,7 +411,7 @@ async fn on_postgres_a_keyed_create_is_in_progress_then_replays_and_conflicts_on
     else {
         return;
     };
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let first = send(&app, keyed(&w, "pg-1", json!({"provider": "local"})));
     let second = async {
         while s.count("create_arrived") == 0 {
@@ -460,7 +460,7 @@ async fn on_postgres_twenty_concurrent_creates_with_one_key_make_exactly_one_san
     else {
         return;
     };
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let all = futures::future::join_all(
         (0..20).map(|_| send(&app, keyed(&w, "same", json!({"provider": "local"})))),
     )
@@ -494,7 +494,7 @@ async fn on_postgres_lists_page_newest_first_and_a_tombstone_stays_listed() {
     else {
         return;
     };
-    let app = test::init_service(corral::http::app(w.state.clone())).await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
     let mut ids = Vec::new();
     for _ in 0..5 {
         let r = send(

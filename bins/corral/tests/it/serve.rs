@@ -28,10 +28,21 @@ pub(crate) fn start_with_env(
     run: usize,
     env: &[(&str, &str)],
 ) -> Server {
+    start_on(data, config, run, env, "127.0.0.1:0")
+}
+
+/// As [`start_with_env`], listening on `listen` (a restart on the address clients know).
+pub(crate) fn start_on(
+    data: &Path,
+    config: &Path,
+    run: usize,
+    env: &[(&str, &str)],
+    listen: &str,
+) -> Server {
     let stdout = data.with_extension(format!("stdout{run}"));
     let stderr = data.with_extension(format!("stderr{run}"));
     let child = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--listen", listen, "--data-dir"])
         .arg(data)
         .arg("--config")
         .arg(config)

@@ -10,7 +10,6 @@ use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
 use actix_web::http::header::HeaderMap;
 use actix_web::test::TestRequest;
-use corral::http::{AppState, BuildInfo};
 use corral_domain::Provider;
 use corral_idempotency::{IdempotencyConfig, IdempotencyStore};
 use corral_provider::ExposeSecret as _;
@@ -19,6 +18,7 @@ use corral_provider_local::{LocalConfig, LocalProvider};
 pub(crate) use corral_provider_testkit::counting::Counting;
 use corral_registry::{Database, DatabaseConfig, MasterKey, ProjectId, Registry};
 use corral_service::{Service, ServiceConfig};
+use corral_web::AppState;
 use serde_json::Value;
 
 /// Everything one test needs.
@@ -42,6 +42,11 @@ pub(crate) fn local(root: &Path) -> Arc<dyn SandboxProvider> {
 /// create, and the suite makes many sandboxes at once.
 pub(crate) fn small_local(root: std::path::PathBuf) -> LocalConfig {
     let mut config = LocalConfig::new(root);
+    // The sandbox init is the server's own executable (as `corral serve` runs it).
+    config.init = Some(corral_provider_local::InitProgram {
+        path: env!("CARGO_BIN_EXE_corral").into(),
+        args: vec![corral_provider_local::INIT_ARG.into()],
+    });
     config.limits.disk_bytes = Some(32 << 20);
     config.limits.disk_reserve_bytes = 256 << 20;
     config
@@ -92,8 +97,8 @@ impl World {
         let state = AppState {
             service: service.clone(),
             control,
-            metrics: Arc::new(corral::http::request_metrics()),
-            build: BuildInfo::current(),
+            metrics: Arc::new(corral_web::request_metrics()),
+            build: corral::server::build_info(),
         };
         World {
             dir,

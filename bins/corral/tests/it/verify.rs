@@ -54,6 +54,7 @@ async fn world_with(
             data_dir: Some(dir.path().to_path_buf()),
             ..Overrides::default()
         },
+        &corral::wiring::compiled_in(),
     )
     .unwrap();
     let mut settings = settings;
@@ -86,7 +87,7 @@ async fn world_with(
         )
         .await
         .unwrap();
-    let service = corral::commands::service(&settings, providers, registry, store);
+    let service = corral::server::service(&settings, providers, registry, store);
     World {
         _dir: dir,
         service,

@@ -1,6 +1,7 @@
 //! The control plane's tenancy use cases, each scenario on SQLite and on PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod abuse;
 mod accounts;
 mod deletion;
 mod gates;

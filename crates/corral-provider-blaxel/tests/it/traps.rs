@@ -1,14 +1,21 @@
 //! Blaxel's traps: the workspace on every call, status reads that must not wake a sandbox in
 //! standby, the edge that stops waiting for long commands, writes that would create missing
-//! parents, and a binary-safe upload.
+//! parents, a binary-safe upload; and commands over the process API: a named process never
+//! started twice, a log stream that replays from the start between Blaxel's own lines, stop
+//! and kill, no stdin, a truncated replay.
 
 use std::time::Duration;
 
-use corral_domain::{ProviderContext, SandboxStatus};
-use corral_provider::{CallContext, ExecSpec, ProviderError, SandboxProvider, SecretString};
+use corral_domain::{CommandId, OutputStream, ProviderContext, SandboxStatus, Signal};
+use corral_provider::{
+    CallContext, CommandEvent, CommandSpec, ExecSpec, OutputOffsets, ProviderError,
+    SandboxProvider, SecretString,
+};
+use corral_provider_blaxel::BlaxelProvider;
 use corral_provider_blaxel::fake::{API_KEY, WORKSPACE};
 use corral_provider_http::reqwest::{Client, Method, StatusCode};
-use corral_provider_testkit::fake::{Fault, Recorded};
+use corral_provider_testkit::fake::{Fault, FaultKind, Recorded};
+use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 use crate::{running, setup, spec};
@@ -378,4 +385,367 @@ async fn the_fake_rejects_what_blaxel_rejects() {
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
     drop(provider);
     drop(ctx);
+}
+
+// Commands over the process API.
+
+fn command(line: &str) -> CommandSpec {
+    CommandSpec {
+        command_id: CommandId::new(),
+        command: line.into(),
+        cwd: None,
+        env: Default::default(),
+        stdin: false,
+        timeout: Duration::from_secs(60),
+    }
+}
+
+/// Every event of one attach, until its stream ends.
+async fn events(
+    provider: &BlaxelProvider,
+    ctx: &CallContext,
+    id: &str,
+    handle: &str,
+    from: OutputOffsets,
+) -> Vec<CommandEvent> {
+    let stream = provider
+        .attach_command(ctx, id, handle, from)
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        stream.map(Result::unwrap).collect(),
+    )
+    .await
+    .unwrap()
+}
+
+fn stdout_of(events: &[CommandEvent]) -> Vec<u8> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            CommandEvent::Output {
+                stream: OutputStream::Stdout,
+                data,
+                ..
+            } => Some(data.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+fn exit_of(events: &[CommandEvent]) -> Option<Option<i32>> {
+    events.iter().find_map(|e| match e {
+        CommandEvent::Exit { exit_code } => Some(*exit_code),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn a_command_is_a_named_process_started_without_waiting_and_never_started_twice() {
+    let (fake, provider, ctx) = setup().await;
+    let id = running(&provider, &ctx).await;
+    let dir = scratch(&provider, &ctx, &id).await;
+    let mut spec = command("printf %s \"$WHO\"; pwd; sleep 1");
+    spec.cwd = Some(dir.clone());
+    spec.env.insert("WHO".into(), "me".into());
+    fake.server().log().clear();
+    let started = provider.start_command(&ctx, &id, &spec).await.unwrap();
+    assert_eq!(started.handle, spec.command_id.to_string());
+    assert!(started.events.is_none());
+    let posts = fake.server().log().matching(&Method::POST, "/process");
+    assert_eq!(posts.len(), 1);
+    assert_eq!(
+        body(&posts[0]),
+        json!({
+            "command": spec.command,
+            "name": spec.command_id.to_string(),
+            "workingDir": dir,
+            "env": { "WHO": "me" },
+            "waitForCompletion": false,
+        }),
+        "no `timeout`: without keepAlive it kills nothing"
+    );
+    // Blaxel itself refuses the name only while its process runs…
+    let raw = Client::new()
+        .post(format!(
+            "{}/{WORKSPACE}/sandboxes/{id}/process",
+            fake.server().base_url()
+        ))
+        .bearer_auth(API_KEY)
+        .header("X-Blaxel-Workspace", WORKSPACE)
+        .json(&json!({ "command": "true", "name": started.handle }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), StatusCode::BAD_REQUEST);
+    let t = events(
+        &provider,
+        &ctx,
+        &id,
+        &started.handle,
+        OutputOffsets::default(),
+    )
+    .await;
+    assert_eq!(stdout_of(&t), format!("me{dir}\n").into_bytes());
+    assert_eq!(exit_of(&t), Some(Some(0)));
+    // …so a retried start after the process ended must look it up, not start it again.
+    fake.server().log().clear();
+    let again = provider.start_command(&ctx, &id, &spec).await.unwrap();
+    assert_eq!(again.handle, started.handle);
+    assert!(
+        fake.server()
+            .log()
+            .matching(&Method::POST, "/process")
+            .is_empty(),
+        "the command ran twice"
+    );
+}
+
+#[tokio::test]
+async fn the_log_stream_replays_from_the_start_without_blaxels_own_lines() {
+    let (fake, provider, ctx) = setup().await;
+    let id = running(&provider, &ctx).await;
+    fake.set_keepalive(Duration::from_millis(150));
+    // Chunks that end mid-line, a blank line, both streams, silences with keep-alives.
+    let spec = command(
+        "printf 10%%; sleep 0.4; printf 20%%; sleep 0.4; echo; echo; echo oops >&2; \
+         sleep 0.4; echo '[keepalive] is mine'; exit 3",
+    );
+    let handle = provider
+        .start_command(&ctx, &id, &spec)
+        .await
+        .unwrap()
+        .handle;
+    let t = events(&provider, &ctx, &id, &handle, OutputOffsets::default()).await;
+    assert_eq!(
+        String::from_utf8(stdout_of(&t)).unwrap(),
+        "10%20%\n\n[keepalive] is mine\n"
+    );
+    let stderr: Vec<u8> = t
+        .iter()
+        .filter_map(|e| match e {
+            CommandEvent::Output {
+                stream: OutputStream::Stderr,
+                data,
+                offset,
+            } => {
+                assert_eq!(*offset, Some(0));
+                Some(data.clone())
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(stderr, b"oops\n");
+    assert_eq!(exit_of(&t), Some(Some(3)));
+    // Attaching again replays from byte 0; what Corral holds is not sent again, and the rest
+    // carries its position.
+    let again = events(
+        &provider,
+        &ctx,
+        &id,
+        &handle,
+        OutputOffsets {
+            stdout: 4,
+            stderr: 5,
+        },
+    )
+    .await;
+    let mut expect_at = 4;
+    for e in &again {
+        if let CommandEvent::Output {
+            stream,
+            offset,
+            data,
+        } = e
+        {
+            assert_eq!(*stream, OutputStream::Stdout, "stderr was sent again");
+            assert_eq!(*offset, Some(expect_at), "{again:?}");
+            expect_at += data.len() as u64;
+        }
+    }
+    assert_eq!(stdout_of(&again), b"0%\n\n[keepalive] is mine\n");
+    assert_eq!(exit_of(&again), Some(Some(3)));
+}
+
+#[tokio::test]
+async fn stop_is_term_and_kill_is_kill_and_the_exit_code_says_which() {
+    let (fake, provider, ctx) = setup().await;
+    let id = running(&provider, &ctx).await;
+    let caps = &provider.capabilities().commands;
+    assert_eq!(caps.signals, [Signal::Kill, Signal::Term]);
+    // A process that traps SIGTERM ends with its own code, after Blaxel's notice (not output).
+    let trapping = command("trap 'echo bye; exit 7' TERM; echo ready; while :; do sleep 0.1; done");
+    let handle = provider
+        .start_command(&ctx, &id, &trapping)
+        .await
+        .unwrap()
+        .handle;
+    let mut stream = provider
+        .attach_command(&ctx, &id, &handle, OutputOffsets::default())
+        .await
+        .unwrap();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(
+        matches!(&first, CommandEvent::Output { data, .. } if data == b"ready\n"),
+        "{first:?}"
+    );
+    provider
+        .signal_command(&ctx, &id, &handle, Signal::Term)
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.server()
+            .log()
+            .matching(&Method::DELETE, &format!("/process/{handle}"))
+            .len(),
+        1
+    );
+    let rest: Vec<CommandEvent> = stream.map(Result::unwrap).collect().await;
+    assert_eq!(stdout_of(&rest), b"bye\n");
+    assert_eq!(exit_of(&rest), Some(Some(7)));
+    // Blaxel reports a death by its SIGKILL as `killed` with exit code -1: 137 here.
+    let sleeper = command("echo ready; sleep 30");
+    let handle = provider
+        .start_command(&ctx, &id, &sleeper)
+        .await
+        .unwrap()
+        .handle;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    provider
+        .signal_command(&ctx, &id, &handle, Signal::Kill)
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.server()
+            .log()
+            .matching(&Method::DELETE, &format!("/process/{handle}/kill"))
+            .len(),
+        1
+    );
+    let t = events(&provider, &ctx, &id, &handle, OutputOffsets::default()).await;
+    assert_eq!(stdout_of(&t), b"ready\n");
+    assert_eq!(exit_of(&t), Some(Some(137)));
+    // Blaxel answers 404 for a process that is not running; an ended command is still Ok.
+    for sig in [Signal::Term, Signal::Kill] {
+        provider
+            .signal_command(&ctx, &id, &handle, sig)
+            .await
+            .unwrap();
+    }
+    let err = provider
+        .signal_command(&ctx, &id, &handle, Signal::Int)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Unsupported { .. }), "{err:?}");
+    let nobody = CommandId::new().to_string();
+    let err = provider
+        .signal_command(&ctx, &id, &nobody, Signal::Term)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+    let err = provider
+        .attach_command(&ctx, &id, &nobody, OutputOffsets::default())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn stdin_is_refused_before_any_request_since_blaxel_processes_have_none() {
+    let (fake, provider, ctx) = setup().await;
+    let id = running(&provider, &ctx).await;
+    assert!(!provider.capabilities().commands.stdin);
+    let mut spec = command("cat");
+    spec.stdin = true;
+    fake.server().log().clear();
+    let err = provider
+        .start_command(&ctx, &id, &spec)
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, ProviderError::Unsupported { .. }), "{err:?}");
+    let err = provider
+        .write_stdin(&ctx, &id, "cmd", 0, b"x")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Unsupported { .. }), "{err:?}");
+    assert!(fake.server().log().all().is_empty());
+}
+
+#[tokio::test]
+async fn a_replay_of_a_log_whose_head_blaxel_released_carries_no_positions() {
+    let (fake, provider, ctx) = setup().await;
+    let id = running(&provider, &ctx).await;
+    fake.set_max_log_bytes(40);
+    let spec = command("i=0; while [ $i -lt 10 ]; do echo line-$i; i=$((i+1)); done");
+    let handle = provider
+        .start_command(&ctx, &id, &spec)
+        .await
+        .unwrap()
+        .handle;
+    // Let it end, so the attach is all replay.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t = events(&provider, &ctx, &id, &handle, OutputOffsets::default()).await;
+    let out = String::from_utf8(stdout_of(&t)).unwrap();
+    assert!(
+        out.ends_with("line-9\n") && !out.contains("line-0"),
+        "{out:?}"
+    );
+    assert!(!out.contains("truncated"), "Blaxel's marker is not output");
+    for e in &t {
+        if let CommandEvent::Output { offset, .. } = e {
+            assert_eq!(*offset, None, "a tail's position is unknown");
+        }
+    }
+    assert_eq!(exit_of(&t), Some(Some(0)));
+}
+
+#[tokio::test]
+async fn exec_past_its_timeout_is_killed_because_blaxel_only_stops_waiting() {
+    let (fake, provider, ctx) = setup().await;
+    let id = running(&provider, &ctx).await;
+    let mut spec = ExecSpec::new("sleep 30");
+    spec.timeout = Duration::from_secs(1);
+    let err = provider.exec(&ctx, &id, &spec).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::CommandTimedOut { .. }),
+        "{err:?}"
+    );
+    let post = &fake.server().log().matching(&Method::POST, "/process")[0];
+    let name = body(post)["name"].as_str().unwrap().to_owned();
+    assert_eq!(
+        fake.server()
+            .log()
+            .matching(&Method::DELETE, &format!("/process/{name}/kill"))
+            .len(),
+        1,
+        "the process Blaxel stopped waiting for was left running"
+    );
+}
+
+#[tokio::test]
+async fn a_log_stream_cut_before_its_end_never_reports_an_exit() {
+    let (fake, provider, ctx) = setup().await;
+    let id = running(&provider, &ctx).await;
+    let handle = provider
+        .start_command(&ctx, &id, &command("echo one; exit 5"))
+        .await
+        .unwrap()
+        .handle;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The process has ended, but this body breaks: no exit may be inferred from it.
+    fake.server().faults().arm(
+        Fault::new(FaultKind::ResetAfterHeaders)
+            .on_method(Method::GET)
+            .on_path("/logs/stream"),
+    );
+    let cut = events(&provider, &ctx, &id, &handle, OutputOffsets::default()).await;
+    assert_eq!(exit_of(&cut), None, "{cut:?}");
+    let whole = events(&provider, &ctx, &id, &handle, OutputOffsets::default()).await;
+    assert_eq!(stdout_of(&whole), b"one\n");
+    assert_eq!(exit_of(&whole), Some(Some(5)));
 }

@@ -33,6 +33,8 @@ fn caps() -> ProviderCapabilities {
         supports_snapshots: false,
         supports_restore: false,
         supports_delete: true,
+        images: Vec::new(),
+        commands: corral_domain::CommandCapabilities::emulated(),
     }
 }
 

@@ -1,13 +1,19 @@
-//! The contract's traps.
+//! The contract's traps, and those of its process routes (extension).
 
 use std::time::Duration;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
+use axum::http::Method;
+use corral_domain::{
+    CommandId, CreateSandboxRequest, OperationId, OutputStream, Provider, ProviderContext, Signal,
+};
 use corral_provider::{
-    Adapter, CallContext, CreateSpec, ExecSpec, ProviderError, SandboxProvider, SecretString,
+    Adapter, CallContext, CommandEvent, CommandSpec, CreateSpec, ExecSpec, OutputOffsets,
+    ProviderError, SandboxProvider, SecretString,
 };
 use corral_provider_bridge::fake::API_KEY;
 use corral_provider_bridge::{BridgeConfig, api};
+use corral_provider_testkit::fake::{Fault, FaultKind};
+use futures::StreamExt as _;
 
 use crate::{Fake, TestBridge};
 
@@ -366,4 +372,229 @@ async fn a_key_echoed_in_a_403_invalid_request_straddling_the_excerpt_cut_is_red
             );
         }
     }
+}
+
+// Commands over the process routes (extension).
+
+fn command(line: &str) -> CommandSpec {
+    CommandSpec {
+        command_id: CommandId::new(),
+        command: line.into(),
+        cwd: None,
+        env: Default::default(),
+        stdin: false,
+        timeout: Duration::from_secs(60),
+    }
+}
+
+async fn sandbox(fake: &Fake) -> (TestBridge, CallContext, String) {
+    let p = adapter(fake);
+    let ctx = fake.context();
+    let id = p.create(&ctx, &spec()).await.unwrap().native_id;
+    (p, ctx, id)
+}
+
+/// Every event of one attach, until its stream ends.
+async fn events(
+    p: &TestBridge,
+    ctx: &CallContext,
+    id: &str,
+    handle: &str,
+    from: OutputOffsets,
+) -> Vec<CommandEvent> {
+    let stream = p.attach_command(ctx, id, handle, from).await.unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        stream.map(Result::unwrap).collect(),
+    )
+    .await
+    .unwrap()
+}
+
+fn json(r: &corral_provider_testkit::fake::Recorded) -> serde_json::Value {
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+#[tokio::test]
+async fn a_command_is_a_bridge_process_named_by_its_command_id_and_never_started_twice() {
+    let fake = Fake::start().await;
+    let (p, ctx, id) = sandbox(&fake).await;
+    let mut spec = command("echo \"$A\"; sleep 1");
+    spec.env.insert("A".into(), "it's".into());
+    let started = p.start_command(&ctx, &id, &spec).await.unwrap();
+    assert_eq!(started.handle, format!("process:{}", spec.command_id));
+    let posts = fake.server().log().matching(&Method::POST, "/process");
+    let body = json(&posts[0]);
+    assert_eq!(body["argv"][0], "sh");
+    assert_eq!(body["argv"][1], "-c");
+    assert!(
+        body["argv"][2]
+            .as_str()
+            .unwrap()
+            .contains("export A='it'\\''s'")
+    );
+    assert_eq!(body["process_id"], spec.command_id.to_string());
+    assert_eq!(body["timeout_ms"], 60_000);
+    assert!(body.get("stdin").is_none(), "{body}");
+    // A retried start meets `409 process_exists` and names the same process.
+    let again = p.start_command(&ctx, &id, &spec).await.unwrap();
+    assert_eq!(again.handle, started.handle);
+    assert_eq!(fake.handle().process_count(), 1);
+    let found = p.find_command(&ctx, &id, &spec.command_id).await.unwrap();
+    assert_eq!(found.as_deref(), Some(started.handle.as_str()));
+    let t = events(&p, &ctx, &id, &started.handle, OutputOffsets::default()).await;
+    assert_eq!(
+        t,
+        [
+            CommandEvent::Output {
+                stream: OutputStream::Stdout,
+                offset: Some(0),
+                data: b"it's\n".to_vec(),
+            },
+            CommandEvent::Exit { exit_code: Some(0) },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn logs_are_asked_from_the_offsets_corral_holds_and_carry_positions() {
+    let fake = Fake::start().await;
+    let (p, ctx, id) = sandbox(&fake).await;
+    let handle = p
+        .start_command(
+            &ctx,
+            &id,
+            &command("echo one; echo two; echo err >&2; exit 4"),
+        )
+        .await
+        .unwrap()
+        .handle;
+    let from = OutputOffsets {
+        stdout: 4,
+        stderr: 0,
+    };
+    let t = events(&p, &ctx, &id, &handle, from).await;
+    let logs = fake.server().log().matching(&Method::GET, "/logs");
+    assert_eq!(logs[0].query.as_deref(), Some("stdout=4&stderr=0"));
+    assert!(t.contains(&CommandEvent::Output {
+        stream: OutputStream::Stdout,
+        offset: Some(4),
+        data: b"two\n".to_vec(),
+    }));
+    assert!(t.contains(&CommandEvent::Output {
+        stream: OutputStream::Stderr,
+        offset: Some(0),
+        data: b"err\n".to_vec(),
+    }));
+    assert_eq!(t.last(), Some(&CommandEvent::Exit { exit_code: Some(4) }));
+    // A stream cut before its exit event ends the attach without one, never with a false end.
+    fake.server().faults().arm(
+        Fault::new(FaultKind::ResetAfterHeaders)
+            .on_method(Method::GET)
+            .on_path("/logs"),
+    );
+    let cut = events(&p, &ctx, &id, &handle, OutputOffsets::default()).await;
+    assert!(cut.is_empty(), "{cut:?}");
+}
+
+#[tokio::test]
+async fn stdin_travels_with_offsets_so_a_resend_is_not_written_twice() {
+    let fake = Fake::start().await;
+    let (p, ctx, id) = sandbox(&fake).await;
+    let mut spec = command("cat; echo eof");
+    spec.stdin = true;
+    let handle = p.start_command(&ctx, &id, &spec).await.unwrap().handle;
+    assert_eq!(
+        json(&fake.server().log().matching(&Method::POST, "/process")[0])["stdin"],
+        true
+    );
+    assert_eq!(
+        p.write_stdin(&ctx, &id, &handle, 0, b"ab").await.unwrap(),
+        2
+    );
+    assert_eq!(
+        p.write_stdin(&ctx, &id, &handle, 0, b"ab").await.unwrap(),
+        2
+    );
+    assert_eq!(
+        p.write_stdin(&ctx, &id, &handle, 1, b"bcd").await.unwrap(),
+        4
+    );
+    let writes = fake.server().log().matching(&Method::POST, "/stdin");
+    assert_eq!(
+        json(&writes[2]),
+        serde_json::json!({ "offset": 1, "data": "YmNk" })
+    );
+    // Past what was accepted is a gap the bridge refuses.
+    let err = p
+        .write_stdin(&ctx, &id, &handle, 9, b"x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+    p.close_stdin(&ctx, &id, &handle).await.unwrap();
+    let t = events(&p, &ctx, &id, &handle, OutputOffsets::default()).await;
+    let out: Vec<u8> = t
+        .iter()
+        .filter_map(|e| match e {
+            CommandEvent::Output { data, .. } => Some(data.clone()),
+            CommandEvent::Exit { .. } => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(out, b"abcdeof\n");
+    let err = p
+        .write_stdin(&ctx, &id, &handle, 4, b"late")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn signals_travel_by_name_and_an_unknown_process_is_not_found() {
+    let fake = Fake::start().await;
+    let (p, ctx, id) = sandbox(&fake).await;
+    let handle = p
+        .start_command(
+            &ctx,
+            &id,
+            &command("trap 'echo usr1; exit 9' USR1; while :; do sleep 0.1; done"),
+        )
+        .await
+        .unwrap()
+        .handle;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.signal_command(&ctx, &id, &handle, Signal::Usr1)
+        .await
+        .unwrap();
+    let kill = &fake.server().log().matching(&Method::POST, "/kill")[0];
+    assert_eq!(json(kill), serde_json::json!({ "signal": "SIGUSR1" }));
+    let t = events(&p, &ctx, &id, &handle, OutputOffsets::default()).await;
+    assert_eq!(t.last(), Some(&CommandEvent::Exit { exit_code: Some(9) }));
+    // An ended process takes a signal without error.
+    p.signal_command(&ctx, &id, &handle, Signal::Kill)
+        .await
+        .unwrap();
+    let nobody = format!("process:{}", CommandId::new());
+    let err = p
+        .attach_command(&ctx, &id, &nobody, OutputOffsets::default())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+    let err = p
+        .signal_command(&ctx, &id, &nobody, Signal::Term)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+    // Nothing found natively: the exec wrapper is asked too, and has nothing either.
+    assert_eq!(
+        p.find_command(&ctx, &id, &CommandId::new()).await.unwrap(),
+        None
+    );
 }

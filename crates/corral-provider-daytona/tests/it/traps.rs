@@ -598,3 +598,341 @@ async fn with_the_default_trusted_hosts_only_daytona_hosts_over_https_are_used()
     );
     assert!(matches!(bad, Err(ProviderError::InvalidRequest { .. })));
 }
+
+// Commands as durable jobs, over the toolbox's sessions.
+
+mod commands {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use corral_domain::{CommandId, OutputStream, Signal};
+    use corral_provider::{
+        CommandEvent, CommandEvents, CommandSpec, ExecSpec, OutputOffsets, ProviderError,
+        SandboxProvider,
+    };
+    use corral_provider_daytona::DaytonaProvider;
+    use corral_provider_daytona::fake::{API_KEY, Fake};
+    use corral_provider_daytona::session_id;
+    use corral_provider_http::reqwest::Method;
+    use futures::StreamExt as _;
+    use serde_json::{Value, json};
+
+    use crate::{ctx, spec, started};
+
+    fn command(command: &str) -> CommandSpec {
+        CommandSpec {
+            command_id: CommandId::new(),
+            command: command.to_owned(),
+            cwd: None,
+            env: BTreeMap::new(),
+            stdin: false,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    async fn sandbox() -> (Fake, DaytonaProvider, String) {
+        let (fake, p) = crate::world().await;
+        let id = p.create(&ctx(), &spec(None)).await.unwrap().native_id;
+        started(&p, &id).await;
+        fake.toolbox().log().clear();
+        (fake, p, id)
+    }
+
+    /// Reads `events` to their end: the chunks (each checked to start where the previous
+    /// one ended) and the exit event.
+    async fn drain(
+        mut events: CommandEvents<'_>,
+        from: u64,
+    ) -> (Vec<(OutputStream, u64)>, Vec<u8>, Option<Option<i32>>) {
+        let (mut chunks, mut out, mut exit) = (Vec::new(), Vec::new(), None);
+        while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("an event or the end within 30 s")
+        {
+            match ev.unwrap() {
+                CommandEvent::Output {
+                    stream,
+                    offset,
+                    data,
+                } => {
+                    let offset = offset.expect("offsets counted from the log's start");
+                    assert_eq!(offset, from + out.len() as u64);
+                    chunks.push((stream, offset));
+                    out.extend_from_slice(&data);
+                }
+                CommandEvent::Exit { exit_code } => exit = Some(exit_code),
+            }
+        }
+        (chunks, out, exit)
+    }
+
+    fn body(r: &corral_provider_testkit::fake::Recorded) -> Value {
+        serde_json::from_slice(&r.body).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_command_gets_a_session_named_after_its_id_and_a_retried_start_runs_nothing_twice() {
+        let (fake, p, id) = sandbox().await;
+        let c = ctx();
+        let spec = command("echo ran >> runs; sleep 1");
+        let first = p.start_command(&c, &id, &spec).await.unwrap();
+        let again = p.start_command(&c, &id, &spec).await.unwrap();
+        assert_eq!(first.handle, again.handle);
+        let sid = session_id(&spec.command_id);
+        assert!(first.handle.starts_with(&format!("{sid}/")));
+        let log = fake.toolbox().log();
+        let creates = log.matching(&Method::POST, "/process/session");
+        let creates: Vec<_> = creates
+            .iter()
+            .filter(|r| r.path.ends_with("/process/session"))
+            .collect();
+        assert_eq!(
+            creates.len(),
+            2,
+            "the retry tried to create the session too"
+        );
+        assert_eq!(body(creates[0]), json!({ "sessionId": sid }));
+        let execs = log.matching(&Method::POST, "/exec");
+        assert_eq!(execs.len(), 1, "one command run");
+        let exec = body(&execs[0]);
+        assert_eq!(exec["runAsync"], true);
+        let wire = exec["command"].as_str().unwrap();
+        assert!(
+            wire.ends_with(" </dev/null"),
+            "an async command's stdin never ends on Daytona: {wire}"
+        );
+        let (_, _, exit) = drain(
+            p.attach_command(&c, &id, &first.handle, OutputOffsets::default())
+                .await
+                .unwrap(),
+            0,
+        )
+        .await;
+        assert_eq!(exit, Some(Some(0)));
+        let runs = p.exec(&c, &id, &ExecSpec::new("cat runs")).await.unwrap();
+        assert_eq!(runs.stdout, b"ran\n");
+        // Found again by its command id; another id finds nothing.
+        assert_eq!(
+            p.find_command(&c, &id, &spec.command_id).await.unwrap(),
+            Some(first.handle.clone())
+        );
+        assert_eq!(
+            p.find_command(&c, &id, &CommandId::new()).await.unwrap(),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn the_log_is_a_snapshot_from_byte_zero_and_attach_sends_only_what_corral_lacks() {
+        let (fake, p, id) = sandbox().await;
+        let c = ctx();
+        let started = p
+            .start_command(&c, &id, &command("echo 0123456789; echo oops >&2"))
+            .await
+            .unwrap();
+        let (chunks, out, exit) = drain(
+            p.attach_command(
+                &c,
+                &id,
+                &started.handle,
+                OutputOffsets {
+                    stdout: 4,
+                    stderr: 0,
+                },
+            )
+            .await
+            .unwrap(),
+            4,
+        )
+        .await;
+        assert_eq!(exit, Some(Some(0)));
+        // One combined log: stderr's line follows stdout's, all reported as stdout.
+        assert_eq!(out, b"456789\noops\n");
+        assert!(chunks.iter().all(|(s, _)| *s == OutputStream::Stdout));
+        // The daemon answers the whole log on every request: the adapter cut it.
+        let (sid, cid) = started.handle.split_once('/').unwrap();
+        let url = format!(
+            "{}/toolbox/{id}/process/session/{sid}/command/{cid}/logs",
+            fake.toolbox().base_url()
+        );
+        let http = corral_provider_http::reqwest::Client::new();
+        for _ in 0..2 {
+            let raw = http.get(&url).bearer_auth(API_KEY).send().await.unwrap();
+            assert_eq!(raw.bytes().await.unwrap().as_ref(), b"0123456789\noops\n");
+        }
+        // Asked for split output, the daemon answers JSON text instead (what the adapter
+        // avoids: it cannot carry bytes that are not UTF-8).
+        let split: Value = http
+            .get(&url)
+            .bearer_auth(API_KEY)
+            .header("X-Daytona-Split-Output", "true")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(split["stdout"], "0123456789\n");
+        assert_eq!(split["stderr"], "oops\n");
+        for r in fake.toolbox().log().matching(&Method::GET, "/logs") {
+            if r.headers.get("x-daytona-split-output").is_none() {
+                assert_eq!(r.query, None, "a plain snapshot, no follow");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_last_line_without_a_newline_gets_one_from_the_daemons_labelers() {
+        let (_fake, p, id) = sandbox().await;
+        let c = ctx();
+        let started = p
+            .start_command(&c, &id, &command("printf 'no newline'"))
+            .await
+            .unwrap();
+        let (_, out, exit) = drain(
+            p.attach_command(&c, &id, &started.handle, OutputOffsets::default())
+                .await
+                .unwrap(),
+            0,
+        )
+        .await;
+        assert_eq!(exit, Some(Some(0)));
+        assert_eq!(out, b"no newline\n");
+    }
+
+    #[tokio::test]
+    async fn terminate_is_the_only_signal_a_sigkill_and_terminating_an_ended_command_is_fine() {
+        let (fake, p, id) = sandbox().await;
+        let c = ctx();
+        assert_eq!(p.capabilities().commands.signals, [Signal::Kill]);
+        let started = p
+            .start_command(&c, &id, &command("echo up; sleep 30"))
+            .await
+            .unwrap();
+        let err = p
+            .signal_command(&c, &id, &started.handle, Signal::Int)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProviderError::Unsupported { .. }), "{err:?}");
+        assert!(
+            fake.toolbox()
+                .log()
+                .matching(&Method::POST, "/terminate")
+                .is_empty()
+        );
+        p.signal_command(&c, &id, &started.handle, Signal::Kill)
+            .await
+            .unwrap();
+        let (sid, cid) = started.handle.split_once('/').unwrap();
+        let kill = &fake.toolbox().log().matching(&Method::POST, "/terminate")[0];
+        assert_eq!(
+            kill.path,
+            format!("/toolbox/{id}/process/session/{sid}/command/{cid}/terminate")
+        );
+        let (_, _, exit) = drain(
+            p.attach_command(&c, &id, &started.handle, OutputOffsets::default())
+                .await
+                .unwrap(),
+            0,
+        )
+        .await;
+        assert_eq!(exit, Some(Some(137)));
+        // Daytona answers 410 for an ended command: that is success.
+        p.signal_command(&c, &id, &started.handle, Signal::Kill)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn stdin_is_not_offered_since_daytona_input_gains_newlines_and_never_closes() {
+        let (fake, p, id) = sandbox().await;
+        let c = ctx();
+        assert!(!p.capabilities().commands.stdin);
+        let mut with_stdin = command("cat");
+        with_stdin.stdin = true;
+        let err = p.start_command(&c, &id, &with_stdin).await.unwrap_err();
+        assert!(matches!(err, ProviderError::Unsupported { .. }), "{err:?}");
+        assert!(
+            fake.toolbox().log().all().is_empty(),
+            "refused before any request"
+        );
+
+        // Why: the daemon's input appends a newline, echoes into the log, and has no end.
+        let base = format!("{}/toolbox/{id}/process/session", fake.toolbox().base_url());
+        let http = corral_provider_http::reqwest::Client::new();
+        let post =
+            |url: String, body: Value| http.post(url).bearer_auth(API_KEY).json(&body).send();
+        post(base.clone(), json!({"sessionId": "raw"}))
+            .await
+            .unwrap();
+        let exec: Value = post(
+            format!("{base}/raw/exec"),
+            json!({"command": "cat", "runAsync": true}),
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        let cid = exec["cmdId"].as_str().unwrap();
+        let input = post(
+            format!("{base}/raw/command/{cid}/input"),
+            json!({"data": "hi"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(input.status(), 204);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let get = |url: String| http.get(url).bearer_auth(API_KEY).send();
+        let logs = get(format!("{base}/raw/command/{cid}/logs"))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(
+            logs.as_ref(),
+            b"hi\nhi\n",
+            "the echo, then cat's copy: a newline added"
+        );
+        let state: Value = get(format!("{base}/raw/command/{cid}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(
+            state.get("exitCode").is_none(),
+            "cat never sees the end of its input"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_whose_session_is_gone_is_not_found() {
+        let (fake, p, id) = sandbox().await;
+        let c = ctx();
+        let spec = command("sleep 30");
+        let started = p.start_command(&c, &id, &spec).await.unwrap();
+        let sid = session_id(&spec.command_id);
+        let deleted = corral_provider_http::reqwest::Client::new()
+            .delete(format!(
+                "{}/toolbox/{id}/process/session/{sid}",
+                fake.toolbox().base_url()
+            ))
+            .bearer_auth(API_KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(deleted.status(), 204);
+        let err = p
+            .attach_command(&c, &id, &started.handle, OutputOffsets::default())
+            .await
+            .err()
+            .expect("the command is gone");
+        assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+        assert_eq!(
+            p.find_command(&c, &id, &spec.command_id).await.unwrap(),
+            None
+        );
+    }
+}

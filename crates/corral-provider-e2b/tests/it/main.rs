@@ -2,6 +2,7 @@
 //! conformance and fault scenario, and the opt-in live test), then E2B's own faults and traps.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
 
+mod commands;
 mod faults;
 mod traps;
 

@@ -435,9 +435,7 @@ async fn a_create_cut_short_leaves_no_image_behind_after_a_restart() {
     let root = world.root();
     // What a crash between the image and `meta.json` (written last) leaves: a mounted image.
     std::fs::remove_file(root.join(&id).join("meta.json")).unwrap();
-    let again =
-        corral_provider_local::LocalProvider::new(corral_provider_local::LocalConfig::new(&root))
-            .unwrap();
+    let again = corral_provider_local::LocalProvider::new(crate::config(&root)).unwrap();
     assert!(
         !root.join(&id).exists(),
         "the unfinished create is still there"

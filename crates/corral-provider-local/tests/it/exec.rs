@@ -208,3 +208,27 @@ async fn host_runtimes_work_inside_with_the_default_limits() {
     }
     assert!(ran > 0, "no runtime was available to try");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_gets_sigpipe_with_its_default_action() {
+    let world = World::new();
+    let id = world.create().await;
+    // `yes` dies of SIGPIPE once `head` has its line; with SIGPIPE ignored it would get
+    // EPIPE instead and complain.
+    let out = world
+        .sh(
+            &id,
+            "yes | head -n 1; kill -l $(sh -c 'yes | head -c0; kill -PIPE $$'; echo $?)",
+        )
+        .await;
+    assert!(
+        text(&out.stdout).starts_with("y\n"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        !text(&out.stderr).contains("Broken pipe"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -2,7 +2,7 @@
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, SandboxStatus};
 use corral_provider::{CreateSpec, ProviderError, SandboxProvider};
-use corral_provider_local::{LocalConfig, LocalProvider};
+use corral_provider_local::LocalProvider;
 
 use crate::{World, create, ctx, sh, text};
 
@@ -36,7 +36,7 @@ async fn a_sandbox_survives_a_restart_of_its_provider() {
     let World { data, provider } = world;
     drop(provider);
 
-    let again = LocalProvider::new(LocalConfig::new(&root)).unwrap();
+    let again = LocalProvider::new(crate::config(&root)).unwrap();
     let seen = again.get(&ctx(), &id).await.unwrap();
     assert_eq!(seen.status, SandboxStatus::Running);
     assert_eq!(seen.operation_id, Some(operation_id));
@@ -209,8 +209,8 @@ async fn two_providers_sharing_a_root_start_together_and_never_share_a_uid_or_a_
     for _ in 0..6 {
         let (a, b) = (root.clone(), root.clone());
         let (a, b) = tokio::join!(
-            tokio::task::spawn_blocking(move || LocalProvider::new(LocalConfig::new(a)).unwrap()),
-            tokio::task::spawn_blocking(move || LocalProvider::new(LocalConfig::new(b)).unwrap()),
+            tokio::task::spawn_blocking(move || LocalProvider::new(crate::config(a)).unwrap()),
+            tokio::task::spawn_blocking(move || LocalProvider::new(crate::config(b)).unwrap()),
         );
         let (a, b) = (a.unwrap(), b.unwrap());
         assert_eq!(a.unavailable_reason(), None);
@@ -252,4 +252,29 @@ async fn two_providers_sharing_a_root_start_together_and_never_share_a_uid_or_a_
         assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(out.stdout, b"ok\n");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stdout)] // A skipped test says so in its output.
+async fn a_sandbox_whose_init_died_gets_a_new_one_at_its_next_command() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: the init is found by the sandbox's own uid, which needs a root server");
+        return;
+    }
+    let world = World::new();
+    let id = world.create().await;
+    world.sh(&id, "echo one > /workspace/kept").await;
+    let first = crate::inits_of(&world.root(), &id);
+    assert_eq!(first.len(), 1, "{first:?}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(first[0]).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    // The next command finds it gone, and runs on a new one, with the sandbox's files.
+    let out = world.sh(&id, "cat /workspace/kept").await;
+    assert_eq!(text(&out.stdout), "one\n", "{}", text(&out.stderr));
+    let second = crate::inits_of(&world.root(), &id);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(second, first);
 }

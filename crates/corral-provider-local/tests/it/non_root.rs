@@ -22,6 +22,10 @@ fn run_unprivileged(inner: &str, env: &[(&str, String)], into: Option<&Path>) {
     let exe = dir.path().join("it");
     std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // And the sandbox init beside it, where the provider looks for it.
+    let init = dir.path().join("corral-sandbox-init");
+    std::fs::copy(env!("CARGO_BIN_EXE_corral-sandbox-init"), &init).unwrap();
+    std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755)).unwrap();
     let procs = into.map_or_else(|| "/dev/null".into(), |g| g.join("cgroup.procs"));
     let out = std::process::Command::new("/bin/sh")
         .args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
@@ -227,6 +231,149 @@ fn inner_a_delegated_cgroup_limits_each_sandbox_as_a_whole() {
         corral_provider::SandboxProvider::delete(&world.provider, &crate::ctx(), &id)
             .await
             .unwrap();
+    });
+}
+
+const COMMANDS: &str = "non_root::inner_an_unprivileged_servers_durable_commands_survive_a_restart";
+
+#[test]
+#[allow(clippy::print_stdout)] // A skipped test says so in its output.
+fn an_unprivileged_server_with_a_delegated_cgroup_keeps_durable_commands_across_a_restart() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: this process is not root, so it cannot delegate a cgroup");
+        return;
+    }
+    let delegated = Delegated::new();
+    run_unprivileged(
+        COMMANDS,
+        &[(PARENT_ENV, delegated.name.clone())],
+        delegated.supervisor.as_deref(),
+    );
+}
+
+#[test]
+#[ignore = "run as an unprivileged user by an_unprivileged_server_with_a_delegated_cgroup_keeps_durable_commands_across_a_restart"]
+fn inner_an_unprivileged_servers_durable_commands_survive_a_restart() {
+    let parent = std::env::var(PARENT_ENV).unwrap();
+    unprivileged_runtime().block_on(crate::commands::a_command_survives_a_restart(|root| {
+        let mut config = crate::config(root);
+        config.cgroup_parent = Some(parent.clone().into());
+        config
+    }));
+}
+
+const IMAGES: &str = "non_root::inner_an_unprivileged_server_runs_image_sandboxes";
+/// The OCI layout, for the inner test.
+const LAYOUT_ENV: &str = "CORRAL_TEST_IMAGE_LAYOUT";
+
+#[test]
+#[allow(clippy::print_stdout)] // A skipped test says so in its output.
+fn an_unprivileged_server_with_a_delegated_cgroup_runs_image_sandboxes() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: this process is not root, so it cannot start one that is not");
+        return;
+    }
+    let Some(busybox) = crate::busybox() else {
+        return;
+    };
+    // An image any user may read, built here.
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rootfs = scratch.path().join("rootfs");
+    crate::busybox_rootfs(&busybox, &rootfs);
+    let layout = scratch.path().join("layout");
+    crate::oci_layout(&rootfs, &layout, "v1");
+    for entry in walk(&layout) {
+        let mode = if entry.is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let delegated = Delegated::new();
+    run_unprivileged(
+        IMAGES,
+        &[
+            (PARENT_ENV, delegated.name.clone()),
+            (LAYOUT_ENV, layout.display().to_string()),
+        ],
+        delegated.supervisor.as_deref(),
+    );
+}
+
+/// `dir` and everything below it.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_owned()];
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        if entry.path().is_dir() {
+            out.extend(walk(&entry.path()));
+        } else {
+            out.push(entry.path());
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "run as an unprivileged user by an_unprivileged_server_with_a_delegated_cgroup_runs_image_sandboxes"]
+fn inner_an_unprivileged_server_runs_image_sandboxes() {
+    let parent = std::env::var(PARENT_ENV).unwrap();
+    let layout = std::env::var(LAYOUT_ENV).unwrap();
+    unprivileged_runtime().block_on(async {
+        let world = World::with(|c| {
+            c.cgroup_parent = Some(parent.clone().into());
+            c.images = std::collections::BTreeMap::from([(
+                "tiny".to_owned(),
+                corral_provider_local::ImageSource::OciLayout {
+                    path: layout.clone().into(),
+                    reference: Some("v1".into()),
+                },
+            )]);
+        });
+        let containment = world.provider.containment();
+        assert_eq!(
+            containment.images,
+            Ok(vec!["tiny".to_owned()]),
+            "{containment:?}"
+        );
+        let a = crate::images::create_from(&world.provider, "tiny")
+            .await
+            .unwrap();
+        let b = crate::images::create_from(&world.provider, "tiny")
+            .await
+            .unwrap();
+        let out = world
+            .sh(
+                &a,
+                "cat /etc/layer2; id -u; echo installed > /usr/local/bin/tool; \
+                 cat /proc/self/cgroup",
+            )
+            .await;
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.starts_with("from layer 2\n0\n"),
+            "{stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(stdout.contains(&format!("/{parent}/{a}")), "{stdout}");
+        // The install persists in its sandbox, and only there.
+        assert_eq!(
+            text(&world.sh(&a, "cat /usr/local/bin/tool").await.stdout),
+            "installed\n"
+        );
+        let other = world.sh(&b, "cat /usr/local/bin/tool 2>&1").await;
+        assert!(
+            text(&other.stdout).contains("No such file"),
+            "{}",
+            text(&other.stdout)
+        );
+        let read = corral_provider::SandboxProvider::read_file(
+            &world.provider,
+            &crate::ctx(),
+            &a,
+            "/usr/local/bin/tool",
+            64,
+        )
+        .await
+        .unwrap();
+        assert_eq!(read, b"installed\n");
     });
 }
 

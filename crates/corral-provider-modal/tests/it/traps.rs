@@ -21,3 +21,23 @@ fn the_kind_is_modal_with_image_and_lifetime_set_in_the_bridge() {
 async fn a_bridge_with_only_the_worker_routes_serves_this_kind_but_cannot_find_lost_creates() {
     Fake::check_plain_bridge_serves_the_kind_but_cannot_find_lost_creates().await;
 }
+
+#[tokio::test]
+async fn a_bridge_with_only_the_worker_routes_runs_commands_through_the_exec_wrapper() {
+    Fake::check_plain_bridge_runs_commands_through_the_exec_wrapper().await;
+}
+
+#[tokio::test]
+async fn a_command_with_stdin_on_a_bridge_whose_processes_take_none_goes_through_the_exec_wrapper()
+{
+    Fake::check_stdin_refused_by_the_bridge_goes_through_the_exec_wrapper().await;
+}
+
+#[test]
+fn commands_are_the_bridges_processes_with_stdin_every_signal_and_offsets() {
+    let p = ModalProvider::from_config(Default::default()).unwrap();
+    let caps = &p.capabilities().commands;
+    assert!(caps.stdin && !caps.emulated);
+    assert_eq!(caps.signals, corral_domain::Signal::ALL);
+    assert_eq!(caps.resume, corral_domain::CommandResume::ProviderOffset);
+}

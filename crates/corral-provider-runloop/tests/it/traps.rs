@@ -1,14 +1,23 @@
 //! Runloop's known traps, each checked on the request the fake received.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider, SandboxStatus};
+use corral_domain::{
+    CommandId, CreateSandboxRequest, OperationId, OutputStream, Provider, SandboxStatus, Signal,
+};
 use corral_provider::shell::{self, shell_quote};
-use corral_provider::{Adapter, CreateSpec, ExecSpec, ProviderError, SandboxProvider};
+use corral_provider::{
+    Adapter, CommandEvent, CommandEvents, CommandSpec, CreateSpec, ExecSpec, OutputOffsets,
+    ProviderError, SandboxProvider,
+};
 use corral_provider_http::reqwest::Method;
 use corral_provider_runloop::fake::API_KEY;
-use corral_provider_runloop::{OPERATION_ID_METADATA_KEY, RunloopProvider, wrap_command};
+use corral_provider_runloop::{
+    OPERATION_ID_METADATA_KEY, RunloopProvider, command_uuid, wrap_command,
+};
 use corral_provider_testkit::fake::FakeServer;
+use futures::StreamExt as _;
 use serde_json::Value;
 
 use crate::{ctx, setup};
@@ -349,4 +358,339 @@ async fn a_failed_download_is_explained_as_missing_or_not_a_file() {
         !matches!(err, ProviderError::FileNotFound { .. }),
         "{err:?}"
     );
+}
+
+// Commands as durable jobs, over Runloop's asynchronous executions.
+
+fn command(command: &str, stdin: bool) -> CommandSpec {
+    CommandSpec {
+        command_id: CommandId::new(),
+        command: command.to_owned(),
+        cwd: None,
+        env: BTreeMap::new(),
+        stdin,
+        timeout: Duration::from_secs(60),
+    }
+}
+
+/// Reads `events` to their end: (stdout, stderr, exit event), each chunk checked to start
+/// where the previous one ended.
+async fn drain(
+    mut events: CommandEvents<'_>,
+    from: OutputOffsets,
+) -> (Vec<u8>, Vec<u8>, Option<Option<i32>>) {
+    let (mut out, mut err, mut exit) = (Vec::new(), Vec::new(), None);
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .expect("an event or the end within 30 s")
+    {
+        match ev.unwrap() {
+            CommandEvent::Output {
+                stream,
+                offset,
+                data,
+            } => {
+                let (buf, base) = match stream {
+                    OutputStream::Stdout => (&mut out, from.stdout),
+                    OutputStream::Stderr => (&mut err, from.stderr),
+                };
+                assert_eq!(
+                    offset,
+                    Some(base + buf.len() as u64),
+                    "{stream:?} chunk offset"
+                );
+                buf.extend_from_slice(&data);
+            }
+            CommandEvent::Exit { exit_code } => {
+                assert!(exit.is_none(), "two exits");
+                exit = Some(exit_code);
+            }
+        }
+    }
+    (out, err, exit)
+}
+
+#[tokio::test]
+async fn a_start_without_stdin_is_an_execute_with_corrals_command_id_so_a_retry_runs_nothing_twice()
+{
+    let (fake, runloop) = setup().await;
+    let c = ctx();
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    let spec = command("echo ran >> \"$HOME/runs\"; sleep 1", false);
+    let first = runloop.start_command(&c, &id, &spec).await.unwrap();
+    let again = runloop.start_command(&c, &id, &spec).await.unwrap();
+    assert_eq!(
+        first.handle, again.handle,
+        "the retry names the same execution"
+    );
+    let starts = server.log().matching(&Method::POST, "/execute");
+    assert_eq!(starts.len(), 2);
+    for r in &starts {
+        assert_eq!(r.path, format!("/v1/devboxes/{id}/execute"));
+        let b = body(r);
+        assert_eq!(b["command_id"], command_uuid(&spec.command_id));
+        // Answer at once: the start does not wait for the command.
+        assert_eq!(b["optimistic_timeout"], 0);
+        assert_eq!(
+            b["command"],
+            format!("sh -c {}", shell_quote(&spec.command))
+        );
+    }
+    let (_, _, exit) = drain(
+        runloop
+            .attach_command(&c, &id, &first.handle, OutputOffsets::default())
+            .await
+            .unwrap(),
+        OutputOffsets::default(),
+    )
+    .await;
+    assert_eq!(exit, Some(Some(0)));
+    let runs = runloop
+        .exec(&c, &id, &ExecSpec::new("cat \"$HOME/runs\""))
+        .await
+        .unwrap();
+    assert_eq!(runs.stdout, b"ran\n", "the command ran once");
+    // Runloop cannot look executions up: a lost start cannot be found, only retried.
+    let err = runloop
+        .find_command(&c, &id, &spec.command_id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Unsupported { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn stdin_needs_execute_async_and_travels_as_text_a_resend_written_once() {
+    let (fake, runloop) = setup().await;
+    let c = ctx();
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    let spec = command("cat; echo eof", true);
+    let started = runloop.start_command(&c, &id, &spec).await.unwrap();
+    let r = &server.log().matching(&Method::POST, "/execute_async")[0];
+    assert_eq!(
+        body(r),
+        serde_json::json!({ "command": format!("sh -c {}", shell_quote(&spec.command)), "attach_stdin": true })
+    );
+    let h = &started.handle;
+    assert_eq!(
+        runloop
+            .write_stdin(&c, &id, h, 0, b"hello\n")
+            .await
+            .unwrap(),
+        6
+    );
+    // A resend (the answer was lost): Runloop has no offset, the adapter skips it.
+    assert_eq!(
+        runloop
+            .write_stdin(&c, &id, h, 0, b"hello\n")
+            .await
+            .unwrap(),
+        6
+    );
+    // Overlapping: only the new part goes out.
+    assert_eq!(
+        runloop
+            .write_stdin(&c, &id, h, 3, b"lo\nworld\n")
+            .await
+            .unwrap(),
+        12
+    );
+    let sent: Vec<Value> = server
+        .log()
+        .matching(&Method::POST, "/send_std_in")
+        .iter()
+        .map(body)
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            serde_json::json!({"text": "hello\n"}),
+            serde_json::json!({"text": "world\n"})
+        ]
+    );
+    // Bytes that are not text are refused before any request.
+    server.log().clear();
+    let err = runloop
+        .write_stdin(&c, &id, h, 12, &[0xff, 0xfe])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+    assert!(
+        server
+            .log()
+            .matching(&Method::POST, "/send_std_in")
+            .is_empty()
+    );
+    runloop.close_stdin(&c, &id, h).await.unwrap();
+    assert_eq!(
+        body(&server.log().matching(&Method::POST, "/send_std_in")[0]),
+        serde_json::json!({"signal": "EOF"})
+    );
+    let (out, _, exit) = drain(
+        runloop
+            .attach_command(&c, &id, h, OutputOffsets::default())
+            .await
+            .unwrap(),
+        OutputOffsets::default(),
+    )
+    .await;
+    assert_eq!(out, b"hello\nworld\neof\n");
+    assert_eq!(exit, Some(Some(0)));
+    // Runloop refuses stdin for an execution started without `attach_stdin`.
+    let plain = runloop
+        .start_command(&c, &id, &command("sleep 5", false))
+        .await
+        .unwrap();
+    let err = runloop
+        .write_stdin(&c, &id, &plain.handle, 0, b"x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn attach_resumes_both_streams_at_their_byte_offsets() {
+    let (fake, runloop) = setup().await;
+    let c = ctx();
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    let started = runloop
+        .start_command(
+            &c,
+            &id,
+            &command("printf 0123456789; printf abcdef >&2", false),
+        )
+        .await
+        .unwrap();
+    let from = OutputOffsets {
+        stdout: 4,
+        stderr: 2,
+    };
+    let (out, err, exit) = drain(
+        runloop
+            .attach_command(&c, &id, &started.handle, from)
+            .await
+            .unwrap(),
+        from,
+    )
+    .await;
+    assert_eq!(out, b"456789", "stdout from byte 4");
+    assert_eq!(err, b"cdef", "stderr from byte 2");
+    assert_eq!(exit, Some(Some(0)));
+    let out_req = &server
+        .log()
+        .matching(&Method::GET, "/stream_stdout_updates")[0];
+    assert_eq!(query(out_req)["offset"], "4");
+    assert_eq!(out_req.headers["accept"], "text/event-stream");
+    let err_req = &server
+        .log()
+        .matching(&Method::GET, "/stream_stderr_updates")[0];
+    assert_eq!(query(err_req)["offset"], "2");
+}
+
+#[tokio::test]
+async fn a_stream_runloop_closes_while_the_command_runs_ends_the_attach_without_an_exit() {
+    let (fake, runloop) = setup().await;
+    let c = ctx();
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    fake.set_stream_idle(Duration::from_millis(300));
+    let started = runloop
+        .start_command(&c, &id, &command("echo one; sleep 3; echo two", false))
+        .await
+        .unwrap();
+    let (out, _, exit) = drain(
+        runloop
+            .attach_command(&c, &id, &started.handle, OutputOffsets::default())
+            .await
+            .unwrap(),
+        OutputOffsets::default(),
+    )
+    .await;
+    assert_eq!(out, b"one\n");
+    assert_eq!(exit, None, "no exit while the execution runs");
+    // The service attaches again from the bytes it holds.
+    fake.set_stream_idle(Duration::from_secs(20));
+    let from = OutputOffsets {
+        stdout: 4,
+        stderr: 0,
+    };
+    let (rest, _, exit) = drain(
+        runloop
+            .attach_command(&c, &id, &started.handle, from)
+            .await
+            .unwrap(),
+        from,
+    )
+    .await;
+    assert_eq!(rest, b"two\n");
+    assert_eq!(exit, Some(Some(0)));
+}
+
+#[tokio::test]
+async fn kill_is_the_only_signal_and_reads_as_death_by_sigkill() {
+    let (fake, runloop) = setup().await;
+    let c = ctx();
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    assert_eq!(runloop.capabilities().commands.signals, [Signal::Kill]);
+    let started = runloop
+        .start_command(&c, &id, &command("sleep 30", false))
+        .await
+        .unwrap();
+    let err = runloop
+        .signal_command(&c, &id, &started.handle, Signal::Term)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Unsupported { .. }), "{err:?}");
+    assert!(server.log().matching(&Method::POST, "/kill").is_empty());
+    runloop
+        .signal_command(&c, &id, &started.handle, Signal::Kill)
+        .await
+        .unwrap();
+    let kill = &server.log().matching(&Method::POST, "/kill")[0];
+    assert_eq!(body(kill)["kill_process_group"], true);
+    let (_, _, exit) = drain(
+        runloop
+            .attach_command(&c, &id, &started.handle, OutputOffsets::default())
+            .await
+            .unwrap(),
+        OutputOffsets::default(),
+    )
+    .await;
+    assert_eq!(exit, Some(Some(137)));
+    // Killing it again, ended, is fine.
+    runloop
+        .signal_command(&c, &id, &started.handle, Signal::Kill)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn output_travels_as_text_so_bytes_that_are_not_utf8_arrive_replaced() {
+    let (fake, runloop) = setup().await;
+    let c = ctx();
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    let started = runloop
+        .start_command(&c, &id, &command("printf 'caf\\303\\251 \\377!'", false))
+        .await
+        .unwrap();
+    let (out, _, _) = drain(
+        runloop
+            .attach_command(&c, &id, &started.handle, OutputOffsets::default())
+            .await
+            .unwrap(),
+        OutputOffsets::default(),
+    )
+    .await;
+    // Valid UTF-8 is kept whole; the stray byte is replaced by U+FFFD.
+    assert_eq!(String::from_utf8(out).unwrap(), "café \u{fffd}!");
 }

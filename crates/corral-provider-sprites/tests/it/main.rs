@@ -2,6 +2,7 @@
 //! Sprites adapter against its loopback fake: the shared suites through the harness, then
 //! Sprites' own traps.
 
+mod commands;
 mod traps;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider};

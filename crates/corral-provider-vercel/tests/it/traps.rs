@@ -470,3 +470,338 @@ async fn the_fake_refuses_a_kill_signal_given_by_name() {
     let by_number = kill(Value::from(9)).await.unwrap();
     assert_eq!(by_number.status(), 200);
 }
+
+// Commands as durable jobs, over Vercel's detached commands.
+
+mod commands {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use corral_domain::{CommandId, OutputStream, Signal};
+    use corral_provider::{
+        CommandEvent, CommandEvents, CommandSpec, ExecSpec, OutputOffsets, ProviderError,
+        SandboxProvider,
+    };
+    use corral_provider_http::reqwest::Method;
+    use corral_provider_vercel::fake::{API_KEY, TEAM_ID};
+    use corral_provider_vercel::tag_line;
+    use futures::StreamExt as _;
+    use serde_json::{Value, json};
+
+    use super::{body, running};
+    use crate::{ctx, setup};
+
+    fn command(command: &str, stdin: bool) -> CommandSpec {
+        CommandSpec {
+            command_id: CommandId::new(),
+            command: command.to_owned(),
+            cwd: None,
+            env: BTreeMap::new(),
+            stdin,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Reads `events` to their end: stdout, stderr (each chunk checked to start where the
+    /// previous one ended, past `from`) and the exit event.
+    async fn drain(
+        mut events: CommandEvents<'_>,
+        from: OutputOffsets,
+    ) -> (Vec<u8>, Vec<u8>, Option<Option<i32>>) {
+        let (mut out, mut err, mut exit) = (Vec::new(), Vec::new(), None);
+        while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("an event or the end within 30 s")
+        {
+            match ev.unwrap() {
+                CommandEvent::Output {
+                    stream,
+                    offset,
+                    data,
+                } => {
+                    let (buf, base) = match stream {
+                        OutputStream::Stdout => (&mut out, from.stdout),
+                        OutputStream::Stderr => (&mut err, from.stderr),
+                    };
+                    assert_eq!(offset, Some(base + buf.len() as u64), "{stream:?} offset");
+                    buf.extend_from_slice(&data);
+                }
+                CommandEvent::Exit { exit_code } => exit = Some(exit_code),
+            }
+        }
+        (out, err, exit)
+    }
+
+    #[tokio::test]
+    async fn a_start_answers_at_once_and_a_retried_start_finds_its_command_by_the_tag_line() {
+        let (fake, vercel) = setup().await;
+        let c = ctx();
+        let id = running(&vercel).await;
+        let spec = command("echo ran >> \"$HOME/runs\"; sleep 1", false);
+        let first = vercel.start_command(&c, &id, &spec).await.unwrap();
+        let again = vercel.start_command(&c, &id, &spec).await.unwrap();
+        assert_eq!(first.handle, again.handle);
+        let starts = fake.server().log().matching(&Method::POST, "/cmd");
+        let starts: Vec<_> = starts.iter().filter(|r| r.path.ends_with("/cmd")).collect();
+        assert_eq!(starts.len(), 1, "the retry started nothing");
+        let b = body(starts[0]);
+        assert_eq!(b["command"], "sh");
+        assert_eq!(
+            b["args"],
+            json!([
+                "-c",
+                format!("{}{}", tag_line(&spec.command_id), spec.command)
+            ])
+        );
+        assert!(b.get("wait").is_none(), "detached: answered at once");
+        assert!(b.get("attachStdin").is_none());
+        // Vercel's own timeout is a backstop behind Corral's kill: never shorter.
+        assert_eq!(b["timeout"], 120_000);
+        let lists = fake.server().log().matching(&Method::GET, "/cmd");
+        assert_eq!(lists.len(), 2, "each start looked its tag up first");
+        let (_, _, exit) = drain(
+            vercel
+                .attach_command(&c, &id, &first.handle, OutputOffsets::default())
+                .await
+                .unwrap(),
+            OutputOffsets::default(),
+        )
+        .await;
+        assert_eq!(exit, Some(Some(0)));
+        let runs = vercel
+            .exec(&c, &id, &ExecSpec::new("cat \"$HOME/runs\""))
+            .await
+            .unwrap();
+        assert_eq!(runs.stdout, b"ran\n", "ran once");
+        assert_eq!(
+            vercel
+                .find_command(&c, &id, &spec.command_id)
+                .await
+                .unwrap(),
+            Some(first.handle.clone())
+        );
+    }
+
+    #[tokio::test]
+    async fn logs_replay_from_the_first_byte_and_attach_sends_only_what_corral_lacks() {
+        let (fake, vercel) = setup().await;
+        let c = ctx();
+        let id = running(&vercel).await;
+        let started = vercel
+            .start_command(
+                &c,
+                &id,
+                &command("printf 0123456789; printf abcdef >&2", false),
+            )
+            .await
+            .unwrap();
+        let from = OutputOffsets {
+            stdout: 4,
+            stderr: 2,
+        };
+        let (out, err, exit) = drain(
+            vercel
+                .attach_command(&c, &id, &started.handle, from)
+                .await
+                .unwrap(),
+            from,
+        )
+        .await;
+        assert_eq!(out, b"456789");
+        assert_eq!(err, b"cdef");
+        assert_eq!(exit, Some(Some(0)));
+        // Vercel's logs take no offset: each request replays everything.
+        let (sid, cid) = started.handle.split_once('/').unwrap();
+        let url = format!(
+            "{}/v2/sandboxes/sessions/{sid}/cmd/{cid}/logs?teamId={TEAM_ID}",
+            fake.base_url()
+        );
+        for _ in 0..2 {
+            let raw = corral_provider_http::reqwest::Client::new()
+                .get(&url)
+                .bearer_auth(API_KEY)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(raw.headers()["content-type"], "application/x-ndjson");
+            let text = raw.text().await.unwrap();
+            let lines: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let all: String = lines
+                .iter()
+                .filter(|l| l["stream"] == "stdout")
+                .map(|l| l["data"].as_str().unwrap())
+                .collect();
+            assert_eq!(all, "0123456789");
+        }
+        let logs = fake.server().log().matching(&Method::GET, "/logs");
+        assert!(
+            logs.iter()
+                .all(|r| !r.query.as_deref().unwrap_or("").contains("offset"))
+        );
+    }
+
+    #[tokio::test]
+    async fn stdin_carries_its_offset_so_a_resend_is_written_once() {
+        let (fake, vercel) = setup().await;
+        let c = ctx();
+        let id = running(&vercel).await;
+        let started = vercel
+            .start_command(&c, &id, &command("cat; echo eof", true))
+            .await
+            .unwrap();
+        let start = &fake.server().log().matching(&Method::POST, "/cmd")[0];
+        assert_eq!(body(start)["attachStdin"], true);
+        let h = &started.handle;
+        assert_eq!(
+            vercel.write_stdin(&c, &id, h, 0, b"hello\n").await.unwrap(),
+            6
+        );
+        // The answer was lost, say: the resend is skipped by Vercel, not written twice.
+        assert_eq!(
+            vercel.write_stdin(&c, &id, h, 0, b"hello\n").await.unwrap(),
+            6
+        );
+        assert_eq!(
+            vercel
+                .write_stdin(&c, &id, h, 3, b"lo\nworld\n")
+                .await
+                .unwrap(),
+            12
+        );
+        let writes: Vec<Value> = fake
+            .server()
+            .log()
+            .matching(&Method::POST, "/stdin")
+            .iter()
+            .map(body)
+            .collect();
+        assert_eq!(
+            writes,
+            [
+                json!({"data": "hello\n", "offset": 0}),
+                json!({"data": "hello\n", "offset": 0}),
+                json!({"data": "lo\nworld\n", "offset": 3}),
+            ]
+        );
+        // Past what the command received: Vercel's 409.
+        let err = vercel.write_stdin(&c, &id, h, 20, b"x").await.unwrap_err();
+        assert!(
+            matches!(err, ProviderError::InvalidRequest { .. }),
+            "{err:?}"
+        );
+        // Not text: refused before any request.
+        let before = fake.server().log().matching(&Method::POST, "/stdin").len();
+        let err = vercel
+            .write_stdin(&c, &id, h, 12, &[0xff])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ProviderError::InvalidRequest { .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            fake.server().log().matching(&Method::POST, "/stdin").len(),
+            before
+        );
+        vercel.close_stdin(&c, &id, h).await.unwrap();
+        let close = fake.server().log().matching(&Method::POST, "/stdin");
+        assert_eq!(body(close.last().unwrap()), json!({"close": true}));
+        let (out, _, exit) = drain(
+            vercel
+                .attach_command(&c, &id, h, OutputOffsets::default())
+                .await
+                .unwrap(),
+            OutputOffsets::default(),
+        )
+        .await;
+        assert_eq!(out, b"hello\nworld\neof\n");
+        assert_eq!(exit, Some(Some(0)));
+    }
+
+    #[tokio::test]
+    async fn signals_go_out_as_posix_numbers_and_an_ended_command_takes_them_fine() {
+        let (fake, vercel) = setup().await;
+        let c = ctx();
+        let id = running(&vercel).await;
+        assert_eq!(vercel.capabilities().commands.signals, Signal::ALL);
+        let started = vercel
+            .start_command(&c, &id, &command("sleep 30", false))
+            .await
+            .unwrap();
+        vercel
+            .signal_command(&c, &id, &started.handle, Signal::Term)
+            .await
+            .unwrap();
+        let kill = &fake.server().log().matching(&Method::POST, "/kill")[0];
+        assert_eq!(body(kill), json!({"signal": 15}));
+        let (_, _, exit) = drain(
+            vercel
+                .attach_command(&c, &id, &started.handle, OutputOffsets::default())
+                .await
+                .unwrap(),
+            OutputOffsets::default(),
+        )
+        .await;
+        assert_eq!(exit, Some(Some(143)));
+        // Vercel refuses to signal a command that is not running: that is success here.
+        vercel
+            .signal_command(&c, &id, &started.handle, Signal::Usr1)
+            .await
+            .unwrap();
+        assert_eq!(
+            body(&fake.server().log().matching(&Method::POST, "/kill")[1]),
+            json!({"signal": 10})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stopped_session_takes_its_commands_with_it() {
+        let (fake, vercel) = setup().await;
+        let c = ctx();
+        let id = running(&vercel).await;
+        let started = vercel
+            .start_command(&c, &id, &command("sleep 30", false))
+            .await
+            .unwrap();
+        let (sid, _) = started.handle.split_once('/').unwrap();
+        let stopped = corral_provider_http::reqwest::Client::new()
+            .post(format!(
+                "{}/v2/sandboxes/sessions/{sid}/stop?teamId={TEAM_ID}",
+                fake.base_url()
+            ))
+            .bearer_auth(API_KEY)
+            .send()
+            .await
+            .unwrap();
+        assert!(stopped.status().is_success());
+        let err = vercel
+            .attach_command(&c, &id, &started.handle, OutputOffsets::default())
+            .await
+            .err()
+            .expect("gone with its session");
+        assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn output_travels_as_text_so_bytes_that_are_not_utf8_arrive_replaced() {
+        let (_fake, vercel) = setup().await;
+        let c = ctx();
+        let id = running(&vercel).await;
+        let started = vercel
+            .start_command(&c, &id, &command("printf 'caf\\303\\251 \\377!'", false))
+            .await
+            .unwrap();
+        let (out, _, _) = drain(
+            vercel
+                .attach_command(&c, &id, &started.handle, OutputOffsets::default())
+                .await
+                .unwrap(),
+            OutputOffsets::default(),
+        )
+        .await;
+        assert_eq!(String::from_utf8(out).unwrap(), "café \u{fffd}!");
+    }
+}

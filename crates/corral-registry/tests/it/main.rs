@@ -1,12 +1,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
 //! Registry behaviour, each scenario written once and run on SQLite and on PostgreSQL.
 
+mod commands;
+mod events;
 mod failures;
 mod keys;
 mod profiles;
 mod projects;
 mod props;
 mod sandboxes;
+mod webhooks;
 
 use corral_registry::testing::TestDb;
 

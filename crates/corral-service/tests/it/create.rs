@@ -39,7 +39,7 @@ pub(crate) fn unknown_op(r: Result<Created, ServiceError>) -> OperationId {
 
 /// Makes a sandbox carrying `op` at the provider behind the service's back (the provider did
 /// create it, but its answer never reached us).
-async fn made_by_provider(w: &World, op: OperationId) {
+pub(crate) async fn made_by_provider(w: &World, op: OperationId) {
     let spec = CreateSpec {
         operation_id: op,
         timeout_seconds: None,
@@ -169,6 +169,59 @@ async fn id4_id5_the_fingerprint_covers_context_headers_but_never_the_credential
             "a stored file holds the credential"
         );
     }
+}
+
+/// The fingerprint binds the body, not only the headers: the same key with another body is
+/// `idempotency_conflict` whatever field differs, reaches no provider and leaves no record;
+/// the first body again still replays. (The HTTP tests caught a fingerprint without the body;
+/// this one catches it where the rule lives.)
+#[tokio::test]
+async fn id4_the_same_key_with_another_body_is_a_conflict_and_reaches_no_provider() {
+    let w = World::new().await;
+    let caller = w.caller().await;
+    let with_timeout = |t: Option<u64>| CreateSandboxRequest::standard(Provider::Local, None, t);
+    let first = w
+        .service
+        .create(
+            &caller,
+            InlineAccess::default(),
+            Some("k"),
+            with_timeout(Some(600)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.status, 201);
+    for other in [None, Some(601), Some(60)] {
+        let r = w
+            .service
+            .create(
+                &caller,
+                InlineAccess::default(),
+                Some("k"),
+                with_timeout(other),
+            )
+            .await;
+        assert_eq!(code(r), ErrorCode::IdempotencyConflict, "timeout {other:?}");
+    }
+    assert_eq!(
+        w.double.count("create"),
+        1,
+        "a conflict reaches no provider"
+    );
+    let page = w.service.list(&caller, None, None).await.unwrap();
+    assert_eq!(page.items.len(), 1, "a conflict leaves no record");
+    let again = w
+        .service
+        .create(
+            &caller,
+            InlineAccess::default(),
+            Some("k"),
+            with_timeout(Some(600)),
+        )
+        .await
+        .unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.body, first.body);
 }
 
 #[tokio::test]

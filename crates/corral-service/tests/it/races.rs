@@ -9,7 +9,7 @@ use corral_registry::CreateState;
 use corral_service::error::ServiceError;
 use corral_service::{Created, ServiceConfig};
 
-use crate::create::{code, create, unknown_op};
+use crate::create::{code, create, made_by_provider, unknown_op};
 use crate::support::{Setup, World};
 
 /// Waits (real time) until the record of `op` reaches `state`.
@@ -295,8 +295,67 @@ async fn another_replicas_reconciler_leaves_a_pending_create_alone_until_its_dea
     assert_eq!(report.failed, 0, "{report:?}");
     let rec = w.registry.sandbox_by_operation(op).await.unwrap().unwrap();
     assert_eq!(rec.create_state, CreateState::Pending);
-    // Past the deadline and a grace: A has recorded the outcome, or is gone.
+    // Past the deadline and a grace: A has recorded the outcome, or is gone. B fails the
+    // record only after looking (nothing is there).
     w.clock.advance(Duration::from_secs(15 * 60 + 1));
+    let lookups = w.double.count("find_by_operation_id");
     let report = replica_b.reconcile_once().await;
     assert_eq!(report.failed, 1, "{report:?}");
+    assert_eq!(
+        w.double.count("find_by_operation_id"),
+        lookups + 1,
+        "failed only after asking the provider"
+    );
+}
+
+/// The owner wrote the `pending` record, the provider made the sandbox, and the owner died
+/// before recording it (its create task panicked: no `unknown`, nothing in flight). Once the
+/// create deadline and the grace are past, the reconciler must look the operation id up and
+/// adopt what it finds; failing the record without asking would orphan that sandbox. The
+/// crash tests move time back by less than the deadline plus grace, and the test above finds
+/// nothing at the provider, so neither can tell "looked" from "did not look".
+#[tokio::test]
+async fn a_pending_create_whose_owner_died_is_adopted_after_its_deadline_never_failed_unasked() {
+    let w = World::with(Setup {
+        manual_clock: true,
+        config: ServiceConfig {
+            create_wait: Duration::from_secs(5),
+            reconcile_grace: Duration::from_secs(300),
+            ..ServiceConfig::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    w.double.panic_on.lock().unwrap().push("create");
+    let op = unknown_op(create(&w, "k").await);
+    made_by_provider(&w, op).await;
+    let rec = w.registry.sandbox_by_operation(op).await.unwrap().unwrap();
+    assert_eq!(rec.create_state, CreateState::Pending);
+
+    // Past the grace, within the deadline, the provider's listing lagging: not failed.
+    *w.double.listing_lags.lock().unwrap() = true;
+    w.clock.advance(Duration::from_secs(400));
+    let report = w.service.reconcile_once().await;
+    assert_eq!((report.adopted, report.failed), (0, 0), "{report:?}");
+
+    // Past the create deadline plus the grace, the listing caught up: looked up and adopted.
+    *w.double.listing_lags.lock().unwrap() = false;
+    w.clock.advance(Duration::from_secs(15 * 60 + 1));
+    let lookups = w.double.count("find_by_operation_id");
+    let report = w.service.reconcile_once().await;
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert!(report.adopted >= 1, "{report:?}");
+    assert_eq!(w.double.count("find_by_operation_id"), lookups + 1);
+    let rec = w.registry.sandbox_by_operation(op).await.unwrap().unwrap();
+    assert_eq!(rec.create_state, CreateState::Created);
+    assert!(rec.native_id.is_some(), "{rec:?}");
+
+    // The key answers that sandbox; nothing was created again.
+    let answered = create(&w, "k").await.unwrap();
+    assert!(answered.body.contains(&op.to_string()), "{}", answered.body);
+    assert_eq!(
+        w.double.count("create"),
+        2,
+        "the dead owner's and the provider's own"
+    );
 }

@@ -104,6 +104,18 @@ impl World {
         }
     }
 
+    /// Another replica of the service over the same database and provider (a restarted
+    /// process, or a second server).
+    pub(crate) async fn second_replica(&self, config: ServiceConfig) -> Service {
+        let store = IdempotencyStore::new(
+            self.registry.database().clone(),
+            IdempotencyConfig::default(),
+        );
+        let mut providers: BTreeMap<Provider, Arc<dyn SandboxProvider>> = BTreeMap::new();
+        providers.insert(self.double.provider(), self.double.clone());
+        Service::new(providers, self.registry.clone(), store, config)
+    }
+
     /// Where the database files live.
     pub(crate) fn data_dir(&self) -> &std::path::Path {
         self._dir.path()

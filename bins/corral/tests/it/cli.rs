@@ -1,0 +1,191 @@
+//! The CLI's journey against a live `corral serve` on `local`: the real binary as both the
+//! server and the client, as a person or a script would run it.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::serve::{Server, start};
+
+struct Cli {
+    _tmp: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    server: Server,
+    key: String,
+}
+
+impl Cli {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
+        let config = dir.join("corral.toml");
+        std::fs::write(&config, "[providers]\nenabled = [\"local\"]\n").unwrap();
+        let server = start(&dir.join("data"), &config, 1);
+        let key = server.first_key();
+        Self {
+            _tmp: tmp,
+            dir,
+            server,
+            key,
+        }
+    }
+
+    /// `corral ARGS…` with the server and key in the environment (and no config file).
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+        c.args(args)
+            .env("CORRAL_URL", &self.server.base)
+            .env("CORRAL_API_KEY", &self.key)
+            .env(
+                "CORRAL_CLI_CONFIG",
+                self.dir.join("absent-is-an-error.toml"),
+            )
+            .env_remove("XDG_CONFIG_HOME")
+            .stdin(Stdio::null());
+        // A named config file that does not exist is an error only when it is read, and it is
+        // not read when the flags and environment give both settings.
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "corral {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "corral {args:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+}
+
+#[test]
+fn the_cli_creates_execs_streams_copies_lists_and_deletes_on_a_live_server() {
+    let cli = Cli::new();
+
+    // Create, parsed as a script would.
+    let created = cli.json(&["sandbox", "create", "--provider", "local", "--json"]);
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("sbx_local_"), "{created}");
+    assert_eq!(created["status"], "running", "create waits out `creating`");
+
+    // The command's exit code is the CLI's; its stdout and stderr go to the CLI's.
+    let out = cli.run(&[
+        "exec",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 7",
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+    let out = cli.run(&["exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // Output is streamed: the first line reaches the CLI's stdout while the command still
+    // runs (it sleeps 2 s before its second line).
+    let started = Instant::now();
+    let mut child = cli
+        .command(&[
+            "exec",
+            &id,
+            "--",
+            "sh -c 'echo first; sleep 2; echo second'",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let first_at = started.elapsed();
+    assert_eq!(first, "first");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the CLI had ended before its first line was read"
+    );
+    let second = lines.next().unwrap().unwrap();
+    let second_at = started.elapsed();
+    assert_eq!(second, "second");
+    assert!(
+        second_at - first_at >= Duration::from_millis(1500),
+        "the first line arrived at {first_at:?}, only just before the second at {second_at:?}"
+    );
+    assert!(lines.next().is_none());
+    assert!(child.wait().unwrap().success());
+
+    // cp both ways is byte-identical for binary content (every byte value, NULs, invalid
+    // UTF-8).
+    let blob: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let local = cli.dir.join("blob.bin");
+    std::fs::write(&local, &blob).unwrap();
+    let remote = format!("{id}:/tmp/blob.bin");
+    let out = cli.run(&["cp", local.to_str().unwrap(), &remote]);
+    assert!(out.status.success(), "{out:?}");
+    let back = cli.dir.join("blob.back");
+    let out = cli.run(&["cp", &remote, back.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(std::fs::read(&back).unwrap() == blob, "the copy differs");
+    // The sandbox saw the same bytes.
+    let out = cli.run(&["exec", &id, "--", "wc -c < /tmp/blob.bin"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "200000");
+
+    // ls and get, as JSON and as a table.
+    let listed = cli.json(&["sandbox", "ls", "--json"]);
+    assert!(
+        listed.as_array().unwrap().iter().any(|s| s["id"] == id),
+        "{listed}"
+    );
+    let table = cli.run(&["sandbox", "ls"]);
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains("running"))
+    );
+    assert_eq!(
+        cli.json(&["sandbox", "get", &id, "--json"])["status"],
+        "running"
+    );
+
+    // rm, then get answers the tombstone.
+    let gone = cli.json(&["sandbox", "rm", &id, "--json"]);
+    assert_eq!(gone[0]["status"], "deleted", "{gone}");
+    assert_eq!(
+        cli.json(&["sandbox", "get", &id, "--json"])["status"],
+        "deleted"
+    );
+
+    // Errors: the v3 code and the request id on stderr, exit 1; a bad key too; no server 3.
+    let missing = id.replace("sbx_local_0", "sbx_local_7");
+    let out = cli.run(&["sandbox", "get", &missing]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sandbox_not_found") && err.contains("req_"),
+        "{err}"
+    );
+    let out = cli.run(&["providers", "--key", "crl_wrong"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("authentication_error"));
+    let out = cli.run(&["providers", "--url", "http://127.0.0.1:9"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    // An exec that cannot start is the CLI's failure (125), not the command's.
+    let out = cli.run(&["exec", &missing, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+}

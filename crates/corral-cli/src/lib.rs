@@ -1,0 +1,347 @@
+//! Corral's client subcommands: `corral sandbox create|ls|get|rm`, `corral exec`, `corral cp`
+//! and `corral providers`, over [`corral_client`].
+//!
+//! This crate holds the clap definitions ([`ClientCommand`]) and the run functions
+//! ([`run`]); the `corral` binary only mounts them beside its server and admin subcommands,
+//! so one binary is both the server and its client (see `docs/clients.md` for why).
+//!
+//! - [`config`] resolves the server URL and API key: flags, then the environment
+//!   (`CORRAL_URL`, `CORRAL_API_KEY`), then the config file (`~/.config/corral/cli.toml`).
+//! - [`exec`] starts a command through the commands resource and streams its output live.
+//! - [`cp`] copies files between the local disk and a sandbox, binary-safe.
+//! - [`render`] prints tables for people, JSON for scripts, and the progress indicator.
+//!
+//! Exit codes: 0 success; 1 the server refused (an API error, its v3 code printed); 2 a usage
+//! or configuration error; 3 the server could not be reached or an outcome is unknown. `exec`
+//! exits with the command's own exit code, 124 when the command timed out, and 125 when the
+//! CLI itself failed (so a failure of the CLI never looks like the command's exit 1).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // A command-line tool answers on stdout and stderr.
+
+pub mod config;
+pub mod cp;
+pub mod exec;
+pub mod render;
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use corral_client::Client;
+use corral_domain::{CreateSandboxRequest, Provider, SandboxId, SandboxStatus};
+
+use crate::render::{Progress, Table};
+
+/// How to reach the server and how to answer; given after the client subcommand's name
+/// (`corral sandbox --json ls` and `corral sandbox ls --json` both work).
+#[derive(Debug, Clone, Default, Args)]
+pub struct Connection {
+    /// The server's base URL [env: CORRAL_URL; else `url` in the config file].
+    #[arg(long, global = true)]
+    pub url: Option<String>,
+    /// The project API key (`crl_…`) [env: CORRAL_API_KEY; else `api_key` in the config file].
+    /// Prefer the environment or the file: a flag is visible to other users in `ps`.
+    #[arg(long, global = true)]
+    pub key: Option<String>,
+    /// The CLI's config file [env: CORRAL_CLI_CONFIG; default `~/.config/corral/cli.toml`].
+    #[arg(long = "cli-config", global = true)]
+    pub cli_config: Option<std::path::PathBuf>,
+    /// Print JSON (the API's own bodies) instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The client subcommands, mounted into the `corral` binary's command list.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Create, list, show and delete sandboxes.
+    Sandbox {
+        /// What to do.
+        #[command(subcommand)]
+        command: SandboxCommand,
+        /// The server, the key, the output format.
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Run a command in a sandbox, streaming its output live; exits with its exit code.
+    /// Ctrl-C sends SIGINT to the command (a second Ctrl-C sends SIGKILL).
+    Exec(exec::ExecArgs),
+    /// Copy a file between the local disk and a sandbox (binary-safe):
+    /// `corral cp ./f SBX:/path` or `corral cp SBX:/path ./f` (`-` is stdin or stdout).
+    Cp(cp::CpArgs),
+    /// List the server's providers and what they can do.
+    Providers {
+        /// The server, the key, the output format.
+        #[command(flatten)]
+        conn: Connection,
+    },
+}
+
+/// `corral sandbox …`.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Create a sandbox and wait until it has left `creating`; prints it.
+    Create {
+        /// The provider, e.g. `local` or `e2b` (see `corral providers`).
+        #[arg(long, short)]
+        provider: Provider,
+        /// The image (where the provider takes one).
+        #[arg(long)]
+        image: Option<String>,
+        /// The sandbox's lifetime in seconds (where the provider takes one).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Answer as soon as the server accepted the create (status `creating`), without
+        /// waiting for the sandbox to leave it.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait for the sandbox to leave `creating`, in seconds.
+        #[arg(long, default_value_t = 300)]
+        wait_seconds: u64,
+    },
+    /// List the project's sandboxes, newest first (deleted ones included).
+    #[command(alias = "list")]
+    Ls {
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Show one sandbox with its live status.
+    Get {
+        /// The sandbox id (`sbx_…`).
+        id: SandboxId,
+    },
+    /// Delete sandboxes; prints each tombstone.
+    #[command(alias = "delete")]
+    Rm {
+        /// The sandbox ids (`sbx_…`).
+        #[arg(required = true)]
+        ids: Vec<SandboxId>,
+    },
+}
+
+/// How a client command failed, and the exit code that says so.
+#[derive(Debug)]
+pub struct Failure {
+    /// The message printed on stderr.
+    pub message: String,
+    /// The process's exit code.
+    pub code: u8,
+}
+
+/// The server refused (an API error).
+pub const EXIT_API: u8 = 1;
+/// A usage or configuration error.
+pub const EXIT_USAGE: u8 = 2;
+/// The server could not be reached, or an outcome is unknown.
+pub const EXIT_UNREACHABLE: u8 = 3;
+/// `exec`: the command timed out.
+pub const EXIT_TIMED_OUT: u8 = 124;
+/// `exec`: the CLI itself failed.
+pub const EXIT_EXEC_FAILED: u8 = 125;
+
+impl Failure {
+    /// A usage or configuration error.
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: EXIT_USAGE,
+        }
+    }
+}
+
+impl From<corral_client::Error> for Failure {
+    fn from(e: corral_client::Error) -> Self {
+        use corral_client::Error as E;
+        let code = match &e {
+            E::Api { .. } => EXIT_API,
+            E::InvalidUrl { .. } => EXIT_USAGE,
+            _ => EXIT_UNREACHABLE,
+        };
+        // The client's Display carries the v3 code and the request id; say so when a retry
+        // may succeed, and how to reconcile an unknown outcome.
+        let mut message = e.to_string();
+        if let E::CreateOutcomeUnknown { request_id, .. }
+        | E::IdempotencyOutcomeUnknown { request_id, .. } = &e
+        {
+            message.push_str(&format!(
+                " (request {}; list the sandboxes to see whether it was made)",
+                request_id.as_deref().unwrap_or("unknown")
+            ));
+        } else if e.is_retryable() {
+            message.push_str(" (retryable: trying again later may succeed)");
+        }
+        Self { message, code }
+    }
+}
+
+/// Runs one client command on a runtime of its own; prints failures as `corral: …`.
+pub fn run(command: ClientCommand) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("corral: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_UNREACHABLE);
+        }
+    };
+    let exec = matches!(command, ClientCommand::Exec(_));
+    match runtime.block_on(dispatch(command)) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("corral: {}", f.message);
+            // `exec` keeps its own exit codes for the command's: the CLI's failures are 125.
+            ExitCode::from(if exec && f.code != EXIT_USAGE {
+                EXIT_EXEC_FAILED
+            } else {
+                f.code
+            })
+        }
+    }
+}
+
+async fn dispatch(command: ClientCommand) -> Result<u8, Failure> {
+    match command {
+        ClientCommand::Sandbox { command, conn } => {
+            sandbox(&config::client(&conn)?, command, conn.json).await?;
+            Ok(0)
+        }
+        ClientCommand::Exec(args) => exec::exec(args).await,
+        ClientCommand::Cp(args) => {
+            cp::cp(args).await?;
+            Ok(0)
+        }
+        ClientCommand::Providers { conn } => {
+            providers(&config::client(&conn)?, conn.json).await?;
+            Ok(0)
+        }
+    }
+}
+
+async fn sandbox(client: &Client, command: SandboxCommand, json: bool) -> Result<(), Failure> {
+    match command {
+        SandboxCommand::Create {
+            provider,
+            image,
+            timeout,
+            no_wait,
+            wait_seconds,
+        } => {
+            let request = CreateSandboxRequest::standard(provider, image, timeout);
+            let progress = Progress::start(&format!("creating a {provider} sandbox"));
+            let created = create_and_wait(client, &request, !no_wait, wait_seconds).await;
+            progress.finish();
+            let sandbox = created?;
+            if json {
+                render::json(&sandbox)?;
+            } else {
+                render::sandboxes_table(std::slice::from_ref(&sandbox)).print();
+            }
+        }
+        SandboxCommand::Ls { limit } => {
+            let mut items = Vec::new();
+            let mut cursor: Option<String> = None;
+            while items.len() < limit as usize {
+                let want = (limit as usize - items.len()).min(100) as u32;
+                let page = client.list_sandboxes(cursor.as_deref(), Some(want)).await?;
+                items.extend(page.items);
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            items.truncate(limit as usize);
+            if json {
+                render::json(&items)?;
+            } else {
+                let mut table = Table::new(&["ID", "PROVIDER", "STATUS", "CREATED", "DELETED"]);
+                for s in &items {
+                    table.row(vec![
+                        s.id.to_string(),
+                        s.provider.to_string(),
+                        s.status.to_string(),
+                        render::time(&s.created_at),
+                        s.deleted_at.as_ref().map_or_else(String::new, render::time),
+                    ]);
+                }
+                table.print();
+            }
+        }
+        SandboxCommand::Get { id } => {
+            let sandbox = client.get_sandbox(&id).await?;
+            if json {
+                render::json(&sandbox)?;
+            } else {
+                render::sandboxes_table(std::slice::from_ref(&sandbox)).print();
+            }
+        }
+        SandboxCommand::Rm { ids } => {
+            let mut gone = Vec::new();
+            for id in &ids {
+                gone.push(client.delete_sandbox(id).await?);
+            }
+            if json {
+                render::json(&gone)?;
+            } else {
+                render::sandboxes_table(&gone).print();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates, then (with `wait`) polls the sandbox until it leaves `creating`.
+async fn create_and_wait(
+    client: &Client,
+    request: &CreateSandboxRequest,
+    wait: bool,
+    wait_seconds: u64,
+) -> Result<corral_domain::Sandbox, Failure> {
+    let mut sandbox = client.create_sandbox(request).await?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_seconds);
+    while wait && sandbox.status == SandboxStatus::Creating {
+        if std::time::Instant::now() >= deadline {
+            return Err(Failure {
+                message: format!(
+                    "sandbox {} is still creating after {wait_seconds}s (see `corral sandbox get {}`)",
+                    sandbox.id, sandbox.id
+                ),
+                code: EXIT_UNREACHABLE,
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        sandbox = client.get_sandbox(&sandbox.id).await?;
+    }
+    Ok(sandbox)
+}
+
+async fn providers(client: &Client, json: bool) -> Result<(), Failure> {
+    let catalog = client.providers().await?;
+    if json {
+        return render::json(&catalog);
+    }
+    let mut table = Table::new(&["PROVIDER", "NAME", "TIMEOUT", "STDIN", "SIGNALS"]);
+    for p in &catalog.providers {
+        let timeout = match (p.timeout_default_seconds, p.timeout_maximum_seconds) {
+            (Some(d), Some(m)) => format!("{d}s (max {m}s)"),
+            (Some(d), None) => format!("{d}s"),
+            (None, Some(m)) => format!("max {m}s"),
+            (None, None) => "-".to_owned(),
+        };
+        let signals: Vec<&str> = p.commands.signals.iter().map(|s| s.as_str()).collect();
+        table.row(vec![
+            p.provider.to_string(),
+            p.display_name.clone(),
+            timeout,
+            if p.commands.stdin { "yes" } else { "no" }.to_owned(),
+            if signals.is_empty() {
+                "-".to_owned()
+            } else {
+                signals.join(",")
+            },
+        ]);
+    }
+    table.print();
+    Ok(())
+}

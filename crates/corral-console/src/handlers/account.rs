@@ -1,0 +1,370 @@
+//! An account's pages and forms: overview, create an organization, rename, delete, members,
+//! roles, invitations, ownership transfer and the audit log.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, web};
+use corral_control::{
+    AccountId, ChangeRole, ControlError, CreateInvitation, CreateOrganization, InvitationId,
+    RenameAccount, Role, TransferOwnership, UserId,
+};
+use corral_web::AppState;
+
+use super::ctx::{
+    Page, account_chrome, ago, control, failed, failure_page, get_ctx, link, parse, post_ctx,
+    try_page, when,
+};
+use crate::form::Form;
+use crate::pages::{self, BASE, paths};
+use crate::respond::{html, redirect, take_flash};
+use crate::view::{self, Chrome, Flash, Nav};
+
+// --- accounts ------------------------------------------------------------------------------------
+
+/// `GET /console/accounts/{account}`.
+pub(crate) async fn account_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Page {
+    let ctx = get_ctx!(state, req);
+    let control = control(&state);
+    let (chrome, account, id) =
+        try_page!(account_chrome(&req, control, &ctx, &path, Nav::Overview).await);
+    let projects = match control.list_projects(&ctx.signed.actor, id).await {
+        Ok(p) => p,
+        Err(e) => return failure_page(&req, &e),
+    };
+    let members = match control.list_members(&ctx.signed.actor, id).await {
+        Ok(m) => m.len(),
+        Err(e) => return failure_page(&req, &e),
+    };
+    let page = view::OverviewPage {
+        chrome,
+        account,
+        projects: projects
+            .into_iter()
+            .map(|p| view::ProjectRow {
+                id: p.id,
+                name: p.name,
+                created: ago(p.created_at),
+            })
+            .collect(),
+        members,
+    };
+    html(&req, StatusCode::OK, pages::overview(&page))
+}
+
+/// `GET /console/accounts/new`.
+pub(crate) async fn new_organization_page(req: HttpRequest, state: web::Data<AppState>) -> Page {
+    let ctx = get_ctx!(state, req);
+    let control = control(&state);
+    let accounts = match control.list_accounts(&ctx.signed.actor).await {
+        Ok(a) => a,
+        Err(e) => return failure_page(&req, &e),
+    };
+    let chrome = Chrome {
+        email: ctx.signed.actor.email.clone(),
+        csrf: ctx.csrf.clone(),
+        accounts: accounts.iter().map(link).collect(),
+        account: None,
+        projects: Vec::new(),
+        project: None,
+        nav: Nav::NewOrganization,
+        flash: take_flash(&req),
+    };
+    html(
+        &req,
+        StatusCode::OK,
+        pages::new_organization(&view::NewOrganizationPage { chrome }),
+    )
+}
+
+/// `POST /console/accounts`: creates an organization.
+pub(crate) async fn create_organization(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let request = CreateOrganization {
+        name: form.get("name").unwrap_or_default().to_owned(),
+    };
+    match control(&state)
+        .create_organization(&ctx.signed.actor, request)
+        .await
+    {
+        Ok(a) => redirect(
+            &paths::account(&a.id),
+            Some(Flash::ok(format!("Created {}.", a.name))),
+        ),
+        Err(e) => failed(&format!("{BASE}/accounts/new"), &e),
+    }
+}
+
+/// `POST /console/accounts/{account}/rename`.
+pub(crate) async fn rename_account(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let id: AccountId = try_page!(parse(&req, &path));
+    let back = paths::account(&path);
+    let request = RenameAccount {
+        name: form.get("name").unwrap_or_default().to_owned(),
+        version: form
+            .get("version")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1),
+    };
+    match control(&state)
+        .rename_account(&ctx.signed.actor, id, request)
+        .await
+    {
+        Ok(_) => redirect(&back, Some(Flash::ok("Renamed."))),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST /console/accounts/{account}/delete`.
+pub(crate) async fn delete_account(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let id: AccountId = try_page!(parse(&req, &path));
+    match control(&state).delete_account(&ctx.signed.actor, id).await {
+        Ok(a) => redirect(
+            BASE,
+            Some(Flash::ok(format!(
+                "{} is being deleted: its sandboxes, keys and provider connections are being removed.",
+                a.name
+            ))),
+        ),
+        Err(e) => failed(&paths::account(&path), &e),
+    }
+}
+
+/// `GET /console/accounts/{account}/members`.
+pub(crate) async fn members_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Page {
+    let ctx = get_ctx!(state, req);
+    let control = control(&state);
+    let (chrome, account, id) =
+        try_page!(account_chrome(&req, control, &ctx, &path, Nav::Members).await);
+    let actor = &ctx.signed.actor;
+    let members = match control.list_members(actor, id).await {
+        Ok(m) => m,
+        Err(e) => return failure_page(&req, &e),
+    };
+    let invitations = if account.is_admin() && !account.personal {
+        match control.list_invitations(actor, id).await {
+            Ok(i) => i,
+            Err(e) => return failure_page(&req, &e),
+        }
+    } else {
+        Vec::new()
+    };
+    let me = actor.user_id.to_string();
+    let page = view::MembersPage {
+        chrome,
+        account,
+        members: members
+            .into_iter()
+            .map(|m| view::MemberRow {
+                is_me: m.user_id == me,
+                user_id: m.user_id,
+                email: m.email,
+                role: m.role.as_str().to_owned(),
+                since: ago(m.joined_at),
+            })
+            .collect(),
+        invitations: invitations
+            .into_iter()
+            .map(|i| view::InvitationRow {
+                id: i.id,
+                email: i.email,
+                role: i.role.as_str().to_owned(),
+                expires: when(i.expires_at),
+            })
+            .collect(),
+    };
+    html(&req, StatusCode::OK, pages::members(&page))
+}
+
+fn role_field(form: &Form) -> Result<Role, ControlError> {
+    form.get("role")
+        .and_then(Role::parse)
+        .ok_or_else(|| ControlError::invalid("choose a role: owner, admin or member"))
+}
+
+/// `POST /console/accounts/{account}/invitations`.
+pub(crate) async fn invite(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let id: AccountId = try_page!(parse(&req, &path));
+    let back = paths::members(&path);
+    let role = match role_field(&form) {
+        Ok(r) => r,
+        Err(e) => return failed(&back, &e),
+    };
+    let email = form.get("email").unwrap_or_default().to_owned();
+    match control(&state)
+        .invite(&ctx.signed.actor, id, CreateInvitation { email, role })
+        .await
+    {
+        Ok(i) => redirect(
+            &back,
+            Some(Flash::ok(format!("Invitation sent to {}.", i.email))),
+        ),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST /console/accounts/{account}/invitations/{invitation}/revoke`.
+pub(crate) async fn revoke_invitation(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let id: AccountId = try_page!(parse(&req, &path.0));
+    let inv: InvitationId = try_page!(parse(&req, &path.1));
+    let back = paths::members(&path.0);
+    match control(&state)
+        .revoke_invitation(&ctx.signed.actor, id, inv)
+        .await
+    {
+        Ok(()) => redirect(&back, Some(Flash::ok("Invitation revoked."))),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST /console/accounts/{account}/members/{user}/role`.
+pub(crate) async fn change_role(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let id: AccountId = try_page!(parse(&req, &path.0));
+    let user: UserId = try_page!(parse(&req, &path.1));
+    let back = paths::members(&path.0);
+    let role = match role_field(&form) {
+        Ok(r) => r,
+        Err(e) => return failed(&back, &e),
+    };
+    match control(&state)
+        .change_role(&ctx.signed.actor, id, user, ChangeRole { role })
+        .await
+    {
+        Ok(()) => redirect(&back, Some(Flash::ok("Role changed."))),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST /console/accounts/{account}/members/{user}/remove` (or leave, for oneself).
+pub(crate) async fn remove_member(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let id: AccountId = try_page!(parse(&req, &path.0));
+    let user: UserId = try_page!(parse(&req, &path.1));
+    let back = paths::members(&path.0);
+    let leaving = user == ctx.signed.actor.user_id;
+    match control(&state)
+        .remove_member(&ctx.signed.actor, id, user)
+        .await
+    {
+        Ok(()) if leaving => redirect(BASE, Some(Flash::ok("You left the organization."))),
+        Ok(()) => redirect(&back, Some(Flash::ok("Member removed."))),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST /console/accounts/{account}/transfer`.
+pub(crate) async fn transfer(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let id: AccountId = try_page!(parse(&req, &path));
+    let back = paths::members(&path);
+    let user_id = form.get("user").unwrap_or_default().to_owned();
+    match control(&state)
+        .transfer_ownership(&ctx.signed.actor, id, TransferOwnership { user_id })
+        .await
+    {
+        Ok(()) => redirect(&back, Some(Flash::ok("Ownership transferred."))),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `GET /console/accounts/{account}/audit` (owners).
+pub(crate) async fn audit_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Page {
+    let ctx = get_ctx!(state, req);
+    let control = control(&state);
+    let (chrome, account, id) =
+        try_page!(account_chrome(&req, control, &ctx, &path, Nav::Audit).await);
+    let events = match control.audit_log(&ctx.signed.actor, id, Some(200)).await {
+        Ok(e) => e,
+        Err(e) => return failure_page(&req, &e),
+    };
+    // Audit events name users by id; show the member's email where we know it.
+    let members = control
+        .list_members(&ctx.signed.actor, id)
+        .await
+        .unwrap_or_default();
+    let name = |id: &str| {
+        members
+            .iter()
+            .find(|m| m.user_id == id)
+            .map_or_else(|| id.to_owned(), |m| m.email.clone())
+    };
+    let page = view::AuditPage {
+        chrome,
+        account,
+        events: events
+            .into_iter()
+            .map(|e| view::AuditRow {
+                at: when(e.created_at),
+                actor: e
+                    .actor
+                    .as_deref()
+                    .map_or_else(|| "operator (CLI)".to_owned(), name),
+                action: e.action,
+                target: e.target,
+            })
+            .collect(),
+    };
+    html(&req, StatusCode::OK, pages::audit(&page))
+}

@@ -1,0 +1,188 @@
+//! A project's settings and API keys: create, rename, delete; create a key (shown once) and
+//! revoke one.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, web};
+use corral_control::{AccountId, ProjectId, ProjectName};
+use corral_web::AppState;
+
+use super::ctx::{
+    Ctx, Page, ago, control, failed, failure_page, get_ctx, parse, post_ctx, project_chrome,
+    try_page, when,
+};
+use crate::form::Form;
+use crate::pages::{self, paths};
+use crate::respond::{html, redirect};
+use crate::view::{self, Flash};
+
+// --- projects ------------------------------------------------------------------------------------
+
+/// `POST /console/accounts/{account}/projects`.
+pub(crate) async fn create_project(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let id: AccountId = try_page!(parse(&req, &path));
+    let name = form.get("name").unwrap_or_default().to_owned();
+    match control(&state)
+        .create_project(&ctx.signed.actor, id, ProjectName { name })
+        .await
+    {
+        Ok(p) => redirect(
+            &paths::keys(&path, &p.id),
+            Some(Flash::ok(format!(
+                "Created project {}. Next: create an API key and connect a provider.",
+                p.name
+            ))),
+        ),
+        Err(e) => failed(&paths::account(&path), &e),
+    }
+}
+
+/// `POST …/projects/{project}/rename`.
+pub(crate) async fn rename_project(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let pid: ProjectId = try_page!(parse(&req, &path.1));
+    let back = paths::settings(&path.0, &path.1);
+    let name = form.get("name").unwrap_or_default().to_owned();
+    match control(&state)
+        .rename_project(&ctx.signed.actor, pid, ProjectName { name })
+        .await
+    {
+        Ok(_) => redirect(&back, Some(Flash::ok("Renamed."))),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST …/projects/{project}/delete`.
+pub(crate) async fn delete_project(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let pid: ProjectId = try_page!(parse(&req, &path.1));
+    match control(&state).delete_project(&ctx.signed.actor, pid).await {
+        Ok(p) => redirect(
+            &paths::account(&path.0),
+            Some(Flash::ok(format!("{} is being deleted.", p.name))),
+        ),
+        Err(e) => failed(&paths::settings(&path.0, &path.1), &e),
+    }
+}
+
+/// `GET …/projects/{project}/settings`.
+pub(crate) async fn settings_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Page {
+    let ctx = get_ctx!(state, req);
+    let (chrome, project, _) =
+        try_page!(project_chrome(&req, control(&state), &ctx, &path.0, &path.1).await);
+    html(
+        &req,
+        StatusCode::OK,
+        pages::project_settings(&view::ProjectSettingsPage { chrome, project }),
+    )
+}
+
+// --- keys ----------------------------------------------------------------------------------------
+
+async fn keys_response(
+    req: &HttpRequest,
+    state: &AppState,
+    ctx: &Ctx,
+    path: &(String, String),
+    new_key: Option<String>,
+) -> Page {
+    let control = control(state);
+    let (chrome, project, pid) =
+        try_page!(project_chrome(req, control, ctx, &path.0, &path.1).await);
+    let keys = match control.list_keys(&ctx.signed.actor, pid).await {
+        Ok(k) => k,
+        Err(e) => return failure_page(req, &e),
+    };
+    let mut keys: Vec<_> = keys
+        .into_iter()
+        .map(|k| view::KeyRow {
+            prefix: format!("crl_{}_…", k.key_id),
+            key_id: k.key_id,
+            created: ago(k.created_at),
+            last_used: k.last_used_at.map_or_else(|| "never".to_owned(), ago),
+            revoked: k.revoked_at.map(when),
+        })
+        .collect();
+    // Active keys first, then newest first.
+    keys.sort_by_key(|k| k.revoked.is_some());
+    let page = view::KeysPage {
+        chrome,
+        project,
+        keys,
+        new_key,
+    };
+    html(req, StatusCode::OK, pages::keys(&page))
+}
+
+/// `GET …/projects/{project}/keys`.
+pub(crate) async fn keys_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Page {
+    let ctx = get_ctx!(state, req);
+    keys_response(&req, &state, &ctx, &path, None).await
+}
+
+/// `POST …/projects/{project}/keys`: the answer shows the new key once (`no-store`; no
+/// redirect, so the key never travels in a cookie or a URL).
+pub(crate) async fn create_key(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let pid: ProjectId = try_page!(parse(&req, &path.1));
+    let back = paths::keys(&path.0, &path.1);
+    match control(&state).create_key(&ctx.signed.actor, pid).await {
+        Ok(created) => keys_response(&req, &state, &ctx, &path, Some(created.key)).await,
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST …/projects/{project}/keys/{key}/revoke`.
+pub(crate) async fn revoke_key(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let pid: ProjectId = try_page!(parse(&req, &path.1));
+    let back = paths::keys(&path.0, &path.1);
+    match control(&state)
+        .revoke_key(&ctx.signed.actor, pid, &path.2)
+        .await
+    {
+        Ok(_) => redirect(
+            &back,
+            Some(Flash::ok("Key revoked. It stops working at once.")),
+        ),
+        Err(e) => failed(&back, &e),
+    }
+}

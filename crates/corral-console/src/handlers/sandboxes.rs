@@ -1,0 +1,209 @@
+//! A project's sandboxes, read-only: the registry's list (tombstones included) and one
+//! sandbox's facts.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, web};
+use corral_control::ControlError;
+use corral_web::AppState;
+
+use super::ctx::{
+    Page, ago, control, failure_page, get_ctx, project_chrome, sentence, try_page, when,
+};
+use crate::pages::{self, paths};
+use crate::respond::{html, not_found, redirect};
+use crate::view;
+
+// --- sandboxes -----------------------------------------------------------------------------------
+
+#[derive(serde::Deserialize)]
+pub(crate) struct CursorQuery {
+    cursor: Option<String>,
+}
+
+/// `GET …/projects/{project}` (the sandboxes tab).
+pub(crate) async fn sandboxes_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Page {
+    let ctx = get_ctx!(state, req);
+    let control = control(&state);
+    let (chrome, project, pid) =
+        try_page!(project_chrome(&req, control, &ctx, &path.0, &path.1).await);
+    let cursor = web::Query::<CursorQuery>::from_query(req.query_string())
+        .ok()
+        .and_then(|q| q.into_inner().cursor);
+    let page = match control
+        .list_sandboxes(&ctx.signed.actor, pid, cursor.as_deref(), Some(50))
+        .await
+    {
+        Ok(p) => p,
+        Err(ControlError::Invalid { .. }) if cursor.is_some() => {
+            return redirect(&paths::project(&path.0, &path.1), None);
+        }
+        Err(e) => return failure_page(&req, &e),
+    };
+    let rows = page
+        .items
+        .into_iter()
+        .map(|s| view::SandboxRow {
+            id: s.id.to_string(),
+            provider: s.provider.as_str().to_owned(),
+            status: s.status.as_str().to_owned(),
+            observed: ago(s.status_observed_at),
+            created: ago(s.created_at),
+            deleted: s.deleted_at.map(ago),
+        })
+        .collect();
+    html(
+        &req,
+        StatusCode::OK,
+        pages::sandboxes(&view::SandboxesPage {
+            chrome,
+            project,
+            rows,
+            next: page.next_cursor,
+        }),
+    )
+}
+
+/// `GET …/projects/{project}/sandboxes/{sandbox}`.
+pub(crate) async fn sandbox_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String)>,
+) -> Page {
+    let ctx = get_ctx!(state, req);
+    let control = control(&state);
+    let (chrome, project, pid) =
+        try_page!(project_chrome(&req, control, &ctx, &path.0, &path.1).await);
+    // Set when the provider could not be asked: the page then shows the registry's record.
+    let mut notice = None;
+    let s = match control.get_sandbox(&ctx.signed.actor, pid, &path.2).await {
+        Ok(s) => s,
+        Err(ControlError::Invalid { .. }) => return not_found(&req),
+        Err(e)
+            if e.code().as_str() == "sandbox_not_found"
+                || e.code().as_str() == "invalid_sandbox_id" =>
+        {
+            return not_found(&req);
+        }
+        Err(e) => match provider_not_asked(&e) {
+            Some(why) => match registry_record(control, &ctx.signed.actor, pid, &path.2).await {
+                Some(s) => {
+                    notice = Some(why(s.provider.as_str(), &e));
+                    s
+                }
+                None => return failure_page(&req, &e),
+            },
+            None => return failure_page(&req, &e),
+        },
+    };
+    let m = &s.metadata;
+    let mut facts = vec![
+        ("Operation".to_owned(), m.operation_id.to_string()),
+        (
+            "Credential".to_owned(),
+            serde_json::to_value(m.credential_source)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        ),
+    ];
+    let optional = [
+        ("Native id", &m.native_provider_id),
+        ("Workspace", &m.workspace),
+        ("Team id", &m.team_id),
+        ("Provider project", &m.project_id),
+        ("Bridge", &m.bridge_url),
+    ];
+    for (k, v) in optional {
+        if let Some(v) = v {
+            facts.push((k.to_owned(), v.clone()));
+        }
+    }
+    let row = view::SandboxRow {
+        id: s.id.to_string(),
+        provider: s.provider.as_str().to_owned(),
+        status: s.status.as_str().to_owned(),
+        observed: s.status_observed_at.map_or_else(|| "—".to_owned(), ago),
+        created: String::new(),
+        deleted: s.deleted_at.map(when),
+    };
+    html(
+        &req,
+        StatusCode::OK,
+        pages::sandbox(&view::SandboxPage {
+            chrome,
+            project,
+            row,
+            facts,
+            notice,
+        }),
+    )
+}
+
+/// How to say that a get failed at the provider (or before asking it) rather than in Corral;
+/// `None` for every other failure, which keeps its own page.
+type NotAsked = fn(&str, &ControlError) -> String;
+
+fn provider_not_asked(e: &ControlError) -> Option<NotAsked> {
+    match e.code().as_str() {
+        // A sandbox created with an inline credential, in a project with no stored profile for
+        // its provider: Corral holds no credential to ask with.
+        "missing_api_key" | "provider_profile_not_found" => Some(|provider, _| {
+            format!(
+                "No {provider} credential is stored in this project (this sandbox was created with \
+                 one sent inline), so {provider} could not be asked for its current status. \
+                 This is Corral's own record of it."
+            )
+        }),
+        "authentication_error"
+        | "provider_unavailable"
+        | "provider_error"
+        | "provider_operation_unavailable"
+        | "provider_profiles_unavailable"
+        | "rate_limited"
+        | "request_timeout" => Some(|provider, e| {
+            format!(
+                "{provider} could not be asked for this sandbox's current status ({}). \
+                 This is Corral's own record of it.",
+                sentence(&e.to_string()).trim_end_matches('.')
+            )
+        }),
+        _ => None,
+    }
+}
+
+/// The registry's record of `id` (what the sandboxes tab lists, tombstones included), found
+/// without asking the provider. The list is walked page by page, at most this many records.
+const MAX_RECORDS_WALKED: usize = 2000;
+
+async fn registry_record(
+    control: &corral_control::Control,
+    actor: &corral_control::Actor,
+    project: corral_control::ProjectId,
+    id: &str,
+) -> Option<corral_domain::Sandbox> {
+    let mut cursor: Option<String> = None;
+    let mut walked = 0;
+    while walked < MAX_RECORDS_WALKED {
+        let page = control
+            .list_sandboxes(actor, project, cursor.as_deref(), Some(100))
+            .await
+            .ok()?;
+        walked += page.items.len().max(1);
+        if let Some(s) = page.items.into_iter().find(|s| s.id.to_string() == id) {
+            return Some(corral_domain::Sandbox {
+                id: s.id,
+                provider: s.provider,
+                status: s.status,
+                metadata: s.metadata,
+                status_observed_at: Some(s.status_observed_at),
+                deleted_at: s.deleted_at,
+            });
+        }
+        cursor = Some(page.next_cursor?);
+    }
+    None
+}

@@ -1,0 +1,1078 @@
+//! The page templates: one function per page, from a view model to HTML. `maud` escapes every
+//! interpolated value, so user data (names, emails, provider reasons) cannot become markup.
+//! Every state-changing form posts to a console route with the hidden `csrf` field.
+
+use corral_control::{MAX_ACCOUNT_NAME, MAX_PROJECT_NAME};
+use maud::{DOCTYPE, Markup, html};
+
+use crate::view::*;
+
+/// Where the console lives and its static files.
+pub(crate) const BASE: &str = "/console";
+const CSS: &str = concat!("/console/assets/console.css?v=", env!("CARGO_PKG_VERSION"));
+const JS: &str = concat!("/console/assets/console.js?v=", env!("CARGO_PKG_VERSION"));
+const LOGO: &str = "/console/assets/logo.svg";
+
+/// Console URLs, in one place so links and routes agree.
+pub(crate) mod paths {
+    use super::BASE;
+
+    pub(crate) fn account(id: &str) -> String {
+        format!("{BASE}/accounts/{id}")
+    }
+    pub(crate) fn members(id: &str) -> String {
+        format!("{BASE}/accounts/{id}/members")
+    }
+    pub(crate) fn audit(id: &str) -> String {
+        format!("{BASE}/accounts/{id}/audit")
+    }
+    pub(crate) fn project(account: &str, project: &str) -> String {
+        format!("{BASE}/accounts/{account}/projects/{project}")
+    }
+    pub(crate) fn keys(account: &str, project: &str) -> String {
+        format!("{}/keys", project_(account, project))
+    }
+    pub(crate) fn providers(account: &str, project: &str) -> String {
+        format!("{}/providers", project_(account, project))
+    }
+    pub(crate) fn settings(account: &str, project: &str) -> String {
+        format!("{}/settings", project_(account, project))
+    }
+    pub(crate) fn sandbox(account: &str, project: &str, sandbox: &str) -> String {
+        format!("{}/sandboxes/{sandbox}", project_(account, project))
+    }
+    fn project_(account: &str, id: &str) -> String {
+        project(account, id)
+    }
+}
+
+fn head(title: &str) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            meta name="referrer" content="same-origin";
+            title { (title) " · Corral" }
+            link rel="icon" href=(LOGO) type="image/svg+xml";
+            link rel="stylesheet" href=(CSS);
+            script src=(JS) defer {}
+        }
+    }
+}
+
+fn csrf_field(csrf: &str) -> Markup {
+    html! { input type="hidden" name="csrf" value=(csrf); }
+}
+
+fn flash(flash: Option<&Flash>) -> Markup {
+    html! {
+        @if let Some(f) = flash {
+            div class={"flash " (f.kind.as_str())} role=(if f.kind == FlashKind::Error { "alert" } else { "status" }) {
+                (f.text)
+            }
+        }
+    }
+}
+
+/// A page with only a centred card: sign-in, check your email, terms.
+fn single(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head(title))
+            body {
+                main.auth {
+                    div.panel {
+                        a.brand href=(BASE) { img src=(LOGO) alt=""; span { "Corral" } }
+                        (body)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The signed-in shell: top bar with the account switcher, sidebar, content.
+fn shell(title: &str, chrome: &Chrome, content: Markup) -> Markup {
+    let current = chrome.account.as_ref();
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head(title))
+            body {
+                header.topbar {
+                    a.brand href=(BASE) { img src=(LOGO) alt=""; span { "Corral" } }
+                    (account_switcher(chrome))
+                    div.spacer {}
+                    span.who { (chrome.email) }
+                    details.menu.right {
+                        summary aria-label="Your profile" { (initial(&chrome.email)) }
+                        div.menu-panel {
+                            div.menu-label { "Signed in as" }
+                            div.small.muted.menu-who { (chrome.email) }
+                            a href={(BASE) "/profile"} { "Password and sessions" }
+                            hr;
+                            form method="post" action={(BASE) "/sign-out"} {
+                                (csrf_field(&chrome.csrf))
+                                button.linkish type="submit" { "Sign out" }
+                            }
+                            form method="post" action={(BASE) "/sign-out-everywhere"} {
+                                (csrf_field(&chrome.csrf))
+                                button.linkish type="submit" { "Sign out everywhere" }
+                            }
+                        }
+                    }
+                }
+                div.shell {
+                    aside.sidebar {
+                        @if let Some(acc) = current {
+                            div.section {
+                                div.section-title { "Account" }
+                                nav aria-label="Account" {
+                                    a href=(paths::account(&acc.id)) aria-current=[current_page(chrome.nav == Nav::Overview)] { "Overview" }
+                                    a href=(paths::members(&acc.id)) aria-current=[current_page(chrome.nav == Nav::Members)] { "Members" }
+                                    @if acc.role == "owner" {
+                                        a href=(paths::audit(&acc.id)) aria-current=[current_page(chrome.nav == Nav::Audit)] { "Audit log" }
+                                    }
+                                }
+                            }
+                            div.section {
+                                div.section-title { "Projects" }
+                                nav aria-label="Projects" {
+                                    @for p in &chrome.projects {
+                                        a href=(paths::project(&acc.id, &p.id)) aria-current=[current_page(chrome.project.as_deref() == Some(p.id.as_str()))] { (p.name) }
+                                    }
+                                    @if chrome.projects.is_empty() {
+                                        a href=(paths::account(&acc.id)) { "No projects yet" }
+                                    }
+                                }
+                            }
+                        } @else {
+                            div.section {
+                                div.section-title { "Your accounts" }
+                                nav aria-label="Accounts" {
+                                    @for a in &chrome.accounts { a href=(paths::account(&a.id)) { (a.name) } }
+                                    a href={(BASE) "/accounts/new"} aria-current=[current_page(chrome.nav == Nav::NewOrganization)] { "New organization" }
+                                }
+                            }
+                        }
+                    }
+                    main.content id="main" {
+                        (flash(chrome.flash.as_ref()))
+                        (content)
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn current_page(yes: bool) -> Option<&'static str> {
+    yes.then_some("page")
+}
+
+fn initial(email: &str) -> String {
+    email
+        .chars()
+        .next()
+        .map_or_else(|| "?".to_owned(), |c| c.to_uppercase().collect())
+}
+
+fn account_switcher(chrome: &Chrome) -> Markup {
+    let current = chrome.account.as_ref();
+    html! {
+        details.menu.switcher {
+            summary {
+                @match current {
+                    Some(a) => { span.name { (a.name) } " " span.badge.plain { (kind_label(a.personal)) } }
+                    None => "Choose an account",
+                }
+            }
+            div.menu-panel {
+                div.menu-label { "Switch account" }
+                @for a in &chrome.accounts {
+                    a href=(paths::account(&a.id)) aria-current=[current.filter(|c| c.id == a.id).map(|_| "true")] {
+                        span { (a.name) }
+                        span.small.muted { (kind_label(a.personal)) " · " (a.role) }
+                    }
+                }
+                hr;
+                a href={(BASE) "/accounts/new"} { "New organization…" }
+            }
+        }
+    }
+}
+
+fn kind_label(personal: bool) -> &'static str {
+    if personal { "Personal" } else { "Organization" }
+}
+
+fn page_head(crumbs: Markup, title: &str, lede: Option<&str>, actions: Markup) -> Markup {
+    html! {
+        div.page-head {
+            div {
+                div.crumbs { (crumbs) }
+                h1 { (title) }
+                @if let Some(l) = lede { p { (l) } }
+            }
+            div { (actions) }
+        }
+    }
+}
+
+fn role_badge(role: &str) -> Markup {
+    let class = match role {
+        "owner" => "badge plain accent",
+        "admin" => "badge plain",
+        _ => "badge plain",
+    };
+    html! { span class=(class) { (role) } }
+}
+
+// --- signed-out pages ---------------------------------------------------------------------------
+
+/// Sign in: an email link (primary) or a password.
+pub(crate) fn sign_in(page: &SignInPage) -> Markup {
+    single(
+        "Sign in",
+        html! {
+            div.card { div.card-body {
+                h1 { "Sign in to Corral" }
+                p.lede { "We'll email you a link that signs you in. No password needed." }
+                (flash(page.flash.as_ref()))
+                form.stack method="post" action={(BASE) "/sign-in/email"} {
+                    div.field {
+                        label for="email" { "Work email" }
+                        input #email type="email" name="email" autocomplete="email" required value=(page.email) placeholder="you@company.com";
+                    }
+                    button.btn.block type="submit" { "Email me a sign-in link" }
+                }
+                div.divider { "or use a password" }
+                form.stack method="post" action={(BASE) "/sign-in/password"} {
+                    div.field {
+                        label for="pw-email" { "Email" }
+                        input #pw-email type="email" name="email" autocomplete="username" required value=(page.email);
+                    }
+                    div.field {
+                        label for="password" { "Password" }
+                        input #password type="password" name="password" autocomplete="current-password" required;
+                    }
+                    button.btn.secondary.block type="submit" { "Sign in with password" }
+                }
+            } }
+            p.foot { "Corral is invitation-only. Ask an owner of your organization for an invitation." }
+        },
+    )
+}
+
+/// After requesting a link.
+pub(crate) fn check_email(email: &str) -> Markup {
+    single(
+        "Check your email",
+        html! {
+            div.card { div.card-body {
+                h1 { "Check your email" }
+                p.lede {
+                    "If " strong { (email) } " has a Corral account, a sign-in link is on its way. "
+                    "It works once and expires in 15 minutes."
+                }
+                a.btn.secondary.block href={(BASE) "/sign-in"} { "Back to sign in" }
+            } }
+            p.foot { "No email after a minute? Check your spam folder, or request a new link." }
+        },
+    )
+}
+
+/// The emailed link's landing page: one button that POSTs the token back. Following the link
+/// signs nobody in (a mail scanner's prefetch or a foreign page's redirect only renders this);
+/// the same-origin POST does, so a foreign site cannot sign a visitor into its own account.
+pub(crate) fn confirm_sign_in(token: &str) -> Markup {
+    single(
+        "Confirm sign-in",
+        html! {
+            div.card { div.card-body {
+                h1 { "Sign in to Corral" }
+                p.lede { "Confirm that you want to sign in on this device." }
+                form.stack method="post" action={(BASE) "/sign-in/verify"} {
+                    input type="hidden" name="token" value=(token);
+                    button #confirm-sign-in.btn.block type="submit" { "Sign in" }
+                }
+            } }
+            p.foot { "Did not ask for this link? Close this page; nothing happens without the button." }
+        },
+    )
+}
+
+/// The current legal releases and the accept button.
+pub(crate) fn legal(page: &LegalPage) -> Markup {
+    let pending = page.docs.iter().filter(|d| !d.accepted).count();
+    single(
+        "Review the terms",
+        html! {
+            div.card { div.card-body {
+                h1 { "Before you continue" }
+                p.lede {
+                    @if pending == 0 { "You have accepted every current release." }
+                    @else { "Please review and accept the current terms to use Corral." }
+                }
+                (flash(page.flash.as_ref()))
+                form.stack method="post" action={(BASE) "/legal/accept"} {
+                    (csrf_field(&page.csrf))
+                    @for d in &page.docs {
+                        div.legal-doc {
+                            div.row-between {
+                                strong { (d.title) }
+                                @if d.accepted { span.badge.ok { "Accepted" } }
+                                @else { span.badge.plain { "Release " (d.release) } }
+                            }
+                            div.small.muted { "Published " (d.published) }
+                            @if !d.body.is_empty() { div.body { (d.body) } }
+                            input type="hidden" name="release" value={(d.document) ":" (d.release)};
+                        }
+                    }
+                    @if pending > 0 {
+                        button.btn.block type="submit" id="accept-terms" { "Accept and continue" }
+                    } @else {
+                        a.btn.block href=(BASE) { "Continue" }
+                    }
+                }
+                p.small.muted.center-note { "Signed in as " (page.email) }
+            } }
+        },
+    )
+}
+
+/// An invitation waiting for the signed-in user's answer (its token stays in an `HttpOnly`
+/// cookie, never in the page).
+pub(crate) fn invitation(email: &str, csrf: &str) -> Markup {
+    single(
+        "Invitation",
+        html! {
+            div.card { div.card-body {
+                h1 { "You're invited" }
+                p.lede { "Someone invited you to join their organization on Corral. Accept to see its projects." }
+                form.stack method="post" action={(BASE) "/invitations/accept"} {
+                    (csrf_field(csrf))
+                    button.btn.block type="submit" id="accept-invitation" { "Accept invitation" }
+                }
+                p.small.muted.center-note { "Signed in as " (email) ". " a href=(BASE) { "Not now" } }
+            } }
+        },
+    )
+}
+
+/// A page for an error a person can act on (not found, no access, a failed request).
+pub(crate) fn error_page(status: u16, title: &str, message: &str) -> Markup {
+    single(
+        title,
+        html! {
+            div.card { div.card-body {
+                p.small.muted.center-note { "Error " (status) }
+                h1 { (title) }
+                p.lede { (message) }
+                a.btn.secondary.block href=(BASE) { "Go to the console" }
+            } }
+        },
+    )
+}
+
+// --- accounts ------------------------------------------------------------------------------------
+
+/// An account's overview: its projects and a create-project form.
+pub(crate) fn overview(page: &OverviewPage) -> Markup {
+    let acc = &page.account;
+    let content = html! {
+        (page_head(
+            html! { span { "Accounts" } span { (acc.name) } },
+            &acc.name,
+            Some(if acc.personal { "Your personal account." } else { "An organization shared with its members." }),
+            html! { (role_badge(&acc.role)) },
+        ))
+        @if acc.deleting { div.flash.error { "This account is being deleted. Its sandboxes, keys and profiles are being removed." } }
+        div.grid.mb {
+            div.card.stat { div.label { "Projects" } div.value { (page.projects.len()) } }
+            div.card.stat { div.label { "Members" } div.value { (page.members) } }
+            div.card.stat { div.label { "Your role" } div.value.cap { (acc.role) } }
+        }
+        div.card {
+            div.card-head { div { h2 { "Projects" } p { "Each project has its own API keys, provider connections and sandboxes." } } }
+            @if page.projects.is_empty() {
+                div.empty { strong { "No projects yet" } "Create one to get an API key and connect a provider." }
+            } @else {
+                div.table-wrap { table {
+                    thead { tr { th { "Name" } th { "Id" } th { "Created" } } }
+                    tbody {
+                        @for p in &page.projects {
+                            tr {
+                                td { a href=(paths::project(&acc.id, &p.id)) { strong { (p.name) } } }
+                                td { code { (p.id) } }
+                                td.muted { (p.created) }
+                            }
+                        }
+                    }
+                } }
+            }
+            @if acc.is_admin() && !acc.deleting {
+                div.card-body.card-foot {
+                    form.inline method="post" action={(paths::account(&acc.id)) "/projects"} {
+                        (csrf_field(&page.chrome.csrf))
+                        div.field {
+                            label for="project-name" { "New project" }
+                            input #project-name type="text" name="name" required maxlength=(MAX_PROJECT_NAME) placeholder="e.g. agents-prod";
+                        }
+                        button.btn type="submit" { "Create project" }
+                    }
+                }
+            }
+        }
+        @if !acc.personal && acc.is_admin() {
+            div.card {
+                div.card-head { div { h2 { "Organization name" } } }
+                div.card-body {
+                    form.inline method="post" action={(paths::account(&acc.id)) "/rename"} {
+                        (csrf_field(&page.chrome.csrf))
+                        input type="hidden" name="version" value=(acc.version);
+                        div.field {
+                            label for="account-name" { "Name" }
+                            input #account-name type="text" name="name" required maxlength=(MAX_ACCOUNT_NAME) value=(acc.name);
+                        }
+                        button.btn.secondary type="submit" { "Rename" }
+                    }
+                }
+            }
+        }
+        @if !acc.personal && acc.is_owner() && !acc.deleting {
+            div.card.danger-zone {
+                div.card-head { div { h2 { "Delete organization" } p { "Deletes its sandboxes at their providers, revokes its keys and erases its provider credentials. This cannot be undone." } } }
+                div.card-body {
+                    form method="post" action={(paths::account(&acc.id)) "/delete"} {
+                        (csrf_field(&page.chrome.csrf))
+                        details.confirm {
+                            summary.btn.secondary { "Delete organization…" }
+                            span.confirm-panel { span.small.muted { "Sure?" } button.btn.danger type="submit" { "Delete " (acc.name) } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    shell(&acc.name, &page.chrome, content)
+}
+
+/// The signed-in user's password and sessions.
+pub(crate) fn profile(chrome: &Chrome, has_password: bool) -> Markup {
+    let content = html! {
+        (page_head(html! { span { "You" } }, "Password and sessions",
+            Some("Sign in with an emailed link, or with a password you set here."), html! {}))
+        div.card {
+            div.card-head { div {
+                h2 { @if has_password { "Change your password" } @else { "Set a password" } }
+                p { "At least 12 characters. Changing it signs you out on your other devices." }
+            } }
+            div.card-body {
+                form.stack.narrow method="post" action={(BASE) "/profile/password"} {
+                    (csrf_field(&chrome.csrf))
+                    input type="email" name="username" autocomplete="username" value=(chrome.email) hidden;
+                    @if has_password {
+                        div.field {
+                            label for="current-password" { "Current password" }
+                            input #current-password type="password" name="current_password" autocomplete="current-password";
+                            span.hint { "Forgotten? Sign in with an emailed link, then set a new one within 10 minutes." }
+                        }
+                    }
+                    div.field {
+                        label for="new-password" { "New password" }
+                        input #new-password type="password" name="password" autocomplete="new-password" required minlength="12";
+                    }
+                    div { button.btn type="submit" { "Save password" } }
+                }
+            }
+        }
+        div.card {
+            div.card-head { div { h2 { "Sessions" } p { "Lost a device? Sign out everywhere, this browser included." } } }
+            div.card-body {
+                form method="post" action={(BASE) "/sign-out-everywhere"} {
+                    (csrf_field(&chrome.csrf))
+                    button.btn.secondary type="submit" { "Sign out everywhere" }
+                }
+            }
+        }
+    };
+    shell("Password and sessions", chrome, content)
+}
+
+/// Create an organization.
+pub(crate) fn new_organization(page: &NewOrganizationPage) -> Markup {
+    let content = html! {
+        (page_head(html! { span { "Accounts" } span { "New organization" } }, "New organization",
+            Some("Organizations share projects, keys and provider connections among their members."), html! {}))
+        div.card { div.card-body {
+            form.stack.narrow method="post" action={(BASE) "/accounts"} {
+                (csrf_field(&page.chrome.csrf))
+                div.field {
+                    label for="org-name" { "Organization name" }
+                    input #org-name type="text" name="name" required maxlength=(MAX_ACCOUNT_NAME) placeholder="Acme Robotics";
+                    span.hint { "You can rename it later." }
+                }
+                div { button.btn type="submit" { "Create organization" } }
+            }
+        } }
+    };
+    shell("New organization", &page.chrome, content)
+}
+
+/// Members, invitations, roles and ownership transfer.
+pub(crate) fn members(page: &MembersPage) -> Markup {
+    let acc = &page.account;
+    let csrf = &page.chrome.csrf;
+    let content = html! {
+        (page_head(html! { span { (acc.name) } span { "Members" } }, "Members",
+            Some(if acc.personal { "A personal account has exactly one member: you. Create an organization to work with others." }
+                 else { "Owners manage everything; admins manage members, projects, keys and providers; members can look." }),
+            html! {}))
+        div.card {
+            div.card-head { div { h2 { "People" } } }
+            div.table-wrap { table {
+                thead { tr { th { "Email" } th { "Role" } th { "Since" } th { span.visually-hidden { "Actions" } } } }
+                tbody {
+                    @for m in &page.members {
+                        tr {
+                            td { (m.email) @if m.is_me { " " span.badge.plain { "you" } } }
+                            td { (role_badge(&m.role)) }
+                            td.muted { (m.since) }
+                            td.actions {
+                                @if !acc.personal && !acc.deleting {
+                                    @if acc.is_admin() && !m.is_me {
+                                        form method="post" action={(paths::members(&acc.id)) "/" (m.user_id) "/role"} {
+                                            (csrf_field(csrf))
+                                            label.visually-hidden for={"role-" (m.user_id)} { "Role of " (m.email) }
+                                            select id={"role-" (m.user_id)} name="role" class="compact" {
+                                                @for r in ["owner", "admin", "member"] {
+                                                    option value=(r) selected[m.role == r] { (r) }
+                                                }
+                                            }
+                                            button.btn.small.secondary type="submit" { "Change" }
+                                        }
+                                    }
+                                    @if acc.is_owner() && !m.is_me {
+                                        form method="post" action={(paths::account(&acc.id)) "/transfer"} {
+                                            (csrf_field(csrf))
+                                            input type="hidden" name="user" value=(m.user_id);
+                                            details.confirm {
+                                                summary.btn.small.ghost { "Transfer ownership…" }
+                                                span.confirm-panel { button.btn.small type="submit" { "Make owner, I become admin" } }
+                                            }
+                                        }
+                                    }
+                                    @if acc.is_admin() || m.is_me {
+                                        form method="post" action={(paths::members(&acc.id)) "/" (m.user_id) "/remove"} {
+                                            (csrf_field(csrf))
+                                            details.confirm {
+                                                summary.btn.small.ghost { @if m.is_me { "Leave…" } @else { "Remove…" } }
+                                                span.confirm-panel { button.btn.small.danger type="submit" { @if m.is_me { "Leave" } @else { "Remove" } } }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            } }
+        }
+        @if !acc.personal && acc.is_admin() {
+            div.card {
+                div.card-head { div { h2 { "Invitations" } p { "An invitation link is emailed and works once, for 7 days." } } }
+                @if !page.invitations.is_empty() {
+                    div.table-wrap { table {
+                        thead { tr { th { "Email" } th { "Role" } th { "Expires" } th { span.visually-hidden { "Actions" } } } }
+                        tbody {
+                            @for i in &page.invitations {
+                                tr {
+                                    td { (i.email) }
+                                    td { (role_badge(&i.role)) }
+                                    td.muted { (i.expires) }
+                                    td.actions {
+                                        form method="post" action={(paths::account(&acc.id)) "/invitations/" (i.id) "/revoke"} {
+                                            (csrf_field(csrf))
+                                            button.btn.small.ghost type="submit" { "Revoke" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    } }
+                }
+                @if !acc.deleting {
+                    div.card-body.card-foot {
+                        form.inline method="post" action={(paths::account(&acc.id)) "/invitations"} {
+                            (csrf_field(csrf))
+                            div.field {
+                                label for="invite-email" { "Email" }
+                                input #invite-email type="email" name="email" required placeholder="teammate@company.com";
+                            }
+                            div.field.narrow-field {
+                                label for="invite-role" { "Role" }
+                                select #invite-role name="role" {
+                                    option value="member" { "member" }
+                                    option value="admin" { "admin" }
+                                    @if acc.is_owner() { option value="owner" { "owner" } }
+                                }
+                            }
+                            button.btn type="submit" { "Send invitation" }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    shell("Members", &page.chrome, content)
+}
+
+/// The audit log (owners).
+pub(crate) fn audit(page: &AuditPage) -> Markup {
+    let acc = &page.account;
+    let content = html! {
+        (page_head(html! { span { (acc.name) } span { "Audit log" } }, "Audit log",
+            Some("Every change to this account, who made it and when. Newest first."), html! {}))
+        div.card {
+            @if page.events.is_empty() {
+                div.empty { strong { "Nothing recorded yet" } }
+            } @else {
+                div.table-wrap { table {
+                    thead { tr { th { "When" } th { "Who" } th { "What" } th { "Target" } } }
+                    tbody {
+                        @for e in &page.events {
+                            tr {
+                                td.muted.nowrap { (e.at) }
+                                td { (e.actor) }
+                                td { code { (e.action) } }
+                                td { code { (e.target) } }
+                            }
+                        }
+                    }
+                } }
+            }
+        }
+    };
+    shell("Audit log", &page.chrome, content)
+}
+
+// --- projects ------------------------------------------------------------------------------------
+
+fn project_head(project: &ProjectView, tab: ProjectTab) -> Markup {
+    let (acc, id) = (&project.account.id, &project.id);
+    let tabs = [
+        (ProjectTab::Sandboxes, paths::project(acc, id), "Sandboxes"),
+        (ProjectTab::Keys, paths::keys(acc, id), "API keys"),
+        (
+            ProjectTab::Providers,
+            paths::providers(acc, id),
+            "Providers",
+        ),
+        (ProjectTab::Settings, paths::settings(acc, id), "Settings"),
+    ];
+    html! {
+        div.page-head {
+            div {
+                div.crumbs {
+                    span { a href=(paths::account(&project.account.id)) { (project.account.name) } }
+                    span { "Projects" }
+                }
+                h1 { (project.name) }
+                p { code { (project.id) } }
+            }
+        }
+        nav.tabs aria-label="Project" {
+            @for (t, href, label) in tabs {
+                @if t != ProjectTab::Keys || project.account.is_admin() {
+                    a href=(href) aria-current=[current_page(t == tab)] { (label) }
+                }
+            }
+        }
+    }
+}
+
+/// API keys: the new key (once), the list, create and revoke.
+pub(crate) fn keys(page: &KeysPage) -> Markup {
+    let p = &page.project;
+    let csrf = &page.chrome.csrf;
+    let content = html! {
+        (project_head(p, ProjectTab::Keys))
+        @if let Some(key) = &page.new_key {
+            div.card.highlight {
+                div.card-head { div { h2 { "Your new API key" } p { "Copy it now: this is the only time it is shown. Store it in your secret manager." } } }
+                div.card-body {
+                    div.secret-box {
+                        code #new-key data-select-all { (key) }
+                        button.btn.small type="button" data-copy="new-key" hidden { "Copy" }
+                    }
+                    p.small.muted.mt {
+                        "Use it as " code { "Authorization: Bearer <key>" } " on the sandbox API."
+                    }
+                }
+            }
+        }
+        div.card {
+            div.card-head {
+                div { h2 { "API keys" } p { "Keys authenticate the sandbox API for this project only." } }
+                @if !p.account.deleting {
+                    form method="post" action={(paths::keys(&p.account.id, &p.id))} {
+                        (csrf_field(csrf))
+                        button.btn type="submit" id="create-key" { "Create key" }
+                    }
+                }
+            }
+            @if page.keys.is_empty() {
+                div.empty { strong { "No keys yet" } "Create a key to call the sandbox API." }
+            } @else {
+                div.table-wrap { table {
+                    thead { tr { th { "Key" } th.hide-sm { "Created" } th.hide-sm { "Last used" } th { "Status" } th { span.visually-hidden { "Actions" } } } }
+                    tbody {
+                        @for k in &page.keys {
+                            tr.is-tombstone[k.revoked.is_some()] {
+                                td { code { (k.prefix) } }
+                                td.muted.hide-sm { (k.created) }
+                                td.muted.hide-sm { (k.last_used) }
+                                td {
+                                    @match &k.revoked {
+                                        Some(at) => span.badge.plain title={"Revoked " (at)} { "revoked" },
+                                        None => span.badge.ok { "active" },
+                                    }
+                                }
+                                td.actions {
+                                    @if k.revoked.is_none() && !p.account.deleting {
+                                        form method="post" action={(paths::keys(&p.account.id, &p.id)) "/" (k.key_id) "/revoke"} {
+                                            (csrf_field(csrf))
+                                            details.confirm {
+                                                summary.btn.small.ghost { "Revoke…" }
+                                                span.confirm-panel { button.btn.small.danger type="submit" { "Revoke key" } }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                } }
+            }
+        }
+    };
+    shell(&format!("{} · API keys", p.name), &page.chrome, content)
+}
+
+/// Provider connections: readiness, connect form, test and per-operation results.
+pub(crate) fn providers(page: &ProvidersPage) -> Markup {
+    let p = &page.project;
+    let csrf = &page.chrome.csrf;
+    let admin = p.account.is_admin() && !p.account.deleting;
+    let content = html! {
+        (project_head(p, ProjectTab::Providers))
+        p.muted { "Connect the providers this project's sandboxes run on. Credentials are encrypted at rest and never shown again." }
+        div.provider-grid {
+            @for c in page.cards.iter().filter(|c| c.enabled || c.connected) {
+                div.card id={"provider-" (c.provider)} {
+                    div.card-head {
+                        div { h2 { (c.label) } p { code { (c.provider) } } }
+                        @if !c.enabled { span.badge.plain { "not enabled here" } }
+                        @else if !c.connected { span.badge.plain { "not connected" } }
+                        @else if c.missing.is_empty() { span.badge.ok { "ready" } }
+                        @else { span.badge.warn { "incomplete" } }
+                    }
+                    div.card-body.grow {
+                        @if c.connected && !c.missing.is_empty() {
+                            ul.readiness { @for m in &c.missing { li { (m) } } }
+                        }
+                        @if !c.checks.is_empty() {
+                            h3 { "Last test" }
+                            ul.checks data-provider=(c.provider) {
+                                @for ch in &c.checks {
+                                    li class=(if ch.ok { "pass" } else { "fail" }) data-operation=(ch.operation) {
+                                        span.mark aria-hidden="true" { (if ch.ok { "✓" } else { "✕" }) }
+                                        span.op { (ch.operation) }
+                                        span {
+                                            @if ch.ok { span.why { "passed · " (ch.checked) } }
+                                            @else {
+                                                span.why { (ch.reason.as_deref().unwrap_or("failed")) }
+                                                @if let Some(fix) = &ch.remediation { br; span.fix { (fix) } }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        @if admin && c.enabled {
+                            details.mt open[!c.connected] {
+                                summary.small.summary-link { @if c.connected { "Update connection" } @else { "Connect" } }
+                                form.stack.mt method="post" action={(paths::providers(&p.account.id, &p.id)) "/" (c.provider)} {
+                                    (csrf_field(csrf))
+                                    @if c.needs_credential {
+                                        div.field {
+                                            label for={(c.provider) "-credential"} { "API key or token" }
+                                            input id={(c.provider) "-credential"} type="password" name="credential" autocomplete="off"
+                                                required[!c.has_credential]
+                                                placeholder=(if c.has_credential { "•••••••• stored; leave empty to keep it" } else { "" });
+                                        }
+                                    }
+                                    @for f in &c.fields {
+                                        div.field {
+                                            label for={(c.provider) "-" (f.name)} { (f.label) }
+                                            input id={(c.provider) "-" (f.name)} type="text" name=(f.name) value=(f.value);
+                                            @if !f.hint.is_empty() { span.hint { (f.hint) } }
+                                        }
+                                    }
+                                    div { button.btn.secondary type="submit" { @if c.connected { "Save" } @else { "Connect " (c.label) } } }
+                                }
+                            }
+                        }
+                    }
+                    @if admin && c.connected {
+                        div.card-body.card-foot.actions-row {
+                            form method="post" action={(paths::providers(&p.account.id, &p.id)) "/" (c.provider) "/test"} {
+                                (csrf_field(csrf))
+                                button.btn type="submit" id={"test-" (c.provider)} { "Test connection" }
+                            }
+                            form method="post" action={(paths::providers(&p.account.id, &p.id)) "/" (c.provider) "/disconnect"} {
+                                (csrf_field(csrf))
+                                details.confirm {
+                                    summary.btn.ghost { "Disconnect…" }
+                                    span.confirm-panel { button.btn.small.danger type="submit" { "Disconnect" } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let others: Vec<&ProviderCard> = page
+        .cards
+        .iter()
+        .filter(|c| !c.enabled && !c.connected)
+        .collect();
+    let content = html! {
+        (content)
+        @if !others.is_empty() {
+            p.others {
+                "Not enabled on this server: "
+                @for c in &others { span.badge.plain { (c.label) } }
+                br;
+                "An operator enables providers in the server's configuration (" code { "[providers] enabled" } ")."
+            }
+        }
+    };
+    shell(&format!("{} · Providers", p.name), &page.chrome, content)
+}
+
+fn status_badge(status: &str, deleted: bool) -> Markup {
+    let class = match (deleted, status) {
+        (true, _) => "badge plain",
+        (_, "running") => "badge ok",
+        (_, "starting" | "stopping" | "pending" | "creating") => "badge warn",
+        (_, "error" | "failed") => "badge danger",
+        _ => "badge",
+    };
+    html! { span class=(class) { @if deleted { "deleted" } @else { (status) } } }
+}
+
+/// The registry's list of sandboxes, tombstones included.
+pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
+    let p = &page.project;
+    let content = html! {
+        (project_head(p, ProjectTab::Sandboxes))
+        div.card {
+            div.card-head { div { h2 { "Sandboxes" } p { "As Corral last saw them. Statuses are refreshed when the API reads a sandbox; deleted sandboxes stay listed as tombstones." } } }
+            @if page.rows.is_empty() {
+                div.empty {
+                    strong { "No sandboxes yet" }
+                    "Create one with an API key: " code { "POST /v1/sandboxes" }
+                }
+            } @else {
+                div.table-wrap { table {
+                    thead { tr { th { "Sandbox" } th.hide-sm { "Provider" } th { "Status" } th.hide-sm { "Status seen" } th.hide-sm { "Created" } } }
+                    tbody {
+                        @for r in &page.rows {
+                            tr.is-tombstone[r.deleted.is_some()] data-sandbox=(r.id) {
+                                td { a href=(paths::sandbox(&p.account.id, &p.id, &r.id)) { code { (r.id) } } }
+                                td.hide-sm { (r.provider) }
+                                td { (status_badge(&r.status, r.deleted.is_some())) }
+                                td.muted.hide-sm { (r.observed) }
+                                td.muted.hide-sm { (r.created) }
+                            }
+                        }
+                    }
+                } }
+            }
+            @if let Some(next) = &page.next {
+                div.card-body.card-foot {
+                    a.btn.secondary href={(paths::project(&p.account.id, &p.id)) "?cursor=" (next)} { "Older sandboxes" }
+                }
+            }
+        }
+    };
+    shell(&format!("{} · Sandboxes", p.name), &page.chrome, content)
+}
+
+/// One sandbox.
+pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
+    let p = &page.project;
+    let r = &page.row;
+    let content = html! {
+        div.page-head {
+            div {
+                div.crumbs {
+                    span { a href=(paths::account(&p.account.id)) { (p.account.name) } }
+                    span { a href=(paths::project(&p.account.id, &p.id)) { (p.name) } }
+                    span { "Sandboxes" }
+                }
+                h1 { code.h1-code { (r.id) } }
+            }
+            div { (status_badge(&r.status, r.deleted.is_some())) }
+        }
+        @if let Some(at) = &r.deleted {
+            div.flash.info { "This sandbox was deleted " (at) ". Its record is kept as a tombstone." }
+        }
+        @if let Some(notice) = &page.notice {
+            div #provider-not-asked.flash.info role="status" { (notice) }
+        }
+        div.card { div.card-body {
+            dl.facts {
+                dt { "Provider" } dd { (r.provider) }
+                dt { "Status" } dd { (r.status) " " span.muted.small { "(seen " (r.observed) ")" } }
+                @if !r.created.is_empty() { dt { "Created" } dd { (r.created) } }
+                @if let Some(at) = &r.deleted { dt { "Deleted" } dd { (at) } }
+                @for (k, v) in &page.facts { dt { (k) } dd { code { (v) } } }
+            }
+        } }
+        a href=(paths::project(&p.account.id, &p.id)) { "← All sandboxes" }
+    };
+    shell(&r.id, &page.chrome, content)
+}
+
+/// Rename or delete a project.
+pub(crate) fn project_settings(page: &ProjectSettingsPage) -> Markup {
+    let p = &page.project;
+    let csrf = &page.chrome.csrf;
+    let admin = p.account.is_admin() && !p.account.deleting;
+    let content = html! {
+        (project_head(p, ProjectTab::Settings))
+        div.card {
+            div.card-head { div { h2 { "Project" } } }
+            div.card-body {
+                dl.facts.mb {
+                    dt { "Id" } dd { code { (p.id) } }
+                    dt { "Created" } dd { (p.created) }
+                    dt { "Account" } dd { (p.account.name) }
+                }
+                @if admin {
+                    form.inline method="post" action={(paths::project(&p.account.id, &p.id)) "/rename"} {
+                        (csrf_field(csrf))
+                        div.field {
+                            label for="rename" { "Name" }
+                            input #rename type="text" name="name" required maxlength=(MAX_PROJECT_NAME) value=(p.name);
+                        }
+                        button.btn.secondary type="submit" { "Rename" }
+                    }
+                }
+            }
+        }
+        @if admin {
+            div.card.danger-zone {
+                div.card-head { div { h2 { "Delete project" } p { "Deletes its sandboxes at their providers, revokes its keys and erases its provider credentials." } } }
+                div.card-body {
+                    form method="post" action={(paths::project(&p.account.id, &p.id)) "/delete"} {
+                        (csrf_field(csrf))
+                        details.confirm {
+                            summary.btn.secondary { "Delete project…" }
+                            span.confirm-panel { span.small.muted { "Sure?" } button.btn.danger type="submit" { "Delete " (p.name) } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    shell(&format!("{} · Settings", p.name), &page.chrome, content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chrome() -> Chrome {
+        Chrome {
+            email: "ada@example.test".to_owned(),
+            csrf: "csrf-value".to_owned(),
+            accounts: Vec::new(),
+            account: None,
+            projects: Vec::new(),
+            project: None,
+            nav: Nav::Overview,
+            flash: Some(Flash::error("<b>bold</b>")),
+        }
+    }
+
+    fn project(name: &str) -> ProjectView {
+        ProjectView {
+            id: "prj_1".to_owned(),
+            name: name.to_owned(),
+            created: "today".to_owned(),
+            account: AccountView {
+                id: "acc_1".to_owned(),
+                name: "Acme".to_owned(),
+                personal: false,
+                role: "admin".to_owned(),
+                version: 1,
+                deleting: false,
+            },
+        }
+    }
+
+    #[test]
+    fn user_data_is_escaped_and_every_form_carries_the_csrf_field() {
+        let evil = "<img src=x onerror=alert(1)>";
+        let page = project_settings(&ProjectSettingsPage {
+            chrome: chrome(),
+            project: project(evil),
+        })
+        .into_string();
+        assert!(!page.contains(evil), "raw markup from user data");
+        assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
+        assert!(
+            page.contains("&lt;b&gt;bold&lt;/b&gt;"),
+            "flash text is escaped"
+        );
+        let forms = page.matches("method=\"post\"").count();
+        let csrf = page.matches("name=\"csrf\" value=\"csrf-value\"").count();
+        // Sign out, sign out everywhere, rename, delete.
+        assert_eq!((forms, csrf), (4, 4), "every POST form has the CSRF field");
+        assert!(!page.contains("<script>"), "no inline script");
+        assert!(
+            !page.contains("style=\""),
+            "no inline style (the CSP forbids it)"
+        );
+    }
+
+    #[test]
+    fn the_new_key_appears_only_when_just_created() {
+        let keys_page = |new_key: Option<&str>| {
+            keys(&KeysPage {
+                chrome: chrome(),
+                project: project("p"),
+                keys: vec![KeyRow {
+                    key_id: "abc".to_owned(),
+                    prefix: "crl_abc_…".to_owned(),
+                    created: "now".to_owned(),
+                    last_used: "never".to_owned(),
+                    revoked: None,
+                }],
+                new_key: new_key.map(str::to_owned),
+            })
+            .into_string()
+        };
+        let with = keys_page(Some("crl_abc_SECRETSECRET"));
+        assert!(with.contains("crl_abc_SECRETSECRET") && with.contains("id=\"new-key\""));
+        let without = keys_page(None);
+        assert!(!without.contains("SECRETSECRET") && !without.contains("id=\"new-key\""));
+        assert!(without.contains("crl_abc_…"));
+    }
+}

@@ -1,0 +1,375 @@
+//! View models: what each page shows, as plain data. Handlers fill them from the control-plane
+//! use cases; templates (`pages.rs`) only render them. Nothing here may hold a secret except
+//! [`KeysPage::new_key`], the key shown once on its creation response.
+
+/// A flash message carried across a redirect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Flash {
+    /// How it is shown.
+    pub(crate) kind: FlashKind,
+    /// What it says (plain text, escaped when rendered).
+    pub(crate) text: String,
+}
+
+/// The tone of a [`Flash`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlashKind {
+    /// Something worked.
+    Ok,
+    /// Something failed.
+    Error,
+    /// Neutral news.
+    Info,
+}
+
+impl FlashKind {
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            FlashKind::Ok => "ok",
+            FlashKind::Error => "error",
+            FlashKind::Info => "info",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ok" => Some(FlashKind::Ok),
+            "error" => Some(FlashKind::Error),
+            "info" => Some(FlashKind::Info),
+            _ => None,
+        }
+    }
+}
+
+impl Flash {
+    pub(crate) fn ok(text: impl Into<String>) -> Self {
+        Self {
+            kind: FlashKind::Ok,
+            text: text.into(),
+        }
+    }
+
+    pub(crate) fn error(text: impl Into<String>) -> Self {
+        Self {
+            kind: FlashKind::Error,
+            text: text.into(),
+        }
+    }
+
+    pub(crate) fn info(text: impl Into<String>) -> Self {
+        Self {
+            kind: FlashKind::Info,
+            text: text.into(),
+        }
+    }
+}
+
+/// One account in the switcher.
+#[derive(Debug, Clone)]
+pub(crate) struct AccountLink {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) personal: bool,
+    pub(crate) role: String,
+}
+
+/// One project in the sidebar.
+#[derive(Debug, Clone)]
+pub(crate) struct ProjectLink {
+    pub(crate) id: String,
+    pub(crate) name: String,
+}
+
+/// Which sidebar entry is current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Nav {
+    Overview,
+    Members,
+    Audit,
+    NewOrganization,
+    Project,
+    Profile,
+}
+
+/// Which project tab is current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProjectTab {
+    Sandboxes,
+    Keys,
+    Providers,
+    Settings,
+}
+
+/// What the header and sidebar of every signed-in page need.
+#[derive(Debug, Clone)]
+pub(crate) struct Chrome {
+    /// The signed-in user's email.
+    pub(crate) email: String,
+    /// The session's CSRF token, for every form (not a secret from its own user: it is an HMAC
+    /// of the session token, useless without the cookie).
+    pub(crate) csrf: String,
+    /// Every account the user belongs to.
+    pub(crate) accounts: Vec<AccountLink>,
+    /// The account being shown.
+    pub(crate) account: Option<AccountLink>,
+    /// That account's projects.
+    pub(crate) projects: Vec<ProjectLink>,
+    /// The project being shown.
+    pub(crate) project: Option<String>,
+    /// The current sidebar entry.
+    pub(crate) nav: Nav,
+    /// A message from the previous request.
+    pub(crate) flash: Option<Flash>,
+}
+
+/// The sign-in page.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SignInPage {
+    pub(crate) flash: Option<Flash>,
+    /// The email typed before (kept across a failed attempt).
+    pub(crate) email: String,
+}
+
+/// One legal document awaiting (or having) acceptance.
+#[derive(Debug, Clone)]
+pub(crate) struct LegalDoc {
+    /// `terms`, `privacy`, `acceptable-use`.
+    pub(crate) document: String,
+    /// Its current release number.
+    pub(crate) release: i64,
+    /// Its title.
+    pub(crate) title: String,
+    /// Its text (or a summary).
+    pub(crate) body: String,
+    /// When the release was published, for display.
+    pub(crate) published: String,
+    /// Whether the user has accepted this release already.
+    pub(crate) accepted: bool,
+}
+
+/// The accept-terms page.
+#[derive(Debug, Clone)]
+pub(crate) struct LegalPage {
+    pub(crate) email: String,
+    pub(crate) csrf: String,
+    pub(crate) flash: Option<Flash>,
+    pub(crate) docs: Vec<LegalDoc>,
+}
+
+/// An account as its pages show it.
+#[derive(Debug, Clone)]
+pub(crate) struct AccountView {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) personal: bool,
+    /// The viewer's role in it.
+    pub(crate) role: String,
+    /// Its optimistic-concurrency version (sent back with renames).
+    pub(crate) version: i64,
+    /// When deletion started, if it did.
+    pub(crate) deleting: bool,
+}
+
+impl AccountView {
+    pub(crate) fn is_admin(&self) -> bool {
+        self.role == "owner" || self.role == "admin"
+    }
+
+    pub(crate) fn is_owner(&self) -> bool {
+        self.role == "owner"
+    }
+}
+
+/// One project row.
+#[derive(Debug, Clone)]
+pub(crate) struct ProjectRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) created: String,
+}
+
+/// The account overview.
+#[derive(Debug, Clone)]
+pub(crate) struct OverviewPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) account: AccountView,
+    pub(crate) projects: Vec<ProjectRow>,
+    pub(crate) members: usize,
+}
+
+/// One member row.
+#[derive(Debug, Clone)]
+pub(crate) struct MemberRow {
+    pub(crate) user_id: String,
+    pub(crate) email: String,
+    pub(crate) role: String,
+    pub(crate) is_me: bool,
+    pub(crate) since: String,
+}
+
+/// One pending invitation.
+#[derive(Debug, Clone)]
+pub(crate) struct InvitationRow {
+    pub(crate) id: String,
+    pub(crate) email: String,
+    pub(crate) role: String,
+    pub(crate) expires: String,
+}
+
+/// Members and invitations.
+#[derive(Debug, Clone)]
+pub(crate) struct MembersPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) account: AccountView,
+    pub(crate) members: Vec<MemberRow>,
+    pub(crate) invitations: Vec<InvitationRow>,
+}
+
+/// One audit event.
+#[derive(Debug, Clone)]
+pub(crate) struct AuditRow {
+    pub(crate) at: String,
+    pub(crate) actor: String,
+    pub(crate) action: String,
+    pub(crate) target: String,
+}
+
+/// The audit log.
+#[derive(Debug, Clone)]
+pub(crate) struct AuditPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) account: AccountView,
+    pub(crate) events: Vec<AuditRow>,
+}
+
+/// The create-organization page.
+#[derive(Debug, Clone)]
+pub(crate) struct NewOrganizationPage {
+    pub(crate) chrome: Chrome,
+}
+
+/// A project as its pages show it.
+#[derive(Debug, Clone)]
+pub(crate) struct ProjectView {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) created: String,
+    /// The owning account.
+    pub(crate) account: AccountView,
+}
+
+/// One API key row (never the secret).
+#[derive(Debug, Clone)]
+pub(crate) struct KeyRow {
+    pub(crate) key_id: String,
+    /// The visible prefix, `crl_<keyid>_…`.
+    pub(crate) prefix: String,
+    pub(crate) created: String,
+    /// When it last authenticated a request ("never", or how long ago, to within a minute).
+    pub(crate) last_used: String,
+    pub(crate) revoked: Option<String>,
+}
+
+/// The keys tab.
+#[derive(Debug, Clone)]
+pub(crate) struct KeysPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) keys: Vec<KeyRow>,
+    /// The key just created: shown once, on its creation response only (`no-store`).
+    pub(crate) new_key: Option<String>,
+}
+
+/// One field of a provider's connect form.
+#[derive(Debug, Clone)]
+pub(crate) struct ContextField {
+    /// The form field name.
+    pub(crate) name: &'static str,
+    pub(crate) label: &'static str,
+    pub(crate) hint: &'static str,
+    /// The stored (non-secret) value.
+    pub(crate) value: String,
+}
+
+/// One verification result.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckRow {
+    pub(crate) operation: String,
+    pub(crate) ok: bool,
+    pub(crate) reason: Option<String>,
+    pub(crate) remediation: Option<String>,
+    pub(crate) checked: String,
+}
+
+/// One provider card on the providers tab.
+#[derive(Debug, Clone)]
+pub(crate) struct ProviderCard {
+    /// The provider id (`e2b`).
+    pub(crate) provider: String,
+    /// Its display name (`E2B`).
+    pub(crate) label: String,
+    /// Whether this server runs it (enabled in its configuration).
+    pub(crate) enabled: bool,
+    /// Whether the project has a profile for it.
+    pub(crate) connected: bool,
+    /// Whether a credential is stored (never the credential).
+    pub(crate) has_credential: bool,
+    /// Whether the provider needs a credential at all.
+    pub(crate) needs_credential: bool,
+    /// The context fields of its form.
+    pub(crate) fields: Vec<ContextField>,
+    /// What is missing before it can serve; empty when ready.
+    pub(crate) missing: Vec<String>,
+    /// The last deep verification, one row per operation.
+    pub(crate) checks: Vec<CheckRow>,
+}
+
+/// The providers tab.
+#[derive(Debug, Clone)]
+pub(crate) struct ProvidersPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) cards: Vec<ProviderCard>,
+}
+
+/// One sandbox in the list.
+#[derive(Debug, Clone)]
+pub(crate) struct SandboxRow {
+    pub(crate) id: String,
+    pub(crate) provider: String,
+    pub(crate) status: String,
+    /// How old the status is, for humans ("12 s ago").
+    pub(crate) observed: String,
+    pub(crate) created: String,
+    /// When it was deleted (tombstones).
+    pub(crate) deleted: Option<String>,
+}
+
+/// The sandboxes tab.
+#[derive(Debug, Clone)]
+pub(crate) struct SandboxesPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) rows: Vec<SandboxRow>,
+    /// The cursor of the next page, if any.
+    pub(crate) next: Option<String>,
+}
+
+/// One sandbox's page.
+#[derive(Debug, Clone)]
+pub(crate) struct SandboxPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) row: SandboxRow,
+    /// Every other fact, as label and value (provenance, native id, create state …).
+    pub(crate) facts: Vec<(String, String)>,
+    /// Why the status is the registry's and not the provider's (it could not be asked).
+    pub(crate) notice: Option<String>,
+}
+
+/// The project settings tab.
+#[derive(Debug, Clone)]
+pub(crate) struct ProjectSettingsPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+}

@@ -1,0 +1,113 @@
+//! `POST /mcp`: the MCP server over streamable HTTP (`corral-mcp`), on the API's listener.
+//!
+//! The route authenticates and admits the caller exactly as every API operation does (the
+//! project API key as `Authorization: Bearer`; never the console's cookie), reads the
+//! JSON-RPC message under the API's largest body limit, and hands it to `corral-mcp`, whose
+//! rmcp service answers it statelessly with JSON. The tools then call the API on this
+//! listener with the caller's key (`corral_mcp::Upstream`, set by [`crate::listen::bind`]), so
+//! each tool call is authenticated, rate-limited and idempotent as the API call it is. Why a
+//! route and not a second listener or a tower adapter: `corral-mcp`'s crate docs.
+
+use actix_web::http::{StatusCode, header};
+use actix_web::{HttpRequest, HttpResponse, post, web};
+use corral_errors::ErrorCode;
+use corral_service::error::ServiceError;
+
+use crate::doc::errors;
+use crate::extract::{Authenticated, BodyLimit, Json};
+use crate::reply::{Reply, fail};
+
+errors!(McpErrors: &[
+    ErrorCode::InvalidRequest,
+    ErrorCode::MissingApiKey,
+    ErrorCode::AuthenticationError,
+    ErrorCode::PayloadTooLarge,
+    ErrorCode::RateLimited,
+    ErrorCode::RequestTimeout,
+    ErrorCode::SandboxRegistryUnavailable,
+    ErrorCode::InternalError,
+]);
+
+/// `/mcp`'s body limit: `file_write`'s content, as the API's own `files/write`.
+pub(crate) struct McpBody;
+impl BodyLimit for McpBody {
+    const BYTES: usize = corral_mcp::MAX_MESSAGE_BYTES;
+}
+
+/// The request headers rmcp reads (content negotiation and protocol version); the key and
+/// any cookie stay here.
+const FORWARDED: [&str; 4] = [
+    "content-type",
+    "accept",
+    "mcp-protocol-version",
+    "mcp-session-id",
+];
+
+/// Call Corral's MCP tools (Model Context Protocol, streamable HTTP, stateless).
+///
+/// One JSON-RPC 2.0 message per request (`initialize`, `tools/list`, `tools/call`, …), as the
+/// MCP streamable-HTTP transport sends it (`Accept: application/json, text/event-stream`);
+/// the answer is the JSON-RPC response (200), or nothing for a notification (202). A tool's
+/// failure is a successful JSON-RPC answer with `isError: true` and the v3 code in its
+/// structured content. docs/mcp.md lists the tools.
+#[utoipa::path(
+    operation_id = "callMcp", tag = "mcp",
+    request_body(content = Object, content_type = "application/json",
+        description = "A JSON-RPC 2.0 message of the MCP protocol. At most 7 MiB."),
+    responses(
+        (status = 200, description = "The JSON-RPC response.", body = Object),
+        (status = 202, description = "A notification, accepted."),
+        McpErrors,
+    ))]
+#[post("/mcp")]
+pub(crate) async fn call_mcp(
+    req: HttpRequest,
+    _caller: Authenticated,
+    body: Json<serde_json::Value, McpBody>,
+    upstream: Option<web::Data<corral_mcp::Upstream>>,
+) -> Reply {
+    let Some(upstream) = upstream else {
+        return Err(fail(&req)(ServiceError::internal(
+            "MCP is served only on a bound listener",
+        )));
+    };
+    // `Authenticated` has checked the header is a valid `Bearer` key.
+    let key = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .map(|(_, key)| key.trim().to_owned())
+        .unwrap_or_default();
+    let client = upstream
+        .client(&key)
+        .map_err(|e| fail(&req)(ServiceError::internal(e.to_string())))?;
+    let headers: Vec<(String, String)> = FORWARDED
+        .iter()
+        .filter_map(|name| {
+            let value = req.headers().get(*name)?.to_str().ok()?;
+            Some(((*name).to_owned(), value.to_owned()))
+        })
+        .collect();
+    let bytes = serde_json::to_vec(&body.0).unwrap_or_default();
+    let answer = corral_mcp::handle_http(client, "POST", &headers, bytes.into()).await;
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    if status.is_client_error() || status.is_server_error() {
+        // rmcp's own refusals (wrong `Accept`, an unknown protocol version, …) are plain
+        // text; the API answers every failure with the envelope.
+        let text = String::from_utf8_lossy(&answer.body).into_owned();
+        let err = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => ServiceError::PayloadTooLarge { message: text },
+            s if s.is_server_error() => ServiceError::internal(format!("MCP: {text}")),
+            _ => ServiceError::invalid(format!("MCP: {text}")),
+        };
+        return Err(fail(&req)(err));
+    }
+    let mut response = HttpResponse::build(status);
+    for (name, value) in &answer.headers {
+        if matches!(name.as_str(), "content-type" | "mcp-session-id") {
+            response.insert_header((name.as_str(), value.as_str()));
+        }
+    }
+    Ok(response.body(answer.body))
+}
