@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CommandId, CommandState, SandboxId, SandboxStatus, Timestamp};
+use crate::{CommandId, CommandState, Provider, SandboxId, SandboxStatus, Timestamp};
 
 /// What an event reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -22,6 +22,14 @@ pub enum EventType {
     /// A sandbox was deleted by request.
     #[serde(rename = "sandbox.deleted")]
     SandboxDeleted,
+    /// The orphan reaper found a live sandbox gone at its provider before its lifetime ended
+    /// and nobody here deleted it; its record is now a tombstone (`reason`: `vanished`).
+    #[serde(rename = "sandbox.vanished")]
+    SandboxVanished,
+    /// The orphan reaper found a sandbox this deployment made that no live record here names
+    /// (`provider`, `nativeId`; `sandboxId` when a tombstone still names it).
+    #[serde(rename = "sandbox.orphan_found")]
+    SandboxOrphanFound,
     /// The provider confirmed a command's start.
     #[serde(rename = "command.started")]
     CommandStarted,
@@ -32,10 +40,12 @@ pub enum EventType {
 
 impl EventType {
     /// Every type.
-    pub const ALL: [EventType; 5] = [
+    pub const ALL: [EventType; 7] = [
         EventType::SandboxCreated,
         EventType::SandboxStatusChanged,
         EventType::SandboxDeleted,
+        EventType::SandboxVanished,
+        EventType::SandboxOrphanFound,
         EventType::CommandStarted,
         EventType::CommandExited,
     ];
@@ -46,6 +56,8 @@ impl EventType {
             EventType::SandboxCreated => "sandbox.created",
             EventType::SandboxStatusChanged => "sandbox.status_changed",
             EventType::SandboxDeleted => "sandbox.deleted",
+            EventType::SandboxVanished => "sandbox.vanished",
+            EventType::SandboxOrphanFound => "sandbox.orphan_found",
             EventType::CommandStarted => "command.started",
             EventType::CommandExited => "command.exited",
         }
@@ -75,6 +87,9 @@ pub mod reason {
     pub const OBSERVED: &str = "observed";
     /// The create failed: the provider refused it or reconciliation found nothing.
     pub const CREATE_FAILED: &str = "create_failed";
+    /// The provider no longer has the sandbox, and neither a delete here nor its lifetime
+    /// explains it (`sandbox.vanished`).
+    pub const VANISHED: &str = "vanished";
 }
 
 /// One lifecycle event. `id` orders a project's events (gaps are possible where retention
@@ -88,8 +103,16 @@ pub struct LifecycleEvent {
     /// What happened.
     #[serde(rename = "type")]
     pub kind: EventType,
-    /// The sandbox it happened to (or that runs the command).
-    pub sandbox_id: SandboxId,
+    /// The sandbox it happened to (or that runs the command); `null` for
+    /// `sandbox.orphan_found` when no record here names the provider's sandbox.
+    #[serde(default)]
+    pub sandbox_id: Option<SandboxId>,
+    /// The provider holding the sandbox (`sandbox.orphan_found`).
+    #[serde(default)]
+    pub provider: Option<Provider>,
+    /// The provider's own id of the sandbox (`sandbox.orphan_found`).
+    #[serde(default)]
+    pub native_id: Option<String>,
     /// The command, for `command.*` events.
     #[serde(default)]
     pub command_id: Option<CommandId>,

@@ -5,13 +5,19 @@ use std::time::Duration;
 
 use corral_provider::{CallContext, ProviderError, Result};
 use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
-use corral_provider_http::{Failure, ProviderHttp, TrustedUrl, Url, collect_pages, multipart_file};
+use corral_provider_http::{
+    Failure, Page, ProviderHttp, TrustedUrl, Url, collect_pages, multipart_file,
+};
 
 use crate::api;
 
 use crate::P;
 /// Label carrying Corral's operation id.
 pub(crate) const OPERATION_LABEL: &str = "corral-operation-id";
+/// The label carrying the Corral deployment that made the sandbox (the reaper's tag).
+pub(crate) const DEPLOYMENT_LABEL: &str = "corral-deployment";
+/// The label carrying the Corral project the sandbox was made for.
+pub(crate) const PROJECT_LABEL: &str = "corral-project";
 /// Page size of label listings, and how many pages a lookup reads at most.
 const PAGE_LIMIT: &str = "100";
 const MAX_PAGES: usize = 10;
@@ -137,26 +143,36 @@ impl Client {
         key: &str,
         value: &str,
     ) -> Result<Vec<api::Sandbox>> {
-        let labels = serde_json::json!({ key: value }).to_string();
-        collect_pages(MAX_PAGES, |cursor: Option<String>| {
-            let labels = labels.as_str();
-            async move {
-                let mut query = vec![
-                    ("labels", labels),
-                    ("includeErroredDeleted", "true"),
-                    ("limit", PAGE_LIMIT),
-                ];
-                if let Some(c) = cursor.as_deref() {
-                    query.push(("cursor", c));
-                }
-                let req = self
-                    .http
-                    .authed_query(ctx, Method::GET, "/sandbox", &query)?;
-                let list: api::ListSandboxes = self.http.send_json(ctx, req).await?;
-                Ok(list.into_page())
-            }
+        collect_pages(MAX_PAGES, |cursor: Option<String>| async move {
+            self.list_page_by_label(ctx, key, value, cursor.as_deref())
+                .await
         })
         .await
+    }
+
+    /// One page of `GET /sandbox?labels=…` (errored and deleted ones included), from
+    /// `cursor`.
+    pub(crate) async fn list_page_by_label(
+        &self,
+        ctx: &CallContext,
+        key: &str,
+        value: &str,
+        cursor: Option<&str>,
+    ) -> Result<Page<api::Sandbox>> {
+        let labels = serde_json::json!({ key: value }).to_string();
+        let mut query = vec![
+            ("labels", labels.as_str()),
+            ("includeErroredDeleted", "true"),
+            ("limit", PAGE_LIMIT),
+        ];
+        if let Some(c) = cursor {
+            query.push(("cursor", c));
+        }
+        let req = self
+            .http
+            .authed_query(ctx, Method::GET, "/sandbox", &query)?;
+        let list: api::ListSandboxes = self.http.send_json(ctx, req).await?;
+        Ok(list.into_page())
     }
 
     /// Toolbox `POST /process/execute`; the HTTP exchange may take `limit`.

@@ -60,12 +60,12 @@ use corral_provider::files::check_parent_dir;
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
     ExecOutput, ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider,
-    Started,
+    Started, TaggedPage, TaggedSandbox,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp, TrustedHosts, TrustedUrl, read_file_body};
 use futures::stream::{self, StreamExt as _};
 
-use crate::client::{Client, OPERATION_LABEL, toolbox_base};
+use crate::client::{Client, DEPLOYMENT_LABEL, OPERATION_LABEL, PROJECT_LABEL, toolbox_base};
 pub use crate::commands::session_id;
 
 pub(crate) const P: Provider = Provider::Daytona;
@@ -232,7 +232,7 @@ impl SandboxProvider for DaytonaProvider {
         let body = api::CreateSandbox {
             name: Some(name.clone()),
             snapshot: spec.request.image().map(str::to_owned),
-            labels: BTreeMap::from([(OPERATION_LABEL.to_owned(), spec.operation_id.to_string())]),
+            labels: labels(ctx, &spec.operation_id),
             auto_stop_interval: Some(minutes(timeout)),
         };
         let created = match self.client.create_sandbox(ctx, &body).await? {
@@ -352,6 +352,31 @@ impl SandboxProvider for DaytonaProvider {
         })
         .await?;
         self.client.upload(ctx, &toolbox, path, content).await
+    }
+
+    /// `GET /sandbox` filtered by the deployment's label, one Daytona page per call (the page
+    /// token is Daytona's cursor).
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let listed = self
+            .client
+            .list_page_by_label(ctx, DEPLOYMENT_LABEL, deployment, page)
+            .await?;
+        Ok(TaggedPage {
+            sandboxes: listed
+                .items
+                .iter()
+                .map(|s| TaggedSandbox {
+                    observed: Self::observed(s),
+                    project: s.labels.get(PROJECT_LABEL).cloned(),
+                })
+                .collect(),
+            next: listed.next,
+        })
     }
 
     async fn find_by_operation_id(
@@ -548,6 +573,19 @@ impl SandboxProvider for DaytonaProvider {
             .and_then(|s| s.commands.into_iter().next())
             .map(|cmd| commands::handle(&sid, &cmd.id)))
     }
+}
+
+/// The labels every create carries: the operation id, and the deployment and project when the
+/// service named them.
+fn labels(ctx: &CallContext, operation_id: &OperationId) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([(OPERATION_LABEL.to_owned(), operation_id.to_string())]);
+    if let Some(d) = ctx.deployment() {
+        labels.insert(DEPLOYMENT_LABEL.to_owned(), d.to_owned());
+    }
+    if let Some(p) = ctx.project() {
+        labels.insert(PROJECT_LABEL.to_owned(), p.to_owned());
+    }
+    labels
 }
 
 #[cfg(test)]

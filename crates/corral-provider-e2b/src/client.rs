@@ -16,6 +16,10 @@ use crate::P;
 pub(crate) const ENVD_PORT: u16 = 49983;
 /// Metadata key carrying Corral's operation id.
 pub(crate) const OPERATION_KEY: &str = "corral_operation_id";
+/// The metadata key carrying the Corral deployment that made the sandbox (the reaper's tag).
+pub(crate) const DEPLOYMENT_KEY: &str = "corral_deployment";
+/// The metadata key carrying the Corral project the sandbox was made for.
+pub(crate) const PROJECT_KEY: &str = "corral_project";
 /// The control API's credential header.
 pub(crate) const API_KEY_AUTH: Auth = Auth::Header("X-API-Key");
 /// envd's per-sandbox token header.

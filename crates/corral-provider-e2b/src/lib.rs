@@ -64,14 +64,16 @@ use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Sign
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
     ExecOutput, ExecSpec, ExposeSecret as _, ObservedSandbox, OutputOffsets, ProviderError, Result,
-    SandboxProvider, SecretString, Started, files,
+    SandboxProvider, SecretString, Started, TaggedPage, TaggedSandbox, files,
 };
 use corral_provider_http::{
     HttpConfig, ProviderHttp, TrustedHosts, collect_pages, map_body_error, read_file_body,
 };
 use futures::StreamExt as _;
 
-use crate::client::{API_KEY_AUTH, Client, Envd, OPERATION_KEY, envd_user};
+use crate::client::{
+    API_KEY_AUTH, Client, DEPLOYMENT_KEY, Envd, OPERATION_KEY, PROJECT_KEY, envd_user,
+};
 
 pub(crate) const P: Provider = Provider::E2b;
 /// Largest single Connect message accepted from envd (its data events are far smaller).
@@ -427,7 +429,7 @@ impl SandboxProvider for E2bProvider {
                 .map_or_else(|| self.default_template.clone(), str::to_owned),
             timeout,
             secure: Some(true),
-            metadata: BTreeMap::from([(OPERATION_KEY.to_owned(), spec.operation_id.to_string())]),
+            metadata: tags(ctx, &spec.operation_id),
         };
         let created = self.client.create_sandbox(ctx, &body).await?;
         // The sandbox exists now: failing to remember its envd must not hide that.
@@ -514,6 +516,36 @@ impl SandboxProvider for E2bProvider {
             .await
             .map_err(|e| e.for_file(path))?;
         Ok(())
+    }
+
+    /// The v2 listing filtered by the deployment's metadata tag, one E2B page per call (the
+    /// page token is E2B's `X-Next-Token`).
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let metadata = format!("{DEPLOYMENT_KEY}={deployment}");
+        let listed = self
+            .client
+            .list_sandboxes_page(ctx, &metadata, page.map(str::to_owned))
+            .await?;
+        Ok(TaggedPage {
+            sandboxes: listed
+                .items
+                .iter()
+                .map(|d| TaggedSandbox {
+                    observed: Self::observed(d),
+                    project: d
+                        .metadata
+                        .as_ref()
+                        .and_then(|m| m.get(PROJECT_KEY))
+                        .cloned(),
+                })
+                .collect(),
+            next: listed.next,
+        })
     }
 
     async fn find_by_operation_id(
@@ -719,6 +751,19 @@ impl SandboxProvider for E2bProvider {
             || self.recorded_exit(ctx, &envd, command_id).await?.is_some();
         Ok(known.then(|| command_id.to_string()))
     }
+}
+
+/// The metadata every create carries: the operation id, and the deployment and project when
+/// the service named them.
+fn tags(ctx: &CallContext, operation_id: &OperationId) -> BTreeMap<String, String> {
+    let mut tags = BTreeMap::from([(OPERATION_KEY.to_owned(), operation_id.to_string())]);
+    if let Some(d) = ctx.deployment() {
+        tags.insert(DEPLOYMENT_KEY.to_owned(), d.to_owned());
+    }
+    if let Some(p) = ctx.project() {
+        tags.insert(PROJECT_KEY.to_owned(), p.to_owned());
+    }
+    tags
 }
 
 #[cfg(test)]

@@ -166,7 +166,7 @@ use corral_domain::{
 };
 use corral_provider::{
     CallContext, CommandEvents, CommandSpec, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    OutputOffsets, ProviderError, Result, SandboxProvider, Started,
+    OutputOffsets, ProviderError, Result, SandboxProvider, Started, TaggedPage, TaggedSandbox,
 };
 
 pub use capabilities::{MAX_TIMEOUT_SECONDS, capabilities};
@@ -981,7 +981,7 @@ impl LocalProvider {
     /// sandbox counts against, and whether it gets a network.
     pub async fn create_with(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         spec: &CreateSpec,
         local: &LocalCreate,
     ) -> Result<ObservedSandbox> {
@@ -1033,6 +1033,7 @@ impl LocalProvider {
             uid: None,
             uid_count: None,
             project: local.project.clone(),
+            deployment: ctx.deployment().map(str::to_owned),
             network: local.network,
             image: image.as_ref().map(|(name, _)| name.clone()),
             image_root: image.map(|(_, root)| root),
@@ -1447,6 +1448,50 @@ impl SandboxProvider for LocalProvider {
                     observed(m, status)
                 })
                 .collect())
+        })
+        .await?
+    }
+
+    /// One page: every sandbox on this host tagged with `deployment`, in native-id order (the
+    /// store is a directory; a host holds few enough sandboxes for one page).
+    async fn list_tagged(
+        &self,
+        _ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        self.ready()?;
+        if page.is_some() {
+            // No page but the first is ever handed out.
+            return Ok(TaggedPage::default());
+        }
+        let shared = self.shared.clone();
+        let wanted = deployment.to_owned();
+        blocking(move || {
+            let now = store::now_unix();
+            let mut all = shared
+                .store
+                .list()
+                .map_err(|e| unavailable(format!("cannot list sandboxes: {e}")))?;
+            all.retain(|m| m.deployment.as_deref() == Some(wanted.as_str()));
+            all.sort_by(|a, b| a.native_id.cmp(&b.native_id));
+            Ok(TaggedPage {
+                sandboxes: all
+                    .iter()
+                    .map(|m| TaggedSandbox {
+                        observed: observed(
+                            m,
+                            if m.expired_at(now) {
+                                SandboxStatus::Expired
+                            } else {
+                                SandboxStatus::Running
+                            },
+                        ),
+                        project: m.project.clone(),
+                    })
+                    .collect(),
+                next: None,
+            })
         })
         .await?
     }

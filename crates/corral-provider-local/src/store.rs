@@ -71,6 +71,9 @@ pub(crate) struct Metadata {
     /// The project the sandbox counts against, if the create named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) project: Option<String>,
+    /// The Corral deployment whose create made it (the orphan reaper's tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deployment: Option<String>,
     /// Whether the sandbox has a (guarded) network of its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) network: bool,
@@ -462,6 +465,7 @@ mod tests {
             uid: None,
             uid_count: None,
             project: None,
+            deployment: None,
             network: false,
             image: None,
             image_root: None,

@@ -245,6 +245,16 @@ impl SandboxProvider for Counting {
         self.inner.write_file(ctx, native_id, path, content).await
     }
 
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<corral_provider::TaggedPage> {
+        self.enter("list_tagged", ctx)?;
+        self.inner.list_tagged(ctx, deployment, page).await
+    }
+
     async fn find_by_operation_id(
         &self,
         ctx: &CallContext,

@@ -17,7 +17,7 @@ use corral_domain::{
 };
 use corral_provider::{
     CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox, ProviderError,
-    Result, SandboxProvider, files_via_exec,
+    Result, SandboxProvider, TaggedPage, TaggedSandbox, files_via_exec,
 };
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -96,7 +96,12 @@ pub async fn run_command(
 struct HostSandbox {
     dir: tempfile::TempDir,
     operation_id: OperationId,
+    deployment: Option<String>,
+    project: Option<String>,
 }
+
+/// Sandboxes per page of [`HostShellProvider::list_tagged`]: small, so tests cross pages.
+pub const TAGGED_PAGE_SIZE: usize = 2;
 
 /// A [`SandboxProvider`] over host directories, with files through exec. Tests only.
 pub struct HostShellProvider {
@@ -165,7 +170,7 @@ impl SandboxProvider for HostShellProvider {
         &self.caps
     }
 
-    async fn create(&self, _ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
+    async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
         let dir = tempfile::tempdir().map_err(|e| ProviderError::Unavailable {
             provider: Provider::Local,
             message: e.to_string(),
@@ -177,6 +182,8 @@ impl SandboxProvider for HostShellProvider {
             HostSandbox {
                 dir,
                 operation_id: spec.operation_id,
+                deployment: ctx.deployment().map(str::to_owned),
+                project: ctx.project().map(str::to_owned),
             },
         );
         Ok(ObservedSandbox {
@@ -263,5 +270,41 @@ impl SandboxProvider for HostShellProvider {
                 operation_id: Some(sb.operation_id),
             })
             .collect())
+    }
+
+    /// Pages of [`TAGGED_PAGE_SIZE`] in native-id order; the token is the last id of the
+    /// page before.
+    async fn list_tagged(
+        &self,
+        _ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let sandboxes = self.sandboxes.lock().expect("lock");
+        let mut tagged: Vec<_> = sandboxes
+            .iter()
+            .filter(|(id, sb)| {
+                sb.deployment.as_deref() == Some(deployment) && page.is_none_or(|p| id.as_str() > p)
+            })
+            .collect();
+        tagged.sort_by(|a, b| a.0.cmp(b.0));
+        let more = tagged.len() > TAGGED_PAGE_SIZE;
+        tagged.truncate(TAGGED_PAGE_SIZE);
+        Ok(TaggedPage {
+            next: more
+                .then(|| tagged.last().map(|(id, _)| (*id).clone()))
+                .flatten(),
+            sandboxes: tagged
+                .into_iter()
+                .map(|(id, sb)| TaggedSandbox {
+                    observed: ObservedSandbox {
+                        native_id: id.clone(),
+                        status: SandboxStatus::Running,
+                        operation_id: Some(sb.operation_id),
+                    },
+                    project: sb.project.clone(),
+                })
+                .collect(),
+        })
     }
 }

@@ -178,6 +178,16 @@ impl SandboxProvider for Spy {
         self.inner.write_file(ctx, native_id, path, content).await
     }
 
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<corral_provider::TaggedPage> {
+        self.record("list_tagged");
+        self.inner.list_tagged(ctx, deployment, page).await
+    }
+
     async fn find_by_operation_id(
         &self,
         ctx: &CallContext,

@@ -16,6 +16,7 @@ pub struct CallContext {
     deadline: Option<Instant>,
     pinned_addrs: Option<Arc<[SocketAddr]>>,
     project: Option<Arc<str>>,
+    deployment: Option<Arc<str>>,
 }
 
 impl CallContext {
@@ -27,6 +28,7 @@ impl CallContext {
             deadline: None,
             pinned_addrs: None,
             project: None,
+            deployment: None,
         }
     }
 
@@ -57,6 +59,19 @@ impl CallContext {
     /// The Corral project the call is made for, when the caller said.
     pub fn project(&self) -> Option<&str> {
         self.project.as_deref()
+    }
+
+    /// The same context naming this Corral deployment (one id shared by every replica over one
+    /// registry): creates tag their resource with it so the orphan reaper can tell this
+    /// deployment's sandboxes from others' on a shared provider account.
+    pub fn with_deployment(mut self, deployment: impl Into<Arc<str>>) -> Self {
+        self.deployment = Some(deployment.into());
+        self
+    }
+
+    /// The Corral deployment the call is made for, when the caller said.
+    pub fn deployment(&self) -> Option<&str> {
+        self.deployment.as_deref()
     }
 
     /// The provider credential, if any. Expose it only to build the provider request.

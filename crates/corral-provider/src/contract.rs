@@ -21,7 +21,7 @@ use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Sign
 
 use crate::{
     CallContext, CommandEvents, CommandSpec, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    OutputOffsets, ProviderError, Result, SandboxProvider, Started,
+    OutputOffsets, ProviderError, Result, SandboxProvider, Started, TaggedPage,
 };
 
 /// The longest native id accepted. Every provider Corral speaks to documents ids far shorter
@@ -194,6 +194,27 @@ impl SandboxProvider for Contracted {
                 Ok(found)
             });
         self.observe("find_by_operation_id", start, &result);
+        result
+    }
+
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let start = Instant::now();
+        let result = self
+            .inner
+            .list_tagged(ctx, deployment, page)
+            .await
+            .and_then(|page| {
+                for s in &page.sandboxes {
+                    check_native_id(self.inner.provider(), &s.observed.native_id)?;
+                }
+                Ok(page)
+            });
+        self.observe("list_tagged", start, &result);
         result
     }
 

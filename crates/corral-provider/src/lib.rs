@@ -40,6 +40,7 @@ use std::time::Duration;
 
 pub use adapter::Adapter;
 pub use commands::{CommandEvent, CommandEvents, CommandSpec, OutputOffsets, Started};
+
 pub use context::CallContext;
 pub use contract::{CallObserver, Contracted, MAX_NATIVE_ID_LEN, check_native_id};
 pub use error::{ProviderError, Result, excerpt};
@@ -67,6 +68,24 @@ pub struct ObservedSandbox {
     pub status: SandboxStatus,
     /// The operation id found on the resource, if the provider returned it.
     pub operation_id: Option<OperationId>,
+}
+
+/// A sandbox found by [`SandboxProvider::list_tagged`]: one this deployment made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaggedSandbox {
+    /// The sandbox as the provider reports it (with the operation id it was tagged with).
+    pub observed: ObservedSandbox,
+    /// The Corral project it was tagged with, if the provider returned that tag.
+    pub project: Option<String>,
+}
+
+/// One page of [`SandboxProvider::list_tagged`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaggedPage {
+    /// The sandboxes on this page.
+    pub sandboxes: Vec<TaggedSandbox>,
+    /// The token of the next page; `None` on the last.
+    pub next: Option<String>,
 }
 
 /// A command to run.
@@ -169,6 +188,25 @@ pub trait SandboxProvider: Send + Sync + 'static {
         ctx: &CallContext,
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>>;
+
+    /// One page of the sandboxes the provider holds that carry `deployment`'s tag (every
+    /// create tags its resource with [`CallContext::deployment`] and [`CallContext::project`]
+    /// beside the operation id). `page` is a token from an earlier page's `next`. For the
+    /// orphan reaper: like [`SandboxProvider::find_by_operation_id`], an absent sandbox is
+    /// not proof of absence. `Unsupported` where the provider cannot list by tag.
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let _ = (ctx, deployment, page);
+        Err(ProviderError::Unsupported {
+            provider: self.provider(),
+            operation: "list_tagged",
+            reason: "this adapter cannot list its sandboxes by tag yet".into(),
+        })
+    }
 
     /// Starts a command detached: it keeps running whatever happens to this call's caller.
     /// Starting a `command_id` that already started must not run it twice (answer its handle,

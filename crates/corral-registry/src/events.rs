@@ -8,7 +8,8 @@
 //! below `n` committed later.
 
 use corral_domain::{
-    CommandId, CommandState, EventType, LifecycleEvent, SandboxId, SandboxStatus, Timestamp,
+    CommandId, CommandState, EventType, LifecycleEvent, Provider, SandboxId, SandboxStatus,
+    Timestamp,
 };
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -25,7 +26,9 @@ pub(crate) struct NewEventRow {
     pub(crate) project_id: String,
     pub(crate) seq: i64,
     pub(crate) kind: String,
-    pub(crate) sandbox_id: String,
+    pub(crate) sandbox_id: Option<String>,
+    pub(crate) provider: Option<String>,
+    pub(crate) native_id: Option<String>,
     pub(crate) command_id: Option<String>,
     pub(crate) status: Option<String>,
     pub(crate) previous_status: Option<String>,
@@ -44,7 +47,9 @@ impl NewEventRow {
             project_id: project.to_owned(),
             seq: 0,
             kind: kind.as_str().to_owned(),
-            sandbox_id: sandbox.to_owned(),
+            sandbox_id: Some(sandbox.to_owned()),
+            provider: None,
+            native_id: None,
             command_id: None,
             status: None,
             previous_status: None,
@@ -129,7 +134,9 @@ pub(crate) use append_event;
 struct EventRow {
     seq: i64,
     kind: String,
-    sandbox_id: String,
+    sandbox_id: Option<String>,
+    provider: Option<String>,
+    native_id: Option<String>,
     command_id: Option<String>,
     status: Option<String>,
     previous_status: Option<String>,
@@ -158,8 +165,13 @@ impl EventRow {
             kind: self.kind.parse().map_err(|_| corrupt("type"))?,
             sandbox_id: self
                 .sandbox_id
-                .parse::<SandboxId>()
-                .map_err(|_| corrupt("sandbox id"))?,
+                .map(|s| s.parse::<SandboxId>().map_err(|_| corrupt("sandbox id")))
+                .transpose()?,
+            provider: self
+                .provider
+                .map(|p| p.parse::<Provider>().map_err(|_| corrupt("provider")))
+                .transpose()?,
+            native_id: self.native_id,
             command_id: self
                 .command_id
                 .map(|c| c.parse::<CommandId>().map_err(|_| corrupt("command id")))

@@ -85,6 +85,7 @@ mod events;
 mod migrations;
 mod model;
 mod outbox;
+mod reaper;
 mod registry;
 mod rows;
 pub mod schema;
@@ -104,9 +105,10 @@ pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;
 pub use model::{
-    ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
-    ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
+    ApiKeyInfo, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential,
+    Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
 };
+pub use reaper::{MAX_ORPHANS_LISTED, Orphan};
 pub use registry::{LAST_USE_PRECISION, ListCursor, Registry, cursor_pattern};
 pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey, api_key_id};
 pub use webhooks::{

@@ -45,6 +45,10 @@ const SQLITE: &[Migration] = &[
         version: "0008_webhooks",
         up: include_str!("../migrations/sqlite/0008_webhooks/up.sql"),
     },
+    Migration {
+        version: "0009_reaper",
+        up: include_str!("../migrations/sqlite/0009_reaper/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -75,6 +79,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0008_webhooks",
         up: include_str!("../migrations/postgres/0008_webhooks/up.sql"),
+    },
+    Migration {
+        version: "0009_reaper",
+        up: include_str!("../migrations/postgres/0009_reaper/up.sql"),
     },
 ];
 

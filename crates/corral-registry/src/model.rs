@@ -226,6 +226,38 @@ pub struct SandboxRecord {
     pub updated_at: Timestamp,
     /// When it was deleted (tombstones only).
     pub deleted_at: Option<Timestamp>,
+    /// When the lifetime asked for at create ends (`None`: none was asked, or unknown).
+    pub expires_at: Option<Timestamp>,
+    /// Why a tombstone ended (`None` on live records and on tombstones made before this was
+    /// recorded).
+    pub end_reason: Option<EndReason>,
+}
+
+/// Why a sandbox's record became a tombstone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// Deleted through Corral.
+    Deleted,
+    /// The orphan reaper found it gone at the provider before its lifetime ended, with no
+    /// delete here to explain it.
+    Vanished,
+}
+
+impl EndReason {
+    /// The stored value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Deleted => "deleted",
+            EndReason::Vanished => "vanished",
+        }
+    }
+
+    /// Parses a stored value.
+    pub fn parse(s: &str) -> Option<Self> {
+        [EndReason::Deleted, EndReason::Vanished]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
 }
 
 impl SandboxRecord {

@@ -19,8 +19,8 @@ use crate::db::{Database, PooledConnection, run, to_micros, write_tx};
 use crate::error::{RegistryError, Result, db_error};
 use crate::events::{NewEventRow, append_event};
 use crate::model::{
-    ApiKeyInfo, CreateState, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential, Project,
-    ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
+    ApiKeyInfo, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential,
+    Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
 };
 use crate::rows::{ApiKeyRow, ProfileRow, ProjectRow, SandboxRow, VerificationRow};
 use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};
@@ -684,6 +684,16 @@ impl Registry {
     /// Records a sandbox before the provider is called: create state `pending`, status
     /// `creating`. [`RegistryError::Conflict`] when the id or operation id is taken.
     pub async fn insert_sandbox(&self, new: NewSandbox) -> Result<SandboxRecord> {
+        self.insert_sandbox_until(new, None).await
+    }
+
+    /// [`Registry::insert_sandbox`], remembering when the lifetime asked for ends (so a
+    /// sandbox the provider no longer has can be told expired from vanished).
+    pub async fn insert_sandbox_until(
+        &self,
+        new: NewSandbox,
+        expires_at: Option<Timestamp>,
+    ) -> Result<SandboxRecord> {
         let now = self.db.now();
         let record = SandboxRecord {
             id: new.id,
@@ -696,6 +706,8 @@ impl Registry {
             created_at: now,
             updated_at: now,
             deleted_at: None,
+            expires_at,
+            end_reason: None,
         };
         let row = SandboxRow::from_record(&record)?;
         let stored = row.clone().into_record()?;
@@ -1019,6 +1031,7 @@ impl Registry {
                 sandboxes::status_observed_at.eq(now),
                 sandboxes::deleted_at.eq(Some(now)),
                 sandboxes::updated_at.eq(now),
+                sandboxes::end_reason.eq(Some(EndReason::Deleted.as_str())),
             ))
             .execute(c)
             .await

@@ -6,7 +6,9 @@ use corral_domain::{Provider, ProviderContext, SandboxId, SandboxMetadata, Sandb
 
 use crate::db::from_micros;
 use crate::error::{RegistryError, Result};
-use crate::model::{ApiKeyInfo, CreateState, Project, ProjectId, SandboxRecord, Verification};
+use crate::model::{
+    ApiKeyInfo, CreateState, EndReason, Project, ProjectId, SandboxRecord, Verification,
+};
 use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};
 
 fn corrupt(what: &str) -> RegistryError {
@@ -130,6 +132,8 @@ pub(crate) struct SandboxRow {
     pub(crate) created_at: i64,
     pub(crate) updated_at: i64,
     pub(crate) deleted_at: Option<i64>,
+    pub(crate) expires_at: Option<i64>,
+    pub(crate) end_reason: Option<String>,
 }
 
 impl SandboxRow {
@@ -157,6 +161,8 @@ impl SandboxRow {
             created_at,
             updated_at: r.updated_at.timestamp_micros(),
             deleted_at: r.deleted_at.map(|t| t.timestamp_micros()),
+            expires_at: r.expires_at.map(|t| t.timestamp_micros()),
+            end_reason: r.end_reason.map(|e| e.as_str().to_owned()),
         })
     }
 
@@ -179,6 +185,11 @@ impl SandboxRow {
             created_at: from_micros(self.created_at)?,
             updated_at: from_micros(self.updated_at)?,
             deleted_at: self.deleted_at.map(from_micros).transpose()?,
+            expires_at: self.expires_at.map(from_micros).transpose()?,
+            end_reason: self
+                .end_reason
+                .map(|e| EndReason::parse(&e).ok_or_else(|| corrupt("end reason")))
+                .transpose()?,
         })
     }
 }

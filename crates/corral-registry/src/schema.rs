@@ -60,6 +60,8 @@ diesel::table! {
         updated_at -> BigInt,
         deleted_at -> Nullable<BigInt>,
         reconcile_attempted_at -> Nullable<BigInt>,
+        expires_at -> Nullable<BigInt>,
+        end_reason -> Nullable<Text>,
     }
 }
 
@@ -144,7 +146,9 @@ diesel::table! {
         project_id -> Text,
         seq -> BigInt,
         kind -> Text,
-        sandbox_id -> Text,
+        sandbox_id -> Nullable<Text>,
+        provider -> Nullable<Text>,
+        native_id -> Nullable<Text>,
         command_id -> Nullable<Text>,
         status -> Nullable<Text>,
         previous_status -> Nullable<Text>,
@@ -185,5 +189,32 @@ diesel::table! {
         lease_until -> Nullable<BigInt>,
         created_at -> BigInt,
         updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    deployment (id) {
+        id -> Text,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    leases (name) {
+        name -> Text,
+        owner -> Text,
+        until_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    orphans (provider, native_id) {
+        provider -> Text,
+        native_id -> Text,
+        project_id -> Nullable<Text>,
+        operation_id -> Nullable<Text>,
+        first_seen_at -> BigInt,
+        last_seen_at -> BigInt,
+        deleted_at -> Nullable<BigInt>,
     }
 }

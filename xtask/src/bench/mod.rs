@@ -1368,6 +1368,8 @@ async fn seed(world: &World, n: usize) -> Result<(), String> {
                 created_at: at,
                 updated_at: at,
                 deleted_at: deleted.then_some(at),
+                expires_at: None,
+                end_reason: None,
             }
         })
         .collect();

@@ -109,7 +109,7 @@ pub(crate) async fn a_sandboxs_life_is_reported_once_per_change_in_order(db: &Te
         [1, 2, 3],
         "one project's numbers start at 1 and have no gaps"
     );
-    assert!(events.iter().all(|e| e.sandbox_id == id));
+    assert!(events.iter().all(|e| e.sandbox_id == Some(id)));
     assert_eq!(events[0].status, Some(SandboxStatus::Creating));
     let changed = &events[1];
     assert_eq!(changed.previous_status, Some(SandboxStatus::Creating));
@@ -180,7 +180,7 @@ pub(crate) async fn commands_report_their_start_and_end_without_their_command_li
     assert!(
         events
             .iter()
-            .all(|e| e.command_id == Some(cmd) && e.sandbox_id == id)
+            .all(|e| e.command_id == Some(cmd) && e.sandbox_id == Some(id))
     );
     let exited = &events[1];
     assert_eq!(exited.command_state, Some(CommandState::Exited));
@@ -215,12 +215,12 @@ pub(crate) async fn each_project_reads_only_its_own_events_and_a_sandbox_filter_
     reg.tombstone(p, a).await.unwrap();
     let of_p = log.after(p, 0, 100, None).await.unwrap();
     assert_eq!(of_p.len(), 3);
-    assert!(of_p.iter().all(|e| e.sandbox_id != c));
+    assert!(of_p.iter().all(|e| e.sandbox_id != Some(c)));
     let of_q = log.after(q, 0, 100, None).await.unwrap();
     assert_eq!(of_q.len(), 1);
     assert_eq!(
         (of_q[0].id, of_q[0].sandbox_id),
-        (1, c),
+        (1, Some(c)),
         "q's log has its own numbers"
     );
     let of_a = log.after(p, 0, 100, Some(a)).await.unwrap();
@@ -262,7 +262,7 @@ pub(crate) async fn concurrent_appends_get_distinct_gapless_sequence_numbers(db:
     );
     // Per sandbox, created comes before deleted.
     for id in ids {
-        let mine: Vec<_> = events.iter().filter(|e| e.sandbox_id == id).collect();
+        let mine: Vec<_> = events.iter().filter(|e| e.sandbox_id == Some(id)).collect();
         assert_eq!(mine.len(), 2);
         assert_eq!(mine[0].kind, EventType::SandboxCreated);
         assert_eq!(mine[1].kind, EventType::SandboxDeleted);

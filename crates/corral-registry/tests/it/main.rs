@@ -8,6 +8,7 @@ mod keys;
 mod profiles;
 mod projects;
 mod props;
+mod reaper;
 mod sandboxes;
 mod webhooks;
 

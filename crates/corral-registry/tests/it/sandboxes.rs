@@ -230,6 +230,8 @@ pub(crate) async fn pagination_visits_ten_thousand_records_once_newest_first_wit
                 created_at,
                 updated_at: created_at,
                 deleted_at: deleted.then_some(created_at),
+                expires_at: None,
+                end_reason: deleted.then_some(corral_registry::EndReason::Deleted),
             }
         })
         .collect();

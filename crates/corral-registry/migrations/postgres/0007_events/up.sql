@@ -14,7 +14,11 @@ CREATE TABLE events (
     project_id TEXT COLLATE "C" NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
     seq BIGINT NOT NULL,
     kind TEXT NOT NULL,
-    sandbox_id TEXT COLLATE "C" NOT NULL,
+    -- The sandbox's id; null for an orphan (a provider sandbox with no record here), which
+    -- is named by provider and native id instead.
+    sandbox_id TEXT COLLATE "C",
+    provider TEXT,
+    native_id TEXT,
     command_id TEXT COLLATE "C",
     status TEXT,
     previous_status TEXT,
