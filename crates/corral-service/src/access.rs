@@ -61,7 +61,9 @@ impl Service {
         if provider == Provider::Local {
             // The embedded provider needs no account.
             return Ok(Access {
-                ctx: CallContext::anonymous().with_project(caller.project_id().to_string()),
+                ctx: CallContext::anonymous()
+                    .with_project(caller.project_id().to_string())
+                    .with_deployment(self.deployment().await?),
                 source: CredentialSource::None,
                 context: ProviderContext::default(),
             });
@@ -121,7 +123,8 @@ impl Service {
             .clone()
             .overridden_by(&inline.context);
         let mut ctx = CallContext::new(credential, context.clone())
-            .with_project(caller.project_id().to_string());
+            .with_project(caller.project_id().to_string())
+            .with_deployment(self.deployment().await?);
         if provider.is_bridge() {
             // The effective URL, whether sent now or recorded from an earlier request, is the
             // caller's unless it is the profile's own.

@@ -173,7 +173,17 @@ impl Service {
                 bridge_url: c.bridge_url.clone(),
             },
         };
-        let rec = match self.inner.registry.insert_sandbox(new).await {
+        // When the asked-for lifetime ends: a sandbox gone before it vanished, after it expired.
+        let expires_at = request
+            .effective_timeout(provider.capabilities())
+            .and_then(|t| chrono::Duration::try_seconds(i64::try_from(t).ok()?))
+            .map(|t| self.inner.registry.database().now() + t);
+        let rec = match self
+            .inner
+            .registry
+            .insert_sandbox_until(new, expires_at)
+            .await
+        {
             Ok(rec) => rec,
             Err(e) => {
                 if let Some(claim) = &claim {

@@ -27,6 +27,7 @@ pub mod events;
 mod failpoint;
 pub mod limiter;
 pub mod metrics;
+pub mod reaper;
 mod reconciler;
 mod sandboxes;
 pub mod verify;
@@ -45,6 +46,7 @@ use crate::bridge::BridgeGuard;
 use crate::error::{ServiceError, registry_error};
 use crate::metrics::ProviderCalls;
 
+pub use reaper::{OrphanFinding, ReapReport, ReaperConfig, VanishedFinding};
 pub use reconciler::ReconcileReport;
 
 /// Tunables of the use cases.
@@ -78,6 +80,8 @@ pub struct ServiceConfig {
     pub events_retention: Duration,
     /// Webhook delivery: allowed hosts, attempts, backoff, deadline, rotation overlap.
     pub webhooks: webhooks::WebhooksConfig,
+    /// The orphan reaper: schedule, whether orphans are deleted, grace period.
+    pub reaper: reaper::ReaperConfig,
 }
 
 impl Default for ServiceConfig {
@@ -94,6 +98,7 @@ impl Default for ServiceConfig {
             commands: commands::CommandsConfig::default(),
             events_retention: Duration::from_secs(30 * 24 * 60 * 60),
             webhooks: webhooks::WebhooksConfig::default(),
+            reaper: reaper::ReaperConfig::default(),
         }
     }
 }
@@ -169,6 +174,10 @@ struct Inner {
     replica: String,
     /// The captures this process runs, for readers to wake on.
     live: Arc<capture::Live>,
+    /// This deployment's id, read from the registry once.
+    deployment: tokio::sync::OnceCell<Arc<str>>,
+    /// The reaper's counters.
+    reaper_stats: reaper::ReaperStats,
 }
 
 /// The API key in an `Authorization` header value: `Bearer <key>`, the scheme in any case,
@@ -254,6 +263,8 @@ impl Service {
                 events,
                 replica: format!("replica-{}", OperationId::new()),
                 live: Arc::default(),
+                deployment: tokio::sync::OnceCell::new(),
+                reaper_stats: reaper::ReaperStats::default(),
             }),
         }
     }
@@ -314,6 +325,24 @@ impl Service {
              # TYPE corral_execs_max gauge\ncorral_execs_max {cap}\n",
             self.execs_running(None)
         );
+        self.inner.reaper_stats.render(out);
+    }
+
+    /// This deployment's id (`dep_…`), shared by every replica over the registry: creates
+    /// tag provider resources with it, and the reaper lists by it.
+    pub async fn deployment(&self) -> Result<Arc<str>, ServiceError> {
+        self.inner
+            .deployment
+            .get_or_try_init(|| async {
+                self.inner
+                    .registry
+                    .deployment_id()
+                    .await
+                    .map(Arc::from)
+                    .map_err(registry_error)
+            })
+            .await
+            .cloned()
     }
 
     fn provider(&self, p: Provider) -> Result<&Arc<dyn SandboxProvider>, ServiceError> {

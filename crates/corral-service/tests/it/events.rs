@@ -98,7 +98,7 @@ async fn a_sandbox_and_its_command_are_reported_in_order_to_their_project_only()
             EventType::SandboxDeleted
         ]
     );
-    assert!(page.items.iter().all(|e| e.sandbox_id == sbx.id));
+    assert!(page.items.iter().all(|e| e.sandbox_id == Some(sbx.id)));
     assert!(page.items.windows(2).all(|p| p[0].id < p[1].id));
     assert_eq!(page.next_after, page.items.last().unwrap().id);
     let exited = page
@@ -173,11 +173,11 @@ async fn a_follower_sees_what_happens_after_it_started_and_resumes_where_it_stop
     let seen: LifecycleEvent = within(stream.next()).await.unwrap();
     assert_eq!(
         (seen.kind, seen.sandbox_id),
-        (EventType::SandboxCreated, first.id)
+        (EventType::SandboxCreated, Some(first.id))
     );
     let second = create(&w).await;
     let later: LifecycleEvent = within(stream.next()).await.unwrap();
-    assert_eq!(later.sandbox_id, second.id);
+    assert_eq!(later.sandbox_id, Some(second.id));
     assert!(later.id > seen.id);
     drop(stream);
     // A new follower from the first event's id starts exactly after it.
@@ -219,5 +219,5 @@ async fn events_older_than_the_retention_are_removed() {
         .unwrap()
         .items;
     assert_eq!(left.len(), 1);
-    assert_eq!(left[0].sandbox_id, kept.id);
+    assert_eq!(left[0].sandbox_id, Some(kept.id));
 }

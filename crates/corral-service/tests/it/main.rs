@@ -8,6 +8,7 @@ mod events;
 mod model;
 mod props;
 mod races;
+mod reaper;
 mod sandboxes;
 mod starvation;
 mod support;
