@@ -1,4 +1,5 @@
-//! The command line: `corral serve | migrate | project | key | profile | user | legal | openapi | mcp`,
+//! The command line: `corral serve | migrate | reap | project | key | profile | user | legal |
+//! openapi | mcp`,
 //! and the client subcommands `sandbox | exec | cp | providers` (defined in `corral-cli`).
 
 use std::path::PathBuf;
@@ -75,6 +76,20 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: LegalCommand,
+    },
+    /// Run one orphan-reaper pass and print what it found (docs/operations.md): provider
+    /// sandboxes this deployment made that no live record names, and records whose sandbox
+    /// is gone at its provider.
+    Reap {
+        /// Find and print only; change nothing anywhere.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object instead of lines for people.
+        #[arg(long)]
+        json: bool,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
     },
     /// Print the OpenAPI document (regenerate docs/openapi.json with it).
     Openapi,

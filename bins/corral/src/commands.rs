@@ -45,6 +45,11 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Serve { listen, storage } => block_on(serve(listen, storage)),
         Command::Migrate { storage } => block_on(migrate(storage)),
+        Command::Reap {
+            dry_run,
+            json,
+            storage,
+        } => block_on(reap(dry_run, json, storage)),
         Command::Project { command } => block_on(project(command)),
         Command::Key { command } => block_on(key(command)),
         Command::Profile { command } => block_on(profile(command)),
@@ -114,6 +119,17 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     // Delivers due webhook deliveries (the outbox in the database), every second.
     let _webhooks = service.spawn_webhook_dispatcher(std::time::Duration::from_secs(1));
     let control = server::control(&settings, registry, service.clone())?;
+    // Orphan-reaper passes on a schedule, one replica at a time (a lease in the database),
+    // their findings in the audit log.
+    let auditor = control.clone();
+    let _reaper = actix_web::rt::spawn(service.clone().run_reaper(move |report| {
+        let auditor = auditor.clone();
+        async move {
+            if let Err(e) = auditor.audit_reap(&report).await {
+                tracing::warn!(error = %e, "reaper: cannot record findings in the audit log");
+            }
+        }
+    }));
     let _deletions = control.spawn_deletion_worker(settings.reconcile_interval);
     let state = AppState {
         service,
@@ -159,6 +175,90 @@ fn print_first_key(settings: &Settings, project: &Project, key: &str) {
          -d '{{\"provider\": \"local\"}}'\n",
         project.id
     );
+}
+
+/// `corral reap`: one pass now, its findings printed (and, unless a dry run, recorded and
+/// audited as a scheduled pass would).
+async fn reap(dry_run: bool, json: bool, storage: Storage) -> Outcome {
+    let settings = settings(&storage, None)?;
+    let (registry, store) = open_registry(&settings).await?;
+    let providers = crate::wiring::build(&settings).map_err(CommandError)?;
+    let service = server::service(&settings, providers, registry.clone(), store);
+    let report = service.reap_once(dry_run).await;
+    if !dry_run {
+        let control = server::control(&settings, registry, service)?;
+        control.audit_reap(&report).await?;
+    }
+    print!("{}", reap_output(&report, json));
+    if report.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(CommandError(format!(
+            "{} provider scope(s) could not be checked",
+            report.failures.len()
+        )))
+    }
+}
+
+/// What `corral reap` prints.
+fn reap_output(report: &corral_service::ReapReport, json: bool) -> String {
+    use std::fmt::Write as _;
+    if json {
+        let value = serde_json::json!({
+            "dryRun": report.dry_run,
+            "orphans": report.orphans.iter().map(|o| serde_json::json!({
+                "provider": o.provider,
+                "nativeId": o.native_id,
+                "project": o.project,
+                "operationId": o.operation_id.map(|op| op.to_string()),
+                "firstSeen": o.first_seen,
+                "deleted": o.deleted,
+            })).collect::<Vec<_>>(),
+            "gone": report.gone.iter().map(|g| serde_json::json!({
+                "sandboxId": g.record.id.to_string(),
+                "project": g.record.project_id.to_string(),
+                "reason": if g.vanished { "vanished" } else { "expired" },
+            })).collect::<Vec<_>>(),
+            "unlisted": report.unlisted,
+            "failures": report.failures.iter().map(|(p, why)| serde_json::json!({
+                "provider": p, "error": why,
+            })).collect::<Vec<_>>(),
+        });
+        return format!("{value}\n");
+    }
+    let mut out = String::new();
+    let verb = if report.dry_run { "would be" } else { "is" };
+    for o in &report.orphans {
+        let _ = writeln!(
+            out,
+            "orphan   {} {} (project {}){}",
+            o.provider,
+            o.native_id,
+            o.project.as_deref().unwrap_or("unknown"),
+            if o.deleted { ": deleted" } else { "" }
+        );
+    }
+    for g in &report.gone {
+        let reason = if g.vanished { "vanished" } else { "expired" };
+        let _ = writeln!(out, "gone     {} {verb} recorded {reason}", g.record.id);
+    }
+    for p in &report.unlisted {
+        let _ = writeln!(
+            out,
+            "note     {p} cannot list its sandboxes by tag: orphans there are not found"
+        );
+    }
+    for (p, why) in &report.failures {
+        let _ = writeln!(out, "failed   {p}: {why}");
+    }
+    let _ = writeln!(
+        out,
+        "reap{}: {} orphan(s), {} record(s) gone",
+        if report.dry_run { " (dry run)" } else { "" },
+        report.orphans.len(),
+        report.gone.len()
+    );
+    out
 }
 
 async fn migrate(storage: Storage) -> Outcome {

@@ -54,6 +54,12 @@
 //! first_backoff_seconds = 5       # doubled after each failed attempt (with jitter), at most 1 h
 //! timeout_seconds = 10            # deadline of one attempt
 //!
+//! [reaper]                        # the orphan reaper (docs/operations.md)
+//! enabled = true                  # scheduled passes (`corral reap` runs one by hand)
+//! interval_seconds = 600          # between passes, plus up to a tenth of jitter
+//! delete_orphans = false          # only report orphans unless set
+//! grace_seconds = 3600            # an orphan is deleted only this long after it was first seen
+//!
 //! [bridge]
 //! allow = ["bridge.internal.example:8443"]
 //!
@@ -217,6 +223,9 @@ pub struct FileConfig {
     /// Webhook delivery.
     #[serde(default)]
     pub webhooks: WebhooksSection,
+    /// `[reaper]`.
+    #[serde(default)]
+    pub reaper: ReaperSection,
     /// Bridge URL guard.
     #[serde(default)]
     pub bridge: BridgeSection,
@@ -409,6 +418,20 @@ pub struct WebhooksSection {
     pub timeout_seconds: Option<u64>,
 }
 
+/// `[reaper]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReaperSection {
+    /// Whether passes run on a schedule.
+    pub enabled: Option<bool>,
+    /// Seconds between passes.
+    pub interval_seconds: Option<u64>,
+    /// Whether orphans are deleted at their provider.
+    pub delete_orphans: Option<bool>,
+    /// Seconds after its first sighting before an orphan may be deleted.
+    pub grace_seconds: Option<u64>,
+}
+
 /// `[bridge]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -562,6 +585,8 @@ pub struct Settings {
     pub events_retention: Duration,
     /// Webhook delivery.
     pub webhooks: corral_service::webhooks::WebhooksConfig,
+    /// The orphan reaper.
+    pub reaper: corral_service::ReaperConfig,
     /// The control plane.
     pub control: ControlSettings,
     /// The edge's limits (`[http]`).
@@ -766,6 +791,7 @@ pub fn resolve(
         None => corral_service::ServiceConfig::default().events_retention,
     };
     let webhooks = webhooks(&fc.webhooks)?;
+    let reaper = reaper(&fc.reaper)?;
     let http = http(&fc.http, corral_web::edge::descriptor_limit())?;
     Ok(Settings {
         listen,
@@ -805,8 +831,28 @@ pub fn resolve(
         commands,
         events_retention,
         webhooks,
+        reaper,
         control,
         http,
+    })
+}
+
+/// `[reaper]` over its defaults: a positive interval.
+fn reaper(section: &ReaperSection) -> Result<corral_service::ReaperConfig, ConfigError> {
+    let d = corral_service::ReaperConfig::default();
+    Ok(corral_service::ReaperConfig {
+        enabled: section.enabled.unwrap_or(d.enabled),
+        interval: match section.interval_seconds {
+            Some(0) => {
+                return Err(ConfigError(
+                    "reaper.interval_seconds must be positive".into(),
+                ));
+            }
+            Some(n) => Duration::from_secs(n),
+            None => d.interval,
+        },
+        delete_orphans: section.delete_orphans.unwrap_or(d.delete_orphans),
+        grace: section.grace_seconds.map_or(d.grace, Duration::from_secs),
     })
 }
 

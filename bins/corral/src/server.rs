@@ -168,6 +168,7 @@ pub fn service(
             commands: settings.commands.clone(),
             events_retention: settings.events_retention,
             webhooks: settings.webhooks.clone(),
+            reaper: settings.reaper.clone(),
         },
     )
 }

@@ -20,6 +20,7 @@ mod limits;
 mod mail;
 mod profiles;
 mod projects;
+mod reaper;
 mod session;
 mod throttle;
 mod token;

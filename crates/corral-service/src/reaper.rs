@@ -67,6 +67,8 @@ pub struct OrphanFinding {
     pub project: Option<String>,
     /// The operation its tag names.
     pub operation_id: Option<OperationId>,
+    /// Whether this pass saw it first (never on a dry run, which records nothing).
+    pub first_seen: bool,
     /// Whether this pass deleted it at the provider.
     pub deleted: bool,
 }
@@ -318,6 +320,7 @@ impl Service {
             native_id: seen.native_id.clone(),
             project: project.clone(),
             operation_id: seen.operation_id,
+            first_seen: false,
             deleted: false,
         };
         if dry_run {
@@ -335,6 +338,7 @@ impl Service {
         let Ok((orphan, first)) = stored else {
             return Some(found);
         };
+        found.first_seen = first;
         if first {
             tracing::warn!(provider = %p, native_id = %seen.native_id, "reaper: orphan found");
         }
@@ -453,8 +457,13 @@ impl Service {
     }
 
     /// Runs passes forever: every `interval` plus jitter, each under the `reaper` lease so
-    /// one replica reaps at a time. Returns at once when the reaper is disabled.
-    pub async fn run_reaper(self) {
+    /// one replica reaps at a time, handing each report to `after` (the binary records it in
+    /// the audit log). Returns at once when the reaper is disabled.
+    pub async fn run_reaper<F, Fut>(self, after: F)
+    where
+        F: Fn(ReapReport) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
         let config = self.inner.config.reaper.clone();
         if !config.enabled {
             return;
@@ -477,6 +486,7 @@ impl Service {
                         failures = report.failures.len(),
                         "reaper pass done"
                     );
+                    after(report).await;
                 }
                 Ok(false) => {}
                 Err(e) => tracing::warn!(error = %e, "reaper: cannot take the lease"),
