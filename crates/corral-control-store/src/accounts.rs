@@ -733,6 +733,28 @@ impl ControlStore {
         stored.into_invitation()
     }
 
+    /// The pending invitation (not accepted, revoked or expired) whose token hashes to
+    /// `token_hash`, if any.
+    pub async fn pending_invitation_by_token(
+        &self,
+        token_hash: &[u8],
+    ) -> Result<Option<Invitation>> {
+        let hash = token_hash.to_vec();
+        let now = to_micros(self.db.now());
+        let row: Option<InvitationRow> = read!(self, |c| {
+            Ok(invitations::table
+                .filter(invitations::token_hash.eq(&hash))
+                .filter(invitations::accepted_at.is_null())
+                .filter(invitations::revoked_at.is_null())
+                .filter(invitations::expires_at.gt(now))
+                .select(InvitationRow::as_select())
+                .first(c)
+                .await
+                .optional()?)
+        })?;
+        row.map(InvitationRow::into_invitation).transpose()
+    }
+
     /// The account's pending invitations (not accepted, revoked or expired), oldest first.
     pub async fn pending_invitations(&self, account: AccountId) -> Result<Vec<Invitation>> {
         let account = account.to_string();

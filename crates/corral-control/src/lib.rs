@@ -35,8 +35,8 @@ use secrecy::SecretString;
 
 pub use accounts::{
     AcceptInvitation, AccountView, AuditEventView, ChangeRole, CreateInvitation,
-    CreateOrganization, INVITATION_SUBJECT, InvitationView, MAX_ACCOUNT_NAME, MAX_AUDIT_LIMIT,
-    MemberView, RenameAccount, TransferOwnership, neutralise,
+    CreateOrganization, INVITATION_SUBJECT, InvitationPreview, InvitationView, MAX_ACCOUNT_NAME,
+    MAX_AUDIT_LIMIT, MemberView, RenameAccount, TransferOwnership, neutralise,
 };
 pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
