@@ -666,15 +666,17 @@ pub(crate) fn audit(page: &AuditPage) -> Markup {
             @if page.events.is_empty() {
                 div.empty { strong { "Nothing recorded yet" } }
             } @else {
-                div.table-wrap { table {
-                    thead { tr { th { "When" } th { "Who" } th { "What" } th { "Target" } } }
-                    tbody {
+                // On a phone each event stacks into a block (`stack-sm`); the explicit roles
+                // keep it a table for assistive technology when CSS changes its display.
+                div.table-wrap { table.stack-sm role="table" {
+                    thead role="rowgroup" { tr role="row" { th role="columnheader" { "When" } th role="columnheader" { "Who" } th role="columnheader" { "What" } th role="columnheader" { "Target" } } }
+                    tbody role="rowgroup" {
                         @for e in &page.events {
-                            tr {
-                                td.muted.nowrap { (e.at) }
-                                td { (e.actor) }
-                                td { code { (e.action) } }
-                                td { code { (e.target) } }
+                            tr role="row" {
+                                td.muted.nowrap role="cell" data-label="When" { (e.at) }
+                                td role="cell" data-label="Who" { (e.actor) }
+                                td role="cell" data-label="What" { code { (e.action) } }
+                                td role="cell" data-label="Target" { code { (e.target) } }
                             }
                         }
                     }

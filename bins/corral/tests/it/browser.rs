@@ -640,11 +640,16 @@ async fn columns_cut_off(b: &webdriver::Session) -> Vec<String> {
         for (const t of document.querySelectorAll('table')) {
             const box = (t.closest('.table-wrap') || t.parentElement).getBoundingClientRect();
             if (box.right > vw + 1) out.push('a table box ends at ' + box.right + ' > ' + vw);
-            for (const th of t.querySelectorAll('th')) {
-                if (getComputedStyle(th).display === 'none') continue;
-                const r = th.getBoundingClientRect();
+            // Every shown cell ends inside the table's box (a header row visually hidden
+            // by a stacked layout is not shown).
+            for (const cell of t.querySelectorAll('th, td')) {
+                if (getComputedStyle(cell).display === 'none') continue;
+                const head = cell.closest('thead');
+                if (head && getComputedStyle(head).position === 'absolute') continue;
+                const r = cell.getBoundingClientRect();
                 if (r.right > box.right + 1) {
-                    out.push('column "' + th.textContent.trim() + '" ends at ' + r.right + ' > ' + box.right);
+                    const name = cell.tagName === 'TH' ? 'column' : 'cell';
+                    out.push(name + ' "' + cell.textContent.trim().slice(0, 40) + '" ends at ' + r.right + ' > ' + box.right);
                 }
             }
         }
