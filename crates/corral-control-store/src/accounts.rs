@@ -930,6 +930,53 @@ impl ControlStore {
         Ok((project, now))
     }
 
+    /// Gives `account` the project named `name` if no account owns it (the `default` project
+    /// `corral serve` makes at its first start, outside any account): its id, or `None` when
+    /// there is no such unowned project.
+    pub async fn adopt_unowned_project(
+        &self,
+        account: AccountId,
+        name: &str,
+    ) -> Result<Option<ProjectId>> {
+        let id = account.to_string();
+        let name = name.to_owned();
+        let micros = to_micros(self.db.now());
+        let adopted: Option<String> = write_tx!(self, lock = Some(id.clone()), |c| {
+            writable_account!(c, &id);
+            // Names are unique: at most one project has it.
+            let found: Option<String> = projects::table
+                .filter(projects::name.eq(&name))
+                .select(projects::id)
+                .first(c)
+                .await
+                .optional()?;
+            let Some(pid) = found else {
+                return Ok(None);
+            };
+            let owned: Option<String> = project_accounts::table
+                .filter(project_accounts::project_id.eq(&pid))
+                .select(project_accounts::project_id)
+                .first(c)
+                .await
+                .optional()?;
+            if owned.is_some() {
+                return Ok(None);
+            }
+            diesel::insert_into(project_accounts::table)
+                .values((
+                    project_accounts::project_id.eq(&pid),
+                    project_accounts::account_id.eq(&id),
+                ))
+                .execute(c)
+                .await?;
+            bump_version!(c, &id, micros);
+            Ok(Some(pid))
+        })?;
+        adopted
+            .map(|p| p.parse().map_err(|_| internal("project id")))
+            .transpose()
+    }
+
     /// Which account owns `project` (none for CLI-made projects).
     pub async fn project_ownership(&self, project: ProjectId) -> Result<Option<ProjectOwnership>> {
         let project = project.to_string();

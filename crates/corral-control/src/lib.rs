@@ -41,7 +41,7 @@ pub use accounts::{
 pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
 pub use hashing::{HashingConfig, HashingStats};
-pub use identity::{MIN_PASSWORD_CHARS, Me, normalize_email};
+pub use identity::{DEFAULT_PROJECT, MIN_PASSWORD_CHARS, Me, normalize_email};
 pub use legal::{LEGAL_DOCUMENTS, LegalStatus};
 pub use limits::{ControlLimits, Rate};
 pub use mail::{

@@ -583,3 +583,43 @@ async fn console_sandbox_page_shows_when_it_was_created() {
     );
     assert!(body.contains("<dt>Updated</dt>"), "{body}");
 }
+
+/// Bug 5: the `default` project `corral serve` makes at its first start (outside any account)
+/// is given to the first user the operator invites, so it shows in their console; a later
+/// user does not get it.
+#[actix_web::test]
+async fn console_shows_the_default_project_to_the_first_invited_user() {
+    let j = start().await;
+    let default = j
+        .control
+        .registry()
+        .create_project(corral_control::DEFAULT_PROJECT)
+        .await
+        .unwrap();
+    let http = client();
+    let (cookie, ada) = signed_in(&j, &http, "ada@example.test").await;
+    let me = j.control.me(&ada).await.unwrap();
+    let page = http
+        .get(j.url(&format!("/console/accounts/{}", me.personal_account_id)))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&format!("projects/{}\"", default.id)) && page.contains(">default<"),
+        "{page}"
+    );
+    let (_, grace) = signed_in(&j, &http, "grace@example.test").await;
+    let theirs = j.control.me(&grace).await.unwrap();
+    assert!(
+        j.control
+            .list_projects(&grace, theirs.personal_account_id)
+            .await
+            .unwrap()
+            .is_empty(),
+        "only the first user receives it"
+    );
+}
