@@ -104,7 +104,9 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     if registry.database().backend() == Backend::Sqlite
         && registry.list_projects().await?.is_empty()
     {
-        let project = registry.create_project("default").await?;
+        let project = registry
+            .create_project(corral_control::DEFAULT_PROJECT)
+            .await?;
         let issued = registry.issue_api_key(project.id).await?;
         print_first_key(&settings, &project, issued.key.expose_secret());
     }

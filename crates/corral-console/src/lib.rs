@@ -16,13 +16,15 @@
 //! It shares the web edge's state (`corral_web::AppState`), its session checks
 //! (`corral_web::session`) and its request middleware; the web edge never names it.
 //!
-//! Layers, bottom to top: `view` (view models), `form` → `pages` (maud templates) →
+//! Layers, bottom to top: `view` (view models), `form`, `markdown` (the legal pages' text) →
+//! `pages` (maud templates) →
 //! `respond` (pages, redirects, flashes), `assets` → `handlers` (one module per area over
 //! `handlers::ctx`) → this router.
 
 mod assets;
 mod form;
 mod handlers;
+mod markdown;
 mod pages;
 mod respond;
 mod view;
@@ -42,6 +44,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     use handlers::{account, project, providers, sandboxes, sign_in};
     let acc = "/accounts/{account}";
     let prj = "/accounts/{account}/projects/{project}";
+    // A browser opening the server's root is led to the console; API clients (which do not
+    // ask for HTML) still get the JSON 404 from the web edge's default service.
+    // (The guard is the resource's, so a request it refuses is routed on, not answered 405.)
+    cfg.service(
+        web::resource("/")
+            .guard(actix_web::guard::Get())
+            .guard(actix_web::guard::fn_guard(wants_html))
+            .to(|| async {
+                actix_web::HttpResponse::SeeOther()
+                    .insert_header((header::LOCATION, pages::BASE))
+                    .finish()
+            }),
+    );
     cfg.service(
         web::scope(pages::BASE)
             .wrap(from_fn(security_headers))
@@ -167,6 +182,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 respond::not_found(&req)
             })),
     );
+}
+
+/// Whether a request asks for an HTML page (a browser navigating), by its `Accept` header.
+fn wants_html(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
+    ctx.head()
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.split(';').next().is_some_and(|t| t.trim() == "text/html"))
+        })
 }
 
 /// Middleware: the security headers of every console response.

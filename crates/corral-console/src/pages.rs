@@ -140,7 +140,10 @@ fn shell(title: &str, chrome: &Chrome, content: Markup) -> Markup {
                                 div.section-title { "Projects" }
                                 nav aria-label="Projects" {
                                     @for p in &chrome.projects {
-                                        a href=(paths::project(&acc.id, &p.id)) aria-current=[current_page(chrome.project.as_deref() == Some(p.id.as_str()))] { (p.name) }
+                                        a href=(paths::project(&acc.id, &p.id)) aria-current=[current_page(chrome.project.as_deref() == Some(p.id.as_str()))] {
+                                            (p.name)
+                                            @if p.deleting { " " span.badge.danger.deleting { "deleting" } }
+                                        }
                                     }
                                     @if chrome.projects.is_empty() {
                                         a href=(paths::account(&acc.id)) { "No projects yet" }
@@ -326,7 +329,7 @@ pub(crate) fn legal(page: &LegalPage) -> Markup {
                                 @else { span.badge.plain { "Release " (d.release) } }
                             }
                             div.small.muted { "Published " (d.published) }
-                            @if !d.body.is_empty() { div.body { (d.body) } }
+                            @if !d.body.is_empty() { div.body.prose { (maud::PreEscaped(crate::markdown::to_html(&d.body))) } }
                             input type="hidden" name="release" value={(d.document) ":" (d.release)};
                         }
                     }
@@ -344,13 +347,23 @@ pub(crate) fn legal(page: &LegalPage) -> Markup {
 
 /// An invitation waiting for the signed-in user's answer (its token stays in an `HttpOnly`
 /// cookie, never in the page).
-pub(crate) fn invitation(email: &str, csrf: &str) -> Markup {
+pub(crate) fn invitation(email: &str, csrf: &str, offer: Option<&InvitationOffer>) -> Markup {
     single(
         "Invitation",
         html! {
             div.card { div.card-body {
                 h1 { "You're invited" }
-                p.lede { "Someone invited you to join their organization on Corral. Accept to see its projects." }
+                @match offer {
+                    Some(o) => p.lede #invitation-offer {
+                        @match &o.inviter { Some(who) => strong { (who) }, None => "Someone" }
+                        " invited you to join " strong { (o.organization) } " on Corral as "
+                        (article(&o.role)) " " strong { (o.role) } ". Accept to see its projects."
+                    },
+                    None => p.lede {
+                        "This invitation was not found for " (email) ": it may have expired, been revoked, "
+                        "been used already or been sent to another address. Accepting says which."
+                    },
+                }
                 form.stack method="post" action={(BASE) "/invitations/accept"} {
                     (csrf_field(csrf))
                     button.btn.block type="submit" id="accept-invitation" { "Accept invitation" }
@@ -359,6 +372,15 @@ pub(crate) fn invitation(email: &str, csrf: &str) -> Markup {
             } }
         },
     )
+}
+
+/// "an" before a role that starts with a vowel sound ("an owner", "an admin"), else "a".
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 /// A page for an error a person can act on (not found, no access, a failed request).
@@ -404,7 +426,10 @@ pub(crate) fn overview(page: &OverviewPage) -> Markup {
                     tbody {
                         @for p in &page.projects {
                             tr {
-                                td { a href=(paths::project(&acc.id, &p.id)) { strong { (p.name) } } }
+                                td {
+                                    a href=(paths::project(&acc.id, &p.id)) { strong { (p.name) } }
+                                    @if p.deleting { " " span.badge.danger.deleting { "deleting" } }
+                                }
                                 td { code { (p.id) } }
                                 td.muted { (p.created) }
                             }
@@ -542,12 +567,14 @@ pub(crate) fn members(page: &MembersPage) -> Markup {
                             td.muted { (m.since) }
                             td.actions {
                                 @if !acc.personal && !acc.deleting {
-                                    @if acc.is_admin() && !m.is_me {
+                                    // Only an owner may change an owner's role, grant ownership or
+                                    // remove an owner: an admin is not offered what would fail.
+                                    @if acc.is_admin() && !m.is_me && (acc.is_owner() || m.role != "owner") {
                                         form method="post" action={(paths::members(&acc.id)) "/" (m.user_id) "/role"} {
                                             (csrf_field(csrf))
                                             label.visually-hidden for={"role-" (m.user_id)} { "Role of " (m.email) }
                                             select id={"role-" (m.user_id)} name="role" class="compact" {
-                                                @for r in ["owner", "admin", "member"] {
+                                                @for r in ["owner", "admin", "member"].into_iter().filter(|r| acc.is_owner() || *r != "owner") {
                                                     option value=(r) selected[m.role == r] { (r) }
                                                 }
                                             }
@@ -564,7 +591,7 @@ pub(crate) fn members(page: &MembersPage) -> Markup {
                                             }
                                         }
                                     }
-                                    @if acc.is_admin() || m.is_me {
+                                    @if m.is_me || (acc.is_admin() && (acc.is_owner() || m.role != "owner")) {
                                         form method="post" action={(paths::members(&acc.id)) "/" (m.user_id) "/remove"} {
                                             (csrf_field(csrf))
                                             details.confirm {
@@ -639,15 +666,17 @@ pub(crate) fn audit(page: &AuditPage) -> Markup {
             @if page.events.is_empty() {
                 div.empty { strong { "Nothing recorded yet" } }
             } @else {
-                div.table-wrap { table {
-                    thead { tr { th { "When" } th { "Who" } th { "What" } th { "Target" } } }
-                    tbody {
+                // On a phone each event stacks into a block (`stack-sm`); the explicit roles
+                // keep it a table for assistive technology when CSS changes its display.
+                div.table-wrap { table.stack-sm role="table" {
+                    thead role="rowgroup" { tr role="row" { th role="columnheader" { "When" } th role="columnheader" { "Who" } th role="columnheader" { "What" } th role="columnheader" { "Target" } } }
+                    tbody role="rowgroup" {
                         @for e in &page.events {
-                            tr {
-                                td.muted.nowrap { (e.at) }
-                                td { (e.actor) }
-                                td { code { (e.action) } }
-                                td { code { (e.target) } }
+                            tr role="row" {
+                                td.muted.nowrap role="cell" data-label="When" { (e.at) }
+                                td role="cell" data-label="Who" { (e.actor) }
+                                td role="cell" data-label="What" { code { (e.action) } }
+                                td role="cell" data-label="Target" { code { (e.target) } }
                             }
                         }
                     }
@@ -682,6 +711,10 @@ fn project_head(project: &ProjectView, tab: ProjectTab) -> Markup {
                 h1 { (project.name) }
                 p { code { (project.id) } }
             }
+            @if project.deleting { div { span.badge.danger.deleting { "deleting" } } }
+        }
+        @if project.deleting {
+            div.flash.error role="status" { "This project is being deleted: its sandboxes, keys and provider connections are being removed." }
         }
         nav.tabs aria-label="Project" {
             @for (t, href, label) in tabs {
@@ -719,6 +752,7 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
                 @if !p.account.deleting {
                     form method="post" action={(paths::keys(&p.account.id, &p.id))} {
                         (csrf_field(csrf))
+                        input type="hidden" name="latest" value=(page.latest);
                         button.btn type="submit" id="create-key" { "Create key" }
                     }
                 }
@@ -762,6 +796,30 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
 }
 
 /// Provider connections: readiness, connect form, test and per-operation results.
+/// A provider card's readiness badge.
+fn card_badge(state: CardState) -> Markup {
+    let (class, key, text) = match state {
+        CardState::NotEnabled => ("badge plain", "not-enabled", "not enabled here"),
+        CardState::NotConnected => ("badge plain", "not-connected", "not connected"),
+        CardState::Incomplete => ("badge warn", "incomplete", "incomplete"),
+        CardState::NotTested => ("badge plain", "not-tested", "connected · not tested"),
+        CardState::Failing => ("badge danger", "failing", "not ready: test failed"),
+        CardState::Inconclusive => ("badge warn", "inconclusive", "test inconclusive"),
+        CardState::Ready => ("badge ok", "ready", "ready"),
+    };
+    html! { span class=(class) data-state=(key) { (text) } }
+}
+
+/// The mark of a test row (hidden from screen readers: the row's words say the same).
+fn check_mark(outcome: CheckOutcome) -> &'static str {
+    match outcome {
+        CheckOutcome::Passed => "✓",
+        CheckOutcome::Failed => "✕",
+        CheckOutcome::Inconclusive => "?",
+        CheckOutcome::NotReached => "–",
+    }
+}
+
 pub(crate) fn providers(page: &ProvidersPage) -> Markup {
     let p = &page.project;
     let csrf = &page.chrome.csrf;
@@ -774,12 +832,17 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                 div.card id={"provider-" (c.provider)} {
                     div.card-head {
                         div { h2 { (c.label) } p { code { (c.provider) } } }
-                        @if !c.enabled { span.badge.plain { "not enabled here" } }
-                        @else if !c.connected { span.badge.plain { "not connected" } }
-                        @else if c.missing.is_empty() { span.badge.ok { "ready" } }
-                        @else { span.badge.warn { "incomplete" } }
+                        (card_badge(c.state))
                     }
                     div.card-body.grow {
+                        @if c.provider == "local" {
+                            p.small.muted { "Runs sandboxes on this server itself: no account or credential needed." }
+                        }
+                        @if let Some((ago, at)) = &c.tested {
+                            p.small.muted.tested { "Last tested " time title=(at) { (ago) } " (" (at) ")" }
+                        } @else if c.state == CardState::NotTested {
+                            p.small.muted.tested { "Not tested yet: run “Test connection” to see what the credential can do." }
+                        }
                         @if c.connected && !c.missing.is_empty() {
                             ul.readiness { @for m in &c.missing { li { (m) } } }
                         }
@@ -787,14 +850,20 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                             h3 { "Last test" }
                             ul.checks data-provider=(c.provider) {
                                 @for ch in &c.checks {
-                                    li class=(if ch.ok { "pass" } else { "fail" }) data-operation=(ch.operation) {
-                                        span.mark aria-hidden="true" { (if ch.ok { "✓" } else { "✕" }) }
+                                    li class=(ch.outcome.as_str()) data-operation=(ch.operation) {
+                                        span.mark aria-hidden="true" { (check_mark(ch.outcome)) }
                                         span.op { (ch.operation) }
                                         span {
-                                            @if ch.ok { span.why { "passed · " (ch.checked) } }
-                                            @else {
-                                                span.why { (ch.reason.as_deref().unwrap_or("failed")) }
-                                                @if let Some(fix) = &ch.remediation { br; span.fix { (fix) } }
+                                            @match ch.outcome {
+                                                CheckOutcome::Passed => { span.why { "passed · " (ch.checked) } }
+                                                CheckOutcome::Failed => {
+                                                    span.why { "failed: " (ch.reason.as_deref().unwrap_or("no reason given")) }
+                                                    @if let Some(fix) = &ch.remediation { br; span.fix { (fix) } }
+                                                }
+                                                CheckOutcome::Inconclusive | CheckOutcome::NotReached => {
+                                                    span.why { (ch.reason.as_deref().unwrap_or("")) }
+                                                    @if let Some(fix) = &ch.remediation { br; span.fix { (fix) } }
+                                                }
                                             }
                                         }
                                     }
@@ -808,16 +877,24 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                                     (csrf_field(csrf))
                                     @if c.needs_credential {
                                         div.field {
-                                            label for={(c.provider) "-credential"} { "API key or token" }
+                                            label for={(c.provider) "-credential"} { @if c.bridge { "Bridge key" } @else { "API key or token" } }
                                             input id={(c.provider) "-credential"} type="password" name="credential" autocomplete="off"
                                                 required[!c.has_credential]
+                                                aria-describedby=[c.bridge.then(|| format!("{}-credential-hint", c.provider))]
                                                 placeholder=(if c.has_credential { "•••••••• stored; leave empty to keep it" } else { "" });
+                                            @if c.bridge {
+                                                span.hint id={(c.provider) "-credential-hint"} { "The key your deployed bridge checks (sent as its bearer token)." }
+                                            }
                                         }
                                     }
                                     @for f in &c.fields {
                                         div.field {
                                             label for={(c.provider) "-" (f.name)} { (f.label) }
-                                            input id={(c.provider) "-" (f.name)} type="text" name=(f.name) value=(f.value);
+                                            @if f.name == "bridgeUrl" {
+                                                input id={(c.provider) "-" (f.name)} type="url" name=(f.name) value=(f.value) pattern="https://.+" placeholder="https://";
+                                            } @else {
+                                                input id={(c.provider) "-" (f.name)} type="text" name=(f.name) value=(f.value);
+                                            }
                                             @if !f.hint.is_empty() { span.hint { (f.hint) } }
                                         }
                                     }
@@ -935,6 +1012,9 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
         @if let Some(notice) = &page.notice {
             div #provider-not-asked.flash.info role="status" { (notice) }
         }
+        @if let Some(why) = &page.failed_create {
+            div #create-failed.flash.error role="status" { (why) }
+        }
         div.card { div.card-body {
             dl.facts {
                 dt { "Provider" } dd { (r.provider) }
@@ -1016,6 +1096,7 @@ mod tests {
             id: "prj_1".to_owned(),
             name: name.to_owned(),
             created: "today".to_owned(),
+            deleting: false,
             account: AccountView {
                 id: "acc_1".to_owned(),
                 name: "Acme".to_owned(),
@@ -1066,6 +1147,7 @@ mod tests {
                     revoked: None,
                 }],
                 new_key: new_key.map(str::to_owned),
+                latest: "abc".to_owned(),
             })
             .into_string()
         };
@@ -1074,5 +1156,128 @@ mod tests {
         let without = keys_page(None);
         assert!(!without.contains("SECRETSECRET") && !without.contains("id=\"new-key\""));
         assert!(without.contains("crl_abc_…"));
+    }
+
+    fn members_page(my_role: &str) -> String {
+        let mut account = project("p").account;
+        account.role = my_role.to_owned();
+        let member = |id: &str, role: &str, is_me: bool| MemberRow {
+            user_id: id.to_owned(),
+            email: format!("{id}@example.test"),
+            role: role.to_owned(),
+            is_me,
+            since: "today".to_owned(),
+        };
+        members(&MembersPage {
+            chrome: chrome(),
+            account,
+            members: vec![
+                member("usr_owner", "owner", false),
+                member("usr_me", my_role, true),
+                member("usr_member", "member", false),
+            ],
+            invitations: Vec::new(),
+        })
+        .into_string()
+    }
+
+    /// Issue 26, bug 7: an admin is not offered what only an owner may do to an owner.
+    #[test]
+    fn an_admin_is_not_offered_role_changes_or_removal_of_an_owner() {
+        let page = members_page("admin");
+        assert!(!page.contains("/members/usr_owner/role"), "{page}");
+        assert!(!page.contains("/members/usr_owner/remove"), "{page}");
+        assert!(
+            !page.contains("<option value=\"owner\""),
+            "an admin cannot grant ownership"
+        );
+        // The admin still manages members.
+        assert!(page.contains("/members/usr_member/role"));
+        assert!(page.contains("/members/usr_member/remove"));
+        // An owner is offered both, ownership included.
+        let page = members_page("owner");
+        assert!(
+            page.contains("/members/usr_owner/role") && page.contains("/members/usr_owner/remove")
+        );
+        assert!(page.contains("<option value=\"owner\""));
+    }
+
+    /// Issue 26, bug 7: a project being deleted says so in its header, the sidebar and the
+    /// account's project list.
+    #[test]
+    fn a_project_being_deleted_is_marked_deleting() {
+        let mut p = project("doomed");
+        p.deleting = true;
+        let mut chrome = chrome();
+        chrome.account = Some(AccountLink {
+            id: "acc_1".to_owned(),
+            name: "Acme".to_owned(),
+            personal: false,
+            role: "admin".to_owned(),
+        });
+        chrome.projects = vec![ProjectLink {
+            id: "prj_1".to_owned(),
+            name: "doomed".to_owned(),
+            deleting: true,
+        }];
+        let page = project_settings(&ProjectSettingsPage {
+            chrome: chrome.clone(),
+            project: p,
+        })
+        .into_string();
+        assert_eq!(page.matches("badge danger deleting").count(), 2, "{page}");
+        assert!(page.contains("This project is being deleted"), "{page}");
+        let live = project_settings(&ProjectSettingsPage {
+            chrome: super::super::view::Chrome {
+                projects: Vec::new(),
+                ..chrome
+            },
+            project: project("alive"),
+        })
+        .into_string();
+        assert!(!live.contains("deleting"), "{live}");
+    }
+
+    /// Issue 26, bug 7: the invitation page names the organization, the inviter and the role.
+    #[test]
+    fn the_invitation_page_names_the_organization_inviter_and_role() {
+        let offer = InvitationOffer {
+            organization: "Acme <Robotics>".to_owned(),
+            inviter: Some("grace@example.test".to_owned()),
+            role: "admin".to_owned(),
+        };
+        let page = invitation("ada@example.test", "csrf-value", Some(&offer)).into_string();
+        assert!(page.contains("grace@example.test"), "{page}");
+        assert!(page.contains("Acme &lt;Robotics&gt;"), "escaped: {page}");
+        assert!(page.contains("as an <strong>admin</strong>"), "{page}");
+        assert!(!page.contains("Someone invited you to join their organization"));
+    }
+
+    /// Issue 26, bug 7: the terms are rendered from Markdown, and raw HTML in them is text.
+    #[test]
+    fn legal_terms_are_rendered_from_markdown_safely() {
+        let page = legal(&LegalPage {
+            email: "ada@example.test".to_owned(),
+            csrf: "csrf-value".to_owned(),
+            flash: None,
+            docs: vec![LegalDoc {
+                document: "terms".to_owned(),
+                release: 1,
+                title: "Terms".to_owned(),
+                body: "## Use\n\nBe **kind**.\n\n<script>alert(1)</script>".to_owned(),
+                published: "today".to_owned(),
+                accepted: false,
+            }],
+        })
+        .into_string();
+        assert!(
+            page.contains("<h2>Use</h2>") && page.contains("<strong>kind</strong>"),
+            "{page}"
+        );
+        assert!(
+            !page.contains("## Use") && !page.contains("**kind**"),
+            "not raw Markdown"
+        );
+        assert!(!page.contains("<script>alert"), "{page}");
     }
 }

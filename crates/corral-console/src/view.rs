@@ -78,6 +78,8 @@ pub(crate) struct AccountLink {
 pub(crate) struct ProjectLink {
     pub(crate) id: String,
     pub(crate) name: String,
+    /// Being deleted.
+    pub(crate) deleting: bool,
 }
 
 /// Which sidebar entry is current.
@@ -128,6 +130,17 @@ pub(crate) struct SignInPage {
     pub(crate) flash: Option<Flash>,
     /// The email typed before (kept across a failed attempt).
     pub(crate) email: String,
+}
+
+/// What an invitation offers, named for the invited user.
+#[derive(Debug, Clone)]
+pub(crate) struct InvitationOffer {
+    /// The organization's name.
+    pub(crate) organization: String,
+    /// Who invited (their email), if that user still exists.
+    pub(crate) inviter: Option<String>,
+    /// The role on acceptance.
+    pub(crate) role: String,
 }
 
 /// One legal document awaiting (or having) acceptance.
@@ -186,6 +199,8 @@ pub(crate) struct ProjectRow {
     pub(crate) id: String,
     pub(crate) name: String,
     pub(crate) created: String,
+    /// Being deleted (the deletion worker is removing its contents).
+    pub(crate) deleting: bool,
 }
 
 /// The account overview.
@@ -254,6 +269,8 @@ pub(crate) struct ProjectView {
     pub(crate) id: String,
     pub(crate) name: String,
     pub(crate) created: String,
+    /// The project itself is being deleted.
+    pub(crate) deleting: bool,
     /// The owning account.
     pub(crate) account: AccountView,
 }
@@ -278,6 +295,9 @@ pub(crate) struct KeysPage {
     pub(crate) keys: Vec<KeyRow>,
     /// The key just created: shown once, on its creation response only (`no-store`).
     pub(crate) new_key: Option<String>,
+    /// The newest key's id when the page was rendered (`none` without keys): the create
+    /// form sends it back, so a reload that re-posts the form creates no second key.
+    pub(crate) latest: String,
 }
 
 /// One field of a provider's connect form.
@@ -295,10 +315,54 @@ pub(crate) struct ContextField {
 #[derive(Debug, Clone)]
 pub(crate) struct CheckRow {
     pub(crate) operation: String,
-    pub(crate) ok: bool,
+    pub(crate) outcome: CheckOutcome,
     pub(crate) reason: Option<String>,
     pub(crate) remediation: Option<String>,
     pub(crate) checked: String,
+}
+
+/// What one operation's last test says about the credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CheckOutcome {
+    /// The credential can do it.
+    Passed,
+    /// The credential cannot do it.
+    Failed,
+    /// It failed for a passing reason (rate limit, outage, timeout): proves nothing.
+    Inconclusive,
+    /// It did not run because an earlier operation failed: proves nothing.
+    NotReached,
+}
+
+impl CheckOutcome {
+    /// The CSS class (and `data-outcome`) of its row.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            CheckOutcome::Passed => "pass",
+            CheckOutcome::Failed => "fail",
+            CheckOutcome::Inconclusive => "inconclusive",
+            CheckOutcome::NotReached => "not-reached",
+        }
+    }
+}
+
+/// A connected provider's readiness, from the last test where there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CardState {
+    /// The server does not run it.
+    NotEnabled,
+    /// No profile.
+    NotConnected,
+    /// The profile lacks a credential or a context field.
+    Incomplete,
+    /// Complete, never tested.
+    NotTested,
+    /// The last test: some operation failed.
+    Failing,
+    /// The last test: nothing failed for certain, but not everything passed.
+    Inconclusive,
+    /// The last test: every operation passed.
+    Ready,
 }
 
 /// One provider card on the providers tab.
@@ -316,12 +380,18 @@ pub(crate) struct ProviderCard {
     pub(crate) has_credential: bool,
     /// Whether the provider needs a credential at all.
     pub(crate) needs_credential: bool,
+    /// Whether it is a bridge kind (its credential is the deployed bridge's key).
+    pub(crate) bridge: bool,
     /// The context fields of its form.
     pub(crate) fields: Vec<ContextField>,
     /// What is missing before it can serve; empty when ready.
     pub(crate) missing: Vec<String>,
     /// The last deep verification, one row per operation.
     pub(crate) checks: Vec<CheckRow>,
+    /// Its readiness (from the last test, when there is one).
+    pub(crate) state: CardState,
+    /// When the last test ran: ("3 min ago", "2026-11-27 04:50 UTC").
+    pub(crate) tested: Option<(String, String)>,
 }
 
 /// The providers tab.
@@ -365,6 +435,8 @@ pub(crate) struct SandboxPage {
     pub(crate) facts: Vec<(String, String)>,
     /// Why the status is the registry's and not the provider's (it could not be asked).
     pub(crate) notice: Option<String>,
+    /// Set when the provider refused the create: what that means.
+    pub(crate) failed_create: Option<String>,
 }
 
 /// The project settings tab.

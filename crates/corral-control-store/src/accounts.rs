@@ -733,6 +733,28 @@ impl ControlStore {
         stored.into_invitation()
     }
 
+    /// The pending invitation (not accepted, revoked or expired) whose token hashes to
+    /// `token_hash`, if any.
+    pub async fn pending_invitation_by_token(
+        &self,
+        token_hash: &[u8],
+    ) -> Result<Option<Invitation>> {
+        let hash = token_hash.to_vec();
+        let now = to_micros(self.db.now());
+        let row: Option<InvitationRow> = read!(self, |c| {
+            Ok(invitations::table
+                .filter(invitations::token_hash.eq(&hash))
+                .filter(invitations::accepted_at.is_null())
+                .filter(invitations::revoked_at.is_null())
+                .filter(invitations::expires_at.gt(now))
+                .select(InvitationRow::as_select())
+                .first(c)
+                .await
+                .optional()?)
+        })?;
+        row.map(InvitationRow::into_invitation).transpose()
+    }
+
     /// The account's pending invitations (not accepted, revoked or expired), oldest first.
     pub async fn pending_invitations(&self, account: AccountId) -> Result<Vec<Invitation>> {
         let account = account.to_string();
@@ -906,6 +928,53 @@ impl ControlStore {
             Ok(())
         })?;
         Ok((project, now))
+    }
+
+    /// Gives `account` the project named `name` if no account owns it (the `default` project
+    /// `corral serve` makes at its first start, outside any account): its id, or `None` when
+    /// there is no such unowned project.
+    pub async fn adopt_unowned_project(
+        &self,
+        account: AccountId,
+        name: &str,
+    ) -> Result<Option<ProjectId>> {
+        let id = account.to_string();
+        let name = name.to_owned();
+        let micros = to_micros(self.db.now());
+        let adopted: Option<String> = write_tx!(self, lock = Some(id.clone()), |c| {
+            writable_account!(c, &id);
+            // Names are unique: at most one project has it.
+            let found: Option<String> = projects::table
+                .filter(projects::name.eq(&name))
+                .select(projects::id)
+                .first(c)
+                .await
+                .optional()?;
+            let Some(pid) = found else {
+                return Ok(None);
+            };
+            let owned: Option<String> = project_accounts::table
+                .filter(project_accounts::project_id.eq(&pid))
+                .select(project_accounts::project_id)
+                .first(c)
+                .await
+                .optional()?;
+            if owned.is_some() {
+                return Ok(None);
+            }
+            diesel::insert_into(project_accounts::table)
+                .values((
+                    project_accounts::project_id.eq(&pid),
+                    project_accounts::account_id.eq(&id),
+                ))
+                .execute(c)
+                .await?;
+            bump_version!(c, &id, micros);
+            Ok(Some(pid))
+        })?;
+        adopted
+            .map(|p| p.parse().map_err(|_| internal("project id")))
+            .transpose()
     }
 
     /// Which account owns `project` (none for CLI-made projects).

@@ -156,6 +156,17 @@ pub struct InvitationView {
     pub expires_at: Timestamp,
 }
 
+/// What an invitation offers, shown to the invited user before they accept it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvitationPreview {
+    /// The organization's name.
+    pub account_name: String,
+    /// Who invited (absent if that user no longer exists).
+    pub inviter_email: Option<String>,
+    /// The role on acceptance.
+    pub role: Role,
+}
+
 impl From<Invitation> for InvitationView {
     fn from(i: Invitation) -> Self {
         Self {
@@ -670,6 +681,38 @@ impl Control {
             serde_json::json!({}),
         )
         .await
+    }
+
+    /// What an invitation link offers the signed-in user, before they accept it: the
+    /// organization, who invited them and the role. `None` when the token names no pending
+    /// invitation for this user's email (the accept answers why).
+    pub async fn invitation_preview(
+        &self,
+        actor: &Actor,
+        token: &str,
+    ) -> Result<Option<InvitationPreview>> {
+        let Some(hash) = crate::token::hash_token(token) else {
+            return Ok(None);
+        };
+        let Some(inv) = self.store().pending_invitation_by_token(&hash).await? else {
+            return Ok(None);
+        };
+        if inv.email != actor.email {
+            return Ok(None);
+        }
+        let Some(account) = self.store().account(inv.account_id).await? else {
+            return Ok(None);
+        };
+        let inviter = self
+            .store()
+            .user_by_id(inv.invited_by)
+            .await?
+            .map(|u| u.email);
+        Ok(Some(InvitationPreview {
+            account_name: account.name,
+            inviter_email: inviter,
+            role: inv.role,
+        }))
     }
 
     /// `POST /invitations/accept`: the signed-in user joins the account the token invites

@@ -70,6 +70,9 @@ fn bad_link() -> ControlError {
     ControlError::unauthenticated("this sign-in link is invalid, already used or expired")
 }
 
+/// The name of the project `corral serve` makes at its first start on SQLite.
+pub const DEFAULT_PROJECT: &str = "default";
+
 fn bad_password() -> ControlError {
     ControlError::unauthenticated("wrong email or password")
 }
@@ -104,6 +107,25 @@ impl Control {
                     detail: serde_json::json!({ "by": "cli" }),
                 })
                 .await?;
+            // The project `corral serve` made at its first start belongs to no account, so no
+            // console page could show it while its name stayed taken: the first user the
+            // operator invites (who got its key printed at that start) receives it in their
+            // personal account. Later users find it owned and get nothing.
+            if let Some(project) = self
+                .store()
+                .adopt_unowned_project(user.personal_account_id, DEFAULT_PROJECT)
+                .await?
+            {
+                self.store()
+                    .record_audit(NewAuditEvent {
+                        account_id: Some(user.personal_account_id),
+                        actor: None,
+                        action: "project.adopt".to_owned(),
+                        target: project.to_string(),
+                        detail: serde_json::json!({ "by": "cli", "name": DEFAULT_PROJECT }),
+                    })
+                    .await?;
+            }
         }
         self.sign_in_link(&email).await
     }

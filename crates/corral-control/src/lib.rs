@@ -36,13 +36,13 @@ use secrecy::SecretString;
 
 pub use accounts::{
     AcceptInvitation, AccountView, AuditEventView, ChangeRole, CreateInvitation,
-    CreateOrganization, INVITATION_SUBJECT, InvitationView, MAX_ACCOUNT_NAME, MAX_AUDIT_LIMIT,
-    MemberView, RenameAccount, TransferOwnership, neutralise,
+    CreateOrganization, INVITATION_SUBJECT, InvitationPreview, InvitationView, MAX_ACCOUNT_NAME,
+    MAX_AUDIT_LIMIT, MemberView, RenameAccount, TransferOwnership, neutralise,
 };
 pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
 pub use hashing::{HashingConfig, HashingStats};
-pub use identity::{MIN_PASSWORD_CHARS, Me, normalize_email};
+pub use identity::{DEFAULT_PROJECT, MIN_PASSWORD_CHARS, Me, normalize_email};
 pub use legal::{LEGAL_DOCUMENTS, LegalStatus};
 pub use limits::{ControlLimits, Rate};
 pub use mail::{

@@ -5,6 +5,7 @@
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them). Without them the
 //! tests fail under `CI=true` and print SKIPPED otherwise: never a silent pass.
 
+mod console_http;
 mod smtp;
 mod webdriver;
 
@@ -137,6 +138,14 @@ impl Journey {
         providers.insert(
             Provider::E2b,
             Arc::new(corral_provider_e2b::E2bProvider::from_config(e2b.config()).unwrap()),
+        );
+        // A bridge kind, with no bridge of the operator's: each profile names its own.
+        providers.insert(
+            Provider::Cloudflare,
+            Arc::new(
+                corral_provider_cloudflare::CloudflareProvider::from_config(Default::default())
+                    .unwrap(),
+            ),
         );
         let idempotency = IdempotencyStore::new(db.clone(), IdempotencyConfig::default());
         let service = Service::new(
@@ -563,10 +572,29 @@ async fn journey(j: Journey, shots: PathBuf) {
         b.url().await
     );
 
-    // A phone.
+    // A phone: every table fits its width, no column cut off (issue 26, bug 8).
     b.resize(390, 844).await;
     b.goto(&project_url).await;
     b.screenshot(&shots, "13-sandboxes-phone").await;
+    assert!(
+        b.count("table").await > 0,
+        "the sandbox table: {}",
+        b.text().await
+    );
+    let cut = columns_cut_off(&b).await;
+    assert!(cut.is_empty(), "sandboxes at 390 px: {cut:?}");
+    b.goto(&format!("{org_url}/audit")).await;
+    b.screenshot(&shots, "13b-audit-phone").await;
+    assert!(
+        b.count("table").await > 0,
+        "the audit log: {}",
+        b.text().await
+    );
+    let cut = columns_cut_off(&b).await;
+    assert!(cut.is_empty(), "audit log at 390 px: {cut:?}");
+    b.goto(&format!("{project_url}/keys")).await;
+    let cut = columns_cut_off(&b).await;
+    assert!(cut.is_empty(), "keys at 390 px: {cut:?}");
     b.goto(&format!("{project_url}/providers")).await;
     b.screenshot(&shots, "14-providers-phone").await;
 
@@ -598,6 +626,43 @@ async fn journey(j: Journey, shots: PathBuf) {
     b.quit().await;
     // The fake saw the verification's probe and the API's sandbox, with the stored credential.
     assert!(!j.e2b.server().log().all().is_empty());
+}
+
+/// What on the page is cut off at the window's width: the page scrolling sideways, a
+/// table's box ending past the viewport, or a shown column ending past its table's box.
+async fn columns_cut_off(b: &webdriver::Session) -> Vec<String> {
+    let script = r#"
+        const out = [];
+        const vw = document.documentElement.clientWidth;
+        if (document.documentElement.scrollWidth > vw + 1) {
+            out.push('the page scrolls sideways: ' + document.documentElement.scrollWidth + ' > ' + vw);
+        }
+        for (const t of document.querySelectorAll('table')) {
+            const box = (t.closest('.table-wrap') || t.parentElement).getBoundingClientRect();
+            if (box.right > vw + 1) out.push('a table box ends at ' + box.right + ' > ' + vw);
+            // Every shown cell ends inside the table's box (a header row visually hidden
+            // by a stacked layout is not shown).
+            for (const cell of t.querySelectorAll('th, td')) {
+                if (getComputedStyle(cell).display === 'none') continue;
+                const head = cell.closest('thead');
+                if (head && getComputedStyle(head).position === 'absolute') continue;
+                const r = cell.getBoundingClientRect();
+                if (r.right > box.right + 1) {
+                    const name = cell.tagName === 'TH' ? 'column' : 'cell';
+                    out.push(name + ' "' + cell.textContent.trim().slice(0, 40) + '" ends at ' + r.right + ' > ' + box.right);
+                }
+            }
+        }
+        return out;
+    "#;
+    b.execute(script)
+        .await
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The session cookie's token from a `Set-Cookie` answer.

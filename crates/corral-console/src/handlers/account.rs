@@ -44,6 +44,7 @@ pub(crate) async fn account_page(
         projects: projects
             .into_iter()
             .map(|p| view::ProjectRow {
+                deleting: p.deleting_at.is_some(),
                 id: p.id,
                 name: p.name,
                 created: ago(p.created_at),
@@ -360,11 +361,48 @@ pub(crate) async fn audit_page(
                 actor: e
                     .actor
                     .as_deref()
-                    .map_or_else(|| "operator (CLI)".to_owned(), name),
+                    .map_or_else(|| system_actor(&e.action, &e.detail).to_owned(), name),
                 action: e.action,
                 target: e.target,
             })
             .collect(),
     };
     html(&req, StatusCode::OK, pages::audit(&page))
+}
+
+/// Who did what an audit event records without a user: the operator at the command line
+/// (`corral user invite`, `corral legal publish`), or Corral itself (the deletion worker that
+/// finishes deleting projects and accounts).
+fn system_actor(action: &str, detail: &serde_json::Value) -> &'static str {
+    match action {
+        _ if detail.get("by").and_then(|b| b.as_str()) == Some("cli") => "operator (CLI)",
+        "project.deleted" | "account.deleted" => "Corral (deletion worker)",
+        "legal.publish" | "user.create" => "operator (CLI)",
+        _ => "Corral",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::system_actor;
+
+    #[test]
+    fn events_without_a_user_name_the_cli_or_the_deletion_worker() {
+        let none = serde_json::json!({});
+        let cli = serde_json::json!({ "by": "cli" });
+        assert_eq!(system_actor("user.create", &cli), "operator (CLI)");
+        assert_eq!(system_actor("legal.publish", &none), "operator (CLI)");
+        assert_eq!(
+            system_actor(
+                "project.deleted",
+                &serde_json::json!({ "leftAtProvider": 0 })
+            ),
+            "Corral (deletion worker)"
+        );
+        assert_eq!(
+            system_actor("account.deleted", &none),
+            "Corral (deletion worker)"
+        );
+        assert_eq!(system_actor("something.new", &none), "Corral");
+    }
 }

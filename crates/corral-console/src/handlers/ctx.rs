@@ -123,10 +123,10 @@ pub(crate) fn failure_page(req: &HttpRequest, e: &ControlError) -> Page {
             StatusCode::BAD_REQUEST,
             pages::error_page(400, "Not allowed", &e.to_string()),
         ),
-        ControlError::Throttled { .. } => html(
+        ControlError::Throttled { retry_after, .. } => html(
             req,
             StatusCode::TOO_MANY_REQUESTS,
-            pages::error_page(429, "Slow down", &e.to_string()),
+            pages::error_page(429, "Slow down", &throttled_words(*retry_after, false)),
         ),
         _ => {
             tracing::warn!(error = %e, "console page failed");
@@ -152,8 +152,29 @@ pub(crate) fn failed(to: &str, e: &ControlError) -> Page {
             Some(Flash::info("Please accept the current terms first.")),
         ),
         ControlError::Unauthenticated { .. } => redirect(&sign_in_url(), None),
+        ControlError::Throttled { retry_after, .. } => {
+            redirect(to, Some(Flash::error(throttled_words(*retry_after, false))))
+        }
         _ => redirect(to, Some(Flash::error(sentence(&e.to_string())))),
     }
+}
+
+/// A throttle's refusal in words people use: "Too many attempts — try again in about 12
+/// minutes", never raw seconds; for a password sign-in, also the way around it (the emailed
+/// link is never throttled by password failures).
+pub(crate) fn throttled_words(retry_after_secs: u64, password: bool) -> String {
+    let minutes = retry_after_secs.div_ceil(60);
+    let wait = match minutes {
+        0 | 1 => "about a minute".to_owned(),
+        m if m < 120 => format!("about {m} minutes"),
+        m => format!("about {} hours", m.div_ceil(60)),
+    };
+    let around = if password {
+        ", or sign in with an emailed link"
+    } else {
+        ""
+    };
+    format!("Too many attempts — try again in {wait}{around}.")
 }
 
 pub(crate) fn sentence(s: &str) -> String {
@@ -234,6 +255,7 @@ pub(crate) async fn account_chrome(
             .map(|p| view::ProjectLink {
                 id: p.id.clone(),
                 name: p.name.clone(),
+                deleting: p.deleting_at.is_some(),
             })
             .collect(),
         project: None,
@@ -263,13 +285,15 @@ pub(crate) async fn project_chrome(
         .ok_or_else(|| not_found(req))?;
     chrome.project = Some(found.id.clone());
     let mut account = acc;
-    account.deleting |= found.deleting_at.is_some();
+    let deleting = found.deleting_at.is_some();
+    account.deleting |= deleting;
     Ok((
         chrome,
         view::ProjectView {
             id: found.id,
             name: found.name,
             created: when(found.created_at),
+            deleting,
             account,
         },
         pid,
@@ -278,4 +302,29 @@ pub(crate) async fn project_chrome(
 
 pub(crate) fn parse<T: FromStr>(req: &HttpRequest, s: &str) -> Result<T, Page> {
     T::from_str(s).map_err(|_| not_found(req))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::throttled_words;
+
+    #[test]
+    fn throttle_waits_are_said_in_minutes_never_seconds() {
+        assert_eq!(
+            throttled_words(720, true),
+            "Too many attempts — try again in about 12 minutes, or sign in with an emailed link."
+        );
+        assert_eq!(
+            throttled_words(30, false),
+            "Too many attempts — try again in about a minute."
+        );
+        // Rounded up: 61 s is about 2 minutes, not 1.
+        assert!(throttled_words(61, false).contains("about 2 minutes"));
+        assert!(throttled_words(3 * 3600, false).contains("about 3 hours"));
+        for secs in [1, 59, 60, 90, 899, 900, 7200] {
+            let words = throttled_words(secs, true);
+            assert!(!words.contains("second"), "{words}");
+            assert!(!words.contains(&format!("{secs} ")), "{words}");
+        }
+    }
 }

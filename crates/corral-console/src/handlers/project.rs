@@ -3,7 +3,7 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
-use corral_control::{AccountId, ProjectId, ProjectName};
+use corral_control::{AccountId, KeyView, ProjectId, ProjectName};
 use corral_web::AppState;
 
 use super::ctx::{
@@ -115,6 +115,7 @@ async fn keys_response(
         Ok(k) => k,
         Err(e) => return failure_page(req, &e),
     };
+    let latest = newest_key(&keys);
     let mut keys: Vec<_> = keys
         .into_iter()
         .map(|k| view::KeyRow {
@@ -132,8 +133,20 @@ async fn keys_response(
         project,
         keys,
         new_key,
+        latest,
     };
     html(req, StatusCode::OK, pages::keys(&page))
+}
+
+/// The id of the newest key (`none` without keys).
+fn newest_key(keys: &[KeyView]) -> String {
+    keys.iter()
+        .max_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.key_id.cmp(&b.key_id))
+        })
+        .map_or_else(|| "none".to_owned(), |k| k.key_id.clone())
 }
 
 /// `GET …/projects/{project}/keys`.
@@ -158,6 +171,22 @@ pub(crate) async fn create_key(
     let ctx = post_ctx!(state, req, form);
     let pid: ProjectId = try_page!(parse(&req, &path.1));
     let back = paths::keys(&path.0, &path.1);
+    // A reload of the creation answer posts the same form again: the newest key is no longer
+    // the one the form saw, so nothing is created (the key was shown once, as always).
+    if let Some(seen) = form.get("latest") {
+        match control(&state).list_keys(&ctx.signed.actor, pid).await {
+            Ok(keys) if newest_key(&keys) != seen => {
+                return redirect(
+                    &back,
+                    Some(Flash::info(
+                        "A key was already created from this form, so reloading made no other.                          It is shown only once: if you did not copy it, revoke it and create a new one.",
+                    )),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => return failed(&back, &e),
+        }
+    }
     match control(&state).create_key(&ctx.signed.actor, pid).await {
         Ok(created) => keys_response(&req, &state, &ctx, &path, Some(created.key)).await,
         Err(e) => failed(&back, &e),

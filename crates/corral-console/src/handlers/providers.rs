@@ -5,18 +5,19 @@ use std::str::FromStr;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
-use corral_control::{ControlError, ProfileView, ProjectId, PutProfile};
+use corral_control::{ControlError, ProfileView, ProjectId, PutProfile, VerificationView};
 use corral_domain::{Provider, ProviderContext};
 use corral_web::AppState;
 use secrecy::SecretString;
 
 use super::ctx::{
-    Page, ago, control, failed, failure_page, get_ctx, parse, post_ctx, project_chrome, try_page,
+    Page, ago, control, failed, failure_page, get_ctx, parse, post_ctx, project_chrome, sentence,
+    try_page, when,
 };
 use crate::form::Form;
 use crate::pages::{self, paths};
 use crate::respond::{html, not_found, redirect};
-use crate::view::{self, Flash};
+use crate::view::{self, CardState, CheckOutcome, Flash};
 
 // --- provider profiles ---------------------------------------------------------------------------
 
@@ -95,11 +96,9 @@ pub(crate) async fn providers_page(
         Err(e) => return failure_page(&req, &e),
     };
     let enabled = control.service().provider_ids();
-    // Connected providers first, then the ones this server runs, then the rest.
-    let mut providers: Vec<Provider> = Provider::ALL
-        .into_iter()
-        .filter(|p| *p != Provider::Local)
-        .collect();
+    // Connected providers first, then the ones this server runs, then the rest (`local`
+    // too: shown like the others when this server runs it or the project connected it).
+    let mut providers: Vec<Provider> = Provider::ALL.into_iter().collect();
     providers.sort_by_key(|p| {
         (
             !profiles.iter().any(|x| x.provider == *p),
@@ -116,7 +115,10 @@ pub(crate) async fn providers_page(
                 enabled: enabled.contains(&p),
                 connected: profile.is_some(),
                 has_credential: profile.is_some_and(|x| x.has_credential),
-                needs_credential: !p.is_bridge(),
+                // Every provider but `local` needs one, the bridge kinds included (the token
+                // the deployed bridge checks).
+                needs_credential: p != Provider::Local,
+                bridge: p.is_bridge(),
                 fields: context_fields(p)
                     .into_iter()
                     .map(|(name, label, hint)| view::ContextField {
@@ -130,6 +132,10 @@ pub(crate) async fn providers_page(
                     .map(|x| x.readiness.missing.clone())
                     .unwrap_or_default(),
                 checks: profile.map(checks).unwrap_or_default(),
+                state: card_state(enabled.contains(&p), profile),
+                tested: profile
+                    .and_then(|x| x.verifications.iter().map(|v| v.checked_at).max())
+                    .map(|t| (ago(t), when(t))),
             }
         })
         .collect();
@@ -144,6 +150,49 @@ pub(crate) async fn providers_page(
     )
 }
 
+/// What the verification service prefixes to the reason of a failure that proves nothing
+/// about the credential (`corral_service::verify`): an operation not reached because an
+/// earlier one failed, or one that failed for a passing reason (rate limit, outage, timeout).
+const NOT_REACHED: &str = "not reached: ";
+const INCONCLUSIVE: &str = "inconclusive: ";
+
+fn outcome(v: &VerificationView) -> CheckOutcome {
+    match (v.ok, v.reason.as_deref()) {
+        (true, _) => CheckOutcome::Passed,
+        (false, Some(r)) if r.starts_with(NOT_REACHED) => CheckOutcome::NotReached,
+        (false, Some(r)) if r.starts_with(INCONCLUSIVE) => CheckOutcome::Inconclusive,
+        (false, _) => CheckOutcome::Failed,
+    }
+}
+
+/// A card's readiness: what the profile lacks first, then what its last test said (as the
+/// JSON API's `readiness.ready`, which is false after any failed operation).
+fn card_state(enabled: bool, profile: Option<&ProfileView>) -> CardState {
+    let Some(profile) = profile else {
+        return if enabled {
+            CardState::NotConnected
+        } else {
+            CardState::NotEnabled
+        };
+    };
+    if !enabled {
+        return CardState::NotEnabled;
+    }
+    if !profile.readiness.missing.is_empty() {
+        return CardState::Incomplete;
+    }
+    let outcomes: Vec<CheckOutcome> = profile.verifications.iter().map(outcome).collect();
+    if outcomes.is_empty() {
+        CardState::NotTested
+    } else if outcomes.contains(&CheckOutcome::Failed) {
+        CardState::Failing
+    } else if outcomes.iter().all(|o| *o == CheckOutcome::Passed) && profile.readiness.ready {
+        CardState::Ready
+    } else {
+        CardState::Inconclusive
+    }
+}
+
 /// A profile's verification results in the order the test runs them (the store sorts them by
 /// name).
 fn checks(profile: &ProfileView) -> Vec<view::CheckRow> {
@@ -153,9 +202,9 @@ fn checks(profile: &ProfileView) -> Vec<view::CheckRow> {
         .iter()
         .map(|v| view::CheckRow {
             operation: v.operation.clone(),
-            ok: v.ok,
-            reason: v.reason.clone(),
-            remediation: v.remediation.clone(),
+            outcome: outcome(v),
+            reason: v.reason.as_deref().map(in_form_words),
+            remediation: v.remediation.as_deref().map(in_form_words),
             checked: ago(v.checked_at),
         })
         .collect();
@@ -166,6 +215,69 @@ fn checks(profile: &ProfileView) -> Vec<view::CheckRow> {
             .unwrap_or(ORDER.len())
     });
     rows
+}
+
+/// A service message in the words of this form: the console user stored a profile and sent
+/// no `X-Provider-*` header, so a message naming one (written for API callers) names the
+/// profile's field instead.
+fn in_form_words(message: &str) -> String {
+    const REWRITES: [(&str, &str); 9] = [
+        (
+            "send X-Provider-Credential or connect a profile",
+            "store its credential in this project's connection",
+        ),
+        (
+            "connect one or send X-Provider-Credential",
+            "connect it on this page",
+        ),
+        (" (X-Provider-* header or profile setting)", ""),
+        ("X-Provider-Credential", "the credential"),
+        ("X-Provider-Bridge-Url", "the bridge URL"),
+        ("X-Provider-Team-Id", "the team id"),
+        ("X-Provider-Project-Id", "the project id"),
+        ("X-Provider-Workspace", "the workspace"),
+        ("X-Provider-*", "the connection's settings"),
+    ];
+    let mut out = message.to_owned();
+    for (from, to) in REWRITES {
+        out = out.replace(from, to);
+    }
+    // "… (header the bridge URL)" after the rewrite above: the header is gone, say nothing.
+    for field in [
+        "the credential",
+        "the bridge URL",
+        "the team id",
+        "the project id",
+        "the workspace",
+        "the connection's settings",
+    ] {
+        out = out.replace(&format!(" (header {field})"), "");
+    }
+    out
+}
+
+/// A failed provider form: back to the providers tab, in the form's words.
+fn failed_here(back: &str, e: &ControlError) -> Page {
+    match e {
+        ControlError::Service { .. } | ControlError::Invalid { .. } => redirect(
+            back,
+            Some(Flash::error(sentence(&in_form_words(&e.to_string())))),
+        ),
+        _ => failed(back, e),
+    }
+}
+
+/// A bridge URL the console accepts: `https` only (the bridge carries the credential).
+fn check_bridge_url(raw: &str) -> Result<(), ControlError> {
+    match url::Url::parse(raw.trim()) {
+        Ok(u) if u.scheme() == "https" && u.host_str().is_some() => Ok(()),
+        Ok(u) if u.scheme() == "http" => Err(ControlError::invalid(
+            "the bridge URL must start with https:// (the bridge receives the credential)",
+        )),
+        _ => Err(ControlError::invalid(
+            "the bridge URL must be an https:// address, such as https://corral-bridge.example.workers.dev",
+        )),
+    }
 }
 
 fn provider_of(req: &HttpRequest, s: &str) -> Result<Provider, Page> {
@@ -203,6 +315,11 @@ pub(crate) async fn put_profile(
         }
     }
     let text = |name: &str| form.get(name).map(str::to_owned);
+    if let Some(url) = text("bridgeUrl")
+        && let Err(e) = check_bridge_url(&url)
+    {
+        return failed_here(&back, &e);
+    }
     let context = ProviderContext {
         workspace: text("workspace"),
         team_id: text("teamId"),
@@ -229,7 +346,7 @@ pub(crate) async fn put_profile(
                 label(provider)
             ))),
         ),
-        Err(e) => failed(&back, &e),
+        Err(e) => failed_here(&back, &e),
     }
 }
 
@@ -250,19 +367,28 @@ pub(crate) async fn test_profile(
         .await
     {
         Ok(p) => {
-            let failed_ops = p.verifications.iter().filter(|v| !v.ok).count();
-            let flash = if failed_ops == 0 {
-                Flash::ok(format!("{}: every operation passed.", label(provider)))
-            } else {
+            let count =
+                |o: CheckOutcome| p.verifications.iter().filter(|v| outcome(v) == o).count();
+            let (failed_ops, unsure) = (
+                count(CheckOutcome::Failed),
+                count(CheckOutcome::Inconclusive) + count(CheckOutcome::NotReached),
+            );
+            let all = p.verifications.len();
+            let name = label(provider);
+            let flash = if failed_ops > 0 {
                 Flash::error(format!(
-                    "{}: {failed_ops} of {} operations failed. See the results below.",
-                    label(provider),
-                    p.verifications.len()
+                    "{name}: {failed_ops} of {all} operations failed. See the results below."
                 ))
+            } else if unsure > 0 {
+                Flash::info(format!(
+                    "{name}: the test was inconclusive for {unsure} of {all} operations (nothing failed for certain). Run it again later."
+                ))
+            } else {
+                Flash::ok(format!("{name}: every operation passed."))
             };
             redirect(&back, Some(flash))
         }
-        Err(e) => failed(&back, &e),
+        Err(e) => failed_here(&back, &e),
     }
 }
 
@@ -290,5 +416,44 @@ pub(crate) async fn delete_profile(
             ))),
         ),
         Err(e) => failed(&back, &e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_bridge_url, in_form_words};
+
+    #[test]
+    fn messages_for_api_callers_name_the_form_fields_not_headers() {
+        let cases = [
+            "provider `cloudflare` needs a credential: send X-Provider-Credential or connect a profile",
+            "provider `modal` needs `bridgeUrl` (X-Provider-* header or profile setting) (header X-Provider-Bridge-Url)",
+            "X-Provider-Bridge-Url `https://b.example` is refused: its host does not resolve",
+            "the project has no provider profile for `deno`; connect one or send X-Provider-Credential",
+        ];
+        for c in cases {
+            let words = in_form_words(c);
+            assert!(!words.contains("X-Provider"), "{c} → {words}");
+            assert!(!words.contains("header"), "{c} → {words}");
+        }
+        assert_eq!(
+            in_form_words(cases[2]),
+            "the bridge URL `https://b.example` is refused: its host does not resolve"
+        );
+    }
+
+    #[test]
+    fn bridge_urls_are_https_only() {
+        assert!(check_bridge_url("https://bridge.example.workers.dev").is_ok());
+        assert!(check_bridge_url(" https://bridge.example.com/base ").is_ok());
+        for bad in [
+            "http://bridge.example.com",
+            "ftp://x",
+            "bridge.example.com",
+            "",
+            "https://",
+        ] {
+            assert!(check_bridge_url(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -99,6 +99,7 @@ pub(crate) async fn sandbox_page(
             None => return failure_page(&req, &e),
         },
     };
+    let mut failed_create = None;
     let m = &s.metadata;
     let mut facts = vec![
         ("Operation".to_owned(), m.operation_id.to_string()),
@@ -122,12 +123,27 @@ pub(crate) async fn sandbox_page(
             facts.push((k.to_owned(), v.clone()));
         }
     }
+    // The registry's record: when it was created and how its create ended (the get answers
+    // neither).
+    let record = control.registry().sandbox(pid, s.id).await.ok().flatten();
+    if let Some(r) = &record {
+        facts.insert(0, ("Updated".to_owned(), when(r.updated_at)));
+        if r.create_state.as_str() == "failed" {
+            failed_create = Some(
+                "The provider refused to create this sandbox, so nothing exists there. The                  reason was given in the answer to the request that asked for it."
+                    .to_owned(),
+            );
+        }
+    }
     let row = view::SandboxRow {
         id: s.id.to_string(),
         provider: s.provider.as_str().to_owned(),
         status: s.status.as_str().to_owned(),
         observed: s.status_observed_at.map_or_else(|| "—".to_owned(), ago),
-        created: String::new(),
+        created: record
+            .as_ref()
+            .map(|r| format!("{} ({})", when(r.created_at), ago(r.created_at)))
+            .unwrap_or_default(),
         deleted: s.deleted_at.map(when),
     };
     html(
@@ -139,6 +155,7 @@ pub(crate) async fn sandbox_page(
             row,
             facts,
             notice,
+            failed_create,
         }),
     )
 }

@@ -9,7 +9,7 @@ use corral_web::session;
 
 use super::ctx::{
     Page, auth, client_ip, control, failed, failure_page, get_ctx, link, post_ctx, sentence,
-    sign_in_url, when,
+    sign_in_url, throttled_words, when,
 };
 use crate::form::Form;
 use crate::pages::{self, BASE, paths};
@@ -80,7 +80,7 @@ pub(crate) async fn sign_in_email(
                 .finish();
             redirect(&format!("{BASE}/sign-in/check-email?{q}"), None)
         }
-        Err(e) => failed(&sign_in_url(), &e),
+        Err(e) => sign_in_again(&req, email, &e, false),
     }
 }
 
@@ -127,8 +127,40 @@ pub(crate) async fn sign_in_password(
         .await
     {
         Ok((_, token)) => signed_in_response(&state, &token),
-        Err(e) => failed(&sign_in_url(), &e),
+        Err(e) => sign_in_again(&req, email, &e, true),
     }
+}
+
+/// A refused sign-in: the sign-in page again, at once (no redirect, so the email typed stays
+/// in the form without travelling in a URL or cookie), saying why in words — a wrong password,
+/// or too many attempts and about how long to wait. Other failures go the usual way.
+fn sign_in_again(req: &HttpRequest, email: &str, e: &ControlError, password: bool) -> Page {
+    let (status, text) = match e {
+        ControlError::Unauthenticated { .. } if password => (
+            StatusCode::UNAUTHORIZED,
+            "That email and password do not match. Check them and try again, or sign in with an emailed link."
+                .to_owned(),
+        ),
+        ControlError::Throttled { retry_after, .. } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            throttled_words(*retry_after, password),
+        ),
+        ControlError::Invalid { message } if !password => {
+            (StatusCode::BAD_REQUEST, sentence(message))
+        }
+        other => return failed(&sign_in_url(), other),
+    };
+    let page = view::SignInPage {
+        flash: Some(Flash::error(text)),
+        email: email.to_owned(),
+    };
+    let mut resp = html(req, status, pages::sign_in(&page));
+    if let ControlError::Throttled { retry_after, .. } = e
+        && let Ok(v) = header::HeaderValue::from_str(&retry_after.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
 }
 
 #[derive(serde::Deserialize)]
@@ -295,10 +327,24 @@ pub(crate) async fn invitation_page(req: HttpRequest, state: web::Data<AppState>
             );
         }
     };
+    let offer = match cookie(&req, INVITATION_COOKIE) {
+        Some(token) => match control(&state)
+            .invitation_preview(&ctx.signed.actor, &token)
+            .await
+        {
+            Ok(p) => p.map(|p| view::InvitationOffer {
+                organization: p.account_name,
+                inviter: p.inviter_email,
+                role: p.role.as_str().to_owned(),
+            }),
+            Err(e) => return failure_page(&req, &e),
+        },
+        None => None,
+    };
     html(
         &req,
         StatusCode::OK,
-        pages::invitation(&ctx.signed.actor.email, &ctx.csrf),
+        pages::invitation(&ctx.signed.actor.email, &ctx.csrf, offer.as_ref()),
     )
 }
 

@@ -241,6 +241,12 @@ impl Session {
         self.find("body").await.text().await
     }
 
+    /// Runs `script` (a function body; `return` gives the value) in the page.
+    pub(crate) async fn execute(&self, script: &str) -> Value {
+        self.post("/execute/sync", json!({"script": script, "args": []}))
+            .await
+    }
+
     /// Resizes the window (e.g. to a phone's width).
     pub(crate) async fn resize(&self, width: u32, height: u32) {
         self.post("/window/rect", json!({"width": width, "height": height}))
