@@ -208,6 +208,7 @@ fn reap_output(report: &corral_service::ReapReport, json: bool) -> String {
     if json {
         let value = serde_json::json!({
             "dryRun": report.dry_run,
+            "deployment": report.deployment,
             "orphans": report.orphans.iter().map(|o| serde_json::json!({
                 "provider": o.provider,
                 "nativeId": o.native_id,

@@ -96,6 +96,8 @@ pub struct ReapReport {
     pub failures: Vec<(Provider, String)>,
     /// Whether the pass only read.
     pub dry_run: bool,
+    /// The deployment whose tag was listed (empty when it could not be read).
+    pub deployment: String,
 }
 
 /// Counters per provider for `/metrics`.
@@ -165,7 +167,10 @@ impl Service {
             ..ReapReport::default()
         };
         let deployment = match self.deployment().await {
-            Ok(d) => d,
+            Ok(d) => {
+                report.deployment = d.to_string();
+                d
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "reaper: cannot read the deployment id");
                 return report;

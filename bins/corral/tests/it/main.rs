@@ -29,6 +29,7 @@ mod idempotency;
 mod limits;
 mod load;
 mod mcp;
+mod reap;
 mod replicas;
 mod serve;
 mod support;
