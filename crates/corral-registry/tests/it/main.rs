@@ -9,6 +9,7 @@ mod profiles;
 mod projects;
 mod props;
 mod sandboxes;
+mod usage;
 mod webhooks;
 
 use corral_registry::testing::TestDb;
