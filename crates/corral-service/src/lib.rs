@@ -29,6 +29,7 @@ pub mod limiter;
 pub mod metrics;
 mod reconciler;
 mod sandboxes;
+pub mod usage;
 pub mod verify;
 pub mod webhooks;
 
