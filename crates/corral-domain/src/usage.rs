@@ -276,9 +276,11 @@ pub struct UsageRow {
 pub struct UsageReport {
     /// Start of the range (inclusive).
     #[serde(with = "wire_time")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = String, format = DateTime))]
     pub from: Timestamp,
     /// End of the range (exclusive; at most now).
     #[serde(with = "wire_time")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = String, format = DateTime))]
     pub to: Timestamp,
     /// How the figures were made: they are estimates.
     pub basis: String,

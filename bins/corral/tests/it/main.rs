@@ -33,5 +33,6 @@ mod replicas;
 mod serve;
 mod support;
 mod tcp_proxy;
+mod usage;
 mod verify;
 mod webhooks;
