@@ -309,7 +309,8 @@ fn pricing_rates_are_checked_and_refuse_unknown_fields() {
     let mut c = caps(Provider::E2b);
     c.pricing.rates = vec![good.clone()];
     assert_eq!(c.check(), Ok(()));
-    let bad: [(&str, fn(&mut PricingRate)); 6] = [
+    type Spoil = fn(&mut PricingRate);
+    let bad: [(&str, Spoil); 6] = [
         ("rate as a float", |r| r.rate = "1e-5".into()),
         ("negative rate", |r| r.rate = "-0.1".into()),
         ("currency", |r| r.currency = "usd".into()),

@@ -159,3 +159,42 @@ async fn a_local_sandboxs_running_time_is_reported_as_a_free_estimate() {
     assert_eq!(st, 400, "{body}");
     assert!(body.contains("invalid_sandbox_id"), "{body}");
 }
+
+/// Every compiled-in provider's pricing evidence passes the checks, and each structured rate
+/// is a figure its prose summary publishes (no invented figures): the rate appears in the
+/// summary, except Vercel's creations, published as "$0.60 per 1M".
+#[test]
+fn every_structured_rate_is_a_figure_the_summary_publishes() {
+    use corral_domain::usage::Money;
+    use corral_domain::{Provider, RateUnit};
+    let all = corral::wiring::compiled_in_capabilities();
+    assert!(all.len() > 1, "adapters are compiled in");
+    let mut rated = Vec::new();
+    for caps in &all {
+        caps.check()
+            .unwrap_or_else(|e| panic!("{}: {e}", caps.provider));
+        for rate in &caps.pricing.rates {
+            if caps.provider == Provider::Vercel && rate.unit == RateUnit::SandboxCreation {
+                assert!(caps.pricing.summary.contains("$0.60 per 1M"));
+                assert_eq!(
+                    Money::parse(&rate.rate).unwrap().picos() * 1_000_000,
+                    Money::parse("0.60").unwrap().picos()
+                );
+                continue;
+            }
+            assert!(
+                caps.pricing.summary.contains(&rate.rate),
+                "{}: {} {} is not in the summary {:?}",
+                caps.provider,
+                rate.unit.as_str(),
+                rate.rate,
+                caps.pricing.summary
+            );
+        }
+        if !caps.pricing.rates.is_empty() {
+            rated.push(caps.provider);
+        }
+    }
+    // `local` costs nothing: no rates.
+    assert!(!rated.contains(&Provider::Local));
+}
