@@ -24,9 +24,15 @@ errors!(SandboxUsageErrors: ANY, &[ErrorCode::InvalidSandboxId, ErrorCode::Sandb
 pub(crate) struct UsageQuery {
     /// Start of the range (inclusive): a date `YYYY-MM-DD` (its UTC midnight) or an RFC 3339
     /// timestamp. Default: UTC midnight six days before `to`'s day.
+    #[param(
+        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2}))?$"
+    )]
     from: Option<String>,
     /// End of the range (exclusive), as `from`; later than now is read as now. Default: now.
     /// At most 93 days after `from`.
+    #[param(
+        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2}))?$"
+    )]
     to: Option<String>,
 }
 
