@@ -53,6 +53,183 @@ pub struct PricingEvidence {
     pub source_url: String,
     /// The date they were read, `YYYY-MM-DD`.
     pub read_on: String,
+    /// The same figures as structured per-unit rates, where the provider publishes them
+    /// (empty where it publishes none, or, for `local`, where nothing is charged).
+    #[serde(default)]
+    pub rates: Vec<PricingRate>,
+    /// The resources a sandbox created through Corral gets, where documented: create
+    /// requests carry no size, so this is the provider's default (or the adapter's fixed
+    /// choice). Absent: unknown, and per-resource rates cannot be applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<SandboxSize>,
+}
+
+/// What a rate is charged per. Time-based units are applied to a sandbox's running time;
+/// the others (storage, creations) are published for reference and not estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub enum RateUnit {
+    /// One vCPU for one second.
+    VcpuSecond,
+    /// One vCPU for one hour.
+    VcpuHour,
+    /// One physical core (2 vCPU) for one second (Modal's unit).
+    PhysicalCoreSecond,
+    /// One GiB (2^30 bytes) of memory for one second.
+    GibMemorySecond,
+    /// One GiB of memory for one hour.
+    GibMemoryHour,
+    /// One GB (10^9 bytes) of memory for one second.
+    GbMemorySecond,
+    /// One GB of memory for one hour.
+    GbMemoryHour,
+    /// One running sandbox for one second, whatever its size.
+    SandboxSecond,
+    /// One running sandbox for one hour, whatever its size.
+    SandboxHour,
+    /// One GB of disk for one second.
+    GbStorageSecond,
+    /// One GiB of disk for one hour.
+    GibStorageHour,
+    /// One GB of disk for one hour.
+    GbStorageHour,
+    /// One GB of stored data (snapshots, volumes) for one month.
+    GbStorageMonth,
+    /// One sandbox created.
+    SandboxCreation,
+}
+
+impl RateUnit {
+    /// The wire value, e.g. `"vcpu_second"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RateUnit::VcpuSecond => "vcpu_second",
+            RateUnit::VcpuHour => "vcpu_hour",
+            RateUnit::PhysicalCoreSecond => "physical_core_second",
+            RateUnit::GibMemorySecond => "gib_memory_second",
+            RateUnit::GibMemoryHour => "gib_memory_hour",
+            RateUnit::GbMemorySecond => "gb_memory_second",
+            RateUnit::GbMemoryHour => "gb_memory_hour",
+            RateUnit::SandboxSecond => "sandbox_second",
+            RateUnit::SandboxHour => "sandbox_hour",
+            RateUnit::GbStorageSecond => "gb_storage_second",
+            RateUnit::GibStorageHour => "gib_storage_hour",
+            RateUnit::GbStorageHour => "gb_storage_hour",
+            RateUnit::GbStorageMonth => "gb_storage_month",
+            RateUnit::SandboxCreation => "sandbox_creation",
+        }
+    }
+}
+
+/// One published per-unit price.
+///
+/// `rate` is a decimal string (`"0.000014"`), not a JSON number: published prices are
+/// decimal figures with up to eight places, which binary floating point cannot hold exactly,
+/// and a string keeps the figure exactly as read; estimates are computed in fixed point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PricingRate {
+    /// What the rate is charged per.
+    pub unit: RateUnit,
+    /// The price of one unit: a non-negative decimal, at most 6 digits before the point and 12 after.
+    #[cfg_attr(
+        feature = "utoipa",
+        schema(pattern = "^[0-9]{1,6}(\\.[0-9]{1,12})?$", example = "0.000014")
+    )]
+    pub rate: String,
+    /// ISO 4217 currency code, e.g. `USD`.
+    pub currency: String,
+    /// The plan or tier the rate belongs to, e.g. `pay as you go`.
+    pub plan: String,
+    /// Where the figure was read.
+    pub source_url: String,
+    /// The date it was read, `YYYY-MM-DD`.
+    pub read_on: String,
+    /// What the figure leaves out or how it was read (e.g. from a third-party transcription).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A sandbox's resources, as the pricing evidence assumes them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct SandboxSize {
+    /// vCPUs; absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpus: Option<u32>,
+    /// Memory in MiB; absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    /// Where the size comes from.
+    pub note: String,
+}
+
+/// Whether `s` is a `YYYY-MM-DD` shaped date.
+fn is_date(s: &str) -> bool {
+    let date = s.as_bytes();
+    date.len() == 10
+        && date.iter().enumerate().all(|(i, b)| match i {
+            4 | 7 => *b == b'-',
+            _ => b.is_ascii_digit(),
+        })
+}
+
+impl PricingRate {
+    /// A rate without a note.
+    pub fn new(
+        unit: RateUnit,
+        rate: &str,
+        currency: &str,
+        plan: &str,
+        source_url: &str,
+        read_on: &str,
+    ) -> Self {
+        PricingRate {
+            unit,
+            rate: rate.to_owned(),
+            currency: currency.to_owned(),
+            plan: plan.to_owned(),
+            source_url: source_url.to_owned(),
+            read_on: read_on.to_owned(),
+            note: None,
+        }
+    }
+
+    /// The same rate with `note`.
+    pub fn note(mut self, note: &str) -> Self {
+        self.note = Some(note.to_owned());
+        self
+    }
+
+    /// Checks the rate: a decimal figure, a currency code, a plan, an https source, a date.
+    pub fn check(&self) -> Result<(), String> {
+        let unit = self.unit.as_str();
+        if crate::usage::Money::parse(&self.rate).is_none() {
+            return Err(format!(
+                "pricing rate {unit}: rate must be a non-negative decimal (at most 6 digits before the point, 12 after)"
+            ));
+        }
+        if self.currency.len() != 3 || !self.currency.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(format!(
+                "pricing rate {unit}: currency must be an ISO 4217 code"
+            ));
+        }
+        if self.plan.trim().is_empty() {
+            return Err(format!("pricing rate {unit}: plan is empty"));
+        }
+        if !self.source_url.starts_with("https://") {
+            return Err(format!(
+                "pricing rate {unit}: sourceUrl must be an https URL"
+            ));
+        }
+        if !is_date(&self.read_on) {
+            return Err(format!("pricing rate {unit}: readOn must be YYYY-MM-DD"));
+        }
+        Ok(())
+    }
 }
 
 /// What a provider can do: identity, pricing evidence, runtime and lifecycle behaviour.
@@ -154,14 +331,11 @@ impl ProviderCapabilities {
         if !self.pricing.source_url.starts_with("https://") {
             return Err("pricing.sourceUrl must be an https URL".into());
         }
-        let date = self.pricing.read_on.as_bytes();
-        let date_ok = date.len() == 10
-            && date.iter().enumerate().all(|(i, b)| match i {
-                4 | 7 => *b == b'-',
-                _ => b.is_ascii_digit(),
-            });
-        if !date_ok {
+        if !is_date(&self.pricing.read_on) {
             return Err("pricing.readOn must be YYYY-MM-DD".into());
+        }
+        for rate in &self.pricing.rates {
+            rate.check()?;
         }
         Ok(())
     }

@@ -30,11 +30,12 @@ mod provider;
 mod sandbox;
 pub mod sse;
 mod status;
+pub mod usage;
 mod webhook;
 
 pub use capabilities::{
-    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence,
-    ProviderCapabilities, ProviderCatalog, Signal, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, PricingRate,
+    ProviderCapabilities, ProviderCatalog, RateUnit, SandboxSize, Signal, TimeoutMode,
 };
 pub use command::{
     Command, CommandPage, CommandState, MAX_STDIN_BYTES, MAX_TAG_BYTES, OutputEvent, OutputPage,
@@ -50,6 +51,7 @@ pub use input::InputError;
 pub use provider::{ParseProviderError, Provider};
 pub use sandbox::{Sandbox, SandboxListItem, SandboxMetadata, SandboxPage};
 pub use status::SandboxStatus;
+pub use usage::{CostAmount, SandboxUsage, UsageReport, UsageRow};
 pub use webhook::{
     DeliveryState, NewWebhook, Webhook, WebhookDelivery, WebhookDeliveryList, WebhookList,
     WebhookWithSecret,

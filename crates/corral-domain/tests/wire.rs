@@ -53,6 +53,8 @@ fn caps(provider: Provider) -> ProviderCapabilities {
             summary: "$0.01 per vCPU-hour".into(),
             source_url: "https://example.com/pricing".into(),
             read_on: "2026-11-22".into(),
+            rates: Vec::new(),
+            size: None,
         },
         image_mode: ImageMode::Template,
         timeout_mode: TimeoutMode::Seconds,
@@ -247,7 +249,10 @@ fn capabilities_have_all_fourteen_spec_fields_plus_name_pricing_and_commands() {
         ],
     );
     let json = serde_json::to_value(&c).unwrap();
-    assert_eq!(keys(&json["pricing"]), ["readOn", "sourceUrl", "summary"]);
+    assert_eq!(
+        keys(&json["pricing"]),
+        ["rates", "readOn", "sourceUrl", "summary"]
+    );
     assert_eq!(
         keys(&json["commands"]),
         ["binaryOutput", "emulated", "resume", "signals", "stdin"]
@@ -289,6 +294,47 @@ fn capability_invariants_are_checked() {
     let mut c = caps(Provider::E2b);
     c.pricing.read_on = "22/11/2026".into();
     assert!(c.check().is_err());
+}
+
+#[test]
+fn pricing_rates_are_checked_and_refuse_unknown_fields() {
+    let good = PricingRate::new(
+        RateUnit::VcpuSecond,
+        "0.000014",
+        "USD",
+        "pay as you go",
+        "https://example.com/pricing",
+        "2026-11-27",
+    );
+    let mut c = caps(Provider::E2b);
+    c.pricing.rates = vec![good.clone()];
+    assert_eq!(c.check(), Ok(()));
+    type Spoil = fn(&mut PricingRate);
+    let bad: [(&str, Spoil); 6] = [
+        ("rate as a float", |r| r.rate = "1e-5".into()),
+        ("negative rate", |r| r.rate = "-0.1".into()),
+        ("currency", |r| r.currency = "usd".into()),
+        ("plan", |r| r.plan = " ".into()),
+        ("http source", |r| {
+            r.source_url = "http://example.com".into()
+        }),
+        ("date", |r| r.read_on = "2026-11".into()),
+    ];
+    for (what, spoil) in bad {
+        let mut c = caps(Provider::E2b);
+        let mut r = good.clone();
+        spoil(&mut r);
+        c.pricing.rates = vec![r];
+        assert!(c.check().is_err(), "{what} was accepted");
+    }
+    let json = serde_json::to_value(&good).unwrap();
+    assert_eq!(json["unit"], "vcpu_second");
+    assert_eq!(json["rate"], "0.000014");
+    let mut extra = json.clone();
+    extra["perHour"] = serde_json::json!("0.05");
+    assert!(serde_json::from_value::<PricingRate>(extra).is_err());
+    let back: PricingRate = serde_json::from_value(json).unwrap();
+    assert_eq!(back, good);
 }
 
 #[test]

@@ -1,9 +1,14 @@
 //! Blaxel's honest capabilities.
 
 use corral_domain::{
-    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
-    ProviderCapabilities, Signal, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, PricingRate,
+    Provider, ProviderCapabilities, RateUnit, SandboxSize, Signal, TimeoutMode,
 };
+
+/// Where the pricing figures were read.
+const SOURCE: &str = "https://blaxel.ai/pricing";
+/// When they were read.
+const READ_ON: &str = "2026-10-07";
 
 /// What Blaxel can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
@@ -15,8 +20,21 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
                       separately; nothing while in standby); snapshot storage $0.20 per \
                       GB-month; volumes $0.12 per GB-month; up to $200 free credits"
                 .into(),
-            source_url: "https://blaxel.ai/pricing".into(),
-            read_on: "2026-10-07".into(),
+            source_url: SOURCE.into(),
+            read_on: READ_ON.into(),
+            rates: vec![
+                PricingRate::new(RateUnit::GbMemorySecond, "0.0000115", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("active time only (nothing in standby); CPU is not charged separately"),
+                PricingRate::new(RateUnit::GbStorageMonth, "0.20", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("snapshot storage"),
+                PricingRate::new(RateUnit::GbStorageMonth, "0.12", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("volumes"),
+            ],
+            size: Some(SandboxSize {
+                vcpus: Some(2),
+                memory_mib: Some(u64::from(crate::DEFAULT_MEMORY_MB)),
+                note: "the adapter's default memory (4096 MB, read as MiB; CPU = memory / 2048); a configured memory_mb is not reflected here".into(),
+            }),
         },
         // `spec.runtime.image`: a public `blaxel/*` image or a custom template image.
         image_mode: ImageMode::Container,

@@ -1,8 +1,14 @@
 //! Cloudflare Sandbox (bridge)'s honest capabilities.
 
 use corral_domain::{
-    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+    ImageMode, OutputStreams, PricingEvidence, PricingRate, Provider, ProviderCapabilities,
+    RateUnit, TimeoutMode,
 };
+
+/// Where the pricing figures were read.
+const SOURCE: &str = "https://developers.cloudflare.com/containers/pricing/";
+/// When they were read.
+const READ_ON: &str = "2026-08-22";
 
 /// What the `cloudflare` bridge kind can do through Corral's bridge contract.
 pub(crate) fn capabilities() -> ProviderCapabilities {
@@ -11,8 +17,17 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         display_name: "Cloudflare Sandbox (bridge)".into(),
         pricing: PricingEvidence {
             summary: "Containers need Workers Paid ($5/month, with 375 vCPU-minutes, 25 GiB-hours of memory and 200 GB-hours of disk included); beyond that $0.000020 per active vCPU-second, $0.0000025 per GiB-second of memory, $0.00000007 per GB-second of disk (figures from secondary transcriptions of the official page); Durable Object and Worker request charges come on top".into(),
-            source_url: "https://developers.cloudflare.com/containers/pricing/".into(),
-            read_on: "2026-08-22".into(),
+            source_url: SOURCE.into(),
+            read_on: READ_ON.into(),
+            rates: vec![
+                PricingRate::new(RateUnit::VcpuSecond, "0.000020", "USD", "Workers Paid, beyond the included usage", SOURCE, READ_ON)
+                    .note("active CPU only; from secondary transcriptions of the official page"),
+                PricingRate::new(RateUnit::GibMemorySecond, "0.0000025", "USD", "Workers Paid, beyond the included usage", SOURCE, READ_ON)
+                    .note("from secondary transcriptions of the official page"),
+                PricingRate::new(RateUnit::GbStorageSecond, "0.00000007", "USD", "Workers Paid, beyond the included usage", SOURCE, READ_ON)
+                    .note("disk; from secondary transcriptions of the official page"),
+            ],
+            size: None,
         },
         // The image is chosen inside the bridge, not per sandbox.
         image_mode: ImageMode::Fixed,

@@ -1,14 +1,19 @@
 //! Daytona's honest capabilities (research part 1 §2).
 
 use corral_domain::{
-    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
-    ProviderCapabilities, Signal, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, PricingRate,
+    Provider, ProviderCapabilities, RateUnit, SandboxSize, Signal, TimeoutMode,
 };
 
 /// Daytona's own default idle auto-stop: 15 minutes.
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 15 * 60;
 /// `autoStopInterval` is in minutes.
 pub const GRANULARITY_SECONDS: u64 = 60;
+
+/// Where the pricing figures were read.
+const SOURCE: &str = "https://www.daytona.io/pricing";
+/// When they were read.
+const READ_ON: &str = "2026-08-22";
 
 /// The capabilities.
 pub fn capabilities() -> ProviderCapabilities {
@@ -20,8 +25,21 @@ pub fn capabilities() -> ProviderCapabilities {
                       storage $0.000108 per GiB-hour beyond 5 GiB free (as quoted from the \
                       official pricing page; not confirmed first-hand)."
                 .into(),
-            source_url: "https://www.daytona.io/pricing".into(),
-            read_on: "2026-08-22".into(),
+            source_url: SOURCE.into(),
+            read_on: READ_ON.into(),
+            rates: vec![
+                PricingRate::new(RateUnit::VcpuHour, "0.0504", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("quoted from the official page by third-party notes; not confirmed first-hand"),
+                PricingRate::new(RateUnit::GibMemoryHour, "0.0162", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("quoted from the official page by third-party notes; not confirmed first-hand"),
+                PricingRate::new(RateUnit::GibStorageHour, "0.000108", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("beyond 5 GiB free; quoted from the official page by third-party notes"),
+            ],
+            size: Some(SandboxSize {
+                vcpus: Some(1),
+                memory_mib: Some(1024),
+                note: "Daytona's default for a create that names no resources: 1 vCPU, 1 GB RAM (read as GiB, the unit of its memory price), 3 GiB disk".into(),
+            }),
         },
         // A Daytona "snapshot" is a named, pre-built image.
         image_mode: ImageMode::Template,

@@ -13,6 +13,9 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
             summary: "Deno Sandbox pricing was not found in the public sources read; see Deno Deploy's pricing page".into(),
             source_url: "https://deno.com/deploy/pricing".into(),
             read_on: "2026-08-22".into(),
+            // No per-unit price is published (see the summary): nothing to estimate with.
+            rates: Vec::new(),
+            size: None,
         },
         // The image is chosen inside the bridge, not per sandbox.
         image_mode: ImageMode::Fixed,

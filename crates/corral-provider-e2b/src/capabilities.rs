@@ -1,8 +1,8 @@
 //! E2B's honest capabilities (research part 1 §1).
 
 use corral_domain::{
-    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
-    ProviderCapabilities, Signal, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, PricingRate,
+    Provider, ProviderCapabilities, RateUnit, Signal, TimeoutMode,
 };
 
 /// Lifetime sent when the request has none: the SDKs' default (E2B's own server-side default
@@ -10,6 +10,11 @@ use corral_domain::{
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
 /// Longest lifetime: 24 h on Pro (Hobby teams are limited to 1 h and get a 400 above it).
 pub const MAXIMUM_TIMEOUT_SECONDS: u64 = 24 * 3600;
+
+/// Where the pricing figures were read.
+const SOURCE: &str = "https://github.com/e2b-dev/docs/blob/d940a4e/docs/legacy/pricing.mdx";
+/// When they were read.
+const READ_ON: &str = "2025-12-17";
 
 /// The capabilities.
 pub fn capabilities() -> ProviderCapabilities {
@@ -21,9 +26,15 @@ pub fn capabilities() -> ProviderCapabilities {
                       (~$0.05/h), RAM $0.0000045/GiB/s (~$0.018/h), storage free. Plans: Hobby \
                       $0 with a one-time $100 credit, Pro $150/month."
                 .into(),
-            source_url: "https://github.com/e2b-dev/docs/blob/d940a4e/docs/legacy/pricing.mdx"
-                .into(),
-            read_on: "2025-12-17".into(),
+            source_url: SOURCE.into(),
+            read_on: READ_ON.into(),
+            rates: vec![
+                PricingRate::new(RateUnit::VcpuSecond, "0.000014", "USD", "usage, per second of running sandbox (Hobby and Pro)", SOURCE, READ_ON)
+                    .note("marked legacy in E2B's docs; the same vCPU rate is transcribed from e2b.dev/pricing in 2026"),
+                PricingRate::new(RateUnit::GibMemorySecond, "0.0000045", "USD", "usage, per second of running sandbox (Hobby and Pro)", SOURCE, READ_ON)
+                    .note("marked legacy in E2B's docs"),
+            ],
+            size: None,
         },
         image_mode: ImageMode::Template,
         timeout_mode: TimeoutMode::Seconds,

@@ -16,6 +16,9 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
                 .into(),
             source_url: "https://fly.io/docs/about/pricing/".into(),
             read_on: "2026-11-23".into(),
+            // No per-unit price is published (see the summary): nothing to estimate with.
+            rates: Vec::new(),
+            size: None,
         },
         image_mode: ImageMode::Container,
         // A machine runs until it is stopped or destroyed; Fly has no lifetime setting.

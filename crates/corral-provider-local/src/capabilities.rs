@@ -24,6 +24,9 @@ pub(crate) fn with_images(images: bool) -> ProviderCapabilities {
             summary: "No charge: runs on the server's own machine (Linux namespaces)".into(),
             source_url: "https://man7.org/linux/man-pages/man7/namespaces.7.html".into(),
             read_on: "2026-11-22".into(),
+            // Nothing is charged: no rates, so estimates for `local` are empty.
+            rates: Vec::new(),
+            size: None,
         },
         image_mode: if images {
             ImageMode::Template

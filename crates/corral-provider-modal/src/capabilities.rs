@@ -1,8 +1,14 @@
 //! Modal Sandboxes (bridge)'s honest capabilities.
 
 use corral_domain::{
-    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+    ImageMode, OutputStreams, PricingEvidence, PricingRate, Provider, ProviderCapabilities,
+    RateUnit, TimeoutMode,
 };
+
+/// Where the pricing figures were read.
+const SOURCE: &str = "https://modal.com/pricing";
+/// When they were read.
+const READ_ON: &str = "2026-08-22";
 
 /// What the `modal` bridge kind can do through Corral's bridge contract.
 pub(crate) fn capabilities() -> ProviderCapabilities {
@@ -11,8 +17,15 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         display_name: "Modal Sandboxes (bridge)".into(),
         pricing: PricingEvidence {
             summary: "Sandboxes are billed per second on the larger of request and use: $0.00003942 per physical core per second (1 core = 2 vCPU) and $0.00000667 to $0.00000672 per GiB-second of memory (third-party transcriptions of the page); Starter plan includes $30/month of credit".into(),
-            source_url: "https://modal.com/pricing".into(),
-            read_on: "2026-08-22".into(),
+            source_url: SOURCE.into(),
+            read_on: READ_ON.into(),
+            rates: vec![
+                PricingRate::new(RateUnit::PhysicalCoreSecond, "0.00003942", "USD", "pay as you go (Starter includes $30/month of credit)", SOURCE, READ_ON)
+                    .note("1 core = 2 vCPU; billed on the larger of request and use; third-party transcriptions of the page"),
+                PricingRate::new(RateUnit::GibMemorySecond, "0.00000667", "USD", "pay as you go (Starter includes $30/month of credit)", SOURCE, READ_ON)
+                    .note("transcriptions give $0.00000667 to $0.00000672; the lower figure is used"),
+            ],
+            size: None,
         },
         // The image is chosen inside the bridge, not per sandbox.
         image_mode: ImageMode::Fixed,

@@ -15,6 +15,9 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
                 .into(),
             source_url: "https://cloud.morph.so/docs/faq".into(),
             read_on: "2026-11-22".into(),
+            // No per-unit price is published (see the summary): nothing to estimate with.
+            rates: Vec::new(),
+            size: None,
         },
         // `image` is the snapshot id an instance starts from.
         image_mode: ImageMode::Template,

@@ -1,14 +1,19 @@
 //! Runloop's honest capabilities.
 
 use corral_domain::{
-    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
-    ProviderCapabilities, Signal, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, PricingRate,
+    Provider, ProviderCapabilities, RateUnit, Signal, TimeoutMode,
 };
 
 /// `keep_alive_time_seconds` when none is sent: one hour.
 pub(crate) const DEFAULT_KEEP_ALIVE_SECONDS: u64 = 3600;
 /// Largest `keep_alive_time_seconds`: 48 hours.
 pub(crate) const MAX_KEEP_ALIVE_SECONDS: u64 = 172_800;
+
+/// Where the pricing figures were read.
+const SOURCE: &str = "https://www.runloop.ai/pricing";
+/// When they were read.
+const READ_ON: &str = "2026-08-22";
 
 /// The capabilities Corral advertises for Runloop.
 pub(crate) fn capabilities() -> ProviderCapabilities {
@@ -21,8 +26,38 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
                       build-hour; Pro tier $250/month (figures as quoted from the pricing page \
                       by third-party notes)"
                 .into(),
-            source_url: "https://www.runloop.ai/pricing".into(),
-            read_on: "2026-08-22".into(),
+            source_url: SOURCE.into(),
+            read_on: READ_ON.into(),
+            rates: vec![
+                PricingRate::new(
+                    RateUnit::VcpuHour,
+                    "0.108",
+                    "USD",
+                    "pay as you go",
+                    SOURCE,
+                    READ_ON,
+                )
+                .note("quoted from the pricing page by third-party notes; unconfirmed"),
+                PricingRate::new(
+                    RateUnit::GbMemoryHour,
+                    "0.0252",
+                    "USD",
+                    "pay as you go",
+                    SOURCE,
+                    READ_ON,
+                )
+                .note("quoted from the pricing page by third-party notes; unconfirmed"),
+                PricingRate::new(
+                    RateUnit::GbStorageHour,
+                    "0.00034236",
+                    "USD",
+                    "pay as you go",
+                    SOURCE,
+                    READ_ON,
+                )
+                .note("disk, billed while suspended too; quoted by third-party notes; unconfirmed"),
+            ],
+            size: None,
         },
         image_mode: ImageMode::Blueprint,
         timeout_mode: TimeoutMode::Seconds,

@@ -1,9 +1,15 @@
 //! Fly Sprites' honest capabilities.
 
 use corral_domain::{
-    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, Provider,
-    ProviderCapabilities, Signal, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, PricingRate,
+    Provider, ProviderCapabilities, RateUnit, SandboxSize, Signal, TimeoutMode,
 };
+
+/// Where the pricing figures were read.
+const SOURCE: &str =
+    "https://github.com/superfly/sprites-docs/blob/6818d86/src/content/docs/reference/billing.mdx";
+/// When they were read.
+const READ_ON: &str = "2026-11-23";
 
 /// What Sprites can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
@@ -16,9 +22,23 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
                       GB-month; Level 10 plan $20/month (figures from a billing page marked \
                       draft)"
                 .into(),
-            source_url: "https://github.com/superfly/sprites-docs/blob/6818d86/src/content/docs/reference/billing.mdx"
-                .into(),
-            read_on: "2026-11-23".into(),
+            source_url: SOURCE.into(),
+            read_on: READ_ON.into(),
+            rates: vec![
+                PricingRate::new(RateUnit::VcpuHour, "0.07", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("billed per second only while active; from a billing page marked draft"),
+                PricingRate::new(RateUnit::GbMemoryHour, "0.04375", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("billed per second only while active; from a billing page marked draft"),
+                PricingRate::new(RateUnit::GbStorageMonth, "0.50", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("hot storage; from a billing page marked draft"),
+                PricingRate::new(RateUnit::GbStorageMonth, "0.02", "USD", "pay as you go", SOURCE, READ_ON)
+                    .note("storage; from a billing page marked draft"),
+            ],
+            size: Some(SandboxSize {
+                vcpus: Some(8),
+                memory_mib: None,
+                note: "Sprites have fixed resources: 8 vCPU; memory is platform-managed (the billing draft's 4 GB is not confirmed), so it is not estimated".into(),
+            }),
         },
         // Every sprite runs the same Ubuntu base image; only the filesystem overlay is yours.
         image_mode: ImageMode::Fixed,

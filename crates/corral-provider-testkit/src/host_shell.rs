@@ -126,6 +126,8 @@ impl HostShellProvider {
                     summary: "free".into(),
                     source_url: "https://example.invalid/none".into(),
                     read_on: "2026-11-22".into(),
+                    rates: Vec::new(),
+                    size: None,
                 },
                 image_mode: ImageMode::Fixed,
                 timeout_mode: TimeoutMode::Seconds,

@@ -16,6 +16,9 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
                 .into(),
             source_url: "https://docs.together.ai/docs/together-code-sandbox".into(),
             read_on: "2026-08-18".into(),
+            // No per-unit price is published (see the summary): nothing to estimate with.
+            rates: Vec::new(),
+            size: None,
         },
         // `image` is a snapshot UUID or alias (`name@tag`).
         image_mode: ImageMode::Template,

@@ -1,7 +1,8 @@
 //! Vercel Sandbox's honest capabilities.
 
 use corral_domain::{
-    ImageMode, OutputStreams, PricingEvidence, Provider, ProviderCapabilities, TimeoutMode,
+    ImageMode, OutputStreams, PricingEvidence, PricingRate, Provider, ProviderCapabilities,
+    RateUnit, TimeoutMode,
 };
 
 /// Session timeout when none is given: 5 minutes.
@@ -9,6 +10,11 @@ pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
 /// Largest session timeout on any plan: 24 hours on Pro/Enterprise per Vercel's knowledge-base
 /// article of 2026-06-29 (Hobby stops at 45 minutes; Vercel refuses more for such a team).
 pub(crate) const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// Where the pricing figures were read.
+const SOURCE: &str = "https://vercel.com/docs/vercel-sandbox/pricing";
+/// When they were read.
+const READ_ON: &str = "2026-08-22";
 
 /// The capabilities Corral advertises for Vercel Sandbox.
 pub(crate) fn capabilities() -> ProviderCapabilities {
@@ -22,8 +28,19 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
                       5,000 creations, 20 GB transfer and 15 GB storage (page last updated \
                       2025-11-26)"
                 .into(),
-            source_url: "https://vercel.com/docs/vercel-sandbox/pricing".into(),
-            read_on: "2026-08-22".into(),
+            source_url: SOURCE.into(),
+            read_on: READ_ON.into(),
+            rates: vec![
+                PricingRate::new(RateUnit::VcpuHour, "0.128", "USD", "beyond the plan's included usage", SOURCE, READ_ON)
+                    .note("active CPU: only the time the CPU is busy is charged, so running time overstates it"),
+                PricingRate::new(RateUnit::GbMemoryHour, "0.0212", "USD", "beyond the plan's included usage", SOURCE, READ_ON)
+                    .note("provisioned memory"),
+                PricingRate::new(RateUnit::SandboxCreation, "0.0000006", "USD", "beyond the plan's included usage", SOURCE, READ_ON)
+                    .note("$0.60 per 1M creations"),
+                PricingRate::new(RateUnit::GbStorageMonth, "0.08", "USD", "beyond the plan's included usage", SOURCE, READ_ON)
+                    .note("snapshot storage"),
+            ],
+            size: None,
         },
         image_mode: ImageMode::Container,
         timeout_mode: TimeoutMode::Seconds,

@@ -92,6 +92,7 @@ pub mod schema;
 mod secret;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod usage;
 mod webhooks;
 
 pub use cache::DEFAULT_CACHE_TTL;
@@ -111,6 +112,7 @@ pub use model::{
 pub use reaper::{MAX_ORPHANS_LISTED, Orphan};
 pub use registry::{LAST_USE_PRECISION, ListCursor, Registry, cursor_pattern};
 pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey, api_key_id};
+pub use usage::{Lifecycles, MAX_USAGE_SANDBOXES, UsageLog};
 pub use webhooks::{
     AttemptOutcome, DeliveryRecord, EndpointTarget, MAX_WEBHOOKS_PER_PROJECT, secret_bytes,
 };

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod reaper;
 mod reconciler;
 mod sandboxes;
+pub mod usage;
 pub mod verify;
 pub mod webhooks;
 

@@ -7,7 +7,7 @@
 /// Operational endpoints (health, readiness, metrics, the document itself: `ops.rs`)
 /// are outside the contract and outside the document.
 pub fn api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
-    use crate::{commands, events, sandbox, webhooks};
+    use crate::{commands, events, sandbox, usage, webhooks};
     cfg.service(sandbox::create_sandbox)
         .service(sandbox::list_sandboxes)
         .service(sandbox::get_sandbox)
@@ -23,6 +23,8 @@ pub fn api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(commands::write_stdin)
         .service(commands::signal_command)
         .service(events::list_events)
+        .service(usage::get_usage)
+        .service(usage::get_sandbox_usage)
         .service(webhooks::create_webhook)
         .service(webhooks::list_webhooks)
         .service(webhooks::delete_webhook)

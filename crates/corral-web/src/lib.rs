@@ -44,6 +44,7 @@ pub mod reply;
 mod sandbox;
 pub mod session;
 pub mod state;
+mod usage;
 mod webhooks;
 
 pub use app::{Mount, app};

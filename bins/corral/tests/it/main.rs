@@ -34,5 +34,6 @@ mod replicas;
 mod serve;
 mod support;
 mod tcp_proxy;
+mod usage;
 mod verify;
 mod webhooks;

@@ -19,6 +19,8 @@ fn caps() -> ProviderCapabilities {
             summary: "test".into(),
             source_url: "https://example.com/pricing".into(),
             read_on: "2026-11-23".into(),
+            rates: Vec::new(),
+            size: None,
         },
         image_mode: ImageMode::Fixed,
         timeout_mode: TimeoutMode::ProviderManaged,

@@ -10,6 +10,7 @@ mod projects;
 mod props;
 mod reaper;
 mod sandboxes;
+mod usage;
 mod webhooks;
 
 use corral_registry::testing::TestDb;
