@@ -121,7 +121,8 @@ impl UsageLog {
                 .filter(ev::status.is_not_null())
                 .order(ev::seq.asc())
                 .select((
-                    ev::sandbox_id,
+                    // Filtered to named sandboxes above, so never null here.
+                    ev::sandbox_id.assume_not_null(),
                     ev::status.assume_not_null(),
                     ev::occurred_at,
                 ))
