@@ -73,6 +73,52 @@ pub enum ClientCommand {
         #[command(flatten)]
         conn: Connection,
     },
+    /// Manage the project's webhook endpoints (signed lifecycle events; docs/operations.md).
+    Webhook {
+        /// What to do.
+        #[command(subcommand)]
+        command: WebhookCommand,
+        /// The server, the key, the output format.
+        #[command(flatten)]
+        conn: Connection,
+    },
+}
+
+/// `corral webhook …`.
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Add an endpoint; prints it with its signing secret, shown only this once.
+    Create {
+        /// Where events are POSTed (`https://…`); positional (`--url` names the server).
+        #[arg(value_name = "ENDPOINT_URL")]
+        endpoint: String,
+        /// An event type to send (repeat for several; default: every type).
+        #[arg(long = "type", value_name = "TYPE")]
+        types: Vec<corral_domain::EventType>,
+    },
+    /// List the project's endpoints (no secrets).
+    #[command(alias = "list")]
+    Ls,
+    /// Remove an endpoint; its pending deliveries are dropped.
+    #[command(alias = "delete")]
+    Rm {
+        /// The endpoint id (`whe_…`).
+        id: String,
+    },
+    /// Give an endpoint a new secret (shown only this once); the old one keeps signing
+    /// during the overlap.
+    Rotate {
+        /// The endpoint id (`whe_…`).
+        id: String,
+    },
+    /// An endpoint's most recent deliveries, newest first.
+    Deliveries {
+        /// The endpoint id (`whe_…`).
+        id: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
 }
 
 /// `corral sandbox …`.
@@ -216,7 +262,96 @@ async fn dispatch(command: ClientCommand) -> Result<u8, Failure> {
             providers(&config::client(&conn)?, conn.json).await?;
             Ok(0)
         }
+        ClientCommand::Webhook { command, conn } => {
+            webhook(&config::client(&conn)?, command, conn.json).await?;
+            Ok(0)
+        }
     }
+}
+
+async fn webhook(client: &Client, command: WebhookCommand, json: bool) -> Result<(), Failure> {
+    let types = |t: &[corral_domain::EventType]| {
+        if t.is_empty() {
+            "*".to_owned()
+        } else {
+            t.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(",")
+        }
+    };
+    match command {
+        WebhookCommand::Create {
+            endpoint,
+            types: wanted,
+        } => {
+            let made = client
+                .create_webhook(&corral_domain::NewWebhook {
+                    url: endpoint,
+                    types: (!wanted.is_empty()).then_some(wanted),
+                })
+                .await?;
+            if json {
+                return render::json(&made);
+            }
+            let mut table = Table::new(&["ID", "URL", "TYPES", "SECRET (shown once)"]);
+            table.row(vec![
+                made.id.clone(),
+                made.url.clone(),
+                types(&made.types),
+                made.secret.clone(),
+            ]);
+            table.print();
+        }
+        WebhookCommand::Ls => {
+            let list = client.list_webhooks().await?;
+            if json {
+                return render::json(&list);
+            }
+            let mut table = Table::new(&["ID", "URL", "TYPES", "CREATED"]);
+            for w in &list.items {
+                table.row(vec![
+                    w.id.clone(),
+                    w.url.clone(),
+                    types(&w.types),
+                    render::time(&w.created_at),
+                ]);
+            }
+            table.print();
+        }
+        WebhookCommand::Rm { id } => {
+            let removed = client.delete_webhook(&id).await?;
+            if json {
+                return render::json(&removed);
+            }
+            println!("removed {}", removed.id);
+        }
+        WebhookCommand::Rotate { id } => {
+            let rotated = client.rotate_webhook(&id).await?;
+            if json {
+                return render::json(&rotated);
+            }
+            println!("{} secret (shown once): {}", rotated.id, rotated.secret);
+        }
+        WebhookCommand::Deliveries { id, limit } => {
+            let list = client.webhook_deliveries(&id, Some(limit)).await?;
+            if json {
+                return render::json(&list);
+            }
+            let mut table = Table::new(&["ID", "EVENT", "STATE", "ATTEMPTS", "LAST"]);
+            for d in &list.items {
+                table.row(vec![
+                    d.id.clone(),
+                    d.event_id.to_string(),
+                    d.state.as_str().to_owned(),
+                    d.attempts.to_string(),
+                    d.last_status
+                        .map(|s| s.to_string())
+                        .or_else(|| d.last_error.clone())
+                        .unwrap_or_else(|| "-".to_owned()),
+                ]);
+            }
+            table.print();
+        }
+    }
+    Ok(())
 }
 
 async fn sandbox(client: &Client, command: SandboxCommand, json: bool) -> Result<(), Failure> {

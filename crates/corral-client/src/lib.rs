@@ -215,6 +215,73 @@ impl Client {
         .await
     }
 
+    /// `POST /v1/webhook-endpoints`: the new endpoint with its signing secret (shown only
+    /// in this answer). Not retried after a lost answer: a second endpoint could be made.
+    pub async fn create_webhook(
+        &self,
+        endpoint: &corral_domain::NewWebhook,
+    ) -> Result<corral_domain::WebhookWithSecret> {
+        self.call(
+            Method::POST,
+            "/v1/webhook-endpoints",
+            Some(endpoint),
+            None,
+            Repeat::Unsafe,
+        )
+        .await
+    }
+
+    /// `GET /v1/webhook-endpoints`: the project's endpoints (no secrets).
+    pub async fn list_webhooks(&self) -> Result<corral_domain::WebhookList> {
+        self.call(
+            Method::GET,
+            "/v1/webhook-endpoints",
+            None::<&()>,
+            None,
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/webhook-endpoints/{id}`: answers the removed endpoint.
+    pub async fn delete_webhook(&self, id: &str) -> Result<corral_domain::Webhook> {
+        self.call(
+            Method::DELETE,
+            &format!("/v1/webhook-endpoints/{}", path_segment(id)),
+            None::<&()>,
+            None,
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// `POST /v1/webhook-endpoints/{id}/rotate`: a new secret (the previous one still signs
+    /// for the overlap). Not retried after a lost answer: the secret shown would be lost.
+    pub async fn rotate_webhook(&self, id: &str) -> Result<corral_domain::WebhookWithSecret> {
+        self.call(
+            Method::POST,
+            &format!("/v1/webhook-endpoints/{}/rotate", path_segment(id)),
+            None::<&()>,
+            None,
+            Repeat::Unsafe,
+        )
+        .await
+    }
+
+    /// `GET /v1/webhook-endpoints/{id}/deliveries`: the most recent deliveries, newest first.
+    pub async fn webhook_deliveries(
+        &self,
+        id: &str,
+        limit: Option<u32>,
+    ) -> Result<corral_domain::WebhookDeliveryList> {
+        let path = with_query(
+            &format!("/v1/webhook-endpoints/{}/deliveries", path_segment(id)),
+            &[("limit", limit.map(|l| l.to_string()).as_deref())],
+        );
+        self.call(Method::GET, &path, None::<&()>, None, Repeat::Safe)
+            .await
+    }
+
     /// `GET /v1/sandboxes/{id}`.
     pub async fn get_sandbox(&self, id: &SandboxId) -> Result<Sandbox> {
         self.call(
@@ -497,4 +564,18 @@ mod tests {
         assert!(Client::new("ftp://example.com", "k").is_err());
         assert!(Client::new("not a url", "k").is_err());
     }
+}
+
+/// An id given by a user as one path segment: anything outside an id's alphabet is
+/// percent-escaped, so it cannot reach another route.
+fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

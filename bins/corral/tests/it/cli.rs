@@ -21,7 +21,12 @@ impl Cli {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_owned();
         let config = dir.join("corral.toml");
-        std::fs::write(&config, "[providers]\nenabled = [\"local\"]\n").unwrap();
+        // Webhooks may go to loopback here (the webhook subcommand's test).
+        std::fs::write(
+            &config,
+            "[providers]\nenabled = [\"local\"]\n[webhooks]\nallow = [\"127.0.0.1\"]\n",
+        )
+        .unwrap();
         let server = start(&dir.join("data"), &config, 1);
         let key = server.first_key();
         Self {
@@ -188,4 +193,79 @@ fn the_cli_creates_execs_streams_copies_lists_and_deletes_on_a_live_server() {
     // An exec that cannot start is the CLI's failure (125), not the command's.
     let out = cli.run(&["exec", &missing, "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{out:?}");
+}
+
+#[test]
+fn the_cli_manages_webhook_endpoints_and_shows_their_deliveries() {
+    let cli = Cli::new();
+    let made = cli.json(&[
+        "webhook",
+        "create",
+        "http://127.0.0.1:9/hook",
+        "--type",
+        "sandbox.created",
+        "--type",
+        "sandbox.deleted",
+        "--json",
+    ]);
+    let id = made["id"].as_str().unwrap().to_owned();
+    let secret = made["secret"].as_str().unwrap().to_owned();
+    assert!(
+        id.starts_with("whe_") && secret.starts_with("whsec_"),
+        "{made}"
+    );
+    assert_eq!(
+        made["types"],
+        serde_json::json!(["sandbox.created", "sandbox.deleted"])
+    );
+
+    // The table for people lists it without the secret.
+    let listed = cli.run(&["webhook", "ls"]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.status.success() && text.contains(&id), "{text}");
+    assert!(
+        !text.contains(&secret),
+        "a listing shows the secret: {text}"
+    );
+
+    let rotated = cli.json(&["webhook", "rotate", &id, "--json"]);
+    assert_ne!(rotated["secret"].as_str().unwrap(), secret);
+
+    // An event makes a delivery (to a port nobody listens on: it stays pending, attempted).
+    cli.json(&["sandbox", "create", "--provider", "local", "--json"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let d = cli.json(&["webhook", "deliveries", &id, "--json"]);
+        if let Some(first) = d["items"].as_array().and_then(|i| i.first()) {
+            assert_eq!(first["state"], "pending", "{d}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no delivery recorded: {d}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let bad = cli.run(&[
+        "webhook",
+        "create",
+        "http://127.0.0.1:9/x",
+        "--type",
+        "sandbox.nope",
+    ]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "an unknown type is a usage error"
+    );
+    let removed = cli.json(&["webhook", "rm", &id, "--json"]);
+    assert_eq!(removed["id"], id.as_str());
+    let gone = cli.run(&["webhook", "rm", &id]);
+    assert_eq!(
+        gone.status.code(),
+        Some(1),
+        "a second removal is the API's not-found"
+    );
+    assert_eq!(
+        cli.json(&["webhook", "ls", "--json"])["items"],
+        serde_json::json!([])
+    );
 }
