@@ -533,6 +533,20 @@ pub fn idempotency_key() -> String {
     format!("corral-client-{hex}")
 }
 
+/// An id given by a user as one path segment: anything outside an id's alphabet is
+/// percent-escaped, so it cannot reach another route.
+fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,18 +578,4 @@ mod tests {
         assert!(Client::new("ftp://example.com", "k").is_err());
         assert!(Client::new("not a url", "k").is_err());
     }
-}
-
-/// An id given by a user as one path segment: anything outside an id's alphabet is
-/// percent-escaped, so it cannot reach another route.
-fn path_segment(id: &str) -> String {
-    id.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }

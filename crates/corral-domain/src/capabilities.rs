@@ -207,7 +207,7 @@ impl PricingRate {
     /// Checks the rate: a decimal figure, a currency code, a plan, an https source, a date.
     pub fn check(&self) -> Result<(), String> {
         let unit = self.unit.as_str();
-        if crate::usage::Money::parse(&self.rate).is_none() {
+        if crate::money::Money::parse(&self.rate).is_none() {
             return Err(format!(
                 "pricing rate {unit}: rate must be a non-negative decimal (at most 6 digits before the point, 12 after)"
             ));

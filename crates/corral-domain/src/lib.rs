@@ -24,6 +24,7 @@ mod files;
 mod id;
 mod input;
 pub mod limits;
+mod money;
 #[cfg(feature = "utoipa")]
 pub mod openapi;
 mod provider;
