@@ -242,6 +242,10 @@ impl Fake {
 
 #[async_trait::async_trait]
 impl Harness for Fake {
+    fn lists_by_tag() -> bool {
+        true
+    }
+
     type Adapter = crate::DaytonaProvider;
 
     async fn start() -> Self {

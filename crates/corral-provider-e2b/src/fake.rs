@@ -1197,6 +1197,10 @@ async fn upload(
 
 #[async_trait::async_trait]
 impl Harness for Fake {
+    fn lists_by_tag() -> bool {
+        true
+    }
+
     type Adapter = crate::E2bProvider;
 
     async fn start() -> Self {

@@ -44,7 +44,7 @@ use async_trait::async_trait;
 use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderCapabilities};
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider, shell,
+    ProviderError, Result, SandboxProvider, TaggedPage, TaggedSandbox, shell,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp};
 
@@ -52,6 +52,10 @@ use corral_provider_http::{HttpConfig, ProviderHttp};
 pub const DEFAULT_BASE_URL: &str = "https://api.machines.dev/v1";
 /// The metadata key that carries Corral's operation id.
 pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
+/// The metadata key carrying the Corral deployment that made the machine (the reaper's tag).
+pub const DEPLOYMENT_METADATA_KEY: &str = "corral_deployment";
+/// The metadata key carrying the Corral project the machine was made for.
+pub const PROJECT_METADATA_KEY: &str = "corral_project";
 /// Largest command sent to exec for file writes (chunked under it): one argv element reaches
 /// `sh -c`, and Linux caps a single argument at 128 KiB.
 pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
@@ -210,10 +214,16 @@ impl SandboxProvider for FlyProvider {
             region,
             config: api::MachineConfig {
                 image,
-                metadata: BTreeMap::from([(
-                    OPERATION_ID_METADATA_KEY.to_owned(),
-                    spec.operation_id.to_string(),
-                )]),
+                metadata: [
+                    Some((OPERATION_ID_METADATA_KEY, spec.operation_id.to_string())),
+                    ctx.deployment()
+                        .map(|d| (DEPLOYMENT_METADATA_KEY, d.to_owned())),
+                    ctx.project().map(|p| (PROJECT_METADATA_KEY, p.to_owned())),
+                ]
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect::<BTreeMap<_, _>>(),
                 init: (!self.config.init_exec.is_empty()).then(|| api::MachineInit {
                     exec: self.config.init_exec.clone(),
                 }),
@@ -289,6 +299,54 @@ impl SandboxProvider for FlyProvider {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// `GET /apps/{app}/machines?metadata.corral_deployment=…`, one page per app searched
+    /// (the token is the next app's position).
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let apps = self.search_apps(ctx);
+        let at = match page {
+            None => 0,
+            Some(p) => p
+                .parse::<usize>()
+                .map_err(|_| ProviderError::InvalidRequest {
+                    provider: P,
+                    message: "not a page token of this listing".into(),
+                })?,
+        };
+        let Some(app) = apps.get(at) else {
+            return Ok(TaggedPage::default());
+        };
+        let machines = match self
+            .client
+            .list_machines(ctx, app, DEPLOYMENT_METADATA_KEY, deployment)
+            .await
+        {
+            Ok(m) => m,
+            // An app that does not exist holds no machine.
+            Err(ProviderError::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        Ok(TaggedPage {
+            sandboxes: machines
+                .into_iter()
+                .map(|m| TaggedSandbox {
+                    project: m
+                        .config
+                        .as_ref()
+                        .and_then(|c| c.metadata.as_ref())
+                        .and_then(|md| md.get(PROJECT_METADATA_KEY))
+                        .cloned(),
+                    observed: observed(app, m),
+                })
+                .collect(),
+            next: (at + 1 < apps.len()).then(|| (at + 1).to_string()),
+        })
     }
 
     async fn find_by_operation_id(

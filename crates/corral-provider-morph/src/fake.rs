@@ -321,6 +321,10 @@ impl Fake {
 
 #[async_trait::async_trait]
 impl Harness for Fake {
+    fn lists_by_tag() -> bool {
+        true
+    }
+
     type Adapter = crate::MorphProvider;
 
     async fn start() -> Self {

@@ -41,7 +41,7 @@ use corral_domain::{OperationId, Provider, ProviderCapabilities};
 use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider,
+    ProviderError, Result, SandboxProvider, TaggedPage, TaggedSandbox,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp};
 
@@ -51,6 +51,10 @@ pub use api::TtlAction;
 pub const DEFAULT_BASE_URL: &str = "https://cloud.morph.so/api";
 /// The metadata key that carries Corral's operation id.
 pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
+/// The metadata key carrying the Corral deployment that made the instance (the reaper's tag).
+pub const DEPLOYMENT_METADATA_KEY: &str = "corral_deployment";
+/// The metadata key carrying the Corral project the instance was made for.
+pub const PROJECT_METADATA_KEY: &str = "corral_project";
 /// Largest command line sent to exec for file writes (they are chunked under it). The line
 /// reaches the instance's shell as one argument, and Linux caps one argument at 128 KiB
 /// (`MAX_ARG_STRLEN`); 64 KiB stays well under that and keeps each request small.
@@ -185,11 +189,18 @@ impl SandboxProvider for MorphProvider {
                 provider: P,
                 message: "`image` (the id of the Morph snapshot to start from) is required".into(),
             })?;
+        let mut metadata = BTreeMap::from([(
+            OPERATION_ID_METADATA_KEY.to_owned(),
+            spec.operation_id.to_string(),
+        )]);
+        if let Some(d) = ctx.deployment() {
+            metadata.insert(DEPLOYMENT_METADATA_KEY.to_owned(), d.to_owned());
+        }
+        if let Some(p) = ctx.project() {
+            metadata.insert(PROJECT_METADATA_KEY.to_owned(), p.to_owned());
+        }
         let body = api::StartInstanceRequest {
-            metadata: BTreeMap::from([(
-                OPERATION_ID_METADATA_KEY.to_owned(),
-                spec.operation_id.to_string(),
-            )]),
+            metadata,
             ttl_seconds: spec.timeout_seconds,
             // Explicit, although it is Morph's default: Corral's lifetime ends the sandbox.
             ttl_action: spec.timeout_seconds.map(|_| api::TtlAction::Stop),
@@ -245,6 +256,37 @@ impl SandboxProvider for MorphProvider {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// `GET /instance?metadata[corral_deployment]=…`: Morph answers the whole filtered list
+    /// at once, so there is one page.
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        if page.is_some() {
+            return Ok(TaggedPage::default());
+        }
+        let list = self
+            .client
+            .list_instances(
+                ctx,
+                &[(DEPLOYMENT_METADATA_KEY.to_owned(), deployment.to_owned())],
+            )
+            .await?;
+        Ok(TaggedPage {
+            sandboxes: list
+                .data
+                .into_iter()
+                .map(|i| TaggedSandbox {
+                    project: i.metadata.get(PROJECT_METADATA_KEY).cloned(),
+                    observed: observed(i),
+                })
+                .collect(),
+            next: None,
+        })
     }
 
     async fn find_by_operation_id(

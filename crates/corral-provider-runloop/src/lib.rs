@@ -60,7 +60,7 @@ use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
     ExecOutput, ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider,
-    Started,
+    Started, TaggedPage, TaggedSandbox,
 };
 use corral_provider_http::{Auth, HttpConfig, Page, ProviderHttp, collect_pages};
 use futures::stream::{self, StreamExt as _};
@@ -77,6 +77,10 @@ pub use crate::commands::command_uuid;
 
 /// The metadata key holding Corral's operation id on a devbox.
 pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
+/// The metadata key carrying the Corral deployment that made the devbox (the reaper's tag).
+pub const DEPLOYMENT_METADATA_KEY: &str = "corral_deployment";
+/// The metadata key carrying the Corral project the devbox was made for.
+pub const PROJECT_METADATA_KEY: &str = "corral_project";
 /// Runloop's public API.
 pub const DEFAULT_BASE_URL: &str = "https://api.runloop.ai";
 
@@ -189,7 +193,18 @@ impl SandboxProvider for RunloopProvider {
             blueprint_id,
             blueprint_name,
             snapshot_id: None,
-            metadata: Some([(OPERATION_ID_METADATA_KEY.to_owned(), op)].into()),
+            metadata: Some(
+                [
+                    Some((OPERATION_ID_METADATA_KEY, op)),
+                    ctx.deployment()
+                        .map(|d| (DEPLOYMENT_METADATA_KEY, d.to_owned())),
+                    ctx.project().map(|p| (PROJECT_METADATA_KEY, p.to_owned())),
+                ]
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            ),
             launch_parameters: Some(LaunchParameters {
                 keep_alive_time_seconds: Some(
                     spec.timeout_seconds
@@ -340,6 +355,39 @@ impl SandboxProvider for RunloopProvider {
     ) -> Result<()> {
         check_write_target(self, ctx, native_id, path).await?;
         self.client.upload_file(ctx, native_id, path, content).await
+    }
+
+    /// One Runloop page of devboxes (the token is the last id of the page before), kept to
+    /// those carrying the deployment's metadata: the published list has no metadata filter,
+    /// so a page may hold none of them and still have a next.
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let listed = self
+            .client
+            .list_devboxes(ctx, LIST_PAGE_LIMIT, page)
+            .await?;
+        let next = match listed.devboxes.last() {
+            Some(last) if listed.has_more => Some(last.id.clone()),
+            _ => None,
+        };
+        Ok(TaggedPage {
+            sandboxes: listed
+                .devboxes
+                .into_iter()
+                .filter(|d| {
+                    d.metadata.get(DEPLOYMENT_METADATA_KEY).map(String::as_str) == Some(deployment)
+                })
+                .map(|d| TaggedSandbox {
+                    project: d.metadata.get(PROJECT_METADATA_KEY).cloned(),
+                    observed: observed(d),
+                })
+                .collect(),
+            next,
+        })
     }
 
     async fn find_by_operation_id(

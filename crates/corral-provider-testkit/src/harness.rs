@@ -70,6 +70,11 @@ pub trait Harness: Sized + Send + Sync + 'static {
         Duration::from_secs(30)
     }
 
+    /// Whether the adapter lists its sandboxes by deployment tag (the orphan reaper's
+    /// listing); `false`: it must answer `Unsupported`.
+    fn lists_by_tag() -> bool {
+        false
+    }
     /// Called before each conformance scenario (e.g. to make the fake answer `creating`
     /// first); nothing by default.
     fn before_conformance(&self) {}
@@ -176,6 +181,16 @@ macro_rules! adapter_tests {
                 command_output_that_is_not_utf8_survives,
                 a_started_command_is_found_by_its_id,
             );
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lists_its_deployments_tagged_sandboxes() {
+                use $crate::harness::Harness as _;
+                let harness = <$harness>::start().await;
+                let provider = harness.provider();
+                harness
+                    .conformance(&provider)
+                    .lists_its_deployments_tagged_sandboxes(<$harness>::lists_by_tag())
+                    .await;
+            }
         }
         mod faults {
             $crate::adapter_tests!(@faults $harness,

@@ -107,6 +107,11 @@ impl<'a> Conformance<'a> {
 
     /// Creates a sandbox tagged with a fresh operation id and waits until it runs.
     pub async fn create_running(&self) -> (String, OperationId) {
+        self.create_running_in(&self.ctx).await
+    }
+
+    /// [`Conformance::create_running`] with another context (a deployment or project tag).
+    async fn create_running_in(&self, ctx: &CallContext) -> (String, OperationId) {
         let caps = self.provider.capabilities();
         let spec = CreateSpec {
             operation_id: OperationId::new(),
@@ -115,7 +120,7 @@ impl<'a> Conformance<'a> {
         };
         let created = self
             .provider
-            .create(&self.ctx, &spec)
+            .create(ctx, &spec)
             .await
             .unwrap_or_else(|e| panic!("{}: create failed: {e}", self.name()));
         assert!(
@@ -228,6 +233,79 @@ impl<'a> Conformance<'a> {
         }
         // Deleting what is gone is not an error.
         self.delete(&native_id).await;
+    }
+
+    /// The orphan reaper's listing: sandboxes created under a deployment's tag are listed
+    /// (every page) with their operation id and project, and another deployment's are not.
+    /// An adapter that cannot list by tag (`lists` false) must say so with `Unsupported`.
+    pub async fn lists_its_deployments_tagged_sandboxes(&self, lists: bool) {
+        let ours = format!("dep_conformance{}", OperationId::new());
+        let theirs = format!("dep_other{}", OperationId::new());
+        let tagged = |dep: &str| {
+            self.ctx
+                .clone()
+                .with_deployment(dep.to_owned())
+                .with_project("prj_conformance")
+        };
+        if !lists {
+            match self.provider.list_tagged(&self.ctx, &ours, None).await {
+                Err(ProviderError::Unsupported { .. }) => return,
+                other => panic!(
+                    "{}: an adapter declared unable to list by tag answered {other:?}",
+                    self.name()
+                ),
+            }
+        }
+        let (a, op_a) = self.create_running_in(&tagged(&ours)).await;
+        let (b, _) = self.create_running_in(&tagged(&ours)).await;
+        let (c, _) = self.create_running_in(&tagged(&theirs)).await;
+        let mut listed = Vec::new();
+        let mut page: Option<String> = None;
+        for _ in 0..50 {
+            let got = self
+                .provider
+                .list_tagged(&self.ctx, &ours, page.as_deref())
+                .await
+                .unwrap_or_else(|e| panic!("{}: list_tagged failed: {e}", self.name()));
+            listed.extend(got.sandboxes);
+            page = got.next;
+            if page.is_none() {
+                break;
+            }
+        }
+        let ids: Vec<&str> = listed
+            .iter()
+            .map(|s| s.observed.native_id.as_str())
+            .collect();
+        assert!(
+            ids.contains(&a.as_str()) && ids.contains(&b.as_str()),
+            "{}: the deployment's sandboxes are not all listed: {ids:?}",
+            self.name()
+        );
+        assert!(
+            !ids.contains(&c.as_str()),
+            "{}: another deployment's sandbox is listed",
+            self.name()
+        );
+        let first = listed
+            .iter()
+            .find(|s| s.observed.native_id == a)
+            .unwrap_or_else(|| panic!("{}: {a} not listed", self.name()));
+        assert_eq!(
+            first.observed.operation_id,
+            Some(op_a),
+            "{}: operation tag",
+            self.name()
+        );
+        assert_eq!(
+            first.project.as_deref(),
+            Some("prj_conformance"),
+            "{}: project tag",
+            self.name()
+        );
+        for id in [a, b, c] {
+            self.delete(&id).await;
+        }
     }
 
     /// stdout, stderr and the exit code come back as the command produced them.

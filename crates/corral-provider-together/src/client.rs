@@ -70,25 +70,32 @@ impl Control {
         ctx: &CallContext,
         tag: (&str, &str),
     ) -> Result<Vec<Sandbox>> {
-        let tag_name = format!("tags[{}]", tag.0);
-        collect_pages(MAX_PAGES, |cursor: Option<String>| {
-            let tag_name = tag_name.as_str();
-            async move {
-                let mut query = vec![(tag_name, tag.1), ("limit", PAGE_LIMIT)];
-                if let Some(c) = cursor.as_deref() {
-                    query.push(("cursor", c));
-                }
-                let req = self
-                    .http
-                    .authed_query(ctx, Method::GET, "/sandboxes", &query)?;
-                let page: SandboxPage = self.http.send_json(ctx, req).await?;
-                Ok(Page {
-                    items: page.data,
-                    next: page.next_cursor,
-                })
-            }
+        collect_pages(MAX_PAGES, |cursor: Option<String>| async move {
+            self.list_sandboxes_page(ctx, tag, cursor.as_deref()).await
         })
         .await
+    }
+
+    /// One page of `GET /sandboxes?tags[k]=v`, from `cursor`.
+    pub(crate) async fn list_sandboxes_page(
+        &self,
+        ctx: &CallContext,
+        tag: (&str, &str),
+        cursor: Option<&str>,
+    ) -> Result<Page<Sandbox>> {
+        let tag_name = format!("tags[{}]", tag.0);
+        let mut query = vec![(tag_name.as_str(), tag.1), ("limit", PAGE_LIMIT)];
+        if let Some(c) = cursor {
+            query.push(("cursor", c));
+        }
+        let req = self
+            .http
+            .authed_query(ctx, Method::GET, "/sandboxes", &query)?;
+        let page: SandboxPage = self.http.send_json(ctx, req).await?;
+        Ok(Page {
+            items: page.data,
+            next: page.next_cursor,
+        })
     }
 }
 

@@ -818,6 +818,10 @@ impl Fake {
 
 #[async_trait::async_trait]
 impl Harness for Fake {
+    fn lists_by_tag() -> bool {
+        true
+    }
+
     type Adapter = crate::TogetherProvider;
 
     async fn start() -> Self {

@@ -44,7 +44,7 @@ use corral_domain::{OperationId, Provider, ProviderCapabilities};
 use corral_provider::files::check_parent_dir;
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider,
+    ProviderError, Result, SandboxProvider, TaggedPage, TaggedSandbox,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp, TrustedHosts};
 
@@ -52,6 +52,10 @@ use corral_provider_http::{HttpConfig, ProviderHttp, TrustedHosts};
 pub const DEFAULT_BASE_URL: &str = "https://api.bartender.codesandbox.io/v1";
 /// The tag key that carries Corral's operation id (keys: letters, digits, `-`, `_`, `.`).
 pub const OPERATION_ID_TAG: &str = "corral-operation-id";
+/// The tag carrying the Corral deployment that made the sandbox (the reaper's listing).
+pub const DEPLOYMENT_TAG: &str = "corral-deployment";
+/// The tag carrying the Corral project the sandbox was made for.
+pub const PROJECT_TAG: &str = "corral-project";
 /// First and longest pause between polls of a running exec.
 const POLL_FIRST: Duration = Duration::from_millis(20);
 const POLL_MAX: Duration = Duration::from_millis(250);
@@ -205,7 +209,15 @@ impl SandboxProvider for TogetherProvider {
             snapshot_id,
             snapshot_alias,
             ttl: spec.timeout_seconds,
-            tags: [(OPERATION_ID_TAG.to_owned(), spec.operation_id.to_string())].into(),
+            tags: [
+                Some((OPERATION_ID_TAG, spec.operation_id.to_string())),
+                ctx.deployment().map(|d| (DEPLOYMENT_TAG, d.to_owned())),
+                ctx.project().map(|p| (PROJECT_TAG, p.to_owned())),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
         };
         match self.control.create_sandbox(ctx, &body).await {
             Ok(sandbox) => Ok(observed(sandbox)),
@@ -379,6 +391,31 @@ impl SandboxProvider for TogetherProvider {
             .await
             .map_err(|e| e.for_file(path))?;
         Ok(())
+    }
+
+    /// `GET /sandboxes?tags[corral-deployment]=…`, one Together page per call (the token is
+    /// its cursor).
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let listed = self
+            .control
+            .list_sandboxes_page(ctx, (DEPLOYMENT_TAG, deployment), page)
+            .await?;
+        Ok(TaggedPage {
+            sandboxes: listed
+                .items
+                .into_iter()
+                .map(|s| TaggedSandbox {
+                    project: s.tags.get(PROJECT_TAG).cloned(),
+                    observed: observed(s),
+                })
+                .collect(),
+            next: listed.next,
+        })
     }
 
     async fn find_by_operation_id(

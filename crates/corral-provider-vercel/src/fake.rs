@@ -1040,6 +1040,10 @@ impl Fake {
 
 #[async_trait::async_trait]
 impl Harness for Fake {
+    fn lists_by_tag() -> bool {
+        true
+    }
+
     type Adapter = crate::VercelProvider;
 
     async fn start() -> Self {

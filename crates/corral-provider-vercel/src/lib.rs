@@ -66,7 +66,7 @@ use corral_provider::files_via_exec::{check_write_target, explain_read_failure};
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
     ExecOutput, ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider,
-    Started,
+    Started, TaggedPage, TaggedSandbox,
 };
 use corral_provider_http::reqwest::Response;
 use corral_provider_http::{
@@ -84,6 +84,10 @@ pub use crate::commands::tag_line;
 
 /// The tag holding Corral's operation id on a sandbox.
 pub const OPERATION_ID_TAG: &str = "corral-operation-id";
+/// The tag carrying the Corral deployment that made the sandbox (the reaper's listing).
+pub const DEPLOYMENT_TAG: &str = "corral-deployment";
+/// The tag carrying the Corral project the sandbox was made for.
+pub const PROJECT_TAG: &str = "corral-project";
 /// Vercel's public API.
 pub const DEFAULT_BASE_URL: &str = "https://api.vercel.com";
 /// `image` values sent as `runtime` rather than as a container image.
@@ -206,6 +210,23 @@ pub fn create_body(spec: &CreateSpec, project_id: &str) -> CreateSandboxRequest 
         persistent: Some(true),
         tags: [(OPERATION_ID_TAG.to_owned(), spec.operation_id.to_string())].into(),
     }
+}
+
+/// The create body for `spec` as [`create_body`], with the deployment and project tags the
+/// context names (three of Vercel's five tags).
+fn tagged_create_body(
+    ctx: &CallContext,
+    spec: &CreateSpec,
+    project_id: &str,
+) -> CreateSandboxRequest {
+    let mut body = create_body(spec, project_id);
+    if let Some(d) = ctx.deployment() {
+        body.tags.insert(DEPLOYMENT_TAG.to_owned(), d.to_owned());
+    }
+    if let Some(p) = ctx.project() {
+        body.tags.insert(PROJECT_TAG.to_owned(), p.to_owned());
+    }
+    body
 }
 
 /// Reads the command's NDJSON stream, noting the command id in `command_id` as soon as it is
@@ -438,7 +459,7 @@ impl SandboxProvider for VercelProvider {
 
     async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
         let scope = scope(ctx)?;
-        let body = create_body(spec, scope.project_id);
+        let body = tagged_create_body(ctx, spec, scope.project_id);
         let resp = self.client.create_sandbox(ctx, scope, &body).await?;
         self.remember(scope, &resp.sandbox.name, &resp.session);
         Ok(observed(&resp.sandbox))
@@ -554,6 +575,30 @@ impl SandboxProvider for VercelProvider {
                 Err(f) => return Err(f.error),
             }
         }
+    }
+
+    /// `GET /v2/sandboxes?tags=corral-deployment:<id>` in the context's project, one Vercel
+    /// page per call (the token is Vercel's cursor).
+    async fn list_tagged(
+        &self,
+        ctx: &CallContext,
+        deployment: &str,
+        page: Option<&str>,
+    ) -> Result<TaggedPage> {
+        let scope = scope(ctx)?;
+        let tag = format!("{DEPLOYMENT_TAG}:{deployment}");
+        let listed = self.client.list_sandboxes(ctx, scope, &tag, page).await?;
+        Ok(TaggedPage {
+            sandboxes: listed
+                .sandboxes
+                .iter()
+                .map(|s| TaggedSandbox {
+                    observed: observed(s),
+                    project: s.tags.get(PROJECT_TAG).cloned(),
+                })
+                .collect(),
+            next: listed.pagination.next,
+        })
     }
 
     async fn find_by_operation_id(
