@@ -1,4 +1,4 @@
-//! Corral's control plane, framework-free: the use cases behind the 36 cookie-authenticated
+//! Corral's control plane, framework-free: the use cases behind the 41 cookie-authenticated
 //! operations under `/v1/control` and the web console (see `docs/control-plane.md` for the
 //! model, the rules and every operation).
 //!
@@ -25,6 +25,7 @@ mod session;
 mod throttle;
 mod token;
 mod webhook;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;

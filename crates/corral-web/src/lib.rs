@@ -3,7 +3,7 @@
 //!
 //! - [`app()`] builds the application: the request middleware (request ids, metrics, logs, the
 //!   JSON envelope for every failure, actix's own included), the one list of documented
-//!   operations ([`api::api`]: the eight sandbox operations, the 36 control-plane operations
+//!   operations ([`api::api`]: the eight sandbox operations, the 41 control-plane operations
 //!   and the email webhook), whatever the caller mounts beside them (the binary mounts the
 //!   console, `corral-console`; this crate never names it), the operational endpoints
 //!   (`/healthz`, `/readyz`, `/metrics`, `/v1/openapi.json`) and the 404/405 envelope.

@@ -1,4 +1,4 @@
-//! Every one of the 36 operations answering its success, through HTTP, in the order a new
+//! Every one of the 41 operations answering its success, through HTTP, in the order a new
 //! organization would use them.
 
 use std::collections::BTreeSet;
@@ -30,7 +30,18 @@ fn items(v: &Value) -> &Vec<Value> {
 
 #[actix_web::test]
 async fn control_journey_answers_every_operation() {
-    let mut w = World::new().await;
+    // Webhook endpoints on loopback are allowed here (operations 37–41).
+    let mut w = World::with(
+        |_| Default::default(),
+        corral_service::ServiceConfig {
+            webhooks: corral_service::webhooks::WebhooksConfig {
+                allow: vec!["127.0.0.1".into()],
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await;
     let outbox = with_outbox(&mut w);
     let app = test::init_service(corral::server::app(w.state.clone())).await;
     let mut seen = Seen::default();
@@ -347,6 +358,64 @@ async fn control_journey_answers_every_operation() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 
+    // 37–41: the project's webhook endpoints: added (the secret once), listed without it,
+    // rotated, their deliveries read (the sandbox above made none: the endpoint is newer),
+    // removed.
+    let r = send(
+        &app,
+        owner.post(
+            &format!("/v1/control/projects/{prj}/webhooks"),
+            json!({"url": "http://127.0.0.1:9/hook", "types": ["sandbox.deleted"]}),
+        ),
+    )
+    .await;
+    let hook = seen.ok("createProjectWebhook", &r, 201);
+    let hook_id = hook["id"].as_str().unwrap().to_owned();
+    let secret = hook["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"), "{hook}");
+    let r = send(
+        &app,
+        owner.get(&format!("/v1/control/projects/{prj}/webhooks")),
+    )
+    .await;
+    assert_eq!(
+        items(&seen.ok("listProjectWebhooks", &r, 200))[0]["id"],
+        json!(hook_id)
+    );
+    assert!(!r.text.contains(&secret), "a listing shows the secret");
+    let r = send(
+        &app,
+        owner.post(
+            &format!("/v1/control/projects/{prj}/webhooks/{hook_id}/rotate"),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_ne!(
+        seen.ok("rotateProjectWebhook", &r, 200)["secret"],
+        json!(secret)
+    );
+    let r = send(
+        &app,
+        owner.get(&format!(
+            "/v1/control/projects/{prj}/webhooks/{hook_id}/deliveries"
+        )),
+    )
+    .await;
+    assert_eq!(
+        items(&seen.ok("listProjectWebhookDeliveries", &r, 200)).len(),
+        0
+    );
+    let r = send(
+        &app,
+        owner.delete(&format!("/v1/control/projects/{prj}/webhooks/{hook_id}")),
+    )
+    .await;
+    assert_eq!(
+        seen.ok("deleteProjectWebhook", &r, 200)["id"],
+        json!(hook_id)
+    );
+
     // 30, 33, 27, 14: revoke, remove, delete.
     let r = send(
         &app,
@@ -379,7 +448,7 @@ async fn control_journey_answers_every_operation() {
         .await
         .expect_error(401, "authentication_error");
 
-    assert_eq!(seen.0.len(), 36, "{:?}", seen.0);
+    assert_eq!(seen.0.len(), 41, "{:?}", seen.0);
 }
 
 /// Accepts the current release of every published document.

@@ -1,4 +1,4 @@
-//! The control plane over HTTP: the 36 cookie-authenticated JSON operations under
+//! The control plane over HTTP: the 41 cookie-authenticated JSON operations under
 //! `/v1/control` (tag `control-plane`, security scheme `session`) and the email webhook
 //! `POST /v1/webhooks/email` (tag `webhooks`). As for the sandbox API, each handler carries its
 //! method, path and `#[utoipa::path]`, and [`control_api`] registers them into the one
@@ -11,15 +11,17 @@
 //! module only registers its children; they share nothing through it.
 
 mod accounts;
+mod endpoints;
 mod identity;
 mod projects;
 mod webhook;
 
-/// Registers the 36 control-plane operations (see docs/control-plane.md, "Operations").
+/// Registers the 41 control-plane operations (see docs/control-plane.md, "Operations").
 pub fn control_api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
     identity::register(cfg);
     accounts::register(cfg);
     projects::register(cfg);
+    endpoints::register(cfg);
 }
 
 /// Registers `POST /v1/webhooks/email`.

@@ -1,5 +1,5 @@
 //! `POST /v1/webhooks/email`: the email service's delivery events (bounces, complaints),
-//! signed as Standard Webhooks. Outside the 36 operations: no session, the signature is the
+//! signed as Standard Webhooks. Outside the 41 operations: no session, the signature is the
 //! authentication. A server without `[control] email_webhook_secret` refuses every event
 //! with `invalid_email_webhook` (the route stays, as the document says it exists).
 
