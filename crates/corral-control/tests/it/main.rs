@@ -7,6 +7,7 @@ mod deletion;
 mod gates;
 mod identity;
 mod projects;
+mod reaper;
 mod scoping;
 mod support;
 
