@@ -33,7 +33,8 @@ fn parse_bound(name: &str, value: &str) -> Result<Timestamp, ServiceError> {
 
 /// The range `[from, to)` a usage read covers: `to` defaults to now and is never later;
 /// `from` defaults to the UTC midnight [`DEFAULT_USAGE_DAYS`] − 1 days before `to`'s day.
-/// Refused: unparseable bounds, `from` not before `to`, more than [`MAX_USAGE_DAYS`].
+/// A range longer than [`MAX_USAGE_DAYS`] is cut to the days before `to`; a `from` not
+/// before `to` is an empty range (both read back in the answer). Refused: unparseable bounds.
 pub fn usage_range(
     from: Option<&str>,
     to: Option<&str>,
@@ -49,17 +50,8 @@ pub fn usage_range(
             .and_time(NaiveTime::MIN)
             .and_utc(),
     };
-    if from >= to {
-        return Err(ServiceError::invalid(
-            "`from` must be before `to` (and before now)",
-        ));
-    }
-    if to - from > Duration::days(MAX_USAGE_DAYS) {
-        return Err(ServiceError::invalid(format!(
-            "the range from `from` to `to` must be at most {MAX_USAGE_DAYS} days"
-        )));
-    }
-    Ok((from, to))
+    let earliest = to - Duration::days(MAX_USAGE_DAYS);
+    Ok((from.clamp(earliest, to), to))
 }
 
 impl Service {
@@ -163,19 +155,44 @@ mod tests {
     }
 
     #[test]
-    fn bad_ranges_are_invalid_requests() {
+    fn unparseable_bounds_are_invalid_requests() {
         for (from, to) in [
             (Some("yesterday"), None),
             (None, Some("2026-13-01")),
             (Some("2026-11-1"), None),
-            (Some("2026-11-27"), Some("2026-11-26")),
-            (Some("2026-11-27T05:00:00Z"), None),
-            (Some("2026-01-01"), Some("2026-11-01")),
+            (None, Some("0000-00-00")),
         ] {
             let e = usage_range(from, to, now()).unwrap_err();
             assert_eq!(code(e), ErrorCode::InvalidRequest, "{from:?} {to:?}");
         }
-        // Exactly 93 days is allowed.
-        assert!(usage_range(Some("2026-08-26T05:00:00Z"), None, now()).is_ok());
+    }
+
+    #[test]
+    fn long_ranges_are_cut_and_reversed_ones_are_empty() {
+        let n = now();
+        // Longer than 93 days: the 93 days before `to`.
+        let (from, to) = usage_range(Some("2026-01-01"), Some("2026-11-01"), n).unwrap();
+        assert_eq!(to - from, Duration::days(MAX_USAGE_DAYS));
+        assert_eq!(
+            to,
+            chrono::Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
+        );
+        let (from, _) = usage_range(Some("0001-01-01"), None, n).unwrap();
+        assert_eq!(n - from, Duration::days(MAX_USAGE_DAYS));
+        // Exactly 93 days is kept as asked.
+        let (from, _) = usage_range(Some("2026-08-26T05:00:00Z"), None, n).unwrap();
+        assert_eq!(
+            from,
+            chrono::Utc.with_ymd_and_hms(2026, 8, 26, 5, 0, 0).unwrap()
+        );
+        // `from` at or after `to` (or after now): an empty range ending at `to`.
+        for (from, to) in [
+            (Some("2026-11-27"), Some("2026-11-26")),
+            (Some("2026-11-27T05:00:00Z"), None),
+            (Some("9999-12-31"), None),
+        ] {
+            let (f, t) = usage_range(from, to, n).unwrap();
+            assert_eq!(f, t, "{from:?} {to:?}");
+        }
     }
 }

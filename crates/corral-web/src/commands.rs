@@ -229,7 +229,11 @@ pub(crate) fn resume_point(headers: &HeaderMap, after: Option<u64>) -> Result<u6
                 if s.is_empty() {
                     Some(0)
                 } else {
-                    s.parse().ok()
+                    // An id past every stored one (ids are signed 64-bit) resumes after the
+                    // end: nothing older follows. The header's schema allows 19 digits.
+                    s.parse::<u64>()
+                        .ok()
+                        .map(|n| n.min(i64::MAX.unsigned_abs()))
                 }
             })
             .ok_or_else(|| {
@@ -444,6 +448,16 @@ mod tests {
             header::HeaderValue::from_static("-1"),
         );
         assert!(resume_point(&h, None).is_err());
+        // Past the largest id: after the end, not an error.
+        let mut far = HeaderMap::new();
+        far.insert(
+            actix_web::http::header::HeaderName::from_static("last-event-id"),
+            actix_web::http::header::HeaderValue::from_static("9548238173727684926"),
+        );
+        assert_eq!(
+            resume_point(&far, Some(11)).unwrap(),
+            i64::MAX.unsigned_abs()
+        );
     }
 
     #[test]

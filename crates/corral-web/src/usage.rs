@@ -22,17 +22,14 @@ errors!(SandboxUsageErrors: ANY, &[ErrorCode::InvalidSandboxId, ErrorCode::Sandb
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct UsageQuery {
-    /// Start of the range (inclusive): a date `YYYY-MM-DD` (its UTC midnight) or an RFC 3339
-    /// timestamp. Default: UTC midnight six days before `to`'s day.
-    #[param(
-        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2}))?$"
-    )]
+    /// Start of the range (inclusive): a date `YYYY-MM-DD` (its UTC midnight; an RFC 3339
+    /// timestamp is accepted too). Default: UTC midnight six days before `to`'s day. A range
+    /// longer than 93 days is cut to the 93 days before `to`; a `from` not before `to` gives
+    /// an empty range. The answer's `from` and `to` say what was read.
+    #[param(value_type = Option<String>, format = Date)]
     from: Option<String>,
     /// End of the range (exclusive), as `from`; later than now is read as now. Default: now.
-    /// At most 93 days after `from`.
-    #[param(
-        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2}))?$"
-    )]
+    #[param(value_type = Option<String>, format = Date)]
     to: Option<String>,
 }
 

@@ -140,13 +140,29 @@ async fn a_local_sandboxs_running_time_is_reported_as_a_free_estimate() {
         .await;
     assert_eq!(old["rows"], json!([]));
 
+    // A range longer than 93 days is cut to the days before `to`; a reversed one is empty.
+    let cut = api
+        .json(
+            get.clone(),
+            "/v1/usage?from=2026-01-01&to=2026-11-01",
+            None,
+            &[],
+            200,
+        )
+        .await;
+    assert_eq!(cut["from"], json!("2026-07-31T00:00:00.000Z"), "{cut}");
+    let reversed = api
+        .json(
+            get.clone(),
+            "/v1/usage?to=2020-01-01&from=2020-01-02",
+            None,
+            &[],
+            200,
+        )
+        .await;
+    assert_eq!(reversed["rows"], json!([]), "{reversed}");
     // Bad input is a 400 invalid_request, never a 500.
-    for q in [
-        "from=yesterday",
-        "from=2026-01-01&to=2026-11-01",
-        "to=2020-01-01&from=2020-01-02",
-        "since=2026-01-01",
-    ] {
+    for q in ["from=yesterday", "to=0000-00-00", "since=2026-01-01"] {
         let (st, _, body) = api
             .call(get.clone(), &format!("/v1/usage?{q}"), None, &[])
             .await;
