@@ -22,6 +22,20 @@ use crate::secret::random_fill;
 /// Webhook endpoints a project may have.
 pub const MAX_WEBHOOKS_PER_PROJECT: i64 = 16;
 
+/// A fresh ULID greater than every earlier one of this process: endpoints made at the same
+/// stored time (a fast sequence, a test's manual clock) still list in the order they were
+/// made (listing orders by time, then id).
+fn next_ulid() -> Ulid {
+    static IDS: std::sync::Mutex<Option<ulid::Generator>> = std::sync::Mutex::new(None);
+    let mut ids = IDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    ids.get_or_insert_with(ulid::Generator::new)
+        .generate()
+        // Only when 2^80 ids were made in one millisecond: any fresh id will do then.
+        .unwrap_or_else(|_| Ulid::generate())
+}
+
 fn secret_aad(id: &str) -> Vec<u8> {
     format!("corral/webhook-secret/v1\0{id}").into_bytes()
 }
@@ -186,7 +200,7 @@ impl Registry {
         url: &str,
         types: &[EventType],
     ) -> Result<(Webhook, SecretString)> {
-        let id = format!("whe_{}", Ulid::generate().to_string().to_ascii_lowercase());
+        let id = format!("whe_{}", next_ulid().to_string().to_ascii_lowercase());
         let secret = new_secret()?;
         let row = EndpointRow {
             id: id.clone(),
