@@ -180,6 +180,15 @@ pub(crate) fn json_ok<T: serde::Serialize>(status: StatusCode, value: &T) -> Htt
     HttpResponse::build(status).json(value)
 }
 
+/// `resp`, marked never to be cached: answers that carry a secret or a session's token.
+pub(crate) fn no_store(mut resp: HttpResponse) -> HttpResponse {
+    resp.headers_mut().insert(
+        actix_web::http::header::CACHE_CONTROL,
+        actix_web::http::header::HeaderValue::from_static("no-store"),
+    );
+    resp
+}
+
 /// `204 No Content`.
 pub(crate) fn no_content() -> HttpResponse {
     HttpResponse::NoContent().finish()

@@ -370,6 +370,7 @@ async fn control_journey_answers_every_operation() {
     )
     .await;
     let hook = seen.ok("createProjectWebhook", &r, 201);
+    assert_eq!(r.headers.get("cache-control").unwrap(), "no-store");
     let hook_id = hook["id"].as_str().unwrap().to_owned();
     let secret = hook["secret"].as_str().unwrap().to_owned();
     assert!(secret.starts_with("whsec_"), "{hook}");

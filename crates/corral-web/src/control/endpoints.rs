@@ -4,13 +4,13 @@
 //! with `Cache-Control: no-store`.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
+use actix_web::{HttpRequest, delete, get, post, web};
 use corral_control::ProjectId;
 use corral_domain::{NewWebhook, Webhook, WebhookDeliveryList, WebhookList, WebhookWithSecret};
 use corral_errors::ErrorCode;
 
 use crate::doc::{CONTROL_COMMON, CONTROL_MUTATION, errors};
-use crate::reply::{ControlFailure, ControlReply, caught, json_ok, parse_id};
+use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_store, parse_id};
 use crate::session::{CsrfToken, Session, SessionJson};
 use crate::state::AppState;
 
@@ -35,16 +35,6 @@ errors!(ReadOne: CONTROL_COMMON, &[ErrorCode::SandboxNotFound]);
 
 fn project_id(req: &HttpRequest, raw: &str) -> Result<ProjectId, ControlFailure> {
     parse_id(req, raw, "project")
-}
-
-/// An answer carrying a secret: never cached.
-fn secret_reply(status: StatusCode, body: &WebhookWithSecret) -> HttpResponse {
-    let mut resp = json_ok(status, body);
-    resp.headers_mut().insert(
-        actix_web::http::header::CACHE_CONTROL,
-        actix_web::http::header::HeaderValue::from_static("no-store"),
-    );
-    resp
 }
 
 /// The project's webhook endpoints, without secrets (any member).
@@ -86,7 +76,7 @@ pub(crate) async fn create_project_webhook(
             .create_webhook(&session.0.actor, project, body.0),
     )
     .await?;
-    Ok(secret_reply(StatusCode::CREATED, &made))
+    Ok(no_store(json_ok(StatusCode::CREATED, &made)))
 }
 
 /// Give an endpoint a new signing secret (admin), shown this once; the previous one keeps
@@ -114,7 +104,7 @@ pub(crate) async fn rotate_project_webhook(
             .rotate_webhook(&session.0.actor, project, &path.1),
     )
     .await?;
-    Ok(secret_reply(StatusCode::OK, &rotated))
+    Ok(no_store(json_ok(StatusCode::OK, &rotated)))
 }
 
 /// Remove an endpoint (admin); its pending deliveries are dropped.

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use crate::doc::{CONTROL_COMMON, errors};
 use crate::extract::{Json, Unauthenticated};
-use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_content};
+use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_content, no_store};
 use crate::session::{
     CsrfToken, Session, SessionJson, check_origin, cleared_session_cookie, session_cookie,
 };
@@ -132,11 +132,7 @@ fn signed_in(control: &Control, actor: &Actor, token: &str) -> HttpResponse {
     if let Ok(v) = session_cookie(control.config(), token).parse() {
         resp.headers_mut().append(SET_COOKIE, v);
     }
-    resp.headers_mut().insert(
-        actix_web::http::header::CACHE_CONTROL,
-        actix_web::http::header::HeaderValue::from_static("no-store"),
-    );
-    resp
+    no_store(resp)
 }
 
 fn cleared(control: &Control) -> HttpResponse {
@@ -277,12 +273,7 @@ pub(crate) async fn me(
 ) -> ControlReply {
     let user = caught(&req, state.control.me(&session.0.actor)).await?;
     let body = MeBody::new(user, state.control.csrf_token(session.0.cookie_token()));
-    let mut resp = json_ok(StatusCode::OK, &body);
-    resp.headers_mut().insert(
-        actix_web::http::header::CACHE_CONTROL,
-        actix_web::http::header::HeaderValue::from_static("no-store"),
-    );
-    Ok(resp)
+    Ok(no_store(json_ok(StatusCode::OK, &body)))
 }
 
 /// `GET /v1/control/me`: the user, their accounts and the session's CSRF token.

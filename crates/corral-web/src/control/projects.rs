@@ -12,7 +12,7 @@ use corral_errors::ErrorCode;
 use super::accounts::Items;
 use crate::doc::{CONTROL_COMMON, CONTROL_MUTATION, errors};
 use crate::extract::ListQuery;
-use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_content, parse_id};
+use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_content, no_store, parse_id};
 use crate::session::{CsrfToken, Session, SessionJson};
 use crate::state::AppState;
 
@@ -185,12 +185,7 @@ pub(crate) async fn create_key(
 ) -> ControlReply {
     let project = project_id(&req, &path)?;
     let key = caught(&req, state.control.create_key(&session.0.actor, project)).await?;
-    let mut resp = json_ok(StatusCode::CREATED, &key);
-    resp.headers_mut().insert(
-        actix_web::http::header::CACHE_CONTROL,
-        actix_web::http::header::HeaderValue::from_static("no-store"),
-    );
-    Ok(resp)
+    Ok(no_store(json_ok(StatusCode::CREATED, &key)))
 }
 
 /// Revoke an API key of the project (admin).
