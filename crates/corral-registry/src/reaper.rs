@@ -79,23 +79,25 @@ impl Registry {
             ulid::Ulid::generate().to_string().to_ascii_lowercase()
         );
         let now = to_micros(self.database().now());
-        write_tx!(self, |c| {
-            let existing: Option<String> = deployment::table
-                .select(deployment::id)
-                .order(deployment::created_at.asc())
-                .first(c)
-                .await
-                .optional()
-                .map_err(db_error)?;
-            if let Some(id) = existing {
-                return Ok(id);
-            }
+        // One row (its key is always 1): the first insert wins, later ones do nothing, and
+        // every caller reads the winner's id.
+        run!(self, |c| {
             diesel::insert_into(deployment::table)
-                .values((deployment::id.eq(&fresh), deployment::created_at.eq(now)))
+                .values((
+                    deployment::singleton.eq(1),
+                    deployment::id.eq(&fresh),
+                    deployment::created_at.eq(now),
+                ))
+                .on_conflict(deployment::singleton)
+                .do_nothing()
                 .execute(c)
                 .await
                 .map_err(db_error)?;
-            Ok::<_, RegistryError>(fresh)
+            deployment::table
+                .select(deployment::id)
+                .first(c)
+                .await
+                .map_err(db_error)
         })
     }
 

@@ -193,7 +193,8 @@ diesel::table! {
 }
 
 diesel::table! {
-    deployment (id) {
+    deployment (singleton) {
+        singleton -> Integer,
         id -> Text,
         created_at -> BigInt,
     }

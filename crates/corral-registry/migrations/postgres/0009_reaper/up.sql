@@ -8,7 +8,9 @@ ALTER TABLE sandboxes ADD COLUMN end_reason TEXT;
 -- This deployment's id: one row, made by the first replica to need it, shared by every
 -- replica over this database. Creates tag provider resources with it.
 CREATE TABLE deployment (
-    id TEXT COLLATE "C" PRIMARY KEY NOT NULL,
+    -- Always 1: the table holds one row, so concurrent first callers cannot make two ids.
+    singleton INTEGER PRIMARY KEY NOT NULL CHECK (singleton = 1),
+    id TEXT COLLATE "C" NOT NULL,
     created_at BIGINT NOT NULL
 );
 
