@@ -1,0 +1,1 @@
+//! Filesystem operations of envd as shell commands and their parsed answers.
