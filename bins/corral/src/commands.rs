@@ -133,11 +133,28 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
         }
     }));
     let _deletions = control.spawn_deletion_worker(settings.reconcile_interval);
+    // The E2B front door, and its sweeper ending door sandboxes past their E2B timeout.
+    let e2b = settings
+        .e2b
+        .clone()
+        .map(|config| corral_e2b::FrontDoor::new(service.clone(), config));
+    let _e2b_sweeper = e2b.clone().map(|front| {
+        actix_web::rt::spawn(async move {
+            let mut tick = tokio::time::interval(E2B_SWEEP_INTERVAL);
+            loop {
+                tick.tick().await;
+                if let Err(e) = front.sweep_once(100).await {
+                    tracing::warn!(error = %e, "e2b: cannot end sandboxes past their timeout");
+                }
+            }
+        })
+    });
     let state = AppState {
         service,
         control,
         metrics: Arc::new(corral_web::request_metrics()),
         build: server::build_info(),
+        e2b,
     };
     let service = state.service.clone();
     // actix-web's `HttpServer` pipeline, built by hand so each connection passes through the
@@ -163,6 +180,9 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How often the server ends E2B-door sandboxes whose E2B timeout has passed.
+const E2B_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How often the server looks for commands whose capture needs an owner.
 const COMMAND_SUPERVISOR_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);

@@ -54,6 +54,13 @@
 //! first_backoff_seconds = 5       # doubled after each failed attempt (with jitter), at most 1 h
 //! timeout_seconds = 10            # deadline of one attempt
 //!
+//! [e2b]                           # the E2B-compatible front door under /e2b (docs/compat/e2b.md)
+//! enabled = true                  # default true
+//! max_timeout_seconds = 86400     # longest sandbox timeout a create or set-timeout may ask for
+//! [e2b.templates]                 # E2B template names → provider and image; default base → local
+//! base = { provider = "local" }
+//! python = { provider = "daytona", image = "python:3.12" }
+//!
 //! [reaper]                        # the orphan reaper (docs/operations.md)
 //! enabled = true                  # scheduled passes (`corral reap` runs one by hand)
 //! interval_seconds = 600          # between passes, plus up to a tenth of jitter
@@ -226,6 +233,9 @@ pub struct FileConfig {
     /// `[reaper]`.
     #[serde(default)]
     pub reaper: ReaperSection,
+    /// `[e2b]`.
+    #[serde(default)]
+    pub e2b: E2bSection,
     /// Bridge URL guard.
     #[serde(default)]
     pub bridge: BridgeSection,
@@ -432,6 +442,28 @@ pub struct ReaperSection {
     pub grace_seconds: Option<u64>,
 }
 
+/// `[e2b]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct E2bSection {
+    /// Whether `/e2b` answers.
+    pub enabled: Option<bool>,
+    /// Longest timeout a sandbox may be given, in seconds.
+    pub max_timeout_seconds: Option<u64>,
+    /// Template names and where their sandboxes are made (replacing the default `base`).
+    pub templates: Option<std::collections::BTreeMap<String, E2bTemplateSection>>,
+}
+
+/// One `[e2b.templates]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct E2bTemplateSection {
+    /// The provider's id.
+    pub provider: String,
+    /// The image (the provider's default when absent).
+    pub image: Option<String>,
+}
+
 /// `[bridge]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -587,6 +619,8 @@ pub struct Settings {
     pub webhooks: corral_service::webhooks::WebhooksConfig,
     /// The orphan reaper.
     pub reaper: corral_service::ReaperConfig,
+    /// The E2B front door, when enabled.
+    pub e2b: Option<corral_e2b::E2bConfig>,
     /// The control plane.
     pub control: ControlSettings,
     /// The edge's limits (`[http]`).
@@ -792,6 +826,7 @@ pub fn resolve(
     };
     let webhooks = webhooks(&fc.webhooks)?;
     let reaper = reaper(&fc.reaper)?;
+    let e2b = e2b(&fc.e2b, &enabled)?;
     let http = http(&fc.http, corral_web::edge::descriptor_limit())?;
     Ok(Settings {
         listen,
@@ -832,9 +867,54 @@ pub fn resolve(
         events_retention,
         webhooks,
         reaper,
+        e2b,
         control,
         http,
     })
+}
+
+/// `[e2b]` over its defaults: templates name enabled providers; a positive timeout cap.
+fn e2b(
+    section: &E2bSection,
+    enabled: &[corral_domain::Provider],
+) -> Result<Option<corral_e2b::E2bConfig>, ConfigError> {
+    if section.enabled == Some(false) {
+        return Ok(None);
+    }
+    let mut config = corral_e2b::E2bConfig::default();
+    match section.max_timeout_seconds {
+        Some(0) => {
+            return Err(ConfigError(
+                "e2b.max_timeout_seconds must be positive".into(),
+            ));
+        }
+        Some(n) => config.max_timeout_seconds = n,
+        None => {}
+    }
+    if let Some(templates) = &section.templates {
+        config.templates.clear();
+        for (name, t) in templates {
+            let provider: corral_domain::Provider = t.provider.parse().map_err(|_| {
+                ConfigError(format!(
+                    "e2b.templates.{name}: unknown provider `{}`",
+                    t.provider
+                ))
+            })?;
+            if !enabled.contains(&provider) {
+                return Err(ConfigError(format!(
+                    "e2b.templates.{name}: provider `{provider}` is not enabled"
+                )));
+            }
+            config.templates.insert(
+                name.clone(),
+                corral_e2b::Template {
+                    provider,
+                    image: t.image.clone(),
+                },
+            );
+        }
+    }
+    Ok(Some(config))
 }
 
 /// `[reaper]` over its defaults: a positive interval.

@@ -1,7 +1,217 @@
 //! Corral's E2B-compatible front door: E2B's control API (`/sandboxes`, `/v2/sandboxes`) and
 //! its in-sandbox daemon API (envd: Connect-RPC `process.Process`, `filesystem.Filesystem`,
 //! `/files`, `/health`) answered by Corral's use cases, so the E2B SDKs run unchanged against
-//! Corral, on every provider. Framework-free: the web layer (`corral-web`) only carries
-//! requests in and bytes out. The user's guide is `docs/compat/e2b.md`.
+//! Corral, on every provider. The user's guide, with every difference from E2B, is
+//! `docs/compat/e2b.md`.
+//!
+//! Framework-free: [`FrontDoor`] takes parsed requests (headers as strings, bodies as bytes)
+//! and answers values, byte streams or [`E2bError`]s; `corral-web` only carries them.
+//!
+//! - Control side ([`control`]): the project API key in `X-API-KEY`; an E2B template names
+//!   a provider and image ([`E2bConfig::templates`], or `provider` / `provider:image` as the
+//!   template itself); E2B's timeout is kept by the front door ([`FrontDoor::sweep_once`]
+//!   ends sandboxes past it), so it can be set and extended on every provider.
+//! - envd side ([`process`], [`files`]): every call names its sandbox in `E2b-Sandbox-Id`
+//!   and carries the per-sandbox access token the create answered (`X-Access-Token`: an HMAC
+//!   of project and sandbox under the server's master key, so nothing is stored and another
+//!   project's token never opens it). Processes are Corral commands (durable jobs); a pid is
+//!   a stable 31-bit hash of the command id.
+//!
+//! Modules, bottom to top: `wire`, `connect`, `fs`, `error` → `lib` (the door, its config and
+//! the callers) → `control`, `process`, `files`.
 
+pub mod connect;
+pub mod control;
+mod error;
+pub mod files;
 pub mod fs;
+pub mod process;
+pub mod wire;
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use corral_domain::{Provider, SandboxId};
+use corral_registry::E2bRecord;
+use corral_service::{Caller, Service};
+
+pub use error::{E2bError, connect_status};
+
+/// The envd version Corral answers: new enough that the SDKs use the default user, stdin,
+/// `CloseStdin` and octet-stream uploads; older than file metadata (0.6.2), which Corral
+/// does not store, so the SDK itself refuses `metadata` on writes.
+pub const ENVD_VERSION: &str = "0.5.7";
+
+/// E2B's default sandbox timeout, in seconds.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+
+/// Where an E2B template's sandboxes are made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    /// The provider.
+    pub provider: Provider,
+    /// The image (the provider's default when absent).
+    pub image: Option<String>,
+}
+
+/// `[e2b]` in the server's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct E2bConfig {
+    /// Template names and where their sandboxes are made; `base` → `local` by default.
+    pub templates: BTreeMap<String, Template>,
+    /// Longest timeout a create or set-timeout may ask for (E2B's own cap: 24 hours).
+    pub max_timeout_seconds: u64,
+}
+
+impl Default for E2bConfig {
+    fn default() -> Self {
+        Self {
+            templates: BTreeMap::from([(
+                "base".to_owned(),
+                Template {
+                    provider: Provider::Local,
+                    image: None,
+                },
+            )]),
+            max_timeout_seconds: 24 * 60 * 60,
+        }
+    }
+}
+
+impl E2bConfig {
+    /// Where `template` is made: a configured name; else a provider's name, alone or as
+    /// `provider:image`.
+    pub fn resolve(&self, template: &str) -> Result<Template, E2bError> {
+        if let Some(t) = self.templates.get(template) {
+            return Ok(t.clone());
+        }
+        let (provider, image) = match template.split_once(':') {
+            Some((p, image)) if !image.is_empty() => (p, Some(image.to_owned())),
+            _ => (template, None),
+        };
+        let provider = Provider::from_str(provider).map_err(|_| E2bError::NotFound {
+            message: format!(
+                "template '{}' not found: name a configured template ({}), a provider, or provider:image",
+                template.chars().take(80).collect::<String>(),
+                self.templates.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        })?;
+        Ok(Template { provider, image })
+    }
+}
+
+/// The front door: the use cases and the door's configuration. Cheap to clone.
+#[derive(Clone)]
+pub struct FrontDoor {
+    service: Service,
+    config: std::sync::Arc<E2bConfig>,
+}
+
+/// An envd call's sandbox, authorized by its access token.
+#[derive(Debug, Clone)]
+pub struct SandboxCaller {
+    /// Acting for the sandbox's project.
+    pub caller: Caller,
+    /// The sandbox.
+    pub sandbox: SandboxId,
+    /// What the E2B door knows of it.
+    pub record: E2bRecord,
+}
+
+impl SandboxCaller {
+    /// The sandbox id as the use cases take it.
+    pub fn id(&self) -> String {
+        self.sandbox.to_string()
+    }
+}
+
+impl FrontDoor {
+    /// The door over `service`.
+    pub fn new(service: Service, config: E2bConfig) -> Self {
+        Self {
+            service,
+            config: std::sync::Arc::new(config),
+        }
+    }
+
+    /// The use cases.
+    pub fn service(&self) -> &Service {
+        &self.service
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &E2bConfig {
+        &self.config
+    }
+
+    /// The control side's caller: the project API key E2B's SDK sends as `X-API-KEY`.
+    pub async fn authenticate(&self, api_key: Option<&str>) -> Result<Caller, E2bError> {
+        let Some(key) = api_key.map(str::trim).filter(|k| !k.is_empty()) else {
+            return Err(E2bError::Unauthenticated {
+                message: "send the Corral project API key as X-API-KEY (E2B_API_KEY)".into(),
+            });
+        };
+        self.service
+            .authenticate(Some(&format!("Bearer {key}")))
+            .await
+            .map_err(|_| E2bError::Unauthenticated {
+                message: "the API key was rejected".into(),
+            })
+    }
+
+    /// The envd side's caller: the sandbox named by `E2b-Sandbox-Id` and its access token.
+    /// A wrong token and an unknown sandbox answer alike (nothing tells which ids exist).
+    pub async fn sandbox_caller(
+        &self,
+        sandbox: Option<&str>,
+        token: Option<&str>,
+    ) -> Result<SandboxCaller, E2bError> {
+        let denied = || E2bError::Unauthenticated {
+            message: "the sandbox's access token (X-Access-Token) was missing or rejected".into(),
+        };
+        let Some(id) = sandbox.map(str::trim).filter(|s| !s.is_empty()) else {
+            return Err(E2bError::invalid(
+                "name the sandbox in the E2b-Sandbox-Id header",
+            ));
+        };
+        let sandbox = SandboxId::from_str(id).map_err(|_| E2bError::NotFound {
+            message: format!(
+                "sandbox '{}' not found",
+                id.chars().take(80).collect::<String>()
+            ),
+        })?;
+        let registry = self.service.registry();
+        let project = token
+            .and_then(|t| registry.check_e2b_access_token(sandbox, t))
+            .ok_or_else(denied)?;
+        let record = registry
+            .get_e2b(project, sandbox)
+            .await
+            .map_err(|e| E2bError::Service {
+                source: corral_service::error::registry_error(e),
+            })?
+            .ok_or_else(|| E2bError::not_found(format!("sandbox '{sandbox}' not found")))?;
+        Ok(SandboxCaller {
+            caller: Caller::trusted(project),
+            sandbox,
+            record,
+        })
+    }
+
+    /// Whether the caller's sandbox runs now (envd's `/health`).
+    pub async fn running_now(&self, sc: &SandboxCaller) -> Result<bool, E2bError> {
+        match self
+            .service
+            .get(&sc.caller, corral_service::InlineAccess::default(), &sc.id())
+            .await
+        {
+            Ok(s) => Ok(s.deleted_at.is_none()
+                && matches!(
+                    s.status,
+                    corral_domain::SandboxStatus::Running | corral_domain::SandboxStatus::Creating
+                )),
+            Err(e) if e.code() == corral_errors::ErrorCode::SandboxNotFound => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -152,6 +152,11 @@ impl Service {
             .ok_or_else(|| command_not_found(cmd))
     }
 
+    /// The longest command timeout this server takes (`[commands] max_timeout_seconds`).
+    pub fn commands_max_timeout(&self) -> Duration {
+        self.inner.config.commands.max_timeout
+    }
+
     /// `POST /v1/sandboxes/{id}/commands`: starts a command and answers once the provider
     /// confirmed the start (201, state `running`), or once its answer was lost (201, state
     /// `starting`: the command is looked up again and settles to `running` or `lost`, never

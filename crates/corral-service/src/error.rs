@@ -182,7 +182,7 @@ pub enum ServiceError {
 }
 
 /// The one mapping of registry failures to meanings (and so to v3 codes).
-pub(crate) fn registry_error(e: RegistryError) -> ServiceError {
+pub fn registry_error(e: RegistryError) -> ServiceError {
     match e {
         RegistryError::Unavailable { .. } => ServiceError::RegistryUnavailable,
         RegistryError::NotFound { .. } => ServiceError::SandboxNotFound {

@@ -35,6 +35,7 @@ pub fn app(
         .configure(crate::api::api)
         .into_app()
         .configure(mount)
+        .configure(crate::e2b::configure)
         .configure(crate::ops::configure)
         .default_service(web::to(crate::middleware::not_found))
 }

@@ -7,6 +7,8 @@
 //!   and the email webhook), whatever the caller mounts beside them (the binary mounts the
 //!   console, `corral-console`; this crate never names it), the operational endpoints
 //!   (`/healthz`, `/readyz`, `/metrics`, `/v1/openapi.json`) and the 404/405 envelope.
+//! - `/e2b`: the E2B-compatible front door's routes (`corral-e2b` translates; see
+//!   `docs/compat/e2b.md`), answered when [`AppState::e2b`] holds the door.
 //! - [`listen::bind`] serves it on a socket, each connection through [`head_guard`] (request
 //!   heads over Corral's limits, or malformed, answered with the envelope).
 //! - [`openapi::document`] derives the OpenAPI document from the same operation list.
@@ -18,7 +20,7 @@
 //! Layers, bottom to top (each module imports only from the ones before it; `cargo xtask
 //! deps` rejects a module import circle):
 //! `state`, `edge` (connection caps, body deadlines, trusted proxies), `reply` (the one reply/error kernel), `doc` (error responses in the document),
-//! `head_guard` (pure framing) → `extract`, `session` → `sandbox`, `control`, `mcp` (the handlers)
+//! `head_guard` (pure framing) → `extract`, `session` → `sandbox`, `control`, `mcp`, `e2b` (the handlers)
 //! → `api` (the operation list) → `openapi` → `ops`, `middleware` → `app` → `listen`.
 //!
 //! Routing decisions the spec leaves open: an unknown path answers 404 and a known path with
@@ -31,6 +33,7 @@ mod app;
 pub mod commands;
 pub mod control;
 mod doc;
+mod e2b;
 pub mod edge;
 mod events;
 pub mod extract;

@@ -17,6 +17,8 @@ pub struct AppState {
     pub metrics: Arc<Histograms>,
     /// Build provenance for `/healthz`.
     pub build: BuildInfo,
+    /// The E2B-compatible front door (`/e2b`), when enabled.
+    pub e2b: Option<corral_e2b::FrontDoor>,
 }
 
 /// Build provenance, captured at compile time by the binary (whose build script knows the

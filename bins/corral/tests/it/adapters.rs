@@ -79,6 +79,7 @@ async fn state_for(doc: toml::Table) -> (tempfile::TempDir, AppState, String) {
         control,
         metrics: std::sync::Arc::new(corral_web::request_metrics()),
         build: corral::server::build_info(),
+        e2b: None,
     };
     (dir, state, key)
 }

@@ -180,6 +180,7 @@ impl Journey {
             service,
             metrics: Arc::new(corral_web::request_metrics()),
             build: corral::server::build_info(),
+            e2b: None,
             control: control.clone(),
         };
         serve_on(listener, state);

@@ -293,6 +293,7 @@ async fn on_postgres_the_quota_holds_across_two_replicas() {
         control: a.state.control.clone(),
         metrics: Arc::new(corral_web::request_metrics()),
         build: corral::server::build_info(),
+        e2b: None,
     };
     let app_a = test::init_service(corral::server::app(a.state.clone())).await;
     let app_b = test::init_service(corral::server::app(b_state)).await;

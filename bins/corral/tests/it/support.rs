@@ -99,6 +99,7 @@ impl World {
             control,
             metrics: Arc::new(corral_web::request_metrics()),
             build: corral::server::build_info(),
+            e2b: None,
         };
         World {
             dir,

@@ -1,0 +1,472 @@
+//! E2B's control API: create (answers once the sandbox runs), connect, get, list with a
+//! metadata filter and `nextToken` paging, kill and set-timeout, over Corral's use cases.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+use corral_domain::TimeoutMode;
+use corral_domain::{
+    CreateSandboxRequest, ProjectId, RunCommandInput, Sandbox, SandboxId, SandboxStatus,
+};
+use corral_registry::E2bRecord;
+use corral_service::{Caller, InlineAccess};
+
+use crate::wire::{
+    ConnectRequest, NewSandbox, SandboxCreated, SandboxDetail, TimeoutRequest,
+};
+use crate::{E2bError, ENVD_VERSION, FrontDoor, DEFAULT_TIMEOUT_SECONDS, fs};
+
+/// E2B's SDKs read a client id nobody uses; Corral has none.
+const CLIENT_ID: &str = "corral";
+
+/// How long a create waits for a `creating` sandbox to run before answering anyway.
+const READY_WAIT: Duration = Duration::from_secs(120);
+
+/// Largest page of `GET /v2/sandboxes` (E2B's own cap).
+const MAX_LIMIT: u32 = 100;
+
+/// `GET /v2/sandboxes`'s query.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// `metadata`: `key=value` pairs joined by `&`, URL-encoded as one parameter.
+    pub metadata: Option<String>,
+    /// `state`: comma-separated `running`, `paused`.
+    pub state: Option<String>,
+    /// `limit` (default and cap 100).
+    pub limit: Option<u32>,
+    /// `nextToken`.
+    pub next_token: Option<String>,
+}
+
+fn rfc3339(t: chrono::DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn parse_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, E2bError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| E2bError::invalid(format!("request body has an error: {e}")))
+}
+
+fn sandbox_id(id: &str) -> Result<SandboxId, E2bError> {
+    id.parse().map_err(|_| {
+        E2bError::not_found(format!(
+            "sandbox '{}' not found",
+            id.chars().take(80).collect::<String>()
+        ))
+    })
+}
+
+fn registry(e: corral_registry::RegistryError) -> E2bError {
+    E2bError::Service {
+        source: corral_service::error::registry_error(e),
+    }
+}
+
+impl FrontDoor {
+    fn check_timeout(&self, timeout: u64) -> Result<u64, E2bError> {
+        let max = self.config().max_timeout_seconds;
+        if timeout == 0 || timeout > max {
+            return Err(E2bError::invalid(format!(
+                "timeout must be from 1 to {max} seconds, not {timeout}"
+            )));
+        }
+        Ok(timeout)
+    }
+
+    /// The provider-side lifetime of a door sandbox: the provider's longest, so the door's
+    /// own timeout (which can be extended) is what ends it.
+    fn provider_lifetime(&self, provider: corral_domain::Provider) -> Option<u64> {
+        let catalog = self.service().providers();
+        let caps = catalog.providers.iter().find(|c| c.provider == provider)?;
+        match caps.timeout_mode {
+            TimeoutMode::Seconds => caps.timeout_maximum_seconds,
+            TimeoutMode::ProviderManaged => None,
+        }
+    }
+
+    fn created(&self, project: ProjectId, record: &E2bRecord) -> SandboxCreated {
+        SandboxCreated {
+            template_id: record.template_id.clone(),
+            sandbox_id: record.sandbox_id.to_string(),
+            client_id: CLIENT_ID.to_owned(),
+            envd_version: ENVD_VERSION.to_owned(),
+            envd_access_token: self
+                .service()
+                .registry()
+                .e2b_access_token(project, record.sandbox_id),
+            domain: None,
+            alias: record.alias.clone(),
+        }
+    }
+
+    fn detail(&self, project: ProjectId, record: &E2bRecord, with_token: bool) -> SandboxDetail {
+        SandboxDetail {
+            template_id: record.template_id.clone(),
+            sandbox_id: record.sandbox_id.to_string(),
+            client_id: CLIENT_ID.to_owned(),
+            started_at: rfc3339(record.created_at),
+            end_at: rfc3339(record.end_at),
+            cpu_count: 0,
+            memory_mb: 0,
+            disk_size_mb: 0,
+            state: "running",
+            envd_version: ENVD_VERSION.to_owned(),
+            metadata: record.metadata.clone(),
+            envd_access_token: with_token.then(|| {
+                self.service()
+                    .registry()
+                    .e2b_access_token(project, record.sandbox_id)
+            }),
+            domain: None,
+            alias: record.alias.clone(),
+        }
+    }
+
+    /// `POST /sandboxes` and `POST /v2/sandboxes`: 201 once the sandbox runs. With an
+    /// `Idempotency-Key` (the v2 SDKs send one), a repeated create answers the same sandbox.
+    pub async fn create(
+        &self,
+        caller: &Caller,
+        idempotency_key: Option<&str>,
+        body: &[u8],
+    ) -> Result<SandboxCreated, E2bError> {
+        let new: NewSandbox = serde_json::from_slice(body)
+            .map_err(|e| E2bError::invalid(format!("request body has an error: {e}")))?;
+        if let Some(what) = new.unsupported() {
+            return Err(E2bError::Unsupported {
+                message: format!("{what} is not supported by Corral's E2B front door"),
+            });
+        }
+        let timeout = self.check_timeout(new.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS))?;
+        let template = self.config().resolve(&new.template_id)?;
+        let request = CreateSandboxRequest::standard(
+            template.provider,
+            template.image.clone(),
+            self.provider_lifetime(template.provider),
+        );
+        let created = self
+            .service()
+            .create(caller, InlineAccess::default(), idempotency_key, request)
+            .await?;
+        let sandbox: Sandbox = serde_json::from_str(&created.body)
+            .map_err(|_| E2bError::invalid("the create's answer could not be read"))?;
+        let sandbox = self.wait_running(caller, sandbox).await?;
+        let id = sandbox.id.to_string();
+        if !created.replayed {
+            self.prepare_home(caller, &id).await;
+        }
+        let now = Utc::now();
+        let record = E2bRecord {
+            project_id: caller.project_id(),
+            sandbox_id: sandbox.id,
+            template_id: new.template_id.clone(),
+            alias: None,
+            metadata: new.metadata.unwrap_or_default(),
+            env: new.env_vars.unwrap_or_default(),
+            end_at: now + chrono::Duration::seconds(i64::try_from(timeout).unwrap_or(i64::MAX)),
+            created_at: now,
+        };
+        let registry = self.service().registry();
+        registry.put_e2b(&record).await.map_err(registry)?;
+        // A replay answers the record the first create stored.
+        let stored = registry
+            .get_e2b(caller.project_id(), sandbox.id)
+            .await
+            .map_err(registry)?
+            .unwrap_or(record);
+        Ok(self.created(caller.project_id(), &stored))
+    }
+
+    /// Waits (bounded) until a `creating` sandbox runs; a failed create is an error.
+    async fn wait_running(&self, caller: &Caller, mut sandbox: Sandbox) -> Result<Sandbox, E2bError> {
+        let until = tokio::time::Instant::now() + READY_WAIT;
+        let mut pause = Duration::from_millis(100);
+        while sandbox.status == SandboxStatus::Creating && tokio::time::Instant::now() < until {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+            sandbox = self
+                .service()
+                .get(caller, InlineAccess::default(), &sandbox.id.to_string())
+                .await?;
+        }
+        match sandbox.status {
+            SandboxStatus::Running | SandboxStatus::Creating => Ok(sandbox),
+            other => Err(E2bError::Service {
+                source: corral_service::ServiceError::internal(format!(
+                    "the sandbox is {other} instead of running"
+                )),
+            }),
+        }
+    }
+
+    /// E2B's processes start in the default user's home, and relative paths resolve there;
+    /// make sure it exists. Best effort: a sandbox without it still answers absolute paths.
+    async fn prepare_home(&self, caller: &Caller, id: &str) {
+        let input = RunCommandInput {
+            command: format!("mkdir -p {}", fs::shell_quote(fs::HOME)),
+            cwd: None,
+            env: None,
+        };
+        match self
+            .service()
+            .exec(caller, InlineAccess::default(), id, input)
+            .await
+        {
+            Ok(r) if r.exit_code == 0 => {}
+            Ok(r) => tracing::warn!(sandbox = id, exit_code = r.exit_code, "could not make the E2B home"),
+            Err(e) => tracing::warn!(sandbox = id, error = %e, "could not make the E2B home"),
+        }
+    }
+
+    /// The door's record of a live sandbox, made on first use for a sandbox created through
+    /// Corral's own API (its template is then its provider), so any of the project's
+    /// sandboxes can be connected to. Deleted or ended sandboxes are not found.
+    async fn live_record(&self, caller: &Caller, id: &str) -> Result<E2bRecord, E2bError> {
+        let sid = sandbox_id(id)?;
+        let sandbox = self
+            .service()
+            .get(caller, InlineAccess::default(), id)
+            .await?;
+        if sandbox.deleted_at.is_some()
+            || !matches!(sandbox.status, SandboxStatus::Running | SandboxStatus::Creating)
+        {
+            return Err(E2bError::not_found(format!("sandbox '{sid}' not found")));
+        }
+        let registry = self.service().registry();
+        if let Some(r) = registry
+            .get_e2b(caller.project_id(), sid)
+            .await
+            .map_err(registry)?
+        {
+            return Ok(r);
+        }
+        let now = Utc::now();
+        let record = E2bRecord {
+            project_id: caller.project_id(),
+            sandbox_id: sid,
+            template_id: sandbox.provider.to_string(),
+            alias: None,
+            metadata: BTreeMap::new(),
+            env: BTreeMap::new(),
+            end_at: now
+                + chrono::Duration::seconds(
+                    i64::try_from(DEFAULT_TIMEOUT_SECONDS).unwrap_or(i64::MAX),
+                ),
+            created_at: now,
+        };
+        registry.put_e2b(&record).await.map_err(registry)?;
+        Ok(registry
+            .get_e2b(caller.project_id(), sid)
+            .await
+            .map_err(registry)?
+            .unwrap_or(record))
+    }
+
+    /// `POST /sandboxes/{id}/connect` (and v2): the sandbox's token, its timeout extended to
+    /// at least `timeout` from now (E2B's rule: connect never shortens it).
+    pub async fn connect(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: &[u8],
+    ) -> Result<SandboxCreated, E2bError> {
+        let req: ConnectRequest = parse_body(body)?;
+        let mut record = self.live_record(caller, id).await?;
+        if let Some(t) = req.timeout {
+            let t = self.check_timeout(t)?;
+            let end = Utc::now() + chrono::Duration::seconds(i64::try_from(t).unwrap_or(i64::MAX));
+            if end > record.end_at {
+                self.service()
+                    .registry()
+                    .set_e2b_end(caller.project_id(), record.sandbox_id, end)
+                    .await
+                    .map_err(registry)?;
+                record.end_at = end;
+            }
+        }
+        Ok(self.created(caller.project_id(), &record))
+    }
+
+    /// `GET /sandboxes/{id}`.
+    pub async fn get(&self, caller: &Caller, id: &str) -> Result<SandboxDetail, E2bError> {
+        let record = self.live_record(caller, id).await?;
+        Ok(self.detail(caller.project_id(), &record, true))
+    }
+
+    /// `GET /v2/sandboxes`: the project's running door sandboxes, newest first, with every
+    /// metadata pair asked for; the next page's token when more may follow.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        query: &ListQuery,
+    ) -> Result<(Vec<SandboxDetail>, Option<String>), E2bError> {
+        let limit = query.limit.unwrap_or(MAX_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(E2bError::invalid(format!(
+                "limit must be from 1 to {MAX_LIMIT}"
+            )));
+        }
+        if let Some(states) = &query.state {
+            let mut wants_running = false;
+            for s in states.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                match s {
+                    "running" => wants_running = true,
+                    "paused" => {}
+                    other => {
+                        return Err(E2bError::invalid(format!(
+                            "unknown state '{}': running or paused",
+                            other.chars().take(40).collect::<String>()
+                        )));
+                    }
+                }
+            }
+            // Corral never pauses a sandbox: asking only for paused ones finds none.
+            if !wants_running {
+                return Ok((Vec::new(), None));
+            }
+        }
+        let filter = parse_metadata_filter(query.metadata.as_deref())?;
+        let page = self
+            .service()
+            .registry()
+            .list_e2b(
+                caller.project_id(),
+                &filter,
+                limit,
+                query.next_token.as_deref(),
+            )
+            .await
+            .map_err(|e| match e {
+                corral_registry::RegistryError::InvalidCursor => {
+                    E2bError::invalid("nextToken is not one this server gave")
+                }
+                e => registry(e),
+            })?;
+        let items = page
+            .records
+            .iter()
+            .map(|r| self.detail(caller.project_id(), r, false))
+            .collect();
+        Ok((items, page.next))
+    }
+
+    /// `DELETE /sandboxes/{id}`: 204; an unknown or already deleted sandbox is not found.
+    pub async fn kill(&self, caller: &Caller, id: &str) -> Result<(), E2bError> {
+        let sid = sandbox_id(id)?;
+        let before = self
+            .service()
+            .get(caller, InlineAccess::default(), id)
+            .await?;
+        if before.deleted_at.is_some() {
+            return Err(E2bError::not_found(format!("sandbox '{sid}' not found")));
+        }
+        self.service()
+            .delete(caller, InlineAccess::default(), id)
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /sandboxes/{id}/timeout`: the sandbox ends `timeout` seconds from now (shorter
+    /// or longer than before).
+    pub async fn set_timeout(&self, caller: &Caller, id: &str, body: &[u8]) -> Result<(), E2bError> {
+        let req: TimeoutRequest = serde_json::from_slice(body)
+            .map_err(|e| E2bError::invalid(format!("request body has an error: {e}")))?;
+        let t = self.check_timeout(req.timeout)?;
+        let record = self.live_record(caller, id).await?;
+        let end = Utc::now() + chrono::Duration::seconds(i64::try_from(t).unwrap_or(i64::MAX));
+        self.service()
+            .registry()
+            .set_e2b_end(caller.project_id(), record.sandbox_id, end)
+            .await
+            .map_err(registry)?;
+        Ok(())
+    }
+
+    /// Ends the door's sandboxes whose timeout has passed (at most `limit`); how many.
+    pub async fn sweep_once(&self, limit: u32) -> Result<usize, E2bError> {
+        let due = self
+            .service()
+            .registry()
+            .due_e2b(Utc::now(), limit)
+            .await
+            .map_err(registry)?;
+        let mut ended = 0;
+        for (project, sandbox) in due {
+            let caller = Caller::trusted(project);
+            match self
+                .service()
+                .delete(&caller, InlineAccess::default(), &sandbox.to_string())
+                .await
+            {
+                Ok(_) => ended += 1,
+                Err(e) => tracing::warn!(%sandbox, error = %e, "could not end an E2B sandbox past its timeout"),
+            }
+        }
+        Ok(ended)
+    }
+}
+
+/// `metadata=k1%3Dv1%26k2%3Dv2` (one parameter holding a query string) as pairs.
+fn parse_metadata_filter(raw: Option<&str>) -> Result<BTreeMap<String, String>, E2bError> {
+    let mut out = BTreeMap::new();
+    let Some(raw) = raw.filter(|r| !r.is_empty()) else {
+        return Ok(out);
+    };
+    for pair in raw.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let (k, v) = (percent_decode(k)?, percent_decode(v)?);
+        if k.is_empty() {
+            return Err(E2bError::invalid("metadata filter keys must not be empty"));
+        }
+        out.insert(k, v);
+    }
+    Ok(out)
+}
+
+/// Decodes `%XX` and `+` of a form-encoded component.
+fn percent_decode(s: &str) -> Result<String, E2bError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| E2bError::invalid("malformed percent-encoding in metadata"))?;
+                out.push(hex);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| E2bError::invalid("metadata filter is not UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metadata_filter_is_one_form_encoded_parameter() {
+        // The web layer decodes the parameter once; what is left is `k=v&k=v`, whose parts
+        // may be encoded again.
+        let f = parse_metadata_filter(Some("env=prod+eu&empty=")).unwrap();
+        assert_eq!(f["env"], "prod eu");
+        assert_eq!(f["empty"], "");
+        let f = parse_metadata_filter(Some("user=alice&team=a%26b")).unwrap();
+        assert_eq!(f["user"], "alice");
+        assert_eq!(f["team"], "a&b");
+        assert!(parse_metadata_filter(Some("=x")).is_err());
+        assert!(parse_metadata_filter(Some("k=%zz")).is_err());
+        assert!(parse_metadata_filter(None).unwrap().is_empty());
+    }
+}
