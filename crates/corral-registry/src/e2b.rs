@@ -98,15 +98,16 @@ fn corrupt(what: &str) -> RegistryError {
     }
 }
 
-/// Rows read per query while a filtered listing fills its page.
+/// The most rows read per query while a filtered listing fills its page.
 const SCAN_BATCH: i64 = 200;
 
 impl Registry {
     fn e2b_row(&self, rec: &E2bRecord) -> Result<E2bRow> {
         let (project, sandbox) = (rec.project_id.to_string(), rec.sandbox_id.to_string());
-        let metadata = serde_json::to_string(&rec.metadata).map_err(|e| RegistryError::Internal {
-            message: format!("cannot serialize E2B metadata: {e}"),
-        })?;
+        let metadata =
+            serde_json::to_string(&rec.metadata).map_err(|e| RegistryError::Internal {
+                message: format!("cannot serialize E2B metadata: {e}"),
+            })?;
         let env_sealed = if rec.env.is_empty() {
             None
         } else {
@@ -186,7 +187,11 @@ impl Registry {
     }
 
     /// The E2B record of `sandbox` in `project` (tombstoned sandboxes included), env opened.
-    pub async fn get_e2b(&self, project: ProjectId, sandbox: SandboxId) -> Result<Option<E2bRecord>> {
+    pub async fn get_e2b(
+        &self,
+        project: ProjectId,
+        sandbox: SandboxId,
+    ) -> Result<Option<E2bRecord>> {
         let (p, s) = (project.to_string(), sandbox.to_string());
         let row: Option<E2bRow> = run!(self, |c| {
             e2b::table
@@ -247,12 +252,16 @@ impl Registry {
             .transpose()?
             .map(|c| (c.created_at_micros, c.id.to_string()));
         let want = limit as usize;
-        // One match past the page tells whether another page exists.
-        let batch = SCAN_BATCH.max(i64::from(limit) + 1);
+        // One match past the page tells whether another page exists. The first read is the
+        // page and that one row; while filtered-out rows leave it short, reads double in size
+        // up to SCAN_BATCH.
+        let mut batch = i64::from(limit) + 1;
+        let max_batch = SCAN_BATCH.max(batch);
         let mut matched: Vec<E2bRow> = Vec::with_capacity(want + 1);
         loop {
             let rows = self.e2b_batch(project, after.clone(), batch).await?;
             let exhausted = rows.len() < usize::try_from(batch).unwrap_or(usize::MAX);
+            batch = batch.saturating_mul(2).min(max_batch);
             if let Some(last) = rows.last() {
                 after = Some((last.created_at, last.sandbox_id.clone()));
             }

@@ -110,7 +110,10 @@ pub(crate) async fn a_record_round_trips_with_its_env_sealed_at_rest(db: &TestDb
     rec.env = map(&[("API_TOKEN", SECRET_VALUE), ("MODE", "prod")]);
 
     reg.put_e2b(&rec).await.unwrap();
-    assert_eq!(reg.get_e2b(project, sandbox).await.unwrap(), Some(rec.clone()));
+    assert_eq!(
+        reg.get_e2b(project, sandbox).await.unwrap(),
+        Some(rec.clone())
+    );
 
     // Stored sealed: the value appears nowhere in the database, in clear or as hex, and the
     // column is not the JSON of the map.
@@ -118,19 +121,28 @@ pub(crate) async fn a_record_round_trips_with_its_env_sealed_at_rest(db: &TestDb
     let json = serde_json::to_string(&rec.env).unwrap();
     assert_ne!(sealed, json.as_bytes());
     let dump = dump_all_rows(reg.database()).await;
-    assert!(dump.contains(&sandbox.to_string()), "the dump holds the row");
+    assert!(
+        dump.contains(&sandbox.to_string()),
+        "the dump holds the row"
+    );
     assert!(!dump.contains(SECRET_VALUE));
     assert!(!dump.contains(&hex(SECRET_VALUE.as_bytes())));
     // Debug names the variables, never their values.
     let debug = format!("{rec:?}");
-    assert!(debug.contains("API_TOKEN") && !debug.contains(SECRET_VALUE), "{debug}");
+    assert!(
+        debug.contains("API_TOKEN") && !debug.contains(SECRET_VALUE),
+        "{debug}"
+    );
 
     // A repeated put keeps the first record.
     let mut again = rec.clone();
     again.template_id = "other".to_owned();
     again.env = map(&[("API_TOKEN", "changed")]);
     reg.put_e2b(&again).await.unwrap();
-    assert_eq!(reg.get_e2b(project, sandbox).await.unwrap(), Some(rec.clone()));
+    assert_eq!(
+        reg.get_e2b(project, sandbox).await.unwrap(),
+        Some(rec.clone())
+    );
 
     // Another project neither sees it nor can record the sandbox as its own.
     assert_eq!(reg.get_e2b(other, sandbox).await.unwrap(), None);
@@ -258,7 +270,8 @@ pub(crate) async fn listing_is_newest_first_filtered_and_paged_across_filtered_o
 
     // Bad input is refused, not a 500.
     assert!(matches!(
-        reg.list_e2b(project, &filter, 3, Some("not-a-cursor")).await,
+        reg.list_e2b(project, &filter, 3, Some("not-a-cursor"))
+            .await,
         Err(RegistryError::InvalidCursor)
     ));
     assert!(matches!(
@@ -343,7 +356,10 @@ pub(crate) async fn access_tokens_are_bound_to_their_sandbox_and_master_key(db: 
     // Stateless: the same key elsewhere issues and accepts the same token.
     let replica = Registry::new(database.clone(), MasterKey::from_bytes(bytes));
     assert_eq!(replica.e2b_access_token(project, sandbox), token);
-    assert_eq!(replica.check_e2b_access_token(sandbox, &token), Some(project));
+    assert_eq!(
+        replica.check_e2b_access_token(sandbox, &token),
+        Some(project)
+    );
 
     // Not for another sandbox, nor under another master key.
     assert_eq!(reg.check_e2b_access_token(another, &token), None);
@@ -361,7 +377,11 @@ pub(crate) async fn access_tokens_are_bound_to_their_sandbox_and_master_key(db: 
         b[i] = if b[i] == b'A' { b'B' } else { b'A' };
         let tampered = String::from_utf8(b).unwrap();
         if tampered != token {
-            assert_eq!(reg.check_e2b_access_token(sandbox, &tampered), None, "{tampered}");
+            assert_eq!(
+                reg.check_e2b_access_token(sandbox, &tampered),
+                None,
+                "{tampered}"
+            );
         }
     }
     // Malformed: no panic, no project.
@@ -393,9 +413,12 @@ fn any_sandbox_id() -> impl Strategy<Value = SandboxId> {
 
 fn any_project_id() -> impl Strategy<Value = ProjectId> {
     any::<u128>().prop_map(|u| {
-        format!("prj_{}", ulid::Ulid::from(u).to_string().to_ascii_lowercase())
-            .parse()
-            .unwrap()
+        format!(
+            "prj_{}",
+            ulid::Ulid::from(u).to_string().to_ascii_lowercase()
+        )
+        .parse()
+        .unwrap()
     })
 }
 
