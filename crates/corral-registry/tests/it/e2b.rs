@@ -21,6 +21,7 @@ on_both_backends!(e2b:
     a_record_round_trips_with_its_env_sealed_at_rest,
     a_sealed_env_moved_to_another_row_or_read_under_another_key_does_not_open,
     listing_is_newest_first_filtered_and_paged_across_filtered_out_rows,
+    a_selective_filter_pages_through_many_filtered_out_rows,
     deleted_sandboxes_and_other_projects_are_never_listed,
     set_e2b_end_moves_the_end_of_the_projects_record_only,
     access_tokens_are_bound_to_their_sandbox_and_master_key,
@@ -278,6 +279,46 @@ pub(crate) async fn listing_is_newest_first_filtered_and_paged_across_filtered_o
         reg.list_e2b(project, &filter, 0, None).await,
         Err(RegistryError::InvalidInput { .. })
     ));
+}
+
+pub(crate) async fn a_selective_filter_pages_through_many_filtered_out_rows(db: &TestDb) {
+    let reg = registry(db).await;
+    let project = reg.create_project("p").await.unwrap().id;
+    let base = chrono::Utc::now().timestamp_micros();
+    // 25 records; every sixth (0, 6, 12, 18, 24) is "rare".
+    let mut rare = Vec::new();
+    for i in 0..25_i64 {
+        let id = created(&reg, project).await;
+        let mut rec = record(project, id, base + i);
+        if i % 6 == 0 {
+            rec.metadata.insert("kind".to_owned(), "rare".to_owned());
+            rare.push(rec.clone());
+        }
+        reg.put_e2b(&rec).await.unwrap();
+    }
+    rare.reverse();
+    let filter = map(&[("kind", "rare")]);
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let page = reg
+            .list_e2b(project, &filter, 2, cursor.as_deref())
+            .await
+            .unwrap();
+        pages += 1;
+        assert!(
+            !page.records.is_empty(),
+            "a page with a cursor before it is never empty"
+        );
+        seen.extend(page.records);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, rare);
 }
 
 pub(crate) async fn deleted_sandboxes_and_other_projects_are_never_listed(db: &TestDb) {
