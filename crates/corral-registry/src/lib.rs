@@ -46,7 +46,7 @@
 //!   access ([`api_key_id`]). Only HMAC-SHA256(subkey, key id + secret) is stored, compared in constant time.
 //! - **Master key**: 32 bytes in a file (64 hex characters, mode 0600, refused when group or
 //!   others can access it) outside the database. Independent subkeys are derived from it for
-//!   the API-key hash and for credential encryption.
+//!   the API-key hash, for credential encryption and for E2B access tokens.
 //! - **Provider credentials** are encrypted with XChaCha20-Poly1305 (random 192-bit nonce per
 //!   write); the associated data binds project id, provider and profile id, so a ciphertext
 //!   copied to another row, a flipped bit or another master key gives
@@ -58,6 +58,13 @@
 //! - **Pagination** is newest first on (createdAt, id) — byte order of ids on both backends —
 //!   with an opaque cursor (`<createdAt micros>_<sandbox id>` of the last record, of the form
 //!   [`cursor_pattern`] says, parsed by [`ListCursor`]); any other string is [`RegistryError::InvalidCursor`]. Listing includes tombstones and never calls a provider.
+//!
+//! - **E2B door records** ([`E2bRecord`]) keep per sandbox created through the E2B-compatible
+//!   front door what E2B exposes and the sandbox record does not: template, alias, metadata,
+//!   timeout end and the create's env vars, sealed like credentials (bound to project and
+//!   sandbox) since they may hold secrets. The in-sandbox access token
+//!   ([`Registry::e2b_access_token`]) is stateless: `<project id>.<base64url HMAC-SHA256>` over
+//!   project and sandbox ids under its own subkey, checked in constant time.
 //!
 //! # Errors → v3 codes ([`RegistryError::code`])
 //!
@@ -80,6 +87,7 @@ mod cache;
 mod clock;
 mod commands;
 mod db;
+mod e2b;
 mod error;
 mod events;
 mod migrations;
@@ -102,6 +110,7 @@ pub use commands::{
     command_cursor_pattern,
 };
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn};
+pub use e2b::{E2bPage, E2bRecord};
 pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;

@@ -49,6 +49,10 @@ const SQLITE: &[Migration] = &[
         version: "0009_reaper",
         up: include_str!("../migrations/sqlite/0009_reaper/up.sql"),
     },
+    Migration {
+        version: "0010_e2b",
+        up: include_str!("../migrations/sqlite/0010_e2b/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -83,6 +87,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0009_reaper",
         up: include_str!("../migrations/postgres/0009_reaper/up.sql"),
+    },
+    Migration {
+        version: "0010_e2b",
+        up: include_str!("../migrations/postgres/0010_e2b/up.sql"),
     },
 ];
 

@@ -219,3 +219,18 @@ diesel::table! {
         deleted_at -> Nullable<BigInt>,
     }
 }
+
+diesel::table! {
+    e2b_sandboxes (project_id, sandbox_id) {
+        project_id -> Text,
+        sandbox_id -> Text,
+        template_id -> Text,
+        alias -> Nullable<Text>,
+        metadata -> Text,
+        env_sealed -> Nullable<Binary>,
+        end_at -> BigInt,
+        created_at -> BigInt,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(e2b_sandboxes, sandboxes);

@@ -1,11 +1,15 @@
-//! Key material: the master key, API-key format and hashing, and credential encryption.
+//! Key material: the master key, API-key format and hashing, credential encryption, and the
+//! E2B door's per-sandbox access tokens.
 
 use std::fmt;
 use std::io::Write as _;
 use std::path::Path;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::XChaCha20Poly1305;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use corral_domain::SandboxId;
 use hmac::{Hmac, Mac};
 use secrecy::{ExposeSecret, SecretString};
 use sha2::Sha256;
@@ -13,6 +17,7 @@ use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
 use crate::error::{RegistryError, Result};
+use crate::model::ProjectId;
 
 /// Length of the master key in bytes.
 pub const MASTER_KEY_LEN: usize = 32;
@@ -317,6 +322,58 @@ impl MasterKey {
         let text =
             std::str::from_utf8(&plain).map_err(|_| RegistryError::CredentialUndecryptable)?;
         Ok(SecretString::from(text.to_owned()))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// E2B access tokens: `<project id>.<base64url(HMAC-SHA256(subkey, project id NUL sandbox id))>`.
+
+/// Subkey label of the E2B in-sandbox access tokens (used for nothing else).
+const E2B_TOKEN_LABEL: &[u8] = b"corral/e2b-envd-token/v1";
+/// Longest token worth parsing: a project id (30), the dot and 43 base64url characters.
+const E2B_TOKEN_MAX_LEN: usize = 128;
+
+impl MasterKey {
+    fn e2b_token_mac(&self, project: &str, sandbox: &str) -> HmacSha256 {
+        let subkey = self.subkey(E2B_TOKEN_LABEL);
+        let mut mac =
+            HmacSha256::new_from_slice(&subkey[..]).unwrap_or_else(|_| unreachable_hmac());
+        // Neither id holds a NUL, so the message names exactly one (project, sandbox) pair.
+        mac.update(project.as_bytes());
+        mac.update(b"\0");
+        mac.update(sandbox.as_bytes());
+        mac
+    }
+
+    /// The access token of `sandbox` of `project` for E2B's in-sandbox API: stateless, so any
+    /// replica holding the master key issues and checks the same token.
+    pub(crate) fn e2b_access_token(&self, project: ProjectId, sandbox: SandboxId) -> String {
+        let project = project.to_string();
+        let tag = self
+            .e2b_token_mac(&project, &sandbox.to_string())
+            .finalize()
+            .into_bytes();
+        format!("{project}.{}", URL_SAFE_NO_PAD.encode(tag))
+    }
+
+    /// The project a presented token names when it is this key's token for `sandbox`
+    /// (the tag compared in constant time); `None` for anything else, malformed included.
+    pub(crate) fn check_e2b_access_token(
+        &self,
+        sandbox: SandboxId,
+        token: &str,
+    ) -> Option<ProjectId> {
+        if token.len() > E2B_TOKEN_MAX_LEN {
+            return None;
+        }
+        let (project_text, tag_text) = token.split_once('.')?;
+        let project: ProjectId = project_text.parse().ok()?;
+        let tag = URL_SAFE_NO_PAD.decode(tag_text).ok()?;
+        // `verify_slice` compares in constant time (and refuses a tag of another length).
+        self.e2b_token_mac(project_text, &sandbox.to_string())
+            .verify_slice(&tag)
+            .ok()?;
+        Some(project)
     }
 }
 

@@ -2,6 +2,7 @@
 //! Registry behaviour, each scenario written once and run on SQLite and on PostgreSQL.
 
 mod commands;
+mod e2b;
 mod events;
 mod failures;
 mod keys;
