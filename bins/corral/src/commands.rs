@@ -140,7 +140,7 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
         .map(|config| corral_e2b::FrontDoor::new(service.clone(), config));
     let _e2b_sweeper = e2b.clone().map(|front| {
         actix_web::rt::spawn(async move {
-            let mut tick = tokio::time::interval(E2B_SWEEP_INTERVAL);
+            let mut tick = actix_web::rt::time::interval(E2B_SWEEP_INTERVAL);
             loop {
                 tick.tick().await;
                 if let Err(e) = front.sweep_once(100).await {

@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
 use corral_domain::TimeoutMode;
-use corral_domain::{
-    CreateSandboxRequest, ProjectId, RunCommandInput, Sandbox, SandboxId, SandboxStatus,
-};
-use corral_registry::E2bRecord;
+use corral_domain::{CreateSandboxRequest, RunCommandInput, Sandbox, SandboxId, SandboxStatus};
+use corral_registry::{E2bRecord, ProjectId};
 use corral_service::{Caller, InlineAccess};
 
 use crate::wire::{
@@ -60,7 +58,7 @@ fn sandbox_id(id: &str) -> Result<SandboxId, E2bError> {
     })
 }
 
-fn registry(e: corral_registry::RegistryError) -> E2bError {
+fn registry_err(e: corral_registry::RegistryError) -> E2bError {
     E2bError::Service {
         source: corral_service::error::registry_error(e),
     }
@@ -171,12 +169,12 @@ impl FrontDoor {
             created_at: now,
         };
         let registry = self.service().registry();
-        registry.put_e2b(&record).await.map_err(registry)?;
+        registry.put_e2b(&record).await.map_err(registry_err)?;
         // A replay answers the record the first create stored.
         let stored = registry
             .get_e2b(caller.project_id(), sandbox.id)
             .await
-            .map_err(registry)?
+            .map_err(registry_err)?
             .unwrap_or(record);
         Ok(self.created(caller.project_id(), &stored))
     }
@@ -196,7 +194,7 @@ impl FrontDoor {
         match sandbox.status {
             SandboxStatus::Running | SandboxStatus::Creating => Ok(sandbox),
             other => Err(E2bError::Service {
-                source: corral_service::ServiceError::internal(format!(
+                source: corral_service::error::ServiceError::internal(format!(
                     "the sandbox is {other} instead of running"
                 )),
             }),
@@ -240,7 +238,7 @@ impl FrontDoor {
         if let Some(r) = registry
             .get_e2b(caller.project_id(), sid)
             .await
-            .map_err(registry)?
+            .map_err(registry_err)?
         {
             return Ok(r);
         }
@@ -258,11 +256,11 @@ impl FrontDoor {
                 ),
             created_at: now,
         };
-        registry.put_e2b(&record).await.map_err(registry)?;
+        registry.put_e2b(&record).await.map_err(registry_err)?;
         Ok(registry
             .get_e2b(caller.project_id(), sid)
             .await
-            .map_err(registry)?
+            .map_err(registry_err)?
             .unwrap_or(record))
     }
 
@@ -284,7 +282,7 @@ impl FrontDoor {
                     .registry()
                     .set_e2b_end(caller.project_id(), record.sandbox_id, end)
                     .await
-                    .map_err(registry)?;
+                    .map_err(registry_err)?;
                 record.end_at = end;
             }
         }
@@ -344,7 +342,7 @@ impl FrontDoor {
                 corral_registry::RegistryError::InvalidCursor => {
                     E2bError::invalid("nextToken is not one this server gave")
                 }
-                e => registry(e),
+                e => registry_err(e),
             })?;
         let items = page
             .records
@@ -382,7 +380,7 @@ impl FrontDoor {
             .registry()
             .set_e2b_end(caller.project_id(), record.sandbox_id, end)
             .await
-            .map_err(registry)?;
+            .map_err(registry_err)?;
         Ok(())
     }
 
@@ -393,7 +391,7 @@ impl FrontDoor {
             .registry()
             .due_e2b(Utc::now(), limit)
             .await
-            .map_err(registry)?;
+            .map_err(registry_err)?;
         let mut ended = 0;
         for (project, sandbox) in due {
             let caller = Caller::trusted(project);

@@ -3,7 +3,7 @@
 //! and for unary calls its HTTP status; a stream carries it in its end message).
 
 use corral_errors::ErrorCode;
-use corral_service::ServiceError;
+use corral_service::error::ServiceError;
 use snafu::Snafu;
 
 use crate::wire::ApiError;

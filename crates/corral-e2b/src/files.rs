@@ -135,7 +135,7 @@ impl FrontDoor {
         for (path, data) in files {
             if data.len() > MAX_WRITE_BYTES {
                 return Err(E2bError::Service {
-                    source: corral_service::ServiceError::PayloadTooLarge {
+                    source: corral_service::error::ServiceError::PayloadTooLarge {
                         message: format!(
                             "a file of {} bytes exceeds the largest write, {MAX_WRITE_BYTES} bytes",
                             data.len()
@@ -178,7 +178,7 @@ impl FrontDoor {
         let req = fs::StatRequest {
             path: fs::resolve(&req.path).map_err(fs_error)?,
         };
-        let (out, err, code) = self.sh(sc, fs::stat_script(&req)).await?;
+        let (out, err, code) = self.sh(sc, fs::stat_script(&req).map_err(fs_error)?).await?;
         let resp = fs::parse_stat(&out, &err, code).map_err(fs_error)?;
         Ok(json!(resp))
     }
@@ -187,7 +187,7 @@ impl FrontDoor {
     pub async fn list_dir(&self, sc: &SandboxCaller, body: &[u8]) -> Result<Value, E2bError> {
         let mut req: fs::ListDirRequest = crate::process::unary(body)?;
         req.path = fs::resolve(&req.path).map_err(fs_error)?;
-        let (out, err, code) = self.sh(sc, fs::list_dir_script(&req)).await?;
+        let (out, err, code) = self.sh(sc, fs::list_dir_script(&req).map_err(fs_error)?).await?;
         let resp = fs::parse_list_dir(&out, &err, code).map_err(fs_error)?;
         Ok(json!(resp))
     }
@@ -196,7 +196,7 @@ impl FrontDoor {
     pub async fn make_dir(&self, sc: &SandboxCaller, body: &[u8]) -> Result<Value, E2bError> {
         let mut req: fs::MakeDirRequest = crate::process::unary(body)?;
         req.path = fs::resolve(&req.path).map_err(fs_error)?;
-        let (out, err, code) = self.sh(sc, fs::make_dir_script(&req)).await?;
+        let (out, err, code) = self.sh(sc, fs::make_dir_script(&req).map_err(fs_error)?).await?;
         let resp = fs::parse_make_dir(&out, &err, code).map_err(fs_error)?;
         Ok(json!(resp))
     }
@@ -205,7 +205,7 @@ impl FrontDoor {
     pub async fn remove(&self, sc: &SandboxCaller, body: &[u8]) -> Result<Value, E2bError> {
         let mut req: fs::RemoveRequest = crate::process::unary(body)?;
         req.path = fs::resolve(&req.path).map_err(fs_error)?;
-        let (out, err, code) = self.sh(sc, fs::remove_script(&req)).await?;
+        let (out, err, code) = self.sh(sc, fs::remove_script(&req).map_err(fs_error)?).await?;
         fs::parse_remove(&out, &err, code).map_err(fs_error)?;
         Ok(json!({}))
     }
@@ -215,7 +215,7 @@ impl FrontDoor {
         let mut req: fs::MoveRequest = crate::process::unary(body)?;
         req.source = fs::resolve(&req.source).map_err(fs_error)?;
         req.destination = fs::resolve(&req.destination).map_err(fs_error)?;
-        let (out, err, code) = self.sh(sc, fs::move_script(&req)).await?;
+        let (out, err, code) = self.sh(sc, fs::move_script(&req).map_err(fs_error)?).await?;
         let resp = fs::parse_move(&out, &err, code).map_err(fs_error)?;
         Ok(json!(resp))
     }

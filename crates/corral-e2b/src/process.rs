@@ -84,14 +84,14 @@ fn end_event(state: CommandState, exit_code: Option<i32>) -> Result<Value, E2bEr
             "exitCode": -1, "status": "signal: killed", "error": "signal: killed"
         })),
         CommandState::TimedOut => Err(E2bError::Service {
-            source: corral_service::ServiceError::RequestTimeout {
+            source: corral_service::error::ServiceError::RequestTimeout {
                 message: "context deadline exceeded: the command ran past its timeout and was killed"
                     .into(),
             },
         }),
         CommandState::Lost | CommandState::Starting | CommandState::Running => {
             Err(E2bError::Service {
-                source: corral_service::ServiceError::ProviderUnavailable {
+                source: corral_service::error::ServiceError::ProviderUnavailable {
                     message: "the command's outcome was lost with its sandbox or provider".into(),
                     retry_after: None,
                 },
@@ -293,7 +293,7 @@ impl FrontDoor {
                     None => {
                         st.done = true;
                         Some(connect::end(Some(&E2bError::Service {
-                            source: corral_service::ServiceError::ProviderUnavailable {
+                            source: corral_service::error::ServiceError::ProviderUnavailable {
                                 message: "the command's output ended without its exit".into(),
                                 retry_after: None,
                             },

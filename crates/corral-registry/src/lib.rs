@@ -88,6 +88,7 @@ mod clock;
 mod commands;
 mod db;
 mod e2b;
+mod e2b_due;
 mod error;
 mod events;
 mod migrations;

@@ -178,8 +178,9 @@ fn admit(
     }
 }
 
-async fn body(req: &HttpRequest, payload: &mut web::Payload, limit: usize) -> Result<web::Bytes, E2bError> {
-    Ok(read_body(req, payload, limit, BODY_TOTAL).await?.freeze())
+async fn body(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<web::Bytes, E2bError> {
+    let mut payload = payload.into_inner();
+    Ok(read_body(req, &mut payload, limit, BODY_TOTAL).await?.freeze())
 }
 
 fn json_reply<T: serde::Serialize>(status: StatusCode, value: &T) -> HttpResponse {
@@ -193,10 +194,10 @@ fn no_store(mut resp: HttpResponse) -> HttpResponse {
     resp
 }
 
-async fn create(req: HttpRequest, mut payload: web::Payload) -> HttpResponse {
+async fn create(req: HttpRequest, payload: web::Payload) -> HttpResponse {
     let run = async {
         let (front, caller) = control_caller(&req).await?;
-        let body = body(&req, &mut payload, CONTROL_BODY).await?;
+        let body = body(&req, payload, CONTROL_BODY).await?;
         front
             .create(&caller, header_str(&req, "idempotency-key"), &body)
             .await
@@ -207,10 +208,10 @@ async fn create(req: HttpRequest, mut payload: web::Payload) -> HttpResponse {
     }
 }
 
-async fn connect_sandbox(req: HttpRequest, path: web::Path<String>, mut payload: web::Payload) -> HttpResponse {
+async fn connect_sandbox(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
     let run = async {
         let (front, caller) = control_caller(&req).await?;
-        let body = body(&req, &mut payload, CONTROL_BODY).await?;
+        let body = body(&req, payload, CONTROL_BODY).await?;
         front.connect(&caller, &path, &body).await
     };
     match run.await {
@@ -290,10 +291,10 @@ async fn kill(req: HttpRequest, path: web::Path<String>) -> HttpResponse {
     }
 }
 
-async fn set_timeout(req: HttpRequest, path: web::Path<String>, mut payload: web::Payload) -> HttpResponse {
+async fn set_timeout(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
     let run = async {
         let (front, caller) = control_caller(&req).await?;
-        let body = body(&req, &mut payload, CONTROL_BODY).await?;
+        let body = body(&req, payload, CONTROL_BODY).await?;
         front.set_timeout(&caller, &path, &body).await
     };
     match run.await {
@@ -364,11 +365,11 @@ async fn download(req: HttpRequest) -> HttpResponse {
     }
 }
 
-async fn upload(req: HttpRequest, mut payload: web::Payload) -> HttpResponse {
+async fn upload(req: HttpRequest, payload: web::Payload) -> HttpResponse {
     let run = async {
         let (front, sc) = sandbox_caller(&req).await?;
         let q = files_query(&req)?;
-        let body = body(&req, &mut payload, UPLOAD_BODY).await?;
+        let body = body(&req, payload, UPLOAD_BODY).await?;
         front
             .upload(&sc, &q, header_str(&req, "content-type"), &body)
             .await
@@ -409,7 +410,7 @@ fn stream_reply(result: Result<corral_e2b::process::EnvelopeStream, E2bError>) -
         .streaming(stream.map(|b| Ok::<_, Infallible>(web::Bytes::from(b))))
 }
 
-async fn process(req: HttpRequest, path: web::Path<String>, mut payload: web::Payload) -> HttpResponse {
+async fn process(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
     let method = path.into_inner();
     let streaming = matches!(method.as_str(), "Start" | "Connect");
     let wanted = if streaming {
@@ -424,7 +425,7 @@ async fn process(req: HttpRequest, path: web::Path<String>, mut payload: web::Pa
     }
     let prelude = async {
         let (front, sc) = sandbox_caller(&req).await?;
-        let body = body(&req, &mut payload, RPC_BODY).await?;
+        let body = body(&req, payload, RPC_BODY).await?;
         Ok::<_, E2bError>((front, sc, body))
     };
     let (front, sc, body) = match prelude.await {
@@ -453,7 +454,7 @@ async fn process(req: HttpRequest, path: web::Path<String>, mut payload: web::Pa
     }
 }
 
-async fn filesystem(req: HttpRequest, path: web::Path<String>, mut payload: web::Payload) -> HttpResponse {
+async fn filesystem(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
     let method = path.into_inner();
     if content_type(&req) != "application/json" {
         return HttpResponse::UnsupportedMediaType()
@@ -462,7 +463,7 @@ async fn filesystem(req: HttpRequest, path: web::Path<String>, mut payload: web:
     }
     let run = async {
         let (front, sc) = sandbox_caller(&req).await?;
-        let body = body(&req, &mut payload, RPC_BODY).await?;
+        let body = body(&req, payload, RPC_BODY).await?;
         match method.as_str() {
             "Stat" => front.stat(&sc, &body).await,
             "ListDir" => front.list_dir(&sc, &body).await,
