@@ -4,7 +4,9 @@
 //!   `docs/openapi.json`, clippy with `-D warnings`, the
 //!   whole test suite (nextest), the pure crates' doc examples, then `schemathesis`. This is
 //!   the README's test command; `.ci/run` calls it after setting up PostgreSQL and Python.
-//!   Between the tests and Schemathesis, `mcp`.
+//!   Between the tests and Schemathesis, `mcp`; before the tests, `e2b-venv`.
+//! - `cargo xtask e2b-venv`: the published E2B Python SDK in `target/e2b-venv`, which the
+//!   E2B front door's journey tests run (see `e2b.rs`).
 //! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2, module import circles
 //!   inside a crate included (see `modcycles.rs`).
 //! - `cargo xtask bench`: what Corral adds to the providers it fronts, seven scenarios each
@@ -31,6 +33,7 @@ use std::process::{Command, ExitCode};
 use serde_json::Value;
 
 mod bench;
+mod e2b;
 mod fuzz;
 mod mcp;
 mod modcycles;
@@ -47,13 +50,14 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("mcp") => mcp::mcp(),
+        Some("e2b-venv") => e2b::venv().map(|_| ()),
         Some("openapi") => openapi(),
         Some("openapi-lint") => openapi_lint(),
         Some("schemathesis") => schemathesis::schemathesis(&args[1..]),
         Some("load") => load(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|deps|bench|fuzz|load|mcp|openapi|openapi-lint|schemathesis>"
+                "usage: cargo xtask <ci|deps|bench|e2b-venv|fuzz|load|mcp|openapi|openapi-lint|schemathesis>"
             );
             return ExitCode::from(2);
         }
@@ -132,6 +136,8 @@ fn ci() -> Result<(), String> {
     // PostgreSQL tests are named `…postgres…`. With a server they run (and must: a missing
     // one fails instead of returning early); without one they are filtered out, so nextest's
     // summary counts them as skipped, never as passed.
+    // The published E2B SDK, which the E2B front door's journey tests drive.
+    e2b::venv()?;
     let mut nextest = vec!["nextest", "run", "--workspace", "--profile", "ci"];
     let mut env = vec![(postgres::REQUIRE_ENV, "1".to_owned())];
     match postgres::find_or_start() {

@@ -19,6 +19,7 @@ mod control_scope;
 mod control_support;
 mod crash;
 mod db_faults;
+mod e2b;
 mod e2e;
 mod edge;
 mod events;

@@ -1,0 +1,343 @@
+//! The E2B-compatible front door through the real binary: the published `e2b` Python SDK's
+//! journey (`bins/corral/tests/e2b/journey.py`, configured only by the SDK's environment
+//! variables) on `local` and through the E2B adapter's loopback fake; the door's
+//! authorization, its errors in E2B's and Connect's forms, and its timeout sweep over HTTP.
+//!
+//! The SDK lives in `target/e2b-venv` (`cargo xtask e2b-venv`, which `cargo xtask ci` runs
+//! first). Without it these journeys fail under `CI=true` and print SKIPPED otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+
+use crate::serve::{Server, set_default_profile, start};
+
+/// `target/e2b-venv/bin/python`, when the SDK is installed.
+fn sdk_python(test: &str) -> Option<PathBuf> {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let target = tmp.parent().unwrap_or(&tmp).to_path_buf();
+    let venv = target.join("e2b-venv");
+    if venv.join("e2b==2.63.0").exists() {
+        return Some(venv.join("bin/python"));
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        !ci,
+        "{test}: the e2b SDK is missing from {}; `cargo xtask e2b-venv` installs it",
+        venv.display()
+    );
+    eprintln!("SKIPPED {test}: run `cargo xtask e2b-venv` to install the e2b SDK");
+    None
+}
+
+fn journey_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2b/journey.py")
+}
+
+/// Runs the journey with the SDK's own settings pointed at `server`; its output.
+fn run_journey(python: &Path, server: &Server, key: &str, template: &str) -> String {
+    let door = format!("{}/e2b", server.base);
+    let out = Command::new(python)
+        .arg(journey_script())
+        .arg(template)
+        .env("E2B_API_URL", &door)
+        .env("E2B_SANDBOX_URL", &door)
+        .env("E2B_API_KEY", key)
+        .env("E2B_VALIDATE_API_KEY", "false")
+        // The SDK's defaults, whatever the machine's environment says.
+        .env_remove("E2B_DOMAIN")
+        .env_remove("E2B_DEBUG")
+        .env_remove("E2B_HTTP_VERSION")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the e2b journey failed on {template}:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(&server.stderr)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    stdout
+}
+
+#[test]
+fn the_published_e2b_sdk_runs_its_journey_on_local() {
+    let Some(python) = sdk_python("the_published_e2b_sdk_runs_its_journey_on_local") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let config = tmp.path().join("corral.toml");
+    std::fs::write(&config, "[providers]\nenabled = [\"local\"]\n").unwrap();
+    let server = start(&data, &config, 1);
+    let out = run_journey(&python, &server, &server.first_key(), "base");
+    assert!(out.contains("e2b journey: 16 steps passed"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_published_e2b_sdk_runs_its_journey_through_the_e2b_adapters_fake() {
+    let Some(python) =
+        sdk_python("the_published_e2b_sdk_runs_its_journey_through_the_e2b_adapters_fake")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let fake = corral_provider_e2b::fake::Fake::start().await;
+    let c = fake.config();
+    let config = tmp.path().join("corral.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers]\nenabled = [\"e2b\"]\n[providers.e2b]\nbase_url = \"{}\"\n\
+             envd_url_template = \"{}\"\ntrusted_hosts = [\"{}\"]\n\
+             [e2b.templates]\nbase = {{ provider = \"e2b\" }}\n",
+            c.base_url, c.envd_url_template, c.trusted_hosts[0]
+        ),
+    )
+    .unwrap();
+    let server = start(&data, &config, 1);
+    let key = server.first_key();
+    set_default_profile(&data, "e2b", corral_provider_e2b::fake::API_KEY, &[]);
+    let out = tokio::task::spawn_blocking(move || {
+        let out = run_journey(&python, &server, &key, "base");
+        drop(server);
+        out
+    })
+    .await
+    .unwrap();
+    assert!(out.contains("e2b journey: 16 steps passed"), "{out}");
+}
+
+/// A small client of the door's control side.
+struct Door {
+    client: Client,
+    base: String,
+    key: String,
+}
+
+impl Door {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self
+            .client
+            .request(method, format!("{}/e2b{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn create(&self, body: Value) -> Value {
+        let (status, v) = self
+            .call(
+                reqwest::Method::POST,
+                "/v2/sandboxes",
+                &[("X-API-KEY", &self.key)],
+                Some(body),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{v}");
+        v
+    }
+
+    /// A unary envd call.
+    async fn rpc(&self, path: &str, sandbox: &str, token: Option<&str>, body: Value) -> (StatusCode, Value) {
+        let mut headers = vec![("E2b-Sandbox-Id", sandbox), ("Content-Type", "application/json")];
+        if let Some(t) = token {
+            headers.push(("X-Access-Token", t));
+        }
+        self.call(reqwest::Method::POST, path, &headers, Some(body)).await
+    }
+}
+
+fn local_server(tmp: &Path, extra: &str) -> Server {
+    let data = tmp.join("data");
+    let config = tmp.join("corral.toml");
+    std::fs::write(&config, format!("[providers]\nenabled = [\"local\"]\n{extra}")).unwrap();
+    start(&data, &config, 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_forms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = local_server(tmp.path(), "");
+    let door = Door {
+        client: Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+        base: server.base.clone(),
+        key: server.first_key(),
+    };
+    let a = door.create(json!({"templateID": "base", "metadata": {"n": "a"}})).await;
+    let b = door.create(json!({"templateID": "local"})).await;
+    let (a_id, a_token) = (a["sandboxID"].as_str().unwrap(), a["envdAccessToken"].as_str().unwrap());
+    let b_id = b["sandboxID"].as_str().unwrap();
+    assert_eq!(a["envdVersion"], "0.5.7");
+    assert_eq!(a["templateID"], "base");
+    assert_eq!(b["templateID"], "local");
+
+    // The control side: the project key as X-API-KEY, E2B's error body otherwise.
+    let (status, body) = door.call(reqwest::Method::GET, "/v2/sandboxes", &[], None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["code"], 401, "{body}");
+    let (status, _) = door
+        .call(reqwest::Method::GET, "/v2/sandboxes", &[("X-API-KEY", "crl_wrong_key")], None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = door
+        .call(reqwest::Method::POST, "/v2/sandboxes", &[("X-API-KEY", &door.key)], Some(json!({"templateID": "no-such-template"})))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("no-such-template"), "{body}");
+    let (status, body) = door
+        .call(reqwest::Method::POST, "/v2/sandboxes", &[("X-API-KEY", &door.key)], Some(json!({"templateID": "base", "timeout": 0})))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = door
+        .call(reqwest::Method::POST, &format!("/sandboxes/{a_id}/pause"), &[("X-API-KEY", &door.key)], None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("pause"), "{body}");
+
+    // The envd side: a's token opens a, never b; no token, a forged one or an unknown
+    // sandbox are all refused alike.
+    let (status, body) = door.rpc("/process.Process/List", a_id, Some(a_token), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for (sandbox, token) in [
+        (b_id, Some(a_token)),
+        (a_id, None),
+        (a_id, Some("prj_x.forged")),
+        ("sbx_local_01hzx5z8q0t7w3m1n2p3q4r5s6", Some(a_token)),
+    ] {
+        let (status, body) = door.rpc("/process.Process/List", sandbox, token, json!({})).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{sandbox} {token:?}: {body}");
+        assert_eq!(body["code"], "unauthenticated", "{body}");
+    }
+    // Connect errors for the unknown and the malformed.
+    let (status, body) = door
+        .rpc("/process.Process/SendSignal", a_id, Some(a_token), json!({"process": {"pid": 7}, "signal": "SIGNAL_SIGKILL"}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["code"], "not_found");
+    let (status, body) = door
+        .rpc("/filesystem.Filesystem/Stat", a_id, Some(a_token), json!({"path": "/no/such/path"}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = door
+        .rpc("/filesystem.Filesystem/WatchDir", a_id, Some(a_token), json!({"path": "/"}))
+        .await;
+    assert_eq!(status.as_u16(), 501, "{body}");
+    assert_eq!(body["code"], "unimplemented");
+
+    // A sandbox made through Corral's own API can be connected to, and then listed.
+    let (status, native) = {
+        let resp = door
+            .client
+            .post(format!("{}/v1/sandboxes", door.base))
+            .bearer_auth(&door.key)
+            .json(&json!({"provider": "local"}))
+            .send()
+            .await
+            .unwrap();
+        (resp.status(), resp.json::<Value>().await.unwrap())
+    };
+    assert_eq!(status, StatusCode::CREATED, "{native}");
+    let native_id = native["id"].as_str().unwrap();
+    let (status, connected) = door
+        .call(reqwest::Method::POST, &format!("/v2/sandboxes/{native_id}/connect"), &[("X-API-KEY", &door.key)], Some(json!({"timeout": 60})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{connected}");
+    assert_eq!(connected["templateID"], "local");
+    let (_, listed) = door
+        .call(reqwest::Method::GET, "/v2/sandboxes?limit=2", &[("X-API-KEY", &door.key)], None)
+        .await;
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let (_, filtered) = door
+        .call(reqwest::Method::GET, "/v2/sandboxes?metadata=n%3Da", &[("X-API-KEY", &door.key)], None)
+        .await;
+    let ids: Vec<&str> = filtered.as_array().unwrap().iter().map(|s| s["sandboxID"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![a_id], "{filtered}");
+
+    // Killed: 204 once, then not found; its token opens nothing that runs.
+    let (status, _) = door
+        .call(reqwest::Method::DELETE, &format!("/sandboxes/{a_id}"), &[("X-API-KEY", &door.key)], None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = door
+        .call(reqwest::Method::DELETE, &format!("/sandboxes/{a_id}"), &[("X-API-KEY", &door.key)], None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = door
+        .call(reqwest::Method::GET, "/health", &[("E2b-Sandbox-Id", a_id), ("X-Access-Token", a_token)], None)
+        .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_past_its_e2b_timeout_is_ended_and_set_timeout_moves_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = local_server(tmp.path(), "");
+    let door = Door {
+        client: Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+        base: server.base.clone(),
+        key: server.first_key(),
+    };
+    let short = door.create(json!({"templateID": "base", "timeout": 2})).await;
+    let kept = door.create(json!({"templateID": "base", "timeout": 2})).await;
+    let (short_id, kept_id) = (short["sandboxID"].as_str().unwrap(), kept["sandboxID"].as_str().unwrap());
+    let (status, _) = door
+        .call(reqwest::Method::POST, &format!("/sandboxes/{kept_id}/timeout"), &[("X-API-KEY", &door.key)], Some(json!({"timeout": 300})))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    // The sweep runs every 5 s.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let record = |id: String| {
+        let client = door.client.clone();
+        let (base, key) = (door.base.clone(), door.key.clone());
+        async move {
+            client
+                .get(format!("{base}/v1/sandboxes/{id}"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    loop {
+        let s = record(short_id.to_owned()).await;
+        if s["status"] == "deleted" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not ended after its timeout: {s}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let k = record(kept_id.to_owned()).await;
+    assert_eq!(k["status"], "running", "{k}");
+    let (status, detail) = door
+        .call(reqwest::Method::GET, &format!("/sandboxes/{kept_id}"), &[("X-API-KEY", &door.key)], None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    let end = chrono::DateTime::parse_from_rfc3339(detail["endAt"].as_str().unwrap()).unwrap();
+    assert!(end.timestamp() - chrono::Utc::now().timestamp() > 250, "{detail}");
+}
