@@ -15,7 +15,10 @@
 //!   carried and a cut-off output is detected; a failure prints a
 //!   `CORRAL_FS_ERROR:<code>:<message>` line on stderr (and exits with a code per kind), so the
 //!   parsing never depends on a locale's wording;
-//! - [`parse_multipart`] reads a `multipart/form-data` upload as the SDK (httpx) sends it, and
+//! - `/files`: [`read_file_script`] reads a file in [`READ_CHUNK`]s and [`write_file_scripts`]
+//!   writes one in [`WRITE_CHUNK`]s, both base64 in transit (a command's output comes back as
+//!   lossy UTF-8 text, capped at 1 MiB, and its script is one argument, capped at 128 KiB);
+//!   [`parse_multipart`] reads a `multipart/form-data` upload as the SDK (httpx) sends it, and
 //!   [`write_info`] answers an upload the way envd does.
 //!
 //! Behaviour follows envd: `Remove` of a missing path succeeds, `MakeDir` of an existing
@@ -648,6 +651,166 @@ pub fn move_script(req: &MoveRequest) -> Result<String, FsError> {
          fi\n\
          emit \"$d\" || die internal \"cannot stat $d\"\n"
     )))
+}
+
+/// Bytes one [`read_file_script`] returns: base64 of it (with line breaks) stays under the
+/// 1 MiB Corral keeps of a command's stdout.
+pub const READ_CHUNK: u64 = 512 * 1024;
+
+/// Bytes one of [`write_file_scripts`]' scripts carries: its base64 stays well under Linux's
+/// 128 KiB limit on one argument (the whole `sh -c` script is one).
+pub const WRITE_CHUNK: usize = 48 * 1024;
+
+/// The script reading chunk `chunk` (of [`READ_CHUNK`] bytes) of a file for `/files`
+/// download: it prints the file's size and the chunk in base64, since a command's output
+/// comes back as text. A missing path is `not_found`, a directory `invalid_argument` (envd's
+/// 400), an unreadable file `permission_denied`. Read with [`parse_read_file`].
+pub fn read_file_script(path: &str, chunk: u64) -> Result<String, FsError> {
+    let p = shell_quote(&resolve(path)?);
+    Ok(format!(
+        "{PRELUDE}p={p}\n\
+         [ -e \"$p\" ] || noent \"$p\"\n\
+         [ -d \"$p\" ] && die invalid_argument \"path is a directory: $p\"\n\
+         [ -r \"$p\" ] || die permission_denied \"permission denied: $p\"\n\
+         n=$(stat -L -c %s \"$p\") || die internal \"cannot stat $p\"\n\
+         printf 'S\\0%s\\0' \"$n\"\n\
+         dd if=\"$p\" bs={READ_CHUNK} skip={chunk} count=1 2>/dev/null | base64\n\
+         printf '\\0END\\0'\n"
+    ))
+}
+
+/// One chunk of a downloaded file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChunk {
+    /// The whole file's size in bytes; chunks `0..total_size.div_ceil(READ_CHUNK)` make it up.
+    pub total_size: u64,
+    /// The chunk's bytes.
+    pub data: Vec<u8>,
+}
+
+/// The chunk [`read_file_script`]`(path, chunk)` printed; `internal` when its length is not
+/// what the file's size implies (a failed or cut-off read).
+pub fn parse_read_file(
+    stdout: &str,
+    stderr: &str,
+    exit_code: i32,
+    chunk: u64,
+) -> Result<FileChunk, FsError> {
+    use base64::Engine as _;
+    if exit_code != 0 {
+        return Err(script_failure(stdout, stderr, exit_code));
+    }
+    let malformed =
+        |why: &str| FsError::internal(format!("unexpected output from the read command ({why})"));
+    let mut fields = stdout.split('\0');
+    let (Some("S"), Some(size), Some(b64), Some("END"), Some(""), None) = (
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+    ) else {
+        return Err(malformed("not in the read format"));
+    };
+    let total_size: u64 = size.trim().parse().map_err(|_| malformed("a bad size"))?;
+    let compact: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map_err(|_| malformed("bad base64"))?;
+    let expected = total_size
+        .saturating_sub(chunk.saturating_mul(READ_CHUNK))
+        .min(READ_CHUNK);
+    if data.len() as u64 != expected {
+        return Err(FsError::internal(format!(
+            "read {} bytes of chunk {chunk}, expected {expected}",
+            data.len()
+        )));
+    }
+    Ok(FileChunk { total_size, data })
+}
+
+/// The scripts writing `data` to `path` for a `/files` upload, run in order: the first makes
+/// the parent directories (a parent that is a file is `invalid_argument`) and a temporary
+/// sibling `.<name>.<upload_id>.corral-upload`, each appends a [`WRITE_CHUNK`] of base64, the
+/// last renames the temporary file over `path`, so a failed upload never leaves a half-written
+/// `path` (the temporary file may stay; remove it with [`upload_temp_path`] and
+/// [`remove_script`]). A directory at `path` is `invalid_argument` (envd's 400). `upload_id`
+/// (1–64 of `[A-Za-z0-9_-]`) keeps concurrent uploads to one path apart. Read each with
+/// [`parse_write_file`].
+pub fn write_file_scripts(
+    path: &str,
+    data: &[u8],
+    upload_id: &str,
+) -> Result<Vec<String>, FsError> {
+    use base64::Engine as _;
+    let resolved = resolve(path)?;
+    if resolved == "/" {
+        return Err(FsError::invalid("path is a directory: /"));
+    }
+    let p = shell_quote(&resolved);
+    let t = shell_quote(&upload_temp_path(&resolved, upload_id)?);
+    let chunks: Vec<&[u8]> = if data.is_empty() {
+        vec![&[]]
+    } else {
+        data.chunks(WRITE_CHUNK).collect()
+    };
+    let last = chunks.len() - 1;
+    let mut scripts = Vec::with_capacity(chunks.len());
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        let mut body = format!("p={p}; t={t}\n");
+        if i == 0 {
+            body.push_str(
+                "[ -d \"$p\" ] && die invalid_argument \"path is a directory: $p\"\n\
+                 mkparents \"$(parent \"$p\")\"\n\
+                 if ! ( : > \"$t\" ) 2>/dev/null; then\n\
+                   [ -w \"$(parent \"$p\")\" ] || die permission_denied \"permission denied: $p\"\n\
+                   die internal \"cannot create $t\"\n\
+                 fi\n",
+            );
+        }
+        if !chunk.is_empty() {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(chunk);
+            body.push_str(&format!(
+                "printf '%s' '{b64}' | base64 -d >> \"$t\" || die internal \"cannot write $t\"\n"
+            ));
+        }
+        if i == last {
+            body.push_str(
+                "[ -d \"$p\" ] && die invalid_argument \"path is a directory: $p\"\n\
+                 e=$(mv -f \"$t\" \"$p\" 2>&1) || die internal \"cannot move the upload into place: $e\"\n",
+            );
+        }
+        scripts.push(script(&body));
+    }
+    Ok(scripts)
+}
+
+/// The temporary file [`write_file_scripts`] writes before renaming it over `path` (a
+/// resolved path).
+pub fn upload_temp_path(path: &str, upload_id: &str) -> Result<String, FsError> {
+    if upload_id.is_empty()
+        || upload_id.len() > 64
+        || !upload_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(FsError::invalid("upload id must be 1-64 of [A-Za-z0-9_-]"));
+    }
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    Ok(format!("{dir}/.{name}.{upload_id}.corral-upload"))
+}
+
+/// The outcome of one of [`write_file_scripts`]' scripts.
+pub fn parse_write_file(stdout: &str, stderr: &str, exit_code: i32) -> Result<(), FsError> {
+    let records = records(stdout, stderr, exit_code)?;
+    if records.is_empty() {
+        Ok(())
+    } else {
+        Err(FsError::internal(
+            "unexpected entries from the write command",
+        ))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1742,6 +1905,138 @@ mod tests {
         assert_eq!(
             (err.code, err.message.as_str()),
             (ConnectCode::NotFound, "gone")
+        );
+    }
+
+    // ---- real shells: /files writes and reads ----------------------------------------------
+
+    fn write(sh: &Shell, path: &str, data: &[u8]) -> Result<(), FsError> {
+        for script in write_file_scripts(path, data, "u1")? {
+            let (o, e, c) = sh.run(&script);
+            parse_write_file(&o, &e, c)?;
+        }
+        Ok(())
+    }
+
+    fn read(sh: &Shell, path: &str) -> Result<Vec<u8>, FsError> {
+        let mut out = Vec::new();
+        let mut chunk = 0;
+        loop {
+            let (o, e, c) = sh.run(&read_file_script(path, chunk)?);
+            let got = parse_read_file(&o, &e, c, chunk)?;
+            out.extend_from_slice(&got.data);
+            chunk += 1;
+            if chunk >= got.total_size.div_ceil(READ_CHUNK) {
+                return Ok(out);
+            }
+        }
+    }
+
+    #[test]
+    fn files_write_and_read_back_any_bytes_in_chunks() {
+        // Over two write chunks and over one read chunk, with every byte value.
+        let big: Vec<u8> = (0..(READ_CHUNK as usize + 1000))
+            .map(|i| (i * 7 % 256) as u8)
+            .collect();
+        for sh in shells() {
+            let dir = fixture();
+            let root = s(dir.path());
+            for (name, data) in [
+                ("new/dir/empty.bin", Vec::new()),
+                ("small.bin", b"\x00\xff\r\n'quote' $x \\".to_vec()),
+                ("big.bin", big.clone()),
+            ] {
+                let path = format!("{root}/{name}");
+                write(&sh, &path, &data).expect(sh.name);
+                assert_eq!(
+                    std::fs::read(dir.path().join(name)).expect("read"),
+                    data,
+                    "{}",
+                    sh.name
+                );
+                assert_eq!(
+                    read(&sh, &path).expect(sh.name),
+                    data,
+                    "{}: {name}",
+                    sh.name
+                );
+            }
+            // Overwrites, and leaves no temporary file behind.
+            write(&sh, &format!("{root}/a.txt"), b"new").expect(sh.name);
+            assert_eq!(
+                std::fs::read(dir.path().join("a.txt")).expect("read"),
+                b"new"
+            );
+            let leftovers = std::fs::read_dir(dir.path())
+                .expect("ls")
+                .filter(|e| {
+                    e.as_ref()
+                        .expect("entry")
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".corral-upload")
+                })
+                .count();
+            assert_eq!(leftovers, 0, "{}", sh.name);
+
+            assert_eq!(
+                code(write(&sh, &format!("{root}/sub"), b"x")),
+                ConnectCode::InvalidArgument
+            );
+            assert_eq!(
+                code(write(&sh, &format!("{root}/a.txt/x"), b"x")),
+                ConnectCode::InvalidArgument
+            );
+            assert_eq!(
+                code(read(&sh, &format!("{root}/nope"))),
+                ConnectCode::NotFound
+            );
+            assert_eq!(
+                code(read(&sh, &format!("{root}/sub"))),
+                ConnectCode::InvalidArgument
+            );
+            assert_eq!(
+                read(&sh, &format!("{root}/link")).expect(sh.name),
+                b"new",
+                "links are followed"
+            );
+        }
+        assert_eq!(
+            code(write_file_scripts("/x", b"", "bad id")),
+            ConnectCode::InvalidArgument
+        );
+        assert_eq!(
+            upload_temp_path("/home/user/a.txt", "u1").expect("valid"),
+            "/home/user/.a.txt.u1.corral-upload"
+        );
+        assert_eq!(
+            write_file_scripts("/x", &big, "u").expect("scripts").len(),
+            big.len().div_ceil(WRITE_CHUNK)
+        );
+        for script in write_file_scripts("/x", &big, "u").expect("scripts") {
+            assert!(
+                script.len() < 100 * 1024,
+                "one sh -c argument stays under 128 KiB"
+            );
+        }
+    }
+
+    #[test]
+    fn a_short_read_is_an_internal_error() {
+        let ok = "S\u{0}10\u{0}aGVsbG8=\n\u{0}END\u{0}";
+        assert_eq!(
+            code(parse_read_file(ok, "", 0, 0)),
+            ConnectCode::Internal,
+            "5 of 10 bytes"
+        );
+        let whole = "S\u{0}5\u{0}aGVsbG8=\n\u{0}END\u{0}";
+        assert_eq!(
+            parse_read_file(whole, "", 0, 0).expect("whole").data,
+            b"hello"
+        );
+        assert_eq!(
+            code(parse_read_file("S\u{0}5\u{0}aGVsbG8=", "", 0, 0)),
+            ConnectCode::Internal
         );
     }
 
