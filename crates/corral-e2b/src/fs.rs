@@ -1176,6 +1176,10 @@ fn ext_value(v: &str) -> Option<String> {
 /// a body without its closing delimiter, a part without its blank line, or more than 1000
 /// parts is `invalid_argument`. Lines end in CRLF; a body whose first delimiter line ends
 /// in a bare LF is read with LF endings throughout (as Go's reader does).
+///
+/// envd writes each part to the `path` query parameter when one is given (the SDK sends it
+/// with a single file), else to the part's filename, resolved as [`resolve`]; two parts aimed
+/// at one path are a 400.
 pub fn parse_multipart(content_type: &str, body: &[u8]) -> Result<Vec<UploadPart>, FsError> {
     let (media, ps) = params(content_type)?;
     if media != "multipart/form-data" {
