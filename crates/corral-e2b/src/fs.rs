@@ -15,7 +15,10 @@
 //!   carried and a cut-off output is detected; a failure prints a
 //!   `CORRAL_FS_ERROR:<code>:<message>` line on stderr (and exits with a code per kind), so the
 //!   parsing never depends on a locale's wording;
-//! - [`parse_multipart`] reads a `multipart/form-data` upload as the SDK (httpx) sends it, and
+//! - `/files`: [`read_file_script`] reads a file in [`READ_CHUNK`]s and [`write_file_scripts`]
+//!   writes one in [`WRITE_CHUNK`]s, both base64 in transit (a command's output comes back as
+//!   lossy UTF-8 text, capped at 1 MiB, and its script is one argument, capped at 128 KiB);
+//!   [`parse_multipart`] reads a `multipart/form-data` upload as the SDK (httpx) sends it, and
 //!   [`write_info`] answers an upload the way envd does.
 //!
 //! Behaviour follows envd: `Remove` of a missing path succeeds, `MakeDir` of an existing
@@ -154,17 +157,6 @@ impl ConnectCode {
             ConnectCode::Unauthenticated => 401,
         }
     }
-
-    /// The exit code a script ends with for this failure (a second signal beside the marker).
-    fn script_exit(self) -> i32 {
-        match self {
-            ConnectCode::NotFound => 44,
-            ConnectCode::AlreadyExists => 45,
-            ConnectCode::InvalidArgument => 46,
-            ConnectCode::PermissionDenied => 47,
-            _ => 48,
-        }
-    }
 }
 
 impl fmt::Display for ConnectCode {
@@ -190,7 +182,10 @@ pub struct FsError {
 impl FsError {
     /// A failure with `code` and `message`.
     pub fn new(code: ConnectCode, message: impl Into<String>) -> Self {
-        FsError { code, message: message.into() }
+        FsError {
+            code,
+            message: message.into(),
+        }
     }
 
     fn invalid(message: impl Into<String>) -> Self {
@@ -376,7 +371,10 @@ pub struct EntryInfo {
     )]
     pub size: i64,
     /// Permission bits (`0o644` → 420); a symlink's target's.
-    #[serde(skip_serializing_if = "is_zero_u32", deserialize_with = "deserialize_u32_lenient")]
+    #[serde(
+        skip_serializing_if = "is_zero_u32",
+        deserialize_with = "deserialize_u32_lenient"
+    )]
     pub mode: u32,
     /// Go's `FileMode.String()` of the object itself: `-rw-r--r--`, `drwxr-xr-x`, `Lrwxrwxrwx`.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -425,7 +423,10 @@ pub struct ListDirRequest {
     /// The directory to list.
     pub path: String,
     /// How many levels to list; 0 (absent) means 1.
-    #[serde(skip_serializing_if = "is_zero_u32", deserialize_with = "deserialize_u32_lenient")]
+    #[serde(
+        skip_serializing_if = "is_zero_u32",
+        deserialize_with = "deserialize_u32_lenient"
+    )]
     pub depth: u32,
 }
 
@@ -504,16 +505,21 @@ pub fn write_info(path: &str) -> serde_json::Value {
 // Scripts
 // ---------------------------------------------------------------------------------------------
 
-/// Shared shell functions. `die CODE MESSAGE EXIT` reports a failure; `noent PATH` tells a
-/// missing path from an unsearchable parent; `emit PATH` prints one entry record:
+/// Shared shell functions. `die CODE MESSAGE` reports a failure and exits 44 (`not_found`),
+/// 45 (`already_exists`), 46 (`invalid_argument`), 47 (`permission_denied`) or 48 (anything
+/// else); `noent PATH` tells a missing path from an unsearchable parent; `emit PATH` prints one entry record:
 /// `E\0path\0<lstat fields>\0<target's raw mode>\0<resolved target>\0`.
 const PRELUDE: &str = r#"LC_ALL=C; export LC_ALL
-die() { printf 'CORRAL_FS_ERROR:%s:%s\n' "$1" "$2" >&2; exit "$3"; }
+die() {
+  case $1 in not_found) x=44 ;; already_exists) x=45 ;; invalid_argument) x=46 ;;
+    permission_denied) x=47 ;; *) x=48 ;; esac
+  printf 'CORRAL_FS_ERROR:%s:%s\n' "$1" "$2" >&2; exit "$x"
+}
 parent() { case "$1" in */*) q=${1%/*} ;; *) q= ;; esac; [ -n "$q" ] || q=/; printf '%s' "$q"; }
 noent() {
-  d=$(parent "$1")
-  if [ -d "$d" ] && [ ! -x "$d" ]; then die permission_denied "permission denied: $1" 47; fi
-  die not_found "no such file or directory: $1" 44
+  n=$(parent "$1")
+  if [ -d "$n" ] && [ ! -x "$n" ]; then die permission_denied "permission denied: $1"; fi
+  die not_found "no such file or directory: $1"
 }
 emit() {
   l=$(stat -c '%f %s %u %g %Y %U %G' "$1" 2>/dev/null) || return 1
@@ -529,9 +535,9 @@ mkparents() {
     a=$1
     while [ -n "$a" ] && [ ! -e "$a" ]; do a=${a%/*}; done
     [ -n "$a" ] || a=/
-    [ -d "$a" ] || die invalid_argument "not a directory: $a" 46
-    [ -w "$a" ] || die permission_denied "permission denied: $a" 47
-    die internal "mkdir failed: $e" 48
+    [ -d "$a" ] || die invalid_argument "not a directory: $a"
+    [ -w "$a" ] || die permission_denied "permission denied: $a"
+    die internal "mkdir failed: $e"
   fi
 }
 "#;
@@ -546,7 +552,7 @@ pub fn stat_script(req: &StatRequest) -> Result<String, FsError> {
     Ok(script(&format!(
         "p={p}\n\
          [ -e \"$p\" ] || [ -L \"$p\" ] || noent \"$p\"\n\
-         emit \"$p\" || die internal \"cannot stat $p\" 48\n"
+         emit \"$p\" || die internal \"cannot stat $p\"\n"
     )))
 }
 
@@ -555,15 +561,19 @@ pub fn stat_script(req: &StatRequest) -> Result<String, FsError> {
 pub fn list_dir_script(req: &ListDirRequest) -> Result<String, FsError> {
     let path = resolve(&req.path)?;
     // The walk globs "$dir"/*; the root's prefix is empty so entries read "/bin", not "//bin".
-    let prefix = if path == "/" { String::new() } else { path.clone() };
+    let prefix = if path == "/" {
+        String::new()
+    } else {
+        path.clone()
+    };
     let p = shell_quote(&path);
     let prefix = shell_quote(&prefix);
     let depth = req.effective_depth();
     Ok(script(&format!(
         "p={p}\n\
          [ -e \"$p\" ] || noent \"$p\"\n\
-         [ -d \"$p\" ] || die invalid_argument \"path is not a directory: $p\" 46\n\
-         {{ [ -r \"$p\" ] && [ -x \"$p\" ]; }} || die permission_denied \"permission denied: $p\" 47\n\
+         [ -d \"$p\" ] || die invalid_argument \"path is not a directory: $p\"\n\
+         {{ [ -r \"$p\" ] && [ -x \"$p\" ]; }} || die permission_denied \"permission denied: $p\"\n\
          walk() (\n\
            for f in \"$1\"/* \"$1\"/.[!.]* \"$1\"/..?*; do\n\
              if [ -e \"$f\" ] || [ -L \"$f\" ]; then\n\
@@ -582,11 +592,11 @@ pub fn make_dir_script(req: &MakeDirRequest) -> Result<String, FsError> {
     Ok(script(&format!(
         "p={p}\n\
          if [ -e \"$p\" ]; then\n\
-           [ -d \"$p\" ] && die already_exists \"directory already exists: $p\" 45\n\
-           die invalid_argument \"path already exists but it is not a directory: $p\" 46\n\
+           [ -d \"$p\" ] && die already_exists \"directory already exists: $p\"\n\
+           die invalid_argument \"path already exists but it is not a directory: $p\"\n\
          fi\n\
          mkparents \"$p\"\n\
-         emit \"$p\" || die internal \"cannot stat $p\" 48\n"
+         emit \"$p\" || die internal \"cannot stat $p\"\n"
     )))
 }
 
@@ -602,8 +612,8 @@ pub fn remove_script(req: &RemoveRequest) -> Result<String, FsError> {
         "p={p}\n\
          if [ -e \"$p\" ] || [ -L \"$p\" ]; then\n\
            if ! e=$(rm -rf \"$p\" 2>&1); then\n\
-             [ -w \"$(parent \"$p\")\" ] || die permission_denied \"permission denied: $p\" 47\n\
-             die internal \"rm failed: $e\" 48\n\
+             [ -w \"$(parent \"$p\")\" ] || die permission_denied \"permission denied: $p\"\n\
+             die internal \"rm failed: $e\"\n\
            fi\n\
          fi\n"
     )))
@@ -630,17 +640,177 @@ pub fn move_script(req: &MoveRequest) -> Result<String, FsError> {
          [ -e \"$s\" ] || [ -L \"$s\" ] || noent \"$s\"\n\
          if [ \"$s\" != \"$d\" ]; then\n\
            if [ -d \"$d\" ] && [ ! -L \"$d\" ]; then\n\
-             {{ [ -d \"$s\" ] && [ ! -L \"$s\" ] && rmdir \"$d\" 2>/dev/null; }} || die already_exists \"destination is an existing directory: $d\" 45\n\
+             {{ [ -d \"$s\" ] && [ ! -L \"$s\" ] && rmdir \"$d\" 2>/dev/null; }} || die already_exists \"destination is an existing directory: $d\"\n\
            fi\n\
            mkparents \"$(parent \"$d\")\"\n\
            if [ -L \"$d\" ]; then rm -f \"$d\"; fi\n\
            if ! e=$(mv -f \"$s\" \"$d\" 2>&1); then\n\
-             {{ [ -w \"$(parent \"$s\")\" ] && [ -w \"$(parent \"$d\")\" ]; }} || die permission_denied \"permission denied: $s -> $d\" 47\n\
-             die internal \"mv failed: $e\" 48\n\
+             {{ [ -w \"$(parent \"$s\")\" ] && [ -w \"$(parent \"$d\")\" ]; }} || die permission_denied \"permission denied: $s -> $d\"\n\
+             die internal \"mv failed: $e\"\n\
            fi\n\
          fi\n\
-         emit \"$d\" || die internal \"cannot stat $d\" 48\n"
+         emit \"$d\" || die internal \"cannot stat $d\"\n"
     )))
+}
+
+/// Bytes one [`read_file_script`] returns: base64 of it (with line breaks) stays under the
+/// 1 MiB Corral keeps of a command's stdout.
+pub const READ_CHUNK: u64 = 512 * 1024;
+
+/// Bytes one of [`write_file_scripts`]' scripts carries: its base64 stays well under Linux's
+/// 128 KiB limit on one argument (the whole `sh -c` script is one).
+pub const WRITE_CHUNK: usize = 48 * 1024;
+
+/// The script reading chunk `chunk` (of [`READ_CHUNK`] bytes) of a file for `/files`
+/// download: it prints the file's size and the chunk in base64, since a command's output
+/// comes back as text. A missing path is `not_found`, a directory `invalid_argument` (envd's
+/// 400), an unreadable file `permission_denied`. Read with [`parse_read_file`].
+pub fn read_file_script(path: &str, chunk: u64) -> Result<String, FsError> {
+    let p = shell_quote(&resolve(path)?);
+    Ok(format!(
+        "{PRELUDE}p={p}\n\
+         [ -e \"$p\" ] || noent \"$p\"\n\
+         [ -d \"$p\" ] && die invalid_argument \"path is a directory: $p\"\n\
+         [ -r \"$p\" ] || die permission_denied \"permission denied: $p\"\n\
+         n=$(stat -L -c %s \"$p\") || die internal \"cannot stat $p\"\n\
+         printf 'S\\0%s\\0' \"$n\"\n\
+         dd if=\"$p\" bs={READ_CHUNK} skip={chunk} count=1 2>/dev/null | base64\n\
+         printf '\\0END\\0'\n"
+    ))
+}
+
+/// One chunk of a downloaded file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChunk {
+    /// The whole file's size in bytes; chunks `0..total_size.div_ceil(READ_CHUNK)` make it up.
+    pub total_size: u64,
+    /// The chunk's bytes.
+    pub data: Vec<u8>,
+}
+
+/// The chunk [`read_file_script`]`(path, chunk)` printed; `internal` when its length is not
+/// what the file's size implies (a failed or cut-off read).
+pub fn parse_read_file(
+    stdout: &str,
+    stderr: &str,
+    exit_code: i32,
+    chunk: u64,
+) -> Result<FileChunk, FsError> {
+    use base64::Engine as _;
+    if exit_code != 0 {
+        return Err(script_failure(stdout, stderr, exit_code));
+    }
+    let malformed =
+        |why: &str| FsError::internal(format!("unexpected output from the read command ({why})"));
+    let mut fields = stdout.split('\0');
+    let (Some("S"), Some(size), Some(b64), Some("END"), Some(""), None) = (
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+    ) else {
+        return Err(malformed("not in the read format"));
+    };
+    let total_size: u64 = size.trim().parse().map_err(|_| malformed("a bad size"))?;
+    let compact: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map_err(|_| malformed("bad base64"))?;
+    let expected = total_size
+        .saturating_sub(chunk.saturating_mul(READ_CHUNK))
+        .min(READ_CHUNK);
+    if data.len() as u64 != expected {
+        return Err(FsError::internal(format!(
+            "read {} bytes of chunk {chunk}, expected {expected}",
+            data.len()
+        )));
+    }
+    Ok(FileChunk { total_size, data })
+}
+
+/// The scripts writing `data` to `path` for a `/files` upload, run in order: the first makes
+/// the parent directories (a parent that is a file is `invalid_argument`) and a temporary
+/// sibling `.<name>.<upload_id>.corral-upload`, each appends a [`WRITE_CHUNK`] of base64, the
+/// last renames the temporary file over `path`, so a failed upload never leaves a half-written
+/// `path` (the temporary file may stay; remove it with [`upload_temp_path`] and
+/// [`remove_script`]). A directory at `path` is `invalid_argument` (envd's 400). `upload_id`
+/// (1–64 of `[A-Za-z0-9_-]`) keeps concurrent uploads to one path apart. Read each with
+/// [`parse_write_file`].
+pub fn write_file_scripts(
+    path: &str,
+    data: &[u8],
+    upload_id: &str,
+) -> Result<Vec<String>, FsError> {
+    use base64::Engine as _;
+    let resolved = resolve(path)?;
+    if resolved == "/" {
+        return Err(FsError::invalid("path is a directory: /"));
+    }
+    let p = shell_quote(&resolved);
+    let t = shell_quote(&upload_temp_path(&resolved, upload_id)?);
+    let chunks: Vec<&[u8]> = if data.is_empty() {
+        vec![&[]]
+    } else {
+        data.chunks(WRITE_CHUNK).collect()
+    };
+    let last = chunks.len() - 1;
+    let mut scripts = Vec::with_capacity(chunks.len());
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        let mut body = format!("p={p}; t={t}\n");
+        if i == 0 {
+            body.push_str(
+                "[ -d \"$p\" ] && die invalid_argument \"path is a directory: $p\"\n\
+                 mkparents \"$(parent \"$p\")\"\n\
+                 if ! ( : > \"$t\" ) 2>/dev/null; then\n\
+                   [ -w \"$(parent \"$p\")\" ] || die permission_denied \"permission denied: $p\"\n\
+                   die internal \"cannot create $t\"\n\
+                 fi\n",
+            );
+        }
+        if !chunk.is_empty() {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(chunk);
+            body.push_str(&format!(
+                "printf '%s' '{b64}' | base64 -d >> \"$t\" || die internal \"cannot write $t\"\n"
+            ));
+        }
+        if i == last {
+            body.push_str(
+                "[ -d \"$p\" ] && die invalid_argument \"path is a directory: $p\"\n\
+                 e=$(mv -f \"$t\" \"$p\" 2>&1) || die internal \"cannot move the upload into place: $e\"\n",
+            );
+        }
+        scripts.push(script(&body));
+    }
+    Ok(scripts)
+}
+
+/// The temporary file [`write_file_scripts`] writes before renaming it over `path` (a
+/// resolved path).
+pub fn upload_temp_path(path: &str, upload_id: &str) -> Result<String, FsError> {
+    if upload_id.is_empty()
+        || upload_id.len() > 64
+        || !upload_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(FsError::invalid("upload id must be 1-64 of [A-Za-z0-9_-]"));
+    }
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    Ok(format!("{dir}/.{name}.{upload_id}.corral-upload"))
+}
+
+/// The outcome of one of [`write_file_scripts`]' scripts.
+pub fn parse_write_file(stdout: &str, stderr: &str, exit_code: i32) -> Result<(), FsError> {
+    let records = records(stdout, stderr, exit_code)?;
+    if records.is_empty() {
+        Ok(())
+    } else {
+        Err(FsError::internal(
+            "unexpected entries from the write command",
+        ))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -664,14 +834,18 @@ fn script_failure(stdout: &str, stderr: &str, exit_code: i32) -> FsError {
     for stream in [stderr, stdout] {
         if let Some(at) = stream.find(ERROR_MARKER) {
             let rest = &stream[at + ERROR_MARKER.len()..];
-            if let Some((name, message)) = rest.split_once(':') {
-                if let Some(code) = ConnectCode::from_name(name) {
-                    return FsError::new(code, bounded(message.trim_end()).to_owned());
-                }
+            if let Some((name, message)) = rest.split_once(':')
+                && let Some(code) = ConnectCode::from_name(name)
+            {
+                return FsError::new(code, bounded(message.trim_end()).to_owned());
             }
         }
     }
-    let said = if stderr.trim().is_empty() { stdout } else { stderr };
+    let said = if stderr.trim().is_empty() {
+        stdout
+    } else {
+        stderr
+    };
     FsError::internal(format!(
         "filesystem command failed with exit code {exit_code}: {}",
         bounded(said.trim())
@@ -693,19 +867,30 @@ fn records<'a>(stdout: &'a str, stderr: &str, exit_code: i32) -> Result<Vec<Reco
         return Err(script_failure(stdout, stderr, exit_code));
     }
     let malformed = |why: &str| {
-        FsError::internal(format!("unexpected output from the filesystem command ({why})"))
+        FsError::internal(format!(
+            "unexpected output from the filesystem command ({why})"
+        ))
     };
     let mut fields = stdout.split('\0');
     let mut out = Vec::new();
     loop {
         match fields.next() {
             Some("E") => {
-                let mut next = || fields.next().ok_or_else(|| malformed("a record is cut short"));
+                let mut next = || {
+                    fields
+                        .next()
+                        .ok_or_else(|| malformed("a record is cut short"))
+                };
                 let path = next()?;
                 let lstat = next()?;
                 let target_mode = next()?;
                 let target = next()?;
-                out.push(Record { path, lstat, target_mode, target });
+                out.push(Record {
+                    path,
+                    lstat,
+                    target_mode,
+                    target,
+                });
             }
             Some("END") => {
                 return match (fields.next(), fields.next()) {
@@ -735,7 +920,11 @@ pub fn go_mode_string(raw: u32) -> String {
         ('c', kind == 0o020000),
         ('t', raw & 0o1000 != 0),
     ];
-    let mut out: String = flags.iter().filter(|(_, on)| *on).map(|(c, _)| *c).collect();
+    let mut out: String = flags
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(c, _)| *c)
+        .collect();
     if out.is_empty() {
         out.push('-');
     }
@@ -780,7 +969,11 @@ fn entry_from(record: &Record<'_>) -> Result<EntryInfo, FsError> {
             (FileType::Symlink, 0, None)
         } else {
             let target_raw = u32::from_str_radix(record.target_mode, 16).map_err(|_| bad())?;
-            (type_of(target_raw), target_raw & 0o777, Some(record.target.to_owned()))
+            (
+                type_of(target_raw),
+                target_raw & 0o777,
+                Some(record.target.to_owned()),
+            )
         }
     } else {
         (type_of(raw), raw & 0o777, None)
@@ -816,12 +1009,17 @@ fn single_entry(stdout: &str, stderr: &str, exit_code: i32) -> Result<EntryInfo,
 
 /// The answer to `Stat` from [`stat_script`]'s output.
 pub fn parse_stat(stdout: &str, stderr: &str, exit_code: i32) -> Result<StatResponse, FsError> {
-    Ok(StatResponse { entry: Some(single_entry(stdout, stderr, exit_code)?) })
+    Ok(StatResponse {
+        entry: Some(single_entry(stdout, stderr, exit_code)?),
+    })
 }
 
 /// Orders paths as Go's `filepath.WalkDir` visits them: by components, bytewise.
 fn walk_order(a: &EntryInfo, b: &EntryInfo) -> std::cmp::Ordering {
-    a.path.split('/').map(str::as_bytes).cmp(b.path.split('/').map(str::as_bytes))
+    a.path
+        .split('/')
+        .map(str::as_bytes)
+        .cmp(b.path.split('/').map(str::as_bytes))
 }
 
 /// The answer to `ListDir` from [`list_dir_script`]'s output.
@@ -844,26 +1042,28 @@ pub fn parse_make_dir(
     stderr: &str,
     exit_code: i32,
 ) -> Result<MakeDirResponse, FsError> {
-    Ok(MakeDirResponse { entry: Some(single_entry(stdout, stderr, exit_code)?) })
+    Ok(MakeDirResponse {
+        entry: Some(single_entry(stdout, stderr, exit_code)?),
+    })
 }
 
 /// The answer to `Remove` from [`remove_script`]'s output.
-pub fn parse_remove(
-    stdout: &str,
-    stderr: &str,
-    exit_code: i32,
-) -> Result<RemoveResponse, FsError> {
+pub fn parse_remove(stdout: &str, stderr: &str, exit_code: i32) -> Result<RemoveResponse, FsError> {
     let records = records(stdout, stderr, exit_code)?;
     if records.is_empty() {
         Ok(RemoveResponse {})
     } else {
-        Err(FsError::internal("unexpected entries from the remove command"))
+        Err(FsError::internal(
+            "unexpected entries from the remove command",
+        ))
     }
 }
 
 /// The answer to `Move` from [`move_script`]'s output.
 pub fn parse_move(stdout: &str, stderr: &str, exit_code: i32) -> Result<MoveResponse, FsError> {
-    Ok(MoveResponse { entry: Some(single_entry(stdout, stderr, exit_code)?) })
+    Ok(MoveResponse {
+        entry: Some(single_entry(stdout, stderr, exit_code)?),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -884,7 +1084,10 @@ fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     if needle.is_empty() || from > haystack.len() {
         return None;
     }
-    haystack[from..].windows(needle.len()).position(|w| w == needle).map(|i| i + from)
+    haystack[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|i| i + from)
 }
 
 /// Splits `s` at `;` outside quoted strings, trimming each piece.
@@ -973,6 +1176,10 @@ fn ext_value(v: &str) -> Option<String> {
 /// a body without its closing delimiter, a part without its blank line, or more than 1000
 /// parts is `invalid_argument`. Lines end in CRLF; a body whose first delimiter line ends
 /// in a bare LF is read with LF endings throughout (as Go's reader does).
+///
+/// envd writes each part to the `path` query parameter when one is given (the SDK sends it
+/// with a single file), else to the part's filename, resolved as [`resolve`]; two parts aimed
+/// at one path are a 400.
 pub fn parse_multipart(content_type: &str, body: &[u8]) -> Result<Vec<UploadPart>, FsError> {
     let (media, ps) = params(content_type)?;
     if media != "multipart/form-data" {
@@ -1010,7 +1217,10 @@ pub fn parse_multipart(content_type: &str, body: &[u8]) -> Result<Vec<UploadPart
     }
     // The line ending the first delimiter line decides CRLF or LF.
     let rest = &body[at..];
-    let pad = rest.iter().take_while(|b| **b == b' ' || **b == b'\t').count();
+    let pad = rest
+        .iter()
+        .take_while(|b| **b == b' ' || **b == b'\t')
+        .count();
     let eol: &[u8] = if rest[pad..].starts_with(b"\r\n") {
         b"\r\n"
     } else if rest[pad..].starts_with(b"\n") {
@@ -1048,13 +1258,18 @@ pub fn parse_multipart(content_type: &str, body: &[u8]) -> Result<Vec<UploadPart
         if rest.starts_with(b"--") {
             return Ok(parts);
         }
-        let pad = rest.iter().take_while(|b| **b == b' ' || **b == b'\t').count();
+        let pad = rest
+            .iter()
+            .take_while(|b| **b == b' ' || **b == b'\t')
+            .count();
         if !rest[pad..].starts_with(eol) {
             return Err(FsError::invalid("multipart: malformed delimiter line"));
         }
         at += pad + eol.len();
     }
-    Err(FsError::invalid(format!("multipart: more than {MAX_PARTS} parts")))
+    Err(FsError::invalid(format!(
+        "multipart: more than {MAX_PARTS} parts"
+    )))
 }
 
 /// The part as an upload when it is form field `file`.
@@ -1093,7 +1308,1108 @@ fn file_part(headers: &[u8], data: &[u8], eol: &[u8]) -> Result<Option<UploadPar
     if field("name").as_deref() != Some("file") {
         return Ok(None);
     }
-    let filename = field("filename*").and_then(|v| ext_value(&v)).or_else(|| field("filename"));
-    Ok(Some(UploadPart { filename, data: data.to_vec() }))
+    let filename = field("filename*")
+        .and_then(|v| ext_value(&v))
+        .or_else(|| field("filename"));
+    Ok(Some(UploadPart {
+        filename,
+        data: data.to_vec(),
+    }))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    // ---- shells ---------------------------------------------------------------------------
+
+    /// A shell the scripts run under, with the PATH it gets.
+    struct Shell {
+        name: &'static str,
+        program: PathBuf,
+        args: Vec<String>,
+        path_env: Option<PathBuf>,
+        _bin: Option<tempfile::TempDir>,
+    }
+
+    impl Shell {
+        fn run(&self, script: &str) -> (String, String, i32) {
+            let mut cmd = Command::new(&self.program);
+            cmd.args(&self.args).arg("-c").arg(script);
+            if let Some(path) = &self.path_env {
+                cmd.env_clear().env("PATH", path);
+            }
+            let out = cmd.output().expect("the shell runs");
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+                out.status.code().expect("the shell exits with a code"),
+            )
+        }
+    }
+
+    /// The busybox binary: `CORRAL_TEST_BUSYBOX`, else /bin/busybox or /usr/bin/busybox.
+    /// Missing busybox fails the test: the sandboxes of the `local` provider are busybox, so
+    /// passing only under GNU tools proves too little (`apt-get install busybox-static`).
+    fn busybox() -> PathBuf {
+        if let Some(p) = std::env::var_os("CORRAL_TEST_BUSYBOX") {
+            return PathBuf::from(p);
+        }
+        ["/bin/busybox", "/usr/bin/busybox"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .expect("busybox is required for these tests (apt-get install busybox-static, or set CORRAL_TEST_BUSYBOX)")
+    }
+
+    /// /bin/sh with the machine's tools, and busybox's sh with only busybox applets on PATH
+    /// (so `stat`, `readlink`, … are busybox's, not GNU's).
+    fn shells() -> Vec<Shell> {
+        let bb = busybox();
+        let bin = tempfile::tempdir().expect("temp dir");
+        for applet in [
+            "sh", "stat", "readlink", "mkdir", "rm", "rmdir", "mv", "printf", "test", "[",
+        ] {
+            symlink(&bb, bin.path().join(applet)).expect("applet link");
+        }
+        vec![
+            Shell {
+                name: "/bin/sh",
+                program: "/bin/sh".into(),
+                args: vec![],
+                path_env: None,
+                _bin: None,
+            },
+            Shell {
+                name: "busybox",
+                program: bb,
+                args: vec!["sh".into()],
+                path_env: Some(bin.path().to_path_buf()),
+                _bin: Some(bin),
+            },
+        ]
+    }
+
+    #[test]
+    fn the_busybox_shell_runs_busybox_applets_only() {
+        let shells = shells();
+        let (o, e, _) = shells[1].run("stat --help 2>&1; readlink --help 2>&1; mv --help 2>&1");
+        assert_eq!(o.matches("BusyBox").count(), 3, "{o}{e}");
+    }
+
+    /// A fixture tree:
+    /// a.txt ("hello", 0644), .hidden, sub/ (0755), sub/inner/, sub/inner/deep.txt,
+    /// sub/x.txt, link -> a.txt, dirlink -> sub, broken -> missing, "we'ird\nname |x" (0600).
+    fn fixture() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let p = dir.path();
+        std::fs::write(p.join("a.txt"), "hello").expect("write");
+        std::fs::set_permissions(p.join("a.txt"), std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+        std::fs::write(p.join(".hidden"), "").expect("write");
+        std::fs::create_dir_all(p.join("sub/inner")).expect("mkdir");
+        std::fs::set_permissions(p.join("sub"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        std::fs::write(p.join("sub/inner/deep.txt"), "deep").expect("write");
+        std::fs::write(p.join("sub/x.txt"), "x").expect("write");
+        symlink(p.join("a.txt"), p.join("link")).expect("symlink");
+        symlink("sub", p.join("dirlink")).expect("symlink");
+        symlink(p.join("missing"), p.join("broken")).expect("symlink");
+        let odd = p.join("we'ird\nname |x");
+        std::fs::write(&odd, "odd!").expect("write");
+        std::fs::set_permissions(&odd, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        dir
+    }
+
+    fn s(p: &Path) -> String {
+        p.to_str().expect("utf-8 temp path").to_owned()
+    }
+
+    fn me() -> String {
+        let out = Command::new("id").arg("-un").output().expect("id runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn rfc3339(p: &Path) -> String {
+        let secs = std::fs::symlink_metadata(p).expect("lstat").mtime();
+        chrono::DateTime::from_timestamp(secs, 0)
+            .expect("valid time")
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+
+    fn stat(sh: &Shell, path: &str) -> Result<StatResponse, FsError> {
+        let script = stat_script(&StatRequest { path: path.into() })?;
+        let (o, e, c) = sh.run(&script);
+        parse_stat(&o, &e, c)
+    }
+
+    fn list(sh: &Shell, path: &str, depth: u32) -> Result<ListDirResponse, FsError> {
+        let script = list_dir_script(&ListDirRequest {
+            path: path.into(),
+            depth,
+        })?;
+        let (o, e, c) = sh.run(&script);
+        parse_list_dir(&o, &e, c)
+    }
+
+    fn make_dir(sh: &Shell, path: &str) -> Result<MakeDirResponse, FsError> {
+        let script = make_dir_script(&MakeDirRequest { path: path.into() })?;
+        let (o, e, c) = sh.run(&script);
+        parse_make_dir(&o, &e, c)
+    }
+
+    fn remove(sh: &Shell, path: &str) -> Result<RemoveResponse, FsError> {
+        let script = remove_script(&RemoveRequest { path: path.into() })?;
+        let (o, e, c) = sh.run(&script);
+        parse_remove(&o, &e, c)
+    }
+
+    fn mv(sh: &Shell, source: &str, destination: &str) -> Result<MoveResponse, FsError> {
+        let script = move_script(&MoveRequest {
+            source: source.into(),
+            destination: destination.into(),
+        })?;
+        let (o, e, c) = sh.run(&script);
+        parse_move(&o, &e, c)
+    }
+
+    fn code<T: fmt::Debug>(r: Result<T, FsError>) -> ConnectCode {
+        r.expect_err("expected a failure").code
+    }
+
+    // ---- real shells: Stat ------------------------------------------------------------------
+
+    #[test]
+    fn stat_describes_a_file_a_directory_and_symlinks_under_both_shells() {
+        for sh in shells() {
+            let dir = fixture();
+            let root = s(dir.path());
+            let a = stat(&sh, &format!("{root}/a.txt"))
+                .expect(sh.name)
+                .entry
+                .expect("entry");
+            assert_eq!(a.name, "a.txt", "{}", sh.name);
+            assert_eq!(a.path, format!("{root}/a.txt"));
+            assert_eq!(a.r#type, FileType::File);
+            assert_eq!(a.size, 5);
+            assert_eq!(a.mode, 0o644);
+            assert_eq!(a.permissions, "-rw-r--r--");
+            assert_eq!(a.owner, me());
+            assert!(!a.group.is_empty());
+            assert_eq!(a.modified_time, Some(rfc3339(&dir.path().join("a.txt"))));
+            assert_eq!(a.symlink_target, None);
+            assert!(!a.is_symlink);
+
+            let d = stat(&sh, &format!("{root}/sub/"))
+                .expect(sh.name)
+                .entry
+                .expect("entry");
+            assert_eq!(
+                (d.name.as_str(), d.r#type, d.mode),
+                ("sub", FileType::Directory, 0o755)
+            );
+            assert_eq!(d.permissions, "drwxr-xr-x", "{}", sh.name);
+            assert_eq!(d.path, format!("{root}/sub"));
+
+            let l = stat(&sh, &format!("{root}/link"))
+                .expect(sh.name)
+                .entry
+                .expect("entry");
+            let target = std::fs::canonicalize(dir.path().join("a.txt")).expect("canonical");
+            assert!(l.is_symlink, "{}", sh.name);
+            assert_eq!(l.r#type, FileType::File, "a link reports its target's type");
+            assert_eq!(
+                l.symlink_target.as_deref(),
+                Some(s(&target).as_str()),
+                "{}",
+                sh.name
+            );
+            assert_eq!(l.mode, 0o644, "a link reports its target's permission bits");
+            assert_eq!(l.permissions, "Lrwxrwxrwx", "{}", sh.name);
+            assert_eq!(
+                l.size,
+                s(&dir.path().join("a.txt")).len() as i64,
+                "lstat size"
+            );
+
+            let dl = stat(&sh, &format!("{root}/dirlink"))
+                .expect(sh.name)
+                .entry
+                .expect("entry");
+            assert_eq!(
+                (dl.r#type, dl.is_symlink),
+                (FileType::Directory, true),
+                "{}",
+                sh.name
+            );
+
+            let b = stat(&sh, &format!("{root}/broken"))
+                .expect(sh.name)
+                .entry
+                .expect("entry");
+            assert_eq!(
+                (b.r#type, b.is_symlink, b.symlink_target),
+                (FileType::Symlink, true, None)
+            );
+
+            let odd = stat(&sh, &format!("{root}/we'ird\nname |x"))
+                .expect(sh.name)
+                .entry
+                .expect("entry");
+            assert_eq!(odd.name, "we'ird\nname |x", "{}", sh.name);
+            assert_eq!(
+                (odd.size, odd.mode, odd.permissions.as_str()),
+                (4, 0o600, "-rw-------")
+            );
+
+            let missing = stat(&sh, &format!("{root}/nope"));
+            assert_eq!(code(missing), ConnectCode::NotFound, "{}", sh.name);
+            let under_file = stat(&sh, &format!("{root}/a.txt/x"));
+            assert_eq!(code(under_file), ConnectCode::NotFound, "{}", sh.name);
+        }
+    }
+
+    #[test]
+    fn stat_reports_the_script_exit_code_and_marker_for_a_missing_path() {
+        for sh in shells() {
+            let dir = fixture();
+            let script = stat_script(&StatRequest {
+                path: format!("{}/nope", s(dir.path())),
+            })
+            .expect("script");
+            let (o, e, c) = sh.run(&script);
+            assert_eq!(c, 44, "{}: {e}", sh.name);
+            assert!(
+                e.starts_with("CORRAL_FS_ERROR:not_found:"),
+                "{}: {e}",
+                sh.name
+            );
+            assert_eq!(o, "");
+        }
+    }
+
+    // ---- real shells: ListDir ---------------------------------------------------------------
+
+    #[test]
+    fn list_dir_lists_depth_first_in_byte_order_to_the_asked_depth() {
+        for sh in shells() {
+            let dir = fixture();
+            let root = s(dir.path());
+            let names = |r: &ListDirResponse| {
+                r.entries
+                    .iter()
+                    .map(|e| e.path[root.len() + 1..].to_owned())
+                    .collect::<Vec<_>>()
+            };
+            let one = list(&sh, &root, 0).expect(sh.name);
+            assert_eq!(
+                names(&one),
+                [
+                    ".hidden",
+                    "a.txt",
+                    "broken",
+                    "dirlink",
+                    "link",
+                    "sub",
+                    "we'ird\nname |x"
+                ],
+                "{}",
+                sh.name
+            );
+            assert_eq!(one, list(&sh, &root, 1).expect(sh.name), "depth 0 means 1");
+            let sub = one
+                .entries
+                .iter()
+                .find(|e| e.name == "sub")
+                .expect("sub listed");
+            assert_eq!((sub.r#type, sub.mode), (FileType::Directory, 0o755));
+            let link = one
+                .entries
+                .iter()
+                .find(|e| e.name == "dirlink")
+                .expect("dirlink listed");
+            assert!(link.is_symlink && link.r#type == FileType::Directory);
+
+            let two = list(&sh, &root, 2).expect(sh.name);
+            assert_eq!(
+                names(&two),
+                [
+                    ".hidden",
+                    "a.txt",
+                    "broken",
+                    "dirlink",
+                    "link",
+                    "sub",
+                    "sub/inner",
+                    "sub/x.txt",
+                    "we'ird\nname |x"
+                ],
+                "{}: a symlinked directory is not entered",
+                sh.name
+            );
+            let three = list(&sh, &root, 3).expect(sh.name);
+            assert!(
+                names(&three).contains(&"sub/inner/deep.txt".to_owned()),
+                "{}",
+                sh.name
+            );
+            assert_eq!(three.entries.len(), 10);
+
+            // Through a symlink to a directory: paths stay under the asked path.
+            let through = list(&sh, &format!("{root}/dirlink"), 1).expect(sh.name);
+            let paths: Vec<_> = through.entries.iter().map(|e| e.path.clone()).collect();
+            assert_eq!(
+                paths,
+                [
+                    format!("{root}/dirlink/inner"),
+                    format!("{root}/dirlink/x.txt")
+                ]
+            );
+
+            let empty = list(&sh, &format!("{root}/sub/inner/"), 5).expect(sh.name);
+            assert_eq!(empty.entries.len(), 1);
+            std::fs::remove_file(dir.path().join("sub/inner/deep.txt")).expect("rm");
+            assert!(
+                list(&sh, &format!("{root}/sub/inner"), 1)
+                    .expect(sh.name)
+                    .entries
+                    .is_empty()
+            );
+
+            assert_eq!(
+                code(list(&sh, &format!("{root}/a.txt"), 1)),
+                ConnectCode::InvalidArgument
+            );
+            assert_eq!(
+                code(list(&sh, &format!("{root}/nope"), 1)),
+                ConnectCode::NotFound
+            );
+            assert_eq!(
+                code(list(&sh, &format!("{root}/broken"), 1)),
+                ConnectCode::NotFound
+            );
+        }
+    }
+
+    #[test]
+    fn list_dir_of_the_root_has_single_slash_paths() {
+        for sh in shells() {
+            let r = list(&sh, "/", 1).expect(sh.name);
+            assert!(r.entries.iter().any(|e| e.path == "/tmp"), "{}", sh.name);
+            assert!(
+                r.entries.iter().all(|e| !e.path.starts_with("//")),
+                "{}",
+                sh.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_cut_off_listing_is_an_internal_error_not_a_short_answer() {
+        let sh = &shells()[0];
+        let dir = fixture();
+        let script = list_dir_script(&ListDirRequest {
+            path: s(dir.path()),
+            depth: 2,
+        })
+        .expect("script");
+        let (o, e, c) = sh.run(&script);
+        assert!(parse_list_dir(&o, &e, c).is_ok());
+        for cut in [0, 1, o.len() / 2, o.len() - 4, o.len() - 1] {
+            let r = parse_list_dir(&o[..cut], &e, c);
+            assert_eq!(code(r), ConnectCode::Internal, "cut at {cut}");
+        }
+    }
+
+    // ---- real shells: MakeDir, Remove, Move --------------------------------------------------
+
+    #[test]
+    fn make_dir_creates_parents_and_reports_existing_paths() {
+        for sh in shells() {
+            let dir = fixture();
+            let root = s(dir.path());
+            let made = make_dir(&sh, &format!("{root}/n1/n2"))
+                .expect(sh.name)
+                .entry
+                .expect("entry");
+            assert!(dir.path().join("n1/n2").is_dir(), "{}", sh.name);
+            assert_eq!(
+                (made.name.as_str(), made.r#type),
+                ("n2", FileType::Directory)
+            );
+            assert_eq!(made.path, format!("{root}/n1/n2"));
+
+            assert_eq!(
+                code(make_dir(&sh, &format!("{root}/n1/n2"))),
+                ConnectCode::AlreadyExists
+            );
+            assert_eq!(
+                code(make_dir(&sh, &format!("{root}/dirlink"))),
+                ConnectCode::AlreadyExists
+            );
+            assert_eq!(
+                code(make_dir(&sh, &format!("{root}/a.txt"))),
+                ConnectCode::InvalidArgument
+            );
+            let under_file = make_dir(&sh, &format!("{root}/a.txt/child"));
+            assert_eq!(
+                code(under_file),
+                ConnectCode::InvalidArgument,
+                "{}",
+                sh.name
+            );
+        }
+    }
+
+    #[test]
+    fn remove_deletes_files_trees_and_links_and_ignores_missing_paths() {
+        for sh in shells() {
+            let dir = fixture();
+            let root = s(dir.path());
+            remove(&sh, &format!("{root}/link")).expect(sh.name);
+            assert!(!dir.path().join("link").exists() && dir.path().join("a.txt").exists());
+            remove(&sh, &format!("{root}/dirlink")).expect(sh.name);
+            assert!(
+                dir.path().join("sub/x.txt").exists(),
+                "{}: the link's target stays",
+                sh.name
+            );
+            remove(&sh, &format!("{root}/sub")).expect(sh.name);
+            assert!(!dir.path().join("sub").exists(), "{}", sh.name);
+            remove(&sh, &format!("{root}/broken")).expect(sh.name);
+            assert!(std::fs::symlink_metadata(dir.path().join("broken")).is_err());
+            remove(&sh, &format!("{root}/we'ird\nname |x")).expect(sh.name);
+            assert!(!dir.path().join("we'ird\nname |x").exists());
+            remove(&sh, &format!("{root}/nope")).expect("a missing path is no failure");
+            assert!(dir.path().join("a.txt").exists());
+        }
+        assert_eq!(
+            code(remove_script(&RemoveRequest {
+                path: "/a/..".into()
+            })),
+            ConnectCode::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn move_renames_makes_parents_and_reports_the_new_entry() {
+        for sh in shells() {
+            let dir = fixture();
+            let root = s(dir.path());
+            let moved = mv(
+                &sh,
+                &format!("{root}/a.txt"),
+                &format!("{root}/new/deeper/b.txt"),
+            )
+            .expect(sh.name)
+            .entry
+            .expect("entry");
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("new/deeper/b.txt")).expect("read"),
+                "hello"
+            );
+            assert!(!dir.path().join("a.txt").exists());
+            assert_eq!(
+                (moved.name.as_str(), moved.r#type, moved.size),
+                ("b.txt", FileType::File, 5)
+            );
+            assert_eq!(moved.path, format!("{root}/new/deeper/b.txt"));
+
+            // Onto an existing file: replaced, as rename(2).
+            mv(
+                &sh,
+                &format!("{root}/sub/x.txt"),
+                &format!("{root}/new/deeper/b.txt"),
+            )
+            .expect(sh.name);
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("new/deeper/b.txt")).expect("read"),
+                "x"
+            );
+
+            // A directory onto a non-empty directory, or a file onto a directory: refused.
+            let r = mv(&sh, &format!("{root}/sub"), &format!("{root}/new"));
+            assert_eq!(code(r), ConnectCode::AlreadyExists, "{}", sh.name);
+            let r = mv(&sh, &format!("{root}/.hidden"), &format!("{root}/new"));
+            assert_eq!(code(r), ConnectCode::AlreadyExists, "{}", sh.name);
+            assert!(dir.path().join("sub/inner").is_dir() && dir.path().join(".hidden").exists());
+            // A directory onto an empty directory: replaces it.
+            std::fs::create_dir(dir.path().join("empty")).expect("mkdir");
+            mv(&sh, &format!("{root}/sub"), &format!("{root}/empty")).expect(sh.name);
+            assert!(
+                dir.path().join("empty/inner/deep.txt").exists(),
+                "{}",
+                sh.name
+            );
+
+            // Onto a symlink to a directory: the link is replaced, nothing moves into its target.
+            std::fs::create_dir(dir.path().join("t")).expect("mkdir");
+            symlink(dir.path().join("t"), dir.path().join("tl")).expect("symlink");
+            mv(&sh, &format!("{root}/.hidden"), &format!("{root}/tl")).expect(sh.name);
+            assert!(dir.path().join("tl").is_file() && !dir.path().join("t/.hidden").exists());
+
+            // Same path: nothing to do.
+            mv(&sh, &format!("{root}/tl"), &format!("{root}/tl/")).expect(sh.name);
+
+            let r = mv(&sh, &format!("{root}/nope"), &format!("{root}/other"));
+            assert_eq!(code(r), ConnectCode::NotFound, "{}", sh.name);
+            let r = mv(&sh, &format!("{root}/t"), &format!("{root}/tl/x"));
+            assert_eq!(
+                code(r),
+                ConnectCode::InvalidArgument,
+                "{}: parent is a file",
+                sh.name
+            );
+        }
+        let into_itself = move_script(&MoveRequest {
+            source: "/a".into(),
+            destination: "/a/b".into(),
+        });
+        assert_eq!(code(into_itself), ConnectCode::InvalidArgument);
+    }
+
+    #[test]
+    fn script_failures_parse_from_the_marker_whatever_else_is_printed() {
+        for sh in shells() {
+            for name in [
+                "not_found",
+                "already_exists",
+                "invalid_argument",
+                "permission_denied",
+                "internal",
+            ] {
+                let script = format!("{PRELUDE}echo noise >&2; die {name} 'it: failed'\n");
+                let (o, e, c) = sh.run(&script);
+                let err = parse_stat(&o, &e, c).expect_err("a failure");
+                assert_eq!(err.code.as_str(), name, "{}", sh.name);
+                assert_eq!(err.message, "it: failed");
+                let expected_exit = match name {
+                    "not_found" => 44,
+                    "already_exists" => 45,
+                    "invalid_argument" => 46,
+                    "permission_denied" => 47,
+                    _ => 48,
+                };
+                assert_eq!(c, expected_exit, "{}", sh.name);
+            }
+        }
+        // No marker (say, the shell itself failed): internal, quoting what the command said.
+        let err = parse_stat("", "sh: stat: not found\n", 127).expect_err("a failure");
+        assert_eq!(err.code, ConnectCode::Internal);
+        assert!(err.message.contains("127") && err.message.contains("stat: not found"));
+        // An unknown code name is not trusted.
+        let err = parse_stat("", "CORRAL_FS_ERROR:bogus:x\n", 48).expect_err("a failure");
+        assert_eq!(err.code, ConnectCode::Internal);
+        // Output combined into stdout still carries the marker.
+        let err = parse_move("CORRAL_FS_ERROR:not_found:gone\n", "", 44).expect_err("a failure");
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (ConnectCode::NotFound, "gone")
+        );
+    }
+
+    // ---- real shells: /files writes and reads ----------------------------------------------
+
+    fn write(sh: &Shell, path: &str, data: &[u8]) -> Result<(), FsError> {
+        for script in write_file_scripts(path, data, "u1")? {
+            let (o, e, c) = sh.run(&script);
+            parse_write_file(&o, &e, c)?;
+        }
+        Ok(())
+    }
+
+    fn read(sh: &Shell, path: &str) -> Result<Vec<u8>, FsError> {
+        let mut out = Vec::new();
+        let mut chunk = 0;
+        loop {
+            let (o, e, c) = sh.run(&read_file_script(path, chunk)?);
+            let got = parse_read_file(&o, &e, c, chunk)?;
+            out.extend_from_slice(&got.data);
+            chunk += 1;
+            if chunk >= got.total_size.div_ceil(READ_CHUNK) {
+                return Ok(out);
+            }
+        }
+    }
+
+    #[test]
+    fn files_write_and_read_back_any_bytes_in_chunks() {
+        // Over two write chunks and over one read chunk, with every byte value.
+        let big: Vec<u8> = (0..(READ_CHUNK as usize + 1000))
+            .map(|i| (i * 7 % 256) as u8)
+            .collect();
+        for sh in shells() {
+            let dir = fixture();
+            let root = s(dir.path());
+            for (name, data) in [
+                ("new/dir/empty.bin", Vec::new()),
+                ("small.bin", b"\x00\xff\r\n'quote' $x \\".to_vec()),
+                ("big.bin", big.clone()),
+            ] {
+                let path = format!("{root}/{name}");
+                write(&sh, &path, &data).expect(sh.name);
+                assert_eq!(
+                    std::fs::read(dir.path().join(name)).expect("read"),
+                    data,
+                    "{}",
+                    sh.name
+                );
+                assert_eq!(
+                    read(&sh, &path).expect(sh.name),
+                    data,
+                    "{}: {name}",
+                    sh.name
+                );
+            }
+            // Overwrites, and leaves no temporary file behind.
+            write(&sh, &format!("{root}/a.txt"), b"new").expect(sh.name);
+            assert_eq!(
+                std::fs::read(dir.path().join("a.txt")).expect("read"),
+                b"new"
+            );
+            let leftovers = std::fs::read_dir(dir.path())
+                .expect("ls")
+                .filter(|e| {
+                    e.as_ref()
+                        .expect("entry")
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".corral-upload")
+                })
+                .count();
+            assert_eq!(leftovers, 0, "{}", sh.name);
+
+            assert_eq!(
+                code(write(&sh, &format!("{root}/sub"), b"x")),
+                ConnectCode::InvalidArgument
+            );
+            assert_eq!(
+                code(write(&sh, &format!("{root}/a.txt/x"), b"x")),
+                ConnectCode::InvalidArgument
+            );
+            assert_eq!(
+                code(read(&sh, &format!("{root}/nope"))),
+                ConnectCode::NotFound
+            );
+            assert_eq!(
+                code(read(&sh, &format!("{root}/sub"))),
+                ConnectCode::InvalidArgument
+            );
+            assert_eq!(
+                read(&sh, &format!("{root}/link")).expect(sh.name),
+                b"new",
+                "links are followed"
+            );
+        }
+        assert_eq!(
+            code(write_file_scripts("/x", b"", "bad id")),
+            ConnectCode::InvalidArgument
+        );
+        assert_eq!(
+            upload_temp_path("/home/user/a.txt", "u1").expect("valid"),
+            "/home/user/.a.txt.u1.corral-upload"
+        );
+        assert_eq!(
+            write_file_scripts("/x", &big, "u").expect("scripts").len(),
+            big.len().div_ceil(WRITE_CHUNK)
+        );
+        for script in write_file_scripts("/x", &big, "u").expect("scripts") {
+            assert!(
+                script.len() < 100 * 1024,
+                "one sh -c argument stays under 128 KiB"
+            );
+        }
+    }
+
+    #[test]
+    fn a_short_read_is_an_internal_error() {
+        let ok = "S\u{0}10\u{0}aGVsbG8=\n\u{0}END\u{0}";
+        assert_eq!(
+            code(parse_read_file(ok, "", 0, 0)),
+            ConnectCode::Internal,
+            "5 of 10 bytes"
+        );
+        let whole = "S\u{0}5\u{0}aGVsbG8=\n\u{0}END\u{0}";
+        assert_eq!(
+            parse_read_file(whole, "", 0, 0).expect("whole").data,
+            b"hello"
+        );
+        assert_eq!(
+            code(parse_read_file("S\u{0}5\u{0}aGVsbG8=", "", 0, 0)),
+            ConnectCode::Internal
+        );
+    }
+
+    // ---- pure parts ------------------------------------------------------------------------
+
+    #[test]
+    fn resolve_cleans_absolute_paths_and_puts_relative_ones_under_home() {
+        let ok = |p: &str| resolve(p).expect(p);
+        assert_eq!(ok("/a/b"), "/a/b");
+        assert_eq!(ok("//a///b//"), "/a/b");
+        assert_eq!(ok("/a/./b/../c"), "/a/c");
+        assert_eq!(ok("/../../etc"), "/etc");
+        assert_eq!(ok("/"), "/");
+        assert_eq!(ok("/.."), "/");
+        assert_eq!(ok("file.txt"), "/home/user/file.txt");
+        assert_eq!(ok("dir/../x"), "/home/user/x");
+        assert_eq!(ok("../../../../x"), "/x");
+        assert_eq!(ok("./"), "/home/user");
+        assert_eq!(ok(""), "/home/user");
+        assert_eq!(ok("~"), "/home/user");
+        assert_eq!(ok("~/a"), "/home/user/a");
+        assert_eq!(ok("a~b"), "/home/user/a~b");
+        assert_eq!(code(resolve("~root/x")), ConnectCode::InvalidArgument);
+        assert_eq!(code(resolve("/a\0b")), ConnectCode::InvalidArgument);
+    }
+
+    #[test]
+    fn shell_quote_round_trips_through_both_shells() {
+        let samples = [
+            "",
+            "plain",
+            "it's",
+            "'",
+            "''",
+            "a\nb",
+            "$HOME `id` $(id)",
+            "\\",
+            "\"q\"",
+            " lead",
+            "*?[a]",
+            "-n",
+            "é日本",
+        ];
+        for sh in shells() {
+            let script: String = samples
+                .iter()
+                .map(|x| format!("printf '%s\\0' {}\n", shell_quote(x)))
+                .collect();
+            let (o, e, c) = sh.run(&script);
+            assert_eq!(c, 0, "{}: {e}", sh.name);
+            let got: Vec<&str> = o.split('\0').collect();
+            assert_eq!(&got[..samples.len()], samples, "{}", sh.name);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn shell_quote_carries_any_text(text in "[^\\x00]{0,40}") {
+            let (o, _, c) = shells()[0].run(&format!("printf '%s' {}", shell_quote(&text)));
+            prop_assert_eq!(c, 0);
+            prop_assert_eq!(o, text);
+        }
+
+        #[test]
+        fn resolve_is_absolute_clean_and_idempotent(path in "[a-z./~]{0,20}") {
+            if let Ok(r) = resolve(&path) {
+                prop_assert!(r.starts_with('/'));
+                prop_assert!(!r.contains("//") && !r.contains("/./") && !r.contains("/../"));
+                prop_assert!(r == "/" || !r.ends_with('/'));
+                prop_assert_eq!(resolve(&r).ok(), Some(r.clone()));
+            }
+        }
+
+        #[test]
+        fn multipart_never_panics_on_random_bytes(
+            body in proptest::collection::vec(any::<u8>(), 0..400),
+            boundary in "[a-z0-9-]{0,8}",
+        ) {
+            let _ = parse_multipart(&format!("multipart/form-data; boundary={boundary}"), &body);
+            let _ = parse_multipart("multipart/form-data; boundary=\"", &body);
+        }
+
+        #[test]
+        fn multipart_never_panics_on_mutated_valid_bodies(
+            cut in 0usize..400, flip in 0usize..400, byte in any::<u8>(),
+        ) {
+            let (ct, body) = httpx_body();
+            let mut b = body.to_vec();
+            if flip < b.len() { b[flip] = byte; }
+            b.truncate(cut.min(b.len()));
+            let _ = parse_multipart(ct, &b);
+        }
+
+        #[test]
+        fn multipart_round_trips_parts(
+            datas in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 1..5),
+        ) {
+            let boundary = "XyZ0123456789boundaryXyZ";
+            let mut body = Vec::new();
+            for (i, d) in datas.iter().enumerate() {
+                body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f{i}\"\r\n\r\n").as_bytes());
+                body.extend_from_slice(d);
+                body.extend_from_slice(b"\r\n");
+            }
+            body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+            let parts = parse_multipart(&format!("multipart/form-data; boundary={boundary}"), &body)
+                .expect("a valid body");
+            prop_assert_eq!(parts.len(), datas.len());
+            for (i, (p, d)) in parts.iter().zip(&datas).enumerate() {
+                prop_assert_eq!(p.filename.clone(), Some(format!("f{i}")));
+                prop_assert_eq!(&p.data, d);
+            }
+        }
+    }
+
+    #[test]
+    fn connect_codes_have_connect_names_and_statuses() {
+        let expected = [
+            (ConnectCode::NotFound, "not_found", 404),
+            (ConnectCode::AlreadyExists, "already_exists", 409),
+            (ConnectCode::InvalidArgument, "invalid_argument", 400),
+            (ConnectCode::PermissionDenied, "permission_denied", 403),
+            (ConnectCode::Internal, "internal", 500),
+            (ConnectCode::Unimplemented, "unimplemented", 501),
+            (ConnectCode::Unauthenticated, "unauthenticated", 401),
+            (ConnectCode::DeadlineExceeded, "deadline_exceeded", 504),
+            (ConnectCode::Unavailable, "unavailable", 503),
+            (ConnectCode::FailedPrecondition, "failed_precondition", 400),
+            (ConnectCode::Canceled, "canceled", 499),
+            (ConnectCode::ResourceExhausted, "resource_exhausted", 429),
+        ];
+        for (c, name, status) in expected {
+            assert_eq!((c.as_str(), c.http_status()), (name, status));
+            assert_eq!(ConnectCode::from_name(name), Some(c));
+        }
+        for c in ConnectCode::ALL {
+            assert_eq!(ConnectCode::from_name(c.as_str()), Some(c));
+        }
+        let e = FsError::new(ConnectCode::NotFound, "file not found: /x");
+        assert_eq!(e.to_string(), "not_found: file not found: /x");
+        assert_eq!(
+            e.connect_body(),
+            serde_json::json!({"code": "not_found", "message": "file not found: /x"})
+        );
+        assert_eq!(
+            e.files_body(),
+            serde_json::json!({"code": 404, "message": "file not found: /x"})
+        );
+    }
+
+    #[test]
+    fn go_mode_strings_match_go() {
+        assert_eq!(go_mode_string(0o100644), "-rw-r--r--");
+        assert_eq!(go_mode_string(0o040755), "drwxr-xr-x");
+        assert_eq!(go_mode_string(0o120777), "Lrwxrwxrwx");
+        assert_eq!(go_mode_string(0o104755), "urwxr-xr-x");
+        assert_eq!(go_mode_string(0o041777), "dtrwxrwxrwx");
+        assert_eq!(go_mode_string(0o020666), "Dcrw-rw-rw-");
+        assert_eq!(go_mode_string(0o060660), "Drw-rw----");
+        assert_eq!(go_mode_string(0o010644), "prw-r--r--");
+        assert_eq!(go_mode_string(0o140755), "Srwxr-xr-x");
+        assert_eq!(go_mode_string(0o102755), "grwxr-xr-x");
+    }
+
+    #[test]
+    fn entry_info_serializes_as_protojson() {
+        let e = EntryInfo {
+            name: "a.txt".into(),
+            r#type: FileType::File,
+            path: "/home/user/a.txt".into(),
+            size: 5,
+            mode: 0o644,
+            permissions: "-rw-r--r--".into(),
+            owner: "user".into(),
+            group: "user".into(),
+            modified_time: Some("2026-11-27T08:03:32Z".into()),
+            symlink_target: None,
+            metadata: BTreeMap::new(),
+            is_symlink: false,
+        };
+        let json = serde_json::to_value(&StatResponse {
+            entry: Some(e.clone()),
+        })
+        .expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!({"entry": {
+                "name": "a.txt", "type": "FILE_TYPE_FILE", "path": "/home/user/a.txt",
+                "size": "5", "mode": 420, "permissions": "-rw-r--r--", "owner": "user",
+                "group": "user", "modifiedTime": "2026-11-27T08:03:32Z"
+            }})
+        );
+        let back: StatResponse = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back.entry, Some(e.clone()));
+        // int64 as a number and the symlink fields read too.
+        let link: EntryInfo = serde_json::from_str(
+            r#"{"name":"l","type":"FILE_TYPE_DIRECTORY","size":7,"symlinkTarget":"/t","isSymlink":true}"#,
+        )
+        .expect("reads");
+        assert_eq!(
+            (link.size, link.r#type, link.is_symlink),
+            (7, FileType::Directory, true)
+        );
+        assert_eq!(link.symlink_target.as_deref(), Some("/t"));
+        let dangling = EntryInfo {
+            r#type: FileType::Symlink,
+            is_symlink: true,
+            ..EntryInfo::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&dangling).expect("json"),
+            serde_json::json!({"type": "FILE_TYPE_SYMLINK", "isSymlink": true})
+        );
+        assert_eq!(
+            serde_json::to_string(&EntryInfo::default()).expect("json"),
+            "{}"
+        );
+        assert_eq!(
+            serde_json::to_string(&RemoveResponse {}).expect("json"),
+            "{}"
+        );
+    }
+
+    #[test]
+    fn requests_read_as_the_sdk_sends_them() {
+        let l: ListDirRequest = serde_json::from_str(r#"{"path":"dir","depth":2}"#).expect("reads");
+        assert_eq!((l.path.as_str(), l.effective_depth()), ("dir", 2));
+        let l: ListDirRequest = serde_json::from_str(r#"{"path":"dir"}"#).expect("reads");
+        assert_eq!(l.effective_depth(), 1);
+        let l: ListDirRequest = serde_json::from_str(r#"{"depth":"3"}"#).expect("reads");
+        assert_eq!((l.path.as_str(), l.effective_depth()), ("", 3));
+        assert!(serde_json::from_str::<ListDirRequest>(r#"{"depth":-1}"#).is_err());
+        let m: MoveRequest =
+            serde_json::from_str(r#"{"source":"a","destination":"b"}"#).expect("reads");
+        assert_eq!((m.source.as_str(), m.destination.as_str()), ("a", "b"));
+        let s: StatRequest = serde_json::from_str("{}").expect("reads");
+        assert_eq!(s.path, "");
+        let mk: MakeDirRequest =
+            serde_json::from_str(r#"{"path":"x","future":1}"#).expect("unknown fields are ignored");
+        assert_eq!(mk.path, "x");
+        assert_eq!(
+            serde_json::to_value(&l).expect("json"),
+            serde_json::json!({"path": "", "depth": 3})
+        );
+    }
+
+    #[test]
+    fn write_info_is_what_the_sdk_reads() {
+        assert_eq!(
+            write_info("/home/user/dir/a.txt"),
+            serde_json::json!({"name": "a.txt", "type": "file", "path": "/home/user/dir/a.txt"})
+        );
+    }
+
+    // ---- multipart ---------------------------------------------------------------------------
+
+    /// A body exactly as httpx 0.28 (the SDK's client) encodes
+    /// `files=[("file", ("dir/a.txt", b"hello\r\n--x\r\nworld")), ("file", ('/abs/b "q".bin', b"\x00\xff\r\n"))]`.
+    fn httpx_body() -> (&'static str, &'static [u8]) {
+        (
+            "multipart/form-data; boundary=c6e08a656a283de4a9c13bfc99df4387",
+            b"--c6e08a656a283de4a9c13bfc99df4387\r\nContent-Disposition: form-data; name=\"file\"; filename=\"dir/a.txt\"\r\nContent-Type: text/plain\r\n\r\nhello\r\n--x\r\nworld\r\n--c6e08a656a283de4a9c13bfc99df4387\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/abs/b %22q%22.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n\x00\xff\r\n\r\n--c6e08a656a283de4a9c13bfc99df4387--\r\n",
+        )
+    }
+
+    #[test]
+    fn multipart_reads_an_httpx_upload() {
+        let (ct, body) = httpx_body();
+        let parts = parse_multipart(ct, body).expect("valid");
+        assert_eq!(
+            parts,
+            [
+                UploadPart {
+                    filename: Some("dir/a.txt".into()),
+                    data: b"hello\r\n--x\r\nworld".to_vec()
+                },
+                UploadPart {
+                    filename: Some("/abs/b %22q%22.bin".into()),
+                    data: b"\x00\xff\r\n".to_vec()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn multipart_handles_preambles_quoting_other_fields_and_lf_bodies() {
+        let body = b"preamble\r\n--b\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nskip me\r\n--b  \r\ncontent-disposition: form-data; name=file; filename=\"a \\\"q\\\";b.txt\"\r\n\r\n--b-is-not-a-delimiter\r\n--b--\r\nepilogue";
+        let parts = parse_multipart("Multipart/Form-Data; charset=utf-8; boundary=\"b\"", body)
+            .expect("valid");
+        assert_eq!(
+            parts,
+            [UploadPart {
+                filename: Some("a \"q\";b.txt".into()),
+                data: b"--b-is-not-a-delimiter".to_vec()
+            }]
+        );
+
+        let lf = b"--b\nContent-Disposition: form-data; name=\"file\"; filename*=UTF-8''%C3%A9t%C3%A9.txt; filename=\"x\"\n\nline1\nline2\n--b--\n";
+        let parts = parse_multipart("multipart/form-data; boundary=b", lf).expect("valid");
+        assert_eq!(
+            parts,
+            [UploadPart {
+                filename: Some("été.txt".into()),
+                data: b"line1\nline2".to_vec()
+            }]
+        );
+
+        let no_name = b"--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\ndata\r\n--b--";
+        let parts = parse_multipart("multipart/form-data; boundary=b", no_name).expect("valid");
+        assert_eq!(
+            parts,
+            [UploadPart {
+                filename: None,
+                data: b"data".to_vec()
+            }]
+        );
+
+        assert_eq!(
+            parse_multipart("multipart/form-data; boundary=b", b"--b--\r\n").expect("valid"),
+            []
+        );
+    }
+
+    #[test]
+    fn malformed_multipart_is_invalid_argument() {
+        let (ct, body) = httpx_body();
+        let bad = |ct: &str, body: &[u8]| code(parse_multipart(ct, body));
+        assert_eq!(
+            bad("multipart/form-data", body),
+            ConnectCode::InvalidArgument,
+            "no boundary"
+        );
+        assert_eq!(
+            bad("multipart/form-data; boundary=", body),
+            ConnectCode::InvalidArgument
+        );
+        assert_eq!(
+            bad("application/json; boundary=c6e0", body),
+            ConnectCode::InvalidArgument
+        );
+        assert_eq!(bad(ct, b""), ConnectCode::InvalidArgument, "empty body");
+        for cut in [10, 60, 120, body.len() - 45, body.len() - 5] {
+            assert_eq!(
+                bad(ct, &body[..cut]),
+                ConnectCode::InvalidArgument,
+                "truncated at {cut}"
+            );
+        }
+        let no_blank_line =
+            b"--b\r\nContent-Disposition: form-data; name=\"file\"\r\ndata\r\n--b--";
+        assert_eq!(
+            bad("multipart/form-data; boundary=b", no_blank_line),
+            ConnectCode::InvalidArgument
+        );
+        let junk_after_delimiter = b"--b\r\n\r\ndata\r\n--bXX\r\n--b--";
+        assert_eq!(
+            bad("multipart/form-data; boundary=b", junk_after_delimiter),
+            ConnectCode::InvalidArgument
+        );
+        let many: Vec<u8> = (0..=MAX_PARTS)
+            .flat_map(|_| {
+                b"--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n".to_vec()
+            })
+            .chain(b"--b--".to_vec())
+            .collect();
+        assert_eq!(
+            bad("multipart/form-data; boundary=b", &many),
+            ConnectCode::InvalidArgument
+        );
+    }
+}
