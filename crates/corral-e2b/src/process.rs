@@ -167,13 +167,9 @@ impl FrontDoor {
         let p = &req.process;
         let cwd = fs::resolve(p.cwd.as_deref().unwrap_or(fs::HOME))
             .map_err(|e| E2bError::invalid(e.to_string()))?;
-        // envd's environment: HOME and USER of the default user, the create's variables,
-        // then the call's.
-        let mut env = BTreeMap::from([
-            ("HOME".to_owned(), fs::HOME.to_owned()),
-            ("USER".to_owned(), "user".to_owned()),
-        ]);
-        env.extend(sc.record.env.clone());
+        // The create's variables, then the call's. HOME stays the provider's: adapters keep
+        // their command bookkeeping under it (E2B's is /home/user anyway).
+        let mut env = sc.record.env.clone();
         env.extend(p.envs.clone());
         let input = StartCommandInput {
             command: command_line(p),
