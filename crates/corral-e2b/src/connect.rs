@@ -80,7 +80,10 @@ mod tests {
         assert_eq!(bytes[0], END_STREAM);
         let v: Value = serde_json::from_slice(&bytes[5..]).unwrap();
         assert_eq!(v["error"]["code"], "not_found");
-        assert_eq!(&bytes[1..5], &u32::try_from(bytes.len() - 5).unwrap().to_be_bytes());
+        assert_eq!(
+            &bytes[1..5],
+            &u32::try_from(bytes.len() - 5).unwrap().to_be_bytes()
+        );
     }
 
     proptest::proptest! {

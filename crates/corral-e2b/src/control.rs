@@ -7,13 +7,11 @@ use std::time::Duration;
 use chrono::{SecondsFormat, Utc};
 use corral_domain::TimeoutMode;
 use corral_domain::{CreateSandboxRequest, RunCommandInput, Sandbox, SandboxId, SandboxStatus};
-use corral_registry::{E2bRecord, ProjectId};
+use corral_registry::{E2bFilter, E2bRecord, ProjectId};
 use corral_service::{Caller, InlineAccess};
 
-use crate::wire::{
-    ConnectRequest, NewSandbox, SandboxCreated, SandboxDetail, TimeoutRequest,
-};
-use crate::{E2bError, ENVD_VERSION, FrontDoor, DEFAULT_TIMEOUT_SECONDS, fs};
+use crate::wire::{ConnectRequest, NewSandbox, SandboxCreated, SandboxDetail, TimeoutRequest};
+use crate::{DEFAULT_TIMEOUT_SECONDS, E2bError, ENVD_VERSION, FrontDoor, fs};
 
 /// E2B's SDKs read a client id nobody uses; Corral has none.
 const CLIENT_ID: &str = "corral";
@@ -35,6 +33,10 @@ pub struct ListQuery {
     pub limit: Option<u32>,
     /// `nextToken`.
     pub next_token: Option<String>,
+    /// `template`: only sandboxes made from this template.
+    pub template: Option<String>,
+    /// `startedAfter` (RFC 3339): only sandboxes started after it.
+    pub started_after: Option<String>,
 }
 
 fn rfc3339(t: chrono::DateTime<Utc>) -> String {
@@ -180,7 +182,11 @@ impl FrontDoor {
     }
 
     /// Waits (bounded) until a `creating` sandbox runs; a failed create is an error.
-    async fn wait_running(&self, caller: &Caller, mut sandbox: Sandbox) -> Result<Sandbox, E2bError> {
+    async fn wait_running(
+        &self,
+        caller: &Caller,
+        mut sandbox: Sandbox,
+    ) -> Result<Sandbox, E2bError> {
         let until = tokio::time::Instant::now() + READY_WAIT;
         let mut pause = Duration::from_millis(100);
         while sandbox.status == SandboxStatus::Creating && tokio::time::Instant::now() < until {
@@ -215,7 +221,11 @@ impl FrontDoor {
             .await
         {
             Ok(r) if r.exit_code == 0 => {}
-            Ok(r) => tracing::warn!(sandbox = id, exit_code = r.exit_code, "could not make the E2B home"),
+            Ok(r) => tracing::warn!(
+                sandbox = id,
+                exit_code = r.exit_code,
+                "could not make the E2B home"
+            ),
             Err(e) => tracing::warn!(sandbox = id, error = %e, "could not make the E2B home"),
         }
     }
@@ -230,7 +240,10 @@ impl FrontDoor {
             .get(caller, InlineAccess::default(), id)
             .await?;
         if sandbox.deleted_at.is_some()
-            || !matches!(sandbox.status, SandboxStatus::Running | SandboxStatus::Creating)
+            || !matches!(
+                sandbox.status,
+                SandboxStatus::Running | SandboxStatus::Creating
+            )
         {
             return Err(E2bError::not_found(format!("sandbox '{sid}' not found")));
         }
@@ -327,11 +340,24 @@ impl FrontDoor {
                 return Ok((Vec::new(), None));
             }
         }
-        let filter = parse_metadata_filter(query.metadata.as_deref())?;
+        let started_after = query
+            .started_after
+            .as_deref()
+            .map(|t| {
+                chrono::DateTime::parse_from_rfc3339(t)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|_| E2bError::invalid("startedAfter must be an RFC 3339 time"))
+            })
+            .transpose()?;
+        let filter = E2bFilter {
+            metadata: parse_metadata_filter(query.metadata.as_deref())?,
+            template: query.template.clone().filter(|t| !t.is_empty()),
+            started_after,
+        };
         let page = self
             .service()
             .registry()
-            .list_e2b(
+            .list_e2b_matching(
                 caller.project_id(),
                 &filter,
                 limit,
@@ -370,7 +396,12 @@ impl FrontDoor {
 
     /// `POST /sandboxes/{id}/timeout`: the sandbox ends `timeout` seconds from now (shorter
     /// or longer than before).
-    pub async fn set_timeout(&self, caller: &Caller, id: &str, body: &[u8]) -> Result<(), E2bError> {
+    pub async fn set_timeout(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: &[u8],
+    ) -> Result<(), E2bError> {
         let req: TimeoutRequest = serde_json::from_slice(body)
             .map_err(|e| E2bError::invalid(format!("request body has an error: {e}")))?;
         let t = self.check_timeout(req.timeout)?;
@@ -401,7 +432,9 @@ impl FrontDoor {
                 .await
             {
                 Ok(_) => ended += 1,
-                Err(e) => tracing::warn!(%sandbox, error = %e, "could not end an E2B sandbox past its timeout"),
+                Err(e) => {
+                    tracing::warn!(%sandbox, error = %e, "could not end an E2B sandbox past its timeout")
+                }
             }
         }
         Ok(ended)

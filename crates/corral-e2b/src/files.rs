@@ -23,6 +23,34 @@ pub struct FilesQuery {
     pub username: Option<String>,
 }
 
+/// `body` inflated from gzip, refused beyond `max` bytes (a small body must not become an
+/// unbounded one).
+pub fn gunzip(body: &[u8], max: usize) -> Result<Vec<u8>, E2bError> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| E2bError::invalid(format!("the gzip body could not be read: {e}")))?;
+    if out.len() > max {
+        return Err(E2bError::Service {
+            source: corral_service::error::ServiceError::PayloadTooLarge {
+                message: format!("the upload inflates past {max} bytes"),
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// `bytes` compressed with gzip (`GET /files` with `Accept-Encoding: gzip`).
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    // Writing to a Vec cannot fail.
+    let _ = enc.write_all(bytes);
+    enc.finish().unwrap_or_default()
+}
+
 fn fs_error(e: FsError) -> E2bError {
     E2bError::Fs {
         code: e.code.as_str(),
@@ -39,7 +67,11 @@ fn resolve(path: Option<&str>) -> Result<String, E2bError> {
 
 impl FrontDoor {
     /// Runs one script in the sandbox: (stdout, stderr, exit code).
-    async fn sh(&self, sc: &SandboxCaller, script: String) -> Result<(String, String, i32), E2bError> {
+    async fn sh(
+        &self,
+        sc: &SandboxCaller,
+        script: String,
+    ) -> Result<(String, String, i32), E2bError> {
         let r = self
             .service()
             .exec(
@@ -87,7 +119,9 @@ impl FrontDoor {
                 if self.exists(sc, &path).await? {
                     Err(E2bError::Fs {
                         code: "invalid_argument",
-                        message: format!("cannot read '{path}' (a directory, or larger than {MAX_READ_BYTES} bytes?): {e}"),
+                        message: format!(
+                            "cannot read '{path}' (a directory, or larger than {MAX_READ_BYTES} bytes?): {e}"
+                        ),
                     })
                 } else {
                     Err(E2bError::not_found(format!("path '{path}' does not exist")))
@@ -104,8 +138,24 @@ impl FrontDoor {
         sc: &SandboxCaller,
         q: &FilesQuery,
         content_type: Option<&str>,
+        content_encoding: Option<&str>,
         body: &[u8],
     ) -> Result<Value, E2bError> {
+        let inflated;
+        let body = match content_encoding.map(|e| e.trim().to_ascii_lowercase()) {
+            None => body,
+            Some(e) if e.is_empty() || e == "identity" => body,
+            Some(e) if e == "gzip" => {
+                inflated = gunzip(body, MAX_WRITE_BYTES + 64 * 1024)?;
+                &inflated[..]
+            }
+            Some(e) => {
+                return Err(E2bError::invalid(format!(
+                    "Content-Encoding {} is not supported (gzip is)",
+                    e.chars().take(40).collect::<String>()
+                )));
+            }
+        };
         let content_type = content_type.unwrap_or("application/octet-stream");
         let files: Vec<(String, Vec<u8>)> = if content_type
             .trim_start()
@@ -178,7 +228,9 @@ impl FrontDoor {
         let req = fs::StatRequest {
             path: fs::resolve(&req.path).map_err(fs_error)?,
         };
-        let (out, err, code) = self.sh(sc, fs::stat_script(&req).map_err(fs_error)?).await?;
+        let (out, err, code) = self
+            .sh(sc, fs::stat_script(&req).map_err(fs_error)?)
+            .await?;
         let resp = fs::parse_stat(&out, &err, code).map_err(fs_error)?;
         Ok(json!(resp))
     }
@@ -187,7 +239,9 @@ impl FrontDoor {
     pub async fn list_dir(&self, sc: &SandboxCaller, body: &[u8]) -> Result<Value, E2bError> {
         let mut req: fs::ListDirRequest = crate::process::unary(body)?;
         req.path = fs::resolve(&req.path).map_err(fs_error)?;
-        let (out, err, code) = self.sh(sc, fs::list_dir_script(&req).map_err(fs_error)?).await?;
+        let (out, err, code) = self
+            .sh(sc, fs::list_dir_script(&req).map_err(fs_error)?)
+            .await?;
         let resp = fs::parse_list_dir(&out, &err, code).map_err(fs_error)?;
         Ok(json!(resp))
     }
@@ -196,7 +250,9 @@ impl FrontDoor {
     pub async fn make_dir(&self, sc: &SandboxCaller, body: &[u8]) -> Result<Value, E2bError> {
         let mut req: fs::MakeDirRequest = crate::process::unary(body)?;
         req.path = fs::resolve(&req.path).map_err(fs_error)?;
-        let (out, err, code) = self.sh(sc, fs::make_dir_script(&req).map_err(fs_error)?).await?;
+        let (out, err, code) = self
+            .sh(sc, fs::make_dir_script(&req).map_err(fs_error)?)
+            .await?;
         let resp = fs::parse_make_dir(&out, &err, code).map_err(fs_error)?;
         Ok(json!(resp))
     }
@@ -205,7 +261,9 @@ impl FrontDoor {
     pub async fn remove(&self, sc: &SandboxCaller, body: &[u8]) -> Result<Value, E2bError> {
         let mut req: fs::RemoveRequest = crate::process::unary(body)?;
         req.path = fs::resolve(&req.path).map_err(fs_error)?;
-        let (out, err, code) = self.sh(sc, fs::remove_script(&req).map_err(fs_error)?).await?;
+        let (out, err, code) = self
+            .sh(sc, fs::remove_script(&req).map_err(fs_error)?)
+            .await?;
         fs::parse_remove(&out, &err, code).map_err(fs_error)?;
         Ok(json!({}))
     }
@@ -215,8 +273,26 @@ impl FrontDoor {
         let mut req: fs::MoveRequest = crate::process::unary(body)?;
         req.source = fs::resolve(&req.source).map_err(fs_error)?;
         req.destination = fs::resolve(&req.destination).map_err(fs_error)?;
-        let (out, err, code) = self.sh(sc, fs::move_script(&req).map_err(fs_error)?).await?;
+        let (out, err, code) = self
+            .sh(sc, fs::move_script(&req).map_err(fs_error)?)
+            .await?;
         let resp = fs::parse_move(&out, &err, code).map_err(fs_error)?;
         Ok(json!(resp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gzip_round_trips_and_a_bomb_is_refused() {
+        let data = b"hello, gzip ".repeat(100);
+        assert_eq!(gunzip(&gzip(&data), 10_000).unwrap(), data);
+        let bomb = gzip(&vec![0u8; 100_000]);
+        assert!(bomb.len() < 1_000);
+        let e = gunzip(&bomb, 10_000).unwrap_err();
+        assert_eq!(e.http_status(), 413, "{e}");
+        assert_eq!(gunzip(b"not gzip", 100).unwrap_err().http_status(), 400);
     }
 }

@@ -277,6 +277,22 @@ pub fn shell_quote(s: &str) -> String {
     out
 }
 
+/// The string [`shell_quote`] quoted, or `None` for anything it could not have made.
+pub fn shell_unquote(quoted: &str) -> Option<String> {
+    let inner = quoted.strip_prefix('\'')?.strip_suffix('\'')?;
+    let mut out = String::with_capacity(inner.len());
+    for (i, part) in inner.split("'\\''").enumerate() {
+        if part.contains('\'') {
+            return None;
+        }
+        if i > 0 {
+            out.push('\'');
+        }
+        out.push_str(part);
+    }
+    Some(out)
+}
+
 /// The last component of a cleaned absolute path (`/` for the root, as Go's `FileInfo.Name`).
 fn base_name(path: &str) -> &str {
     match path.rsplit_once('/') {

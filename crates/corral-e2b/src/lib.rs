@@ -202,7 +202,11 @@ impl FrontDoor {
     pub async fn running_now(&self, sc: &SandboxCaller) -> Result<bool, E2bError> {
         match self
             .service
-            .get(&sc.caller, corral_service::InlineAccess::default(), &sc.id())
+            .get(
+                &sc.caller,
+                corral_service::InlineAccess::default(),
+                &sc.id(),
+            )
             .await
         {
             Ok(s) => Ok(s.deleted_at.is_none()

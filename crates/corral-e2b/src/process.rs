@@ -48,21 +48,39 @@ pub fn pid_of(command: &str) -> u32 {
     (h & 0x7fff_ffff).max(1)
 }
 
-/// E2B's SDKs run `/bin/bash -l -c <command>`; Corral runs commands with `sh -c`
-/// semantics, so the script is run as is. Any other program runs as its quoted argv.
+/// E2B's SDKs run `/bin/bash -l -c <command>`. Corral runs commands with `sh -c`, so the
+/// script runs under bash as a login shell where the sandbox has bash (E2B's semantics:
+/// `[[`, arrays, `printf '\x..'`), and under `sh` where it has none (busybox images). Another
+/// shell's `-c` script runs as is; any other program runs as its quoted argv.
 fn command_line(p: &ProcessConfig) -> String {
-    let shell = matches!(
-        p.cmd.rsplit('/').next(),
-        Some("bash" | "sh" | "ash" | "dash" | "zsh")
-    );
+    let program = p.cmd.rsplit('/').next();
+    let shell = matches!(program, Some("bash" | "sh" | "ash" | "dash" | "zsh"));
     match p.args.as_slice() {
-        [c, script] | [_, c, script] if shell && c == "-c" => script.clone(),
+        [c, script] | [_, c, script] if shell && c == "-c" => {
+            if program == Some("bash") {
+                let s = fs::shell_quote(script);
+                format!(
+                    "s={s}; if [ -x /bin/bash ]; then exec /bin/bash -l -c \"$s\"; fi; exec /bin/sh -c \"$s\""
+                )
+            } else {
+                script.clone()
+            }
+        }
         args => std::iter::once(&p.cmd)
             .chain(args)
             .map(|a| fs::shell_quote(a))
             .collect::<Vec<_>>()
             .join(" "),
     }
+}
+
+/// The script of a command [`command_line`] wrapped, for `List` to show as E2B would.
+fn script_of(command: &str) -> String {
+    command
+        .strip_prefix("s=")
+        .and_then(|rest| rest.split_once("; if [ -x /bin/bash ]; then exec /bin/bash -l -c"))
+        .and_then(|(quoted, _)| fs::shell_unquote(quoted))
+        .unwrap_or_else(|| command.to_owned())
 }
 
 fn event(v: Value) -> Vec<u8> {
@@ -85,8 +103,9 @@ fn end_event(state: CommandState, exit_code: Option<i32>) -> Result<Value, E2bEr
         })),
         CommandState::TimedOut => Err(E2bError::Service {
             source: corral_service::error::ServiceError::RequestTimeout {
-                message: "context deadline exceeded: the command ran past its timeout and was killed"
-                    .into(),
+                message:
+                    "context deadline exceeded: the command ran past its timeout and was killed"
+                        .into(),
             },
         }),
         CommandState::Lost | CommandState::Starting | CommandState::Running => {
@@ -120,14 +139,19 @@ impl FrontDoor {
     async fn select(&self, sc: &SandboxCaller, sel: &ProcessSelector) -> Result<Command, E2bError> {
         let running = self.running(sc).await?;
         let found = match (sel.pid, sel.tag.as_deref()) {
-            (Some(pid), _) => running.into_iter().find(|c| pid_of(&c.id.to_string()) == pid),
+            (Some(pid), _) => running
+                .into_iter()
+                .find(|c| pid_of(&c.id.to_string()) == pid),
             (None, Some(tag)) => running.into_iter().find(|c| c.tag.as_deref() == Some(tag)),
             (None, None) => return Err(E2bError::invalid("name the process by pid or tag")),
         };
         found.ok_or_else(|| {
             E2bError::not_found(match (sel.pid, &sel.tag) {
                 (Some(pid), _) => format!("process with pid {pid} not found"),
-                (_, tag) => format!("process with tag {} not found", tag.as_deref().unwrap_or("")),
+                (_, tag) => format!(
+                    "process with tag {} not found",
+                    tag.as_deref().unwrap_or("")
+                ),
             })
         })
     }
@@ -139,7 +163,13 @@ impl FrontDoor {
         for _ in 0..10 {
             let page = self
                 .service()
-                .list_commands(&sc.caller, &sc.id(), Some("running"), cursor.as_deref(), Some(100))
+                .list_commands(
+                    &sc.caller,
+                    &sc.id(),
+                    Some("running"),
+                    cursor.as_deref(),
+                    Some(100),
+                )
                 .await?;
             out.extend(page.items);
             match page.next_cursor {
@@ -244,11 +274,15 @@ impl FrontDoor {
             events: std::pin::Pin<Box<S>>,
             keepalive: Duration,
             done: bool,
+            front: FrontDoor,
+            sc: SandboxCaller,
         }
         let state = Follow {
             events: Box::pin(events),
             keepalive,
             done: false,
+            front: self.clone(),
+            sc: sc.clone(),
         };
         let rest = futures::stream::unfold(state, |mut st| async move {
             if st.done {
@@ -259,43 +293,56 @@ impl FrontDoor {
                     Err(_) => return Some((event(json!({"keepalive": {}})), st)),
                     Ok(next) => next,
                 };
-                let out = match next {
-                    Some(Ok(OutputEvent::Output {
-                        stream,
-                        data,
-                        encoding,
-                        ..
-                    })) => data_event(stream, &data, encoding),
-                    // Bytes provably lost (retention): envd has no such event; skip it.
-                    Some(Ok(OutputEvent::Gap { .. })) => None,
-                    Some(Ok(OutputEvent::Exit {
-                        state, exit_code, ..
-                    })) => {
-                        st.done = true;
-                        let mut out = Vec::new();
-                        match end_event(state, exit_code) {
-                            Ok(end) => {
-                                out.extend(event(json!({ "end": end })));
-                                out.extend(connect::end(None));
+                let out =
+                    match next {
+                        Some(Ok(OutputEvent::Output {
+                            stream,
+                            data,
+                            encoding,
+                            ..
+                        })) => data_event(stream, &data, encoding),
+                        // Bytes provably lost (retention): envd has no such event; skip it.
+                        Some(Ok(OutputEvent::Gap { .. })) => None,
+                        Some(Ok(OutputEvent::Exit {
+                            state, exit_code, ..
+                        })) => {
+                            st.done = true;
+                            // A command ended with its sandbox: envd's stream just breaks, and the
+                            // SDK then finds the sandbox gone ("killed or reached its end of life").
+                            if matches!(state, CommandState::Killed | CommandState::Lost)
+                                && !st.front.running_now(&st.sc).await.unwrap_or(true)
+                            {
+                                return Some((connect::end(Some(&E2bError::Service {
+                                source: corral_service::error::ServiceError::ProviderUnavailable {
+                                    message: "the sandbox ended while the command ran".into(),
+                                    retry_after: None,
+                                },
+                            })), st));
                             }
-                            Err(e) => out.extend(connect::end(Some(&e))),
+                            let mut out = Vec::new();
+                            match end_event(state, exit_code) {
+                                Ok(end) => {
+                                    out.extend(event(json!({ "end": end })));
+                                    out.extend(connect::end(None));
+                                }
+                                Err(e) => out.extend(connect::end(Some(&e))),
+                            }
+                            Some(out)
                         }
-                        Some(out)
-                    }
-                    Some(Err(e)) => {
-                        st.done = true;
-                        Some(connect::end(Some(&E2bError::from(e))))
-                    }
-                    None => {
-                        st.done = true;
-                        Some(connect::end(Some(&E2bError::Service {
-                            source: corral_service::error::ServiceError::ProviderUnavailable {
-                                message: "the command's output ended without its exit".into(),
-                                retry_after: None,
-                            },
-                        })))
-                    }
-                };
+                        Some(Err(e)) => {
+                            st.done = true;
+                            Some(connect::end(Some(&E2bError::from(e))))
+                        }
+                        None => {
+                            st.done = true;
+                            Some(connect::end(Some(&E2bError::Service {
+                                source: corral_service::error::ServiceError::ProviderUnavailable {
+                                    message: "the command's output ended without its exit".into(),
+                                    retry_after: None,
+                                },
+                            })))
+                        }
+                    };
                 if let Some(bytes) = out {
                     return Some((bytes, st));
                 }
@@ -314,7 +361,7 @@ impl FrontDoor {
                 pid: pid_of(&c.id.to_string()),
                 config: ProcessConfig {
                     cmd: "/bin/bash".into(),
-                    args: vec!["-l".into(), "-c".into(), c.command.clone()],
+                    args: vec!["-l".into(), "-c".into(), script_of(&c.command)],
                     envs: BTreeMap::new(),
                     cwd: None,
                 },
@@ -424,11 +471,36 @@ mod tests {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             ..ProcessConfig::default()
         };
-        assert_eq!(command_line(&p("/bin/bash", &["-l", "-c", "echo hi | wc"])), "echo hi | wc");
+        let wrapped = command_line(&p("/bin/bash", &["-l", "-c", "echo 'hi' | tr h H"]));
+        assert_eq!(script_of(&wrapped), "echo 'hi' | tr h H");
+        // Under a real sh: bash runs it where there is one.
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&wrapped)
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"Hi\n");
+        let bashism = command_line(&p(
+            "/bin/bash",
+            &["-l", "-c", "[[ a == a ]] && printf '\\x41'"],
+        ));
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&bashism)
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"A", "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(command_line(&p("sh", &["-c", "ls"])), "ls");
-        assert_eq!(command_line(&p("/usr/bin/env", &["a b", "c'd"])), "'/usr/bin/env' 'a b' 'c'\\''d'");
+        assert_eq!(script_of("ls -l"), "ls -l");
+        assert_eq!(
+            command_line(&p("/usr/bin/env", &["a b", "c'd"])),
+            "'/usr/bin/env' 'a b' 'c'\\''d'"
+        );
         // `-c` to a program that is not a shell is an argument like any other.
-        assert_eq!(command_line(&p("python3", &["-c", "print(1)"])), "'python3' '-c' 'print(1)'");
+        assert_eq!(
+            command_line(&p("python3", &["-c", "print(1)"])),
+            "'python3' '-c' 'print(1)'"
+        );
     }
 
     #[test]
@@ -446,9 +518,17 @@ mod tests {
         assert_eq!(ok, json!({"exited": true, "status": "exit status 0"}));
         let failed = end_event(CommandState::Exited, Some(3)).unwrap();
         assert_eq!(failed["exitCode"], 3);
-        assert_eq!(end_event(CommandState::Killed, None).unwrap()["exitCode"], -1);
+        assert_eq!(
+            end_event(CommandState::Killed, None).unwrap()["exitCode"],
+            -1
+        );
         let timed_out = end_event(CommandState::TimedOut, None).unwrap_err();
         assert_eq!(timed_out.connect_code(), "deadline_exceeded");
-        assert_eq!(end_event(CommandState::Lost, None).unwrap_err().connect_code(), "unavailable");
+        assert_eq!(
+            end_event(CommandState::Lost, None)
+                .unwrap_err()
+                .connect_code(),
+            "unavailable"
+        );
     }
 }

@@ -87,6 +87,17 @@ struct E2bRow {
     created_at: i64,
 }
 
+/// Which E2B-door records a listing keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct E2bFilter {
+    /// Pairs every kept record's metadata holds.
+    pub metadata: BTreeMap<String, String>,
+    /// The template every kept record was created from.
+    pub template: Option<String>,
+    /// Kept records were created after this.
+    pub started_after: Option<Timestamp>,
+}
+
 /// The associated data binding sealed env vars to their project and sandbox.
 fn env_aad(project: &str, sandbox: &str) -> Vec<u8> {
     format!("corral/e2b-env/v1\0{project}\0{sandbox}").into_bytes()
@@ -242,6 +253,24 @@ impl Registry {
         limit: u32,
         cursor: Option<&str>,
     ) -> Result<E2bPage> {
+        let filter = E2bFilter {
+            metadata: filter.clone(),
+            ..E2bFilter::default()
+        };
+        self.list_e2b_matching(project, &filter, limit, cursor)
+            .await
+    }
+
+    /// As [`Registry::list_e2b`], keeping the records `filter` admits (metadata pairs, and
+    /// optionally one template and a lower bound on the creation time).
+    pub async fn list_e2b_matching(
+        &self,
+        project: ProjectId,
+        filter: &E2bFilter,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> Result<E2bPage> {
+        let started_after = filter.started_after.map(to_micros);
         if !(1..=MAX_PAGE_LIMIT).contains(&limit) {
             return Err(RegistryError::InvalidInput {
                 message: format!("limit must be 1–{MAX_PAGE_LIMIT}"),
@@ -266,7 +295,12 @@ impl Registry {
                 after = Some((last.created_at, last.sandbox_id.clone()));
             }
             for row in rows {
-                if metadata_matches(&row.metadata, filter)? {
+                let admitted = filter
+                    .template
+                    .as_ref()
+                    .is_none_or(|t| *t == row.template_id)
+                    && started_after.is_none_or(|after| row.created_at > after);
+                if admitted && metadata_matches(&row.metadata, &filter.metadata)? {
                     matched.push(row);
                     if matched.len() > want {
                         break;

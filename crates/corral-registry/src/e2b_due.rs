@@ -35,7 +35,12 @@ impl Registry {
             message: "a stored E2B sandbox id cannot be read".into(),
         };
         rows.into_iter()
-            .map(|(p, s)| Ok((p.parse().map_err(|_| corrupt())?, s.parse().map_err(|_| corrupt())?)))
+            .map(|(p, s)| {
+                Ok((
+                    p.parse().map_err(|_| corrupt())?,
+                    s.parse().map_err(|_| corrupt())?,
+                ))
+            })
             .collect()
     }
 }

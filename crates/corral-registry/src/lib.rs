@@ -111,7 +111,7 @@ pub use commands::{
     command_cursor_pattern,
 };
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn};
-pub use e2b::{E2bPage, E2bRecord};
+pub use e2b::{E2bFilter, E2bPage, E2bRecord};
 pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;

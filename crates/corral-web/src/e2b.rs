@@ -39,13 +39,22 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
             .route("/sandboxes/{id}", web::delete().to(kill))
             .route("/sandboxes/{id}/timeout", web::post().to(set_timeout))
             .route("/sandboxes/{id}/connect", web::post().to(connect_sandbox))
-            .route("/v2/sandboxes/{id}/connect", web::post().to(connect_sandbox))
-            .route("/sandboxes/{id}/{action}", web::post().to(unsupported_action))
+            .route(
+                "/v2/sandboxes/{id}/connect",
+                web::post().to(connect_sandbox),
+            )
+            .route(
+                "/sandboxes/{id}/{action}",
+                web::post().to(unsupported_action),
+            )
             .route("/health", web::get().to(health))
             .route("/files", web::get().to(download))
             .route("/files", web::post().to(upload))
             .route("/process.Process/{method}", web::post().to(process))
-            .route("/filesystem.Filesystem/{method}", web::post().to(filesystem)),
+            .route(
+                "/filesystem.Filesystem/{method}",
+                web::post().to(filesystem),
+            ),
     );
 }
 
@@ -178,9 +187,15 @@ fn admit(
     }
 }
 
-async fn body(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<web::Bytes, E2bError> {
+async fn body(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+) -> Result<web::Bytes, E2bError> {
     let mut payload = payload.into_inner();
-    Ok(read_body(req, &mut payload, limit, BODY_TOTAL).await?.freeze())
+    Ok(read_body(req, &mut payload, limit, BODY_TOTAL)
+        .await?
+        .freeze())
 }
 
 fn json_reply<T: serde::Serialize>(status: StatusCode, value: &T) -> HttpResponse {
@@ -208,7 +223,11 @@ async fn create(req: HttpRequest, payload: web::Payload) -> HttpResponse {
     }
 }
 
-async fn connect_sandbox(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
+async fn connect_sandbox(
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResponse {
     let run = async {
         let (front, caller) = control_caller(&req).await?;
         let body = body(&req, payload, CONTROL_BODY).await?;
@@ -239,22 +258,31 @@ struct ListParams {
     state: Option<String>,
     limit: Option<String>,
     next_token: Option<String>,
+    template: Option<String>,
+    started_after: Option<String>,
 }
 
-async fn list(req: &HttpRequest) -> Result<(Vec<corral_e2b::wire::SandboxDetail>, Option<String>), E2bError> {
+async fn list(
+    req: &HttpRequest,
+) -> Result<(Vec<corral_e2b::wire::SandboxDetail>, Option<String>), E2bError> {
     let (front, caller) = control_caller(req).await?;
     let params = web::Query::<ListParams>::from_query(req.query_string())
         .map_err(|e| E2bError::invalid(format!("malformed query: {e}")))?
         .into_inner();
     let limit = params
         .limit
-        .map(|l| l.parse::<u32>().map_err(|_| E2bError::invalid("limit must be a whole number")))
+        .map(|l| {
+            l.parse::<u32>()
+                .map_err(|_| E2bError::invalid("limit must be a whole number"))
+        })
         .transpose()?;
     let query = ListQuery {
         metadata: params.metadata,
         state: params.state,
         limit,
         next_token: params.next_token,
+        template: params.template,
+        started_after: params.started_after,
     };
     front.list(&caller, &query).await
 }
@@ -291,7 +319,11 @@ async fn kill(req: HttpRequest, path: web::Path<String>) -> HttpResponse {
     }
 }
 
-async fn set_timeout(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
+async fn set_timeout(
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResponse {
     let run = async {
         let (front, caller) = control_caller(&req).await?;
         let body = body(&req, payload, CONTROL_BODY).await?;
@@ -357,7 +389,18 @@ async fn download(req: HttpRequest) -> HttpResponse {
         let q = files_query(&req)?;
         front.download(&sc, &q).await
     };
+    let gzip = header_str(&req, "accept-encoding").is_some_and(|a| {
+        a.split(',').any(|c| {
+            c.split(';')
+                .next()
+                .is_some_and(|c| c.trim().eq_ignore_ascii_case("gzip"))
+        })
+    });
     match run.await {
+        Ok(bytes) if gzip => HttpResponse::Ok()
+            .content_type("application/octet-stream")
+            .insert_header((header::CONTENT_ENCODING, "gzip"))
+            .body(corral_e2b::files::gzip(&bytes)),
         Ok(bytes) => HttpResponse::Ok()
             .content_type("application/octet-stream")
             .body(bytes),
@@ -371,7 +414,13 @@ async fn upload(req: HttpRequest, payload: web::Payload) -> HttpResponse {
         let q = files_query(&req)?;
         let body = body(&req, payload, UPLOAD_BODY).await?;
         front
-            .upload(&sc, &q, header_str(&req, "content-type"), &body)
+            .upload(
+                &sc,
+                &q,
+                header_str(&req, "content-type"),
+                header_str(&req, "content-encoding"),
+                &body,
+            )
             .await
     };
     match run.await {
@@ -454,7 +503,11 @@ async fn process(req: HttpRequest, path: web::Path<String>, payload: web::Payloa
     }
 }
 
-async fn filesystem(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
+async fn filesystem(
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResponse {
     let method = path.into_inner();
     if content_type(&req) != "application/json" {
         return HttpResponse::UnsupportedMediaType()

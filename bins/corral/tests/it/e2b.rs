@@ -144,7 +144,10 @@ impl Door {
         let resp = req.send().await.unwrap();
         let status = resp.status();
         let text = resp.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     async fn create(&self, body: Value) -> Value {
@@ -161,19 +164,33 @@ impl Door {
     }
 
     /// A unary envd call.
-    async fn rpc(&self, path: &str, sandbox: &str, token: Option<&str>, body: Value) -> (StatusCode, Value) {
-        let mut headers = vec![("E2b-Sandbox-Id", sandbox), ("Content-Type", "application/json")];
+    async fn rpc(
+        &self,
+        path: &str,
+        sandbox: &str,
+        token: Option<&str>,
+        body: Value,
+    ) -> (StatusCode, Value) {
+        let mut headers = vec![
+            ("E2b-Sandbox-Id", sandbox),
+            ("Content-Type", "application/json"),
+        ];
         if let Some(t) = token {
             headers.push(("X-Access-Token", t));
         }
-        self.call(reqwest::Method::POST, path, &headers, Some(body)).await
+        self.call(reqwest::Method::POST, path, &headers, Some(body))
+            .await
     }
 }
 
 fn local_server(tmp: &Path, extra: &str) -> Server {
     let data = tmp.join("data");
     let config = tmp.join("corral.toml");
-    std::fs::write(&config, format!("[providers]\nenabled = [\"local\"]\n{extra}")).unwrap();
+    std::fs::write(
+        &config,
+        format!("[providers]\nenabled = [\"local\"]\n{extra}"),
+    )
+    .unwrap();
     start(&data, &config, 1)
 }
 
@@ -182,44 +199,85 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
     let tmp = tempfile::tempdir().unwrap();
     let server = local_server(tmp.path(), "");
     let door = Door {
-        client: Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+        client: Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
         base: server.base.clone(),
         key: server.first_key(),
     };
-    let a = door.create(json!({"templateID": "base", "metadata": {"n": "a"}})).await;
+    let a = door
+        .create(json!({"templateID": "base", "metadata": {"n": "a"}}))
+        .await;
     let b = door.create(json!({"templateID": "local"})).await;
-    let (a_id, a_token) = (a["sandboxID"].as_str().unwrap(), a["envdAccessToken"].as_str().unwrap());
+    let (a_id, a_token) = (
+        a["sandboxID"].as_str().unwrap(),
+        a["envdAccessToken"].as_str().unwrap(),
+    );
     let b_id = b["sandboxID"].as_str().unwrap();
     assert_eq!(a["envdVersion"], "0.5.7");
     assert_eq!(a["templateID"], "base");
     assert_eq!(b["templateID"], "local");
 
     // The control side: the project key as X-API-KEY, E2B's error body otherwise.
-    let (status, body) = door.call(reqwest::Method::GET, "/v2/sandboxes", &[], None).await;
+    let (status, body) = door
+        .call(reqwest::Method::GET, "/v2/sandboxes", &[], None)
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(body["code"], 401, "{body}");
     let (status, _) = door
-        .call(reqwest::Method::GET, "/v2/sandboxes", &[("X-API-KEY", "crl_wrong_key")], None)
+        .call(
+            reqwest::Method::GET,
+            "/v2/sandboxes",
+            &[("X-API-KEY", "crl_wrong_key")],
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, body) = door
-        .call(reqwest::Method::POST, "/v2/sandboxes", &[("X-API-KEY", &door.key)], Some(json!({"templateID": "no-such-template"})))
+        .call(
+            reqwest::Method::POST,
+            "/v2/sandboxes",
+            &[("X-API-KEY", &door.key)],
+            Some(json!({"templateID": "no-such-template"})),
+        )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("no-such-template"), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-template"),
+        "{body}"
+    );
     let (status, body) = door
-        .call(reqwest::Method::POST, "/v2/sandboxes", &[("X-API-KEY", &door.key)], Some(json!({"templateID": "base", "timeout": 0})))
+        .call(
+            reqwest::Method::POST,
+            "/v2/sandboxes",
+            &[("X-API-KEY", &door.key)],
+            Some(json!({"templateID": "base", "timeout": 0})),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, body) = door
-        .call(reqwest::Method::POST, &format!("/sandboxes/{a_id}/pause"), &[("X-API-KEY", &door.key)], None)
+        .call(
+            reqwest::Method::POST,
+            &format!("/sandboxes/{a_id}/pause"),
+            &[("X-API-KEY", &door.key)],
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("pause"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("pause"),
+        "{body}"
+    );
 
     // The envd side: a's token opens a, never b; no token, a forged one or an unknown
     // sandbox are all refused alike.
-    let (status, body) = door.rpc("/process.Process/List", a_id, Some(a_token), json!({})).await;
+    let (status, body) = door
+        .rpc("/process.Process/List", a_id, Some(a_token), json!({}))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     for (sandbox, token) in [
         (b_id, Some(a_token)),
@@ -227,22 +285,43 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
         (a_id, Some("prj_x.forged")),
         ("sbx_local_01hzx5z8q0t7w3m1n2p3q4r5s6", Some(a_token)),
     ] {
-        let (status, body) = door.rpc("/process.Process/List", sandbox, token, json!({})).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "{sandbox} {token:?}: {body}");
+        let (status, body) = door
+            .rpc("/process.Process/List", sandbox, token, json!({}))
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "{sandbox} {token:?}: {body}"
+        );
         assert_eq!(body["code"], "unauthenticated", "{body}");
     }
     // Connect errors for the unknown and the malformed.
     let (status, body) = door
-        .rpc("/process.Process/SendSignal", a_id, Some(a_token), json!({"process": {"pid": 7}, "signal": "SIGNAL_SIGKILL"}))
+        .rpc(
+            "/process.Process/SendSignal",
+            a_id,
+            Some(a_token),
+            json!({"process": {"pid": 7}, "signal": "SIGNAL_SIGKILL"}),
+        )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["code"], "not_found");
     let (status, body) = door
-        .rpc("/filesystem.Filesystem/Stat", a_id, Some(a_token), json!({"path": "/no/such/path"}))
+        .rpc(
+            "/filesystem.Filesystem/Stat",
+            a_id,
+            Some(a_token),
+            json!({"path": "/no/such/path"}),
+        )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     let (status, body) = door
-        .rpc("/filesystem.Filesystem/WatchDir", a_id, Some(a_token), json!({"path": "/"}))
+        .rpc(
+            "/filesystem.Filesystem/WatchDir",
+            a_id,
+            Some(a_token),
+            json!({"path": "/"}),
+        )
         .await;
     assert_eq!(status.as_u16(), 501, "{body}");
     assert_eq!(body["code"], "unimplemented");
@@ -262,31 +341,66 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
     assert_eq!(status, StatusCode::CREATED, "{native}");
     let native_id = native["id"].as_str().unwrap();
     let (status, connected) = door
-        .call(reqwest::Method::POST, &format!("/v2/sandboxes/{native_id}/connect"), &[("X-API-KEY", &door.key)], Some(json!({"timeout": 60})))
+        .call(
+            reqwest::Method::POST,
+            &format!("/v2/sandboxes/{native_id}/connect"),
+            &[("X-API-KEY", &door.key)],
+            Some(json!({"timeout": 60})),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{connected}");
     assert_eq!(connected["templateID"], "local");
     let (_, listed) = door
-        .call(reqwest::Method::GET, "/v2/sandboxes?limit=2", &[("X-API-KEY", &door.key)], None)
+        .call(
+            reqwest::Method::GET,
+            "/v2/sandboxes?limit=2",
+            &[("X-API-KEY", &door.key)],
+            None,
+        )
         .await;
     assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
     let (_, filtered) = door
-        .call(reqwest::Method::GET, "/v2/sandboxes?metadata=n%3Da", &[("X-API-KEY", &door.key)], None)
+        .call(
+            reqwest::Method::GET,
+            "/v2/sandboxes?metadata=n%3Da",
+            &[("X-API-KEY", &door.key)],
+            None,
+        )
         .await;
-    let ids: Vec<&str> = filtered.as_array().unwrap().iter().map(|s| s["sandboxID"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = filtered
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sandboxID"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, vec![a_id], "{filtered}");
 
     // Killed: 204 once, then not found; its token opens nothing that runs.
     let (status, _) = door
-        .call(reqwest::Method::DELETE, &format!("/sandboxes/{a_id}"), &[("X-API-KEY", &door.key)], None)
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/sandboxes/{a_id}"),
+            &[("X-API-KEY", &door.key)],
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, _) = door
-        .call(reqwest::Method::DELETE, &format!("/sandboxes/{a_id}"), &[("X-API-KEY", &door.key)], None)
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/sandboxes/{a_id}"),
+            &[("X-API-KEY", &door.key)],
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _) = door
-        .call(reqwest::Method::GET, "/health", &[("E2b-Sandbox-Id", a_id), ("X-Access-Token", a_token)], None)
+        .call(
+            reqwest::Method::GET,
+            "/health",
+            &[("E2b-Sandbox-Id", a_id), ("X-Access-Token", a_token)],
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_GATEWAY);
 }
@@ -296,15 +410,30 @@ async fn a_sandbox_past_its_e2b_timeout_is_ended_and_set_timeout_moves_the_end()
     let tmp = tempfile::tempdir().unwrap();
     let server = local_server(tmp.path(), "");
     let door = Door {
-        client: Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+        client: Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
         base: server.base.clone(),
         key: server.first_key(),
     };
-    let short = door.create(json!({"templateID": "base", "timeout": 2})).await;
-    let kept = door.create(json!({"templateID": "base", "timeout": 2})).await;
-    let (short_id, kept_id) = (short["sandboxID"].as_str().unwrap(), kept["sandboxID"].as_str().unwrap());
+    let short = door
+        .create(json!({"templateID": "base", "timeout": 2}))
+        .await;
+    let kept = door
+        .create(json!({"templateID": "base", "timeout": 2}))
+        .await;
+    let (short_id, kept_id) = (
+        short["sandboxID"].as_str().unwrap(),
+        kept["sandboxID"].as_str().unwrap(),
+    );
     let (status, _) = door
-        .call(reqwest::Method::POST, &format!("/sandboxes/{kept_id}/timeout"), &[("X-API-KEY", &door.key)], Some(json!({"timeout": 300})))
+        .call(
+            reqwest::Method::POST,
+            &format!("/sandboxes/{kept_id}/timeout"),
+            &[("X-API-KEY", &door.key)],
+            Some(json!({"timeout": 300})),
+        )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     // The sweep runs every 5 s.
@@ -329,15 +458,26 @@ async fn a_sandbox_past_its_e2b_timeout_is_ended_and_set_timeout_moves_the_end()
         if s["status"] == "deleted" {
             break;
         }
-        assert!(Instant::now() < deadline, "not ended after its timeout: {s}");
+        assert!(
+            Instant::now() < deadline,
+            "not ended after its timeout: {s}"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let k = record(kept_id.to_owned()).await;
     assert_eq!(k["status"], "running", "{k}");
     let (status, detail) = door
-        .call(reqwest::Method::GET, &format!("/sandboxes/{kept_id}"), &[("X-API-KEY", &door.key)], None)
+        .call(
+            reqwest::Method::GET,
+            &format!("/sandboxes/{kept_id}"),
+            &[("X-API-KEY", &door.key)],
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{detail}");
     let end = chrono::DateTime::parse_from_rfc3339(detail["endAt"].as_str().unwrap()).unwrap();
-    assert!(end.timestamp() - chrono::Utc::now().timestamp() > 250, "{detail}");
+    assert!(
+        end.timestamp() - chrono::Utc::now().timestamp() > 250,
+        "{detail}"
+    );
 }

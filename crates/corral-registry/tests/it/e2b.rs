@@ -10,7 +10,9 @@ use corral_domain::{
 };
 use corral_registry::schema::e2b_sandboxes;
 use corral_registry::testing::{TestDb, dump_all_rows, hex};
-use corral_registry::{E2bRecord, MasterKey, NewSandbox, ProjectId, Registry, RegistryError};
+use corral_registry::{
+    E2bFilter, E2bRecord, MasterKey, NewSandbox, ProjectId, Registry, RegistryError,
+};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use proptest::prelude::*;
@@ -25,6 +27,7 @@ on_both_backends!(e2b:
     deleted_sandboxes_and_other_projects_are_never_listed,
     set_e2b_end_moves_the_end_of_the_projects_record_only,
     access_tokens_are_bound_to_their_sandbox_and_master_key,
+    template_and_start_filters_and_the_due_sweep,
 );
 
 const SECRET_VALUE: &str = "sk-live-9f3a7c1e5b2d8f4a6c0e";
@@ -500,4 +503,68 @@ fn token_registry(key: [u8; 32]) -> Registry {
     )
     .unwrap();
     Registry::new(database, MasterKey::from_bytes(key))
+}
+
+pub(crate) async fn template_and_start_filters_and_the_due_sweep(db: &TestDb) {
+    let reg = registry(db).await;
+    let project = reg.create_project("p").await.unwrap().id;
+    let base = chrono::Utc::now().timestamp_micros();
+    let mut ids = Vec::new();
+    for (i, template) in ["base", "python", "base", "python"].into_iter().enumerate() {
+        let sandbox = created(&reg, project).await;
+        let mut rec = record(project, sandbox, base + i as i64 * 1_000_000);
+        rec.template_id = template.to_owned();
+        // The first two are overdue, the others end in five minutes.
+        if i < 2 {
+            rec.end_at = micros(base - 1_000_000);
+        }
+        reg.put_e2b(&rec).await.unwrap();
+        ids.push(sandbox);
+    }
+    let list = |filter: E2bFilter| {
+        let reg = reg.clone();
+        async move {
+            reg.list_e2b_matching(project, &filter, 10, None)
+                .await
+                .unwrap()
+                .records
+                .into_iter()
+                .map(|r| r.sandbox_id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let python = list(E2bFilter {
+        template: Some("python".into()),
+        ..E2bFilter::default()
+    })
+    .await;
+    assert_eq!(python, vec![ids[3], ids[1]]);
+    let later = list(E2bFilter {
+        started_after: Some(micros(base + 1_000_000)),
+        ..E2bFilter::default()
+    })
+    .await;
+    assert_eq!(later, vec![ids[3], ids[2]]);
+    let both = list(E2bFilter {
+        template: Some("base".into()),
+        started_after: Some(micros(base)),
+        metadata: map(&[("team", "red")]),
+    })
+    .await;
+    assert_eq!(both, vec![ids[2]]);
+
+    // The sweep sees the overdue live ones, oldest end first; a tombstone leaves it.
+    let due = reg.due_e2b(chrono::Utc::now(), 10).await.unwrap();
+    let due: Vec<SandboxId> = due
+        .into_iter()
+        .map(|(p, s)| {
+            assert_eq!(p, project);
+            s
+        })
+        .collect();
+    assert_eq!(due.len(), 2, "{due:?}");
+    assert!(due.contains(&ids[0]) && due.contains(&ids[1]));
+    reg.tombstone(project, ids[0]).await.unwrap();
+    let due = reg.due_e2b(chrono::Utc::now(), 10).await.unwrap();
+    assert_eq!(due, vec![(project, ids[1])]);
 }
