@@ -253,6 +253,11 @@ impl FrontDoor {
             .await
             .map_err(registry_err)?
         {
+            if self.end_if_due(caller, &r).await? {
+                return Err(E2bError::not_found(format!(
+                    "sandbox '{sid}' reached the end of its timeout"
+                )));
+            }
             return Ok(r);
         }
         let now = Utc::now();
@@ -388,10 +393,7 @@ impl FrontDoor {
         if before.deleted_at.is_some() {
             return Err(E2bError::not_found(format!("sandbox '{sid}' not found")));
         }
-        self.service()
-            .delete(caller, InlineAccess::default(), id)
-            .await?;
-        Ok(())
+        self.end_sandbox(caller, sid).await
     }
 
     /// `POST /sandboxes/{id}/timeout`: the sandbox ends `timeout` seconds from now (shorter
@@ -426,12 +428,8 @@ impl FrontDoor {
         let mut ended = 0;
         for (project, sandbox) in due {
             let caller = Caller::trusted(project);
-            match self
-                .service()
-                .delete(&caller, InlineAccess::default(), &sandbox.to_string())
-                .await
-            {
-                Ok(_) => ended += 1,
+            match self.end_sandbox(&caller, sandbox).await {
+                Ok(()) => ended += 1,
                 Err(e) => {
                     tracing::warn!(%sandbox, error = %e, "could not end an E2B sandbox past its timeout")
                 }

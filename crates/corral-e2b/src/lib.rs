@@ -105,6 +105,9 @@ impl E2bConfig {
 pub struct FrontDoor {
     service: Service,
     config: std::sync::Arc<E2bConfig>,
+    /// Sandboxes this door is ending now (kill, timeout): a command stream that ends with
+    /// one breaks as envd's does instead of reporting a killed process.
+    ending: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<SandboxId>>>,
 }
 
 /// An envd call's sandbox, authorized by its access token.
@@ -131,7 +134,60 @@ impl FrontDoor {
         Self {
             service,
             config: std::sync::Arc::new(config),
+            ending: std::sync::Arc::default(),
         }
+    }
+
+    /// Deletes `sandbox`, marked as ending while that runs.
+    pub(crate) async fn end_sandbox(
+        &self,
+        caller: &Caller,
+        sandbox: SandboxId,
+    ) -> Result<(), E2bError> {
+        let set = |on: bool| {
+            let mut ending = self
+                .ending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if on {
+                ending.insert(sandbox);
+            } else {
+                ending.remove(&sandbox);
+            }
+        };
+        set(true);
+        let result = self
+            .service
+            .delete(
+                caller,
+                corral_service::InlineAccess::default(),
+                &sandbox.to_string(),
+            )
+            .await;
+        set(false);
+        result.map(drop).map_err(E2bError::from)
+    }
+
+    /// Whether this door is ending `sandbox` now.
+    pub(crate) fn is_ending(&self, sandbox: SandboxId) -> bool {
+        self.ending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&sandbox)
+    }
+
+    /// Ends the sandbox now if its E2B timeout has passed (the sweep would soon); whether it
+    /// did. So a sandbox is never reachable past its end, whatever the sweep's pace.
+    pub(crate) async fn end_if_due(
+        &self,
+        caller: &Caller,
+        record: &E2bRecord,
+    ) -> Result<bool, E2bError> {
+        if record.end_at > chrono::Utc::now() {
+            return Ok(false);
+        }
+        self.end_sandbox(caller, record.sandbox_id).await?;
+        Ok(true)
     }
 
     /// The use cases.
@@ -191,8 +247,14 @@ impl FrontDoor {
                 source: corral_service::error::registry_error(e),
             })?
             .ok_or_else(|| E2bError::not_found(format!("sandbox '{sandbox}' not found")))?;
+        let caller = Caller::trusted(project);
+        if self.end_if_due(&caller, &record).await? {
+            return Err(E2bError::not_found(format!(
+                "sandbox '{sandbox}' reached the end of its timeout"
+            )));
+        }
         Ok(SandboxCaller {
-            caller: Caller::trusted(project),
+            caller,
             sandbox,
             record,
         })

@@ -310,7 +310,8 @@ impl FrontDoor {
                             // A command ended with its sandbox: envd's stream just breaks, and the
                             // SDK then finds the sandbox gone ("killed or reached its end of life").
                             if matches!(state, CommandState::Killed | CommandState::Lost)
-                                && !st.front.running_now(&st.sc).await.unwrap_or(true)
+                                && (st.front.is_ending(st.sc.sandbox)
+                                    || !st.front.running_now(&st.sc).await.unwrap_or(true))
                             {
                                 return Some((connect::end(Some(&E2bError::Service {
                                 source: corral_service::error::ServiceError::ProviderUnavailable {

@@ -362,7 +362,7 @@ async fn health(req: HttpRequest) -> HttpResponse {
     };
     match run.await {
         Ok(true) => HttpResponse::NoContent().finish(),
-        Ok(false) => HttpResponse::BadGateway()
+        Ok(false) | Err(E2bError::NotFound { .. }) => HttpResponse::BadGateway()
             .json(serde_json::json!({"code": 502, "message": "the sandbox is not running"})),
         Err(e) => files_error(&e),
     }

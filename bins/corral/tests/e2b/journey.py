@@ -17,7 +17,14 @@ import sys
 import time
 import uuid
 
-from e2b import Sandbox, SandboxQuery, CommandExitException, NotFoundException, SandboxException
+from e2b import (
+    CommandExitException,
+    NotFoundException,
+    Sandbox,
+    SandboxException,
+    SandboxQuery,
+    TimeoutException,
+)
 
 template = sys.argv[1] if len(sys.argv) > 1 else "base"
 run_id = uuid.uuid4().hex[:12]
@@ -141,13 +148,19 @@ assert other.commands.run("echo again").stdout == "again\n"
 step("Sandbox.connect from a new handle runs commands")
 
 assert sbx.is_running() is True
+running = sbx.commands.run("sleep 60", background=True)
 sbx.kill()
 assert sbx.is_running() is False
+try:
+    running.wait()
+    raise AssertionError("a command outlived its killed sandbox")
+except TimeoutException as e:
+    assert "killed" in str(e), e
 try:
     Sandbox.get_info(sbx.sandbox_id)
     raise AssertionError("a killed sandbox is still found")
 except (NotFoundException, SandboxException):
     pass
-step("kill: is_running() turns false and the sandbox is not found")
+step("kill: a running command's stream breaks, is_running() turns false, the sandbox is not found")
 
 print(f"e2b journey: {steps} steps passed on template {template}", flush=True)
