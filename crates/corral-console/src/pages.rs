@@ -41,6 +41,18 @@ pub(crate) mod paths {
     pub(crate) fn sandbox(account: &str, project: &str, sandbox: &str) -> String {
         format!("{}/sandboxes/{sandbox}", project_(account, project))
     }
+    pub(crate) fn commands(account: &str, project: &str, sbx: &str) -> String {
+        format!("{}/commands", sandbox(account, project, sbx))
+    }
+    pub(crate) fn command(account: &str, project: &str, sandbox: &str, cmd: &str) -> String {
+        format!("{}/{cmd}", commands(account, project, sandbox))
+    }
+    pub(crate) fn command_output(account: &str, project: &str, sbx: &str, cmd: &str) -> String {
+        format!("{}/output", command(account, project, sbx, cmd))
+    }
+    pub(crate) fn files(account: &str, project: &str, sbx: &str) -> String {
+        format!("{}/files", sandbox(account, project, sbx))
+    }
     fn project_(account: &str, id: &str) -> String {
         project(account, id)
     }
@@ -1024,9 +1036,236 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
                 @for (k, v) in &page.facts { dt { (k) } dd { code { (v) } } }
             }
         } }
+        (run_command_card(page))
+        (files_card(&p.account.id, &p.id, &r.id, "", None, page.can_work, &page.chrome.csrf))
+        (events_card(&page.events))
+        (usage_card(&page.usage))
         a href=(paths::project(&p.account.id, &p.id)) { "← All sandboxes" }
     };
     shell(&r.id, &page.chrome, content)
+}
+
+/// The sandbox page's commands: the run form and the history.
+fn run_command_card(page: &SandboxPage) -> Markup {
+    let p = &page.project;
+    let r = &page.row;
+    html! {
+        div.card #commands {
+            div.card-head { div { h2 { "Commands" } p { "Run a shell command in this sandbox (" code { "sh -c" } ") and watch its output. Commands keep running when you leave the page." } } }
+            @if page.can_work {
+                div.card-body {
+                    form.inline method="post" action=(paths::commands(&p.account.id, &p.id, &r.id)) {
+                        (csrf_field(&page.chrome.csrf))
+                        div.field {
+                            label for="run-command" { "Command" }
+                            input #run-command.mono type="text" name="command" required autocomplete="off" spellcheck="false" placeholder="echo hello";
+                        }
+                        button.btn type="submit" #run { "Run" }
+                    }
+                }
+            }
+            @match &page.commands {
+                Err(why) => div.card-body { p.muted { (why) } },
+                Ok(rows) if rows.is_empty() => div.empty { strong { "No commands yet" } "Commands run here or through the API are listed with their exit codes." },
+                Ok(rows) => div.table-wrap { table #command-history {
+                    thead { tr { th { "Command" } th { "State" } th { "Exit" } th.hide-sm { "Started" } th.hide-sm { "Duration" } } }
+                    tbody {
+                        @for c in rows {
+                            tr data-command=(c.id) {
+                                td { a href=(c.href) { code { (c.command) } } }
+                                td { (command_badge(&c.state)) }
+                                td { @match c.exit_code { Some(code) => (code), None => "—" } }
+                                td.muted.hide-sm { (c.started) }
+                                td.muted.hide-sm { (c.duration) }
+                            }
+                        }
+                    }
+                } },
+            }
+        }
+    }
+}
+
+fn command_badge(state: &str) -> Markup {
+    let class = match state {
+        "running" => "badge ok",
+        "starting" => "badge warn",
+        "exited" => "badge plain",
+        _ => "badge danger",
+    };
+    html! { span class=(class) data-state=(state) { (state) } }
+}
+
+/// Read and write a file: the read form (a GET: reading changes nothing) and, for those who
+/// may, the write form, filled with what was read.
+fn files_card(
+    account: &str,
+    project: &str,
+    sandbox: &str,
+    path: &str,
+    content: Option<&str>,
+    can_work: bool,
+    csrf: &str,
+) -> Markup {
+    let action = paths::files(account, project, sandbox);
+    html! {
+        div.card #files {
+            div.card-head { div { h2 { "Files" } p { "Read a text file of the sandbox, or write one (its directory must exist; up to 64 KiB here, 1 MiB through the API)." } } }
+            div.card-body {
+                form.inline method="get" action=(action) {
+                    div.field {
+                        label for="read-path" { "Path to read" }
+                        input #read-path.mono type="text" name="path" required value=(path) autocomplete="off" spellcheck="false" placeholder="/tmp/notes.txt";
+                    }
+                    button.btn.secondary type="submit" #read-file { "Read" }
+                }
+                @if can_work {
+                    form.stack.mt method="post" action=(action) {
+                        (csrf_field(csrf))
+                        div.field {
+                            label for="write-path" { "Path to write" }
+                            input #write-path.mono type="text" name="path" required value=(path) autocomplete="off" spellcheck="false";
+                        }
+                        div.field {
+                            label for="write-content" { "Content" }
+                            textarea #write-content.mono name="content" rows="8" spellcheck="false" { (content.unwrap_or_default()) }
+                        }
+                        div { button.btn type="submit" #write-file { "Write file" } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn events_card(events: &Result<Vec<EventRow>, String>) -> Markup {
+    html! {
+        div.card #events {
+            div.card-head { div { h2 { "Events" } p { "What happened to this sandbox, newest first." } } }
+            @match events {
+                Err(why) => div.card-body { p.muted { (why) } },
+                Ok(rows) if rows.is_empty() => div.empty { strong { "No events yet" } },
+                Ok(rows) => div.table-wrap { table {
+                    thead { tr { th { "When" } th { "Event" } th.hide-sm { "Details" } } }
+                    tbody {
+                        @for e in rows {
+                            tr {
+                                td.muted { (e.when) }
+                                td { code { (e.kind) } }
+                                td.hide-sm {
+                                    (e.detail)
+                                    @if let Some(href) = &e.command_href { " " a href=(href) { "output" } }
+                                }
+                            }
+                        }
+                    }
+                } },
+            }
+        }
+    }
+}
+
+fn usage_card(usage: &Result<UsageView, String>) -> Markup {
+    html! {
+        div.card #usage {
+            div.card-head { div { h2 { "Cost so far" } } }
+            div.card-body {
+                @match usage {
+                    Err(why) => p.muted { (why) },
+                    Ok(u) => {
+                        dl.facts {
+                            dt { "Running" } dd { (u.running) }
+                            dt { "Estimated cost" }
+                            dd #estimated-cost {
+                                @if u.cost.is_empty() { "not known (no published rate for this provider)" }
+                                @else { @for (i, c) in u.cost.iter().enumerate() { @if i > 0 { ", " } (c) } }
+                            }
+                        }
+                        p.small.muted.mt { (u.basis) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One command: its facts and its output, followed live by the script while it runs.
+pub(crate) fn command_page(page: &CommandPageView) -> Markup {
+    let p = &page.project;
+    let c = &page.row;
+    let sandbox_href = paths::sandbox(&p.account.id, &p.id, &page.sandbox);
+    let content = html! {
+        div.page-head {
+            div {
+                div.crumbs {
+                    span { a href=(paths::project(&p.account.id, &p.id)) { (p.name) } }
+                    span { a href=(sandbox_href) { (page.sandbox) } }
+                    span { "Commands" }
+                }
+                h1 { code.h1-code { (c.command) } }
+            }
+            div #command-state { (command_badge(&c.state)) }
+        }
+        div.card { div.card-body {
+            dl.facts {
+                dt { "Command" } dd { code { (c.id) } }
+                dt { "Started" } dd { (c.started) }
+                dt { "Ended" } dd #command-ended { (page.ended.as_deref().unwrap_or("—")) }
+                dt { "Duration" } dd { (c.duration) }
+                dt { "Exit code" } dd #exit-code { @match c.exit_code { Some(code) => (code), None => "—" } }
+            }
+        } }
+        div.card {
+            div.card-head { div { h2 { "Output" } @if page.follow.is_some() { p #follow-hint { "Still running: reload the page to see more output." } } } }
+            @if page.truncated {
+                div.card-body { p.muted { "Only the beginning of the output is shown here; read the rest through the API." } }
+            }
+            pre #output.output tabindex="0" aria-label="Output" aria-live="polite"
+                data-stream=[page.follow.as_ref().map(|f| &f.0)]
+                data-after=[page.follow.as_ref().map(|f| f.1)] {
+                @for chunk in &page.output {
+                    @match chunk {
+                        OutputChunk::Stdout(t) => (t),
+                        OutputChunk::Stderr(t) => span.stderr { (t) },
+                        OutputChunk::Gap(n) => span.gap {
+                            "["
+                            @if let Some(n) = n { (n) " bytes" } @else { "some output" }
+                            " lost]\n"
+                        },
+                    }
+                }
+            }
+        }
+        a href=(sandbox_href) { "← The sandbox" }
+    };
+    shell(&format!("{} · {}", c.id, page.sandbox), &page.chrome, content)
+}
+
+/// A file of a sandbox: what was read, and the forms to read another or write it.
+pub(crate) fn file_page(page: &FilePage) -> Markup {
+    let p = &page.project;
+    let content = html! {
+        div.page-head {
+            div {
+                div.crumbs {
+                    span { a href=(paths::project(&p.account.id, &p.id)) { (p.name) } }
+                    span { a href=(paths::sandbox(&p.account.id, &p.id, &page.sandbox)) { (page.sandbox) } }
+                    span { "Files" }
+                }
+                h1 { code.h1-code { (page.path) } }
+            }
+        }
+        @match &page.content {
+            Ok(text) => div.card {
+                div.card-head { div { h2 { "Content" } } }
+                pre #file-content.output tabindex="0" aria-label="File content" { (text) }
+            },
+            Err(why) => div #file-error.flash.error role="alert" { (why) },
+        }
+        (files_card(&p.account.id, &p.id, &page.sandbox, &page.path, page.content.as_ref().ok().map(String::as_str), page.can_work, &page.chrome.csrf))
+        a href=(paths::sandbox(&p.account.id, &p.id, &page.sandbox)) { "← The sandbox" }
+    };
+    shell(&format!("{} · {}", page.path, page.sandbox), &page.chrome, content)
 }
 
 /// Rename or delete a project.

@@ -437,6 +437,89 @@ pub(crate) struct SandboxPage {
     pub(crate) notice: Option<String>,
     /// Set when the provider refused the create: what that means.
     pub(crate) failed_create: Option<String>,
+    /// Whether the user may change the sandbox here (admin, not deleted, project not
+    /// deleting): the run-a-command and write-a-file forms.
+    pub(crate) can_work: bool,
+    /// The newest commands, or why they could not be read.
+    pub(crate) commands: Result<Vec<CommandRow>, String>,
+    /// The newest lifecycle events, newest first, or why they could not be read.
+    pub(crate) events: Result<Vec<EventRow>, String>,
+    /// The estimated usage so far, or why it is not known.
+    pub(crate) usage: Result<UsageView, String>,
+}
+
+/// One command in a sandbox's history.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandRow {
+    pub(crate) id: String,
+    pub(crate) command: String,
+    pub(crate) state: String,
+    /// Exit code, once known.
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) started: String,
+    /// "2.4 s", or "running" while it runs.
+    pub(crate) duration: String,
+    pub(crate) href: String,
+}
+
+/// One lifecycle event.
+#[derive(Debug, Clone)]
+pub(crate) struct EventRow {
+    pub(crate) when: String,
+    pub(crate) kind: String,
+    /// The event's facts in words ("running → stopped (observed)").
+    pub(crate) detail: String,
+    /// The command page, for `command.*` events.
+    pub(crate) command_href: Option<String>,
+}
+
+/// A sandbox's estimated usage so far.
+#[derive(Debug, Clone)]
+pub(crate) struct UsageView {
+    /// "1 h 2 min".
+    pub(crate) running: String,
+    /// "0.0504 USD" per currency; empty when no rate is known.
+    pub(crate) cost: Vec<String>,
+    /// How the figures were made.
+    pub(crate) basis: String,
+}
+
+/// One command's page: its facts and its output so far.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandPageView {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) sandbox: String,
+    pub(crate) row: CommandRow,
+    pub(crate) ended: Option<String>,
+    /// The output so far, chunk by chunk.
+    pub(crate) output: Vec<OutputChunk>,
+    /// Set while the command runs: the console route streaming its output and the sequence
+    /// number to resume after (the script follows it; without the script, reload).
+    pub(crate) follow: Option<(String, u64)>,
+    /// Set when more output was kept than one page shows.
+    pub(crate) truncated: bool,
+}
+
+/// A piece of a command's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OutputChunk {
+    Stdout(String),
+    Stderr(String),
+    /// Bytes that are lost (`None`: how many is unknown).
+    Gap(Option<u64>),
+}
+
+/// The file page: a read file's content (or why not), and the write form.
+#[derive(Debug, Clone)]
+pub(crate) struct FilePage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) sandbox: String,
+    pub(crate) path: String,
+    /// The content read, or why it could not be.
+    pub(crate) content: Result<String, String>,
+    pub(crate) can_work: bool,
 }
 
 /// The project settings tab.

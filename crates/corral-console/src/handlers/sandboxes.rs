@@ -1,5 +1,6 @@
-//! A project's sandboxes, read-only: the registry's list (tombstones included) and one
-//! sandbox's facts.
+//! A project's sandboxes: the registry's list (tombstones included) and one sandbox's page —
+//! its facts, its command history, its lifecycle events and its estimated cost so far (the
+//! forms on it post to the routes of the `work` handlers).
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
@@ -7,7 +8,8 @@ use corral_control::ControlError;
 use corral_web::AppState;
 
 use super::ctx::{
-    Page, ago, control, failure_page, get_ctx, project_chrome, sentence, try_page, when,
+    Page, ago, command_row, control, failure_page, get_ctx, project_chrome, sentence, span,
+    try_page, when,
 };
 use crate::pages::{self, paths};
 use crate::respond::{html, not_found, redirect};
@@ -146,6 +148,43 @@ pub(crate) async fn sandbox_page(
             .unwrap_or_default(),
         deleted: s.deleted_at.map(when),
     };
+    let (acc, prj, sbx) = (&path.0, &path.1, &path.2);
+    let actor = &ctx.signed.actor;
+    let commands = control
+        .list_commands(actor, pid, sbx, None, Some(COMMANDS_SHOWN))
+        .await
+        .map(|page| {
+            page.items
+                .iter()
+                .map(|c| command_row(c, paths::command(acc, prj, sbx, &c.id.to_string())))
+                .collect()
+        })
+        .map_err(|e| not_read("commands", &e));
+    let events = control
+        .sandbox_events(actor, pid, sbx, EVENTS_SHOWN)
+        .await
+        .map(|events| {
+            events
+                .iter()
+                .map(|e| event_row(e, |cmd| paths::command(acc, prj, sbx, cmd)))
+                .collect()
+        })
+        .map_err(|e| not_read("events", &e));
+    let usage = control
+        .sandbox_usage(actor, pid, sbx)
+        .await
+        .map(|u| view::UsageView {
+            running: span(u.running_seconds.saturating_mul(1000)),
+            cost: u
+                .estimated_cost
+                .iter()
+                .map(|c| format!("{} {}", c.amount, c.currency))
+                .collect(),
+            basis: u.basis,
+        })
+        .map_err(|e| not_read("usage", &e));
+    let can_work =
+        project.account.is_admin() && !project.account.deleting && row.deleted.is_none();
     html(
         &req,
         StatusCode::OK,
@@ -156,8 +195,58 @@ pub(crate) async fn sandbox_page(
             facts,
             notice,
             failed_create,
+            can_work,
+            commands,
+            events,
+            usage,
         }),
     )
+}
+
+/// Commands and events shown on a sandbox's page, at most (newest first).
+const COMMANDS_SHOWN: u32 = 20;
+const EVENTS_SHOWN: usize = 20;
+
+/// Why a part of the sandbox page is missing, in words (the rest of the page still shows).
+fn not_read(what: &str, e: &ControlError) -> String {
+    tracing::warn!(error = %e, part = what, "a part of a sandbox page could not be read");
+    format!(
+        "Its {what} could not be read just now ({}). Reload to try again.",
+        sentence(&e.to_string()).trim_end_matches('.')
+    )
+}
+
+/// A lifecycle event as a row: its type, and its facts in words.
+fn event_row(
+    e: &corral_domain::LifecycleEvent,
+    command_href: impl Fn(&str) -> String,
+) -> view::EventRow {
+    let mut detail = Vec::new();
+    match (e.previous_status, e.status) {
+        (Some(before), Some(after)) => {
+            detail.push(format!("{} → {}", before.as_str(), after.as_str()));
+        }
+        (None, Some(after)) => detail.push(after.as_str().to_owned()),
+        _ => {}
+    }
+    if let Some(reason) = &e.reason {
+        detail.push(format!("({})", reason.replace('_', " ")));
+    }
+    if let Some(state) = e.command_state {
+        detail.push(state.as_str().to_owned());
+    }
+    if let Some(code) = e.exit_code {
+        detail.push(format!("exit code {code}"));
+    }
+    if let Some(ms) = e.duration_ms {
+        detail.push(format!("after {}", span(ms)));
+    }
+    view::EventRow {
+        when: format!("{} ({})", when(e.occurred_at), ago(e.occurred_at)),
+        kind: e.kind.as_str().to_owned(),
+        detail: detail.join(" "),
+        command_href: e.command_id.map(|c| command_href(&c.to_string())),
+    }
 }
 
 /// How to say that a get failed at the provider (or before asking it) rather than in Corral;

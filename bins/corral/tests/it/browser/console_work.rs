@@ -1,0 +1,298 @@
+//! The sandbox page as a place to work (issue 26), over HTTP from the real server with a
+//! `local` sandbox: run a command from the form and read its page, its history, its events
+//! and its output stream (resumed with `Last-Event-ID`); write a file and read it back
+//! escaped; failures said in words. The browser test
+//! (`console_command_streams_into_the_page_and_survives_a_reload_in_chromium`) checks the same
+//! pages live in Chromium.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+
+use super::console_http::{client, follow, post_form, project, signed_in, start};
+use super::Journey;
+
+/// A signed-in user with a `local` sandbox made with a key over the public API: the session
+/// cookie, its CSRF field and the sandbox page's path.
+pub(super) struct Workbench {
+    pub(super) cookie: String,
+    pub(super) csrf: String,
+    pub(super) page: String,
+}
+
+pub(super) async fn workbench(j: &Journey, http: &reqwest::Client, email: &str) -> Workbench {
+    let (cookie, actor) = signed_in(j, http, email).await;
+    let (acc, prj) = project(j, &actor, "work").await;
+    let pid = prj.parse().unwrap();
+    let key = j.control.create_key(&actor, pid).await.unwrap().key;
+    let created = http
+        .post(j.url("/v1/sandboxes"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"provider": "local"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let created: serde_json::Value = created.json().await.unwrap();
+    let sandbox = created["id"].as_str().unwrap().to_owned();
+    let csrf = j
+        .control
+        .csrf_token(cookie.trim_start_matches("corral_session="));
+    Workbench {
+        page: format!("/console/accounts/{acc}/projects/{prj}/sandboxes/{sandbox}"),
+        cookie,
+        csrf,
+    }
+}
+
+async fn get(http: &reqwest::Client, j: &Journey, path: &str, cookie: &str) -> reqwest::Response {
+    http.get(j.url(path))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Starts `command` from the sandbox page's form: the command page's path.
+async fn run(http: &reqwest::Client, j: &Journey, w: &Workbench, command: &str) -> String {
+    let body: String = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("csrf", &w.csrf)
+        .append_pair("command", command)
+        .finish();
+    let resp = post_form(
+        http,
+        j,
+        &format!("{}/commands", w.page),
+        Some(&w.cookie),
+        &body,
+    )
+    .await;
+    assert_eq!(resp.status(), 303, "{:?}", resp.headers());
+    let to = resp.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        to.starts_with(&format!("{}/commands/cmd_", w.page)),
+        "the command's page: {to}"
+    );
+    to
+}
+
+/// The command page, once the command has ended (its page no longer names a stream).
+async fn ended_page(http: &reqwest::Client, j: &Journey, w: &Workbench, path: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let resp = get(http, j, path, &w.cookie).await;
+        assert_eq!(resp.status(), 200);
+        let body = resp.text().await.unwrap();
+        if !body.contains("data-stream=") {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "the command did not end: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The text of the element with `id` (up to its first tag's end).
+fn element<'a>(body: &'a str, id: &str) -> &'a str {
+    let at = body
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id}: {body}"));
+    let rest = &body[at..];
+    let open = rest.find('>').unwrap() + 1;
+    let close = [rest.find("</pre>"), rest.find("</dd>")]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap();
+    &rest[open..close]
+}
+
+#[actix_web::test]
+async fn console_runs_a_command_and_shows_its_output_history_events_and_cost() {
+    let j = start().await;
+    let http = client();
+    let w = workbench(&j, &http, "ada@example.test").await;
+
+    let page = get(&http, &j, &w.page, &w.cookie).await.text().await.unwrap();
+    assert!(
+        page.contains(&format!("action=\"{}/commands\"", w.page)) && page.contains("id=\"run-command\""),
+        "the run form: {page}"
+    );
+    assert!(page.contains("No commands yet"), "{page}");
+    assert!(page.contains("id=\"estimated-cost\""), "the cost card: {page}");
+    assert!(page.contains("sandbox.created"), "its events: {page}");
+
+    // The form is CSRF-protected like every console form.
+    let forged = post_form(
+        &http,
+        &j,
+        &format!("{}/commands", w.page),
+        Some(&w.cookie),
+        "command=touch+%2Ftmp%2Fforged",
+    )
+    .await;
+    assert_eq!(forged.status(), 403);
+
+    let cmd = run(&http, &j, &w, "echo one; echo '<two>' >&2; exit 3").await;
+    let body = ended_page(&http, &j, &w, &cmd).await;
+    let output = element(&body, "output");
+    assert!(output.contains("one\n"), "stdout shown: {output}");
+    assert!(
+        output.contains("<span class=\"stderr\">&lt;two&gt;\n</span>"),
+        "stderr shown apart, escaped: {output}"
+    );
+    assert_eq!(element(&body, "exit-code"), "3");
+    assert!(body.contains("data-state=\"exited\""), "{body}");
+
+    // The history on the sandbox page: command, state, exit code, a link to its page.
+    let page = get(&http, &j, &w.page, &w.cookie).await.text().await.unwrap();
+    let history = &page[page.find("id=\"command-history\"").expect("a history")..];
+    assert!(history.contains(&format!("href=\"{cmd}\"")), "{history}");
+    assert!(history.contains("echo one; echo '&lt;two&gt;' &gt;&amp;2; exit 3"), "{history}");
+    assert!(history.contains("data-state=\"exited\"") && history.contains("<td>3</td>"), "{history}");
+    assert!(page.contains("command.exited"), "the exit in the events: {page}");
+
+    // The console's stream of the output (cookie auth): every event to the exit, then its
+    // end; with Last-Event-ID, only what follows that event.
+    let sse = |last: Option<&str>| {
+        let mut req = http
+            .get(j.url(&format!("{cmd}/output")))
+            .header("cookie", &w.cookie)
+            .header("accept", "text/event-stream");
+        if let Some(id) = last {
+            req = req.header("last-event-id", id);
+        }
+        req.send()
+    };
+    let all = sse(None).await.unwrap();
+    assert_eq!(all.status(), 200);
+    assert_eq!(all.headers()["content-type"], "text/event-stream");
+    let all = all.text().await.unwrap();
+    assert!(all.contains("event: stdout") && all.contains("event: stderr"), "{all}");
+    assert!(all.contains("\"exitCode\":3"), "{all}");
+    let first = all
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .unwrap()
+        .to_owned();
+    let rest = sse(Some(&first)).await.unwrap().text().await.unwrap();
+    assert!(!rest.contains(&format!("id: {first}\n")), "resumed after {first}: {rest}");
+    assert!(rest.contains("event: exit"), "{rest}");
+    let garbage = sse(Some("not-a-number")).await.unwrap();
+    assert_eq!(garbage.status(), 400);
+
+    // Another sandbox's command id, or none: the 404 page, never a 500.
+    let missing = get(
+        &http,
+        &j,
+        &format!("{}/commands/cmd_01JZZZZZZZZZZZZZZZZZZZZZZZ", w.page),
+        &w.cookie,
+    )
+    .await;
+    assert_eq!(missing.status(), 404);
+    let junk = get(&http, &j, &format!("{}/commands/nope", w.page), &w.cookie).await;
+    assert_eq!(junk.status(), 404);
+}
+
+/// A running command's page names the stream and where to resume; the stream brings the
+/// rest as it is made (a line before the exit arrives on its own), and a page loaded again
+/// shows the output so far.
+#[actix_web::test]
+async fn console_follows_a_running_command_and_a_reload_reattaches() {
+    let j = start().await;
+    let http = client();
+    let w = workbench(&j, &http, "ada@example.test").await;
+    let cmd = run(
+        &http,
+        &j,
+        &w,
+        "for i in 1 2 3; do echo line$i; sleep 1; done",
+    )
+    .await;
+    let body = get(&http, &j, &cmd, &w.cookie).await.text().await.unwrap();
+    assert!(
+        body.contains(&format!("data-stream=\"{cmd}/output\"")),
+        "a running command names its stream: {body}"
+    );
+    let after: u64 = body
+        .split("data-after=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{body}"));
+    let resp = http
+        .get(j.url(&format!("{cmd}/output?after={after}")))
+        .header("cookie", &w.cookie)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut stream = resp.bytes_stream();
+    let mut seen = String::new();
+    let mut line_before_exit = false;
+    while let Some(chunk) = stream.next().await {
+        let chunk = String::from_utf8(chunk.unwrap().to_vec()).unwrap();
+        if chunk.contains("line") && !chunk.contains("event: exit") && !seen.contains("line") {
+            line_before_exit = true;
+        }
+        seen.push_str(&chunk);
+    }
+    assert!(seen.contains("line3") && seen.contains("\"exitCode\":0"), "{seen}");
+    assert!(line_before_exit, "output arrived while it ran: {seen}");
+    // Reload: all the output, the final state, no stream.
+    let body = ended_page(&http, &j, &w, &cmd).await;
+    assert_eq!(element(&body, "output"), "line1\nline2\nline3\n");
+    assert_eq!(element(&body, "exit-code"), "0");
+}
+
+/// Write a file from the form (CRLF from the browser becomes LF), read it back escaped;
+/// a missing file or a bad path is said in words on the page, never a 500.
+#[actix_web::test]
+async fn console_writes_and_reads_a_file_and_says_why_not() {
+    let j = start().await;
+    let http = client();
+    let w = workbench(&j, &http, "ada@example.test").await;
+    let body: String = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("csrf", &w.csrf)
+        .append_pair("path", "/tmp/note.html")
+        .append_pair("content", "<b>bold</b>\r\nline two\r\n")
+        .finish();
+    let written = post_form(&http, &j, &format!("{}/files", w.page), Some(&w.cookie), &body).await;
+    let page = follow(&http, &j, written, &w.cookie).await;
+    assert!(page.contains("Wrote 21 bytes to /tmp/note.html."), "{page}");
+    let content = element(&page, "file-content");
+    assert_eq!(content, "&lt;b&gt;bold&lt;/b&gt;\nline two\n");
+    assert!(!page.contains("<b>bold</b>"), "escaped: {page}");
+
+    let missing = get(
+        &http,
+        &j,
+        &format!("{}/files?path=%2Ftmp%2Fnope.txt", w.page),
+        &w.cookie,
+    )
+    .await;
+    assert_eq!(missing.status(), 200);
+    let missing = missing.text().await.unwrap();
+    assert!(missing.contains("id=\"file-error\""), "{missing}");
+    let relative = get(&http, &j, &format!("{}/files?path=relative", w.page), &w.cookie).await;
+    assert!(relative.status().as_u16() < 500);
+    let relative = relative.text().await.unwrap();
+    assert!(relative.contains("id=\"file-error\""), "{relative}");
+
+    // Without the CSRF field nothing is written.
+    let forged = post_form(
+        &http,
+        &j,
+        &format!("{}/files", w.page),
+        Some(&w.cookie),
+        "path=%2Ftmp%2Fforged&content=x",
+    )
+    .await;
+    assert_eq!(forged.status(), 403);
+    let after = get(&http, &j, &format!("{}/files?path=%2Ftmp%2Fforged", w.page), &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(after.contains("id=\"file-error\""), "{after}");
+}
