@@ -95,7 +95,7 @@ fn single(title: &str, body: Markup) -> Markup {
             body {
                 main.auth {
                     div.panel {
-                        a.brand href=(BASE) { img src=(LOGO) alt=""; span { "Corral" } }
+                        a.brand href=(BASE) aria-label="Corral" { img src=(LOGO) alt=""; span { "Corral" } }
                         (body)
                     }
                 }
@@ -113,7 +113,7 @@ fn shell(title: &str, chrome: &Chrome, content: Markup) -> Markup {
             (head(title))
             body {
                 header.topbar {
-                    a.brand href=(BASE) { img src=(LOGO) alt=""; span { "Corral" } }
+                    a.brand href=(BASE) aria-label="Corral" { img src=(LOGO) alt=""; span { "Corral" } }
                     (account_switcher(chrome))
                     div.spacer {}
                     span.who { (chrome.email) }

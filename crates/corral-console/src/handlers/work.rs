@@ -117,12 +117,12 @@ pub(crate) async fn command_page(
     )
 }
 
-/// A command that cannot be shown: an unknown sandbox or command is the 404 page.
+/// A command that cannot be shown: an unknown sandbox or command is the 404 page, and so is
+/// a malformed id (the only input these pages take, `invalid_request` from the service).
 fn command_failure(req: &HttpRequest, e: &ControlError) -> Page {
-    match e.code().as_str() {
-        "sandbox_not_found" | "invalid_sandbox_id" | "command_not_found" | "invalid_command_id" => {
-            not_found(req)
-        }
+    match (e, e.code().as_str()) {
+        (_, "sandbox_not_found" | "invalid_sandbox_id")
+        | (ControlError::Service { .. }, "invalid_request") => not_found(req),
         _ => failure_page(req, e),
     }
 }
