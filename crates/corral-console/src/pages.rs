@@ -970,8 +970,43 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
     let content = html! {
         (project_head(p, ProjectTab::Sandboxes))
         div.card {
-            div.card-head { div { h2 { "Sandboxes" } p { "As Corral last saw them. Statuses are refreshed when the API reads a sandbox; deleted sandboxes stay listed as tombstones." } } }
-            @if page.rows.is_empty() {
+            div.card-head { div { h2 { "Sandboxes" } p { "As Corral last saw them, newest first. Statuses are refreshed when the API reads a sandbox; deleted sandboxes stay listed as tombstones." } } }
+            div.card-body {
+                form.inline #sandbox-filter method="get" action=(paths::project(&p.account.id, &p.id)) {
+                    div.field {
+                        label for="filter-status" { "Status" }
+                        select #filter-status name="status" {
+                            option value="" { "Any" }
+                            @for st in &page.statuses {
+                                option value=(st) selected[page.filter.status.as_deref() == Some(*st)] { (st) }
+                            }
+                        }
+                    }
+                    div.field {
+                        label for="filter-provider" { "Provider" }
+                        select #filter-provider name="provider" {
+                            option value="" { "Any" }
+                            @for pr in &page.providers {
+                                option value=(pr) selected[page.filter.provider.as_deref() == Some(*pr)] { (pr) }
+                            }
+                        }
+                    }
+                    div.field {
+                        label for="filter-q" { "Id contains" }
+                        input #filter-q.mono type="text" name="q" value=[page.filter.q.as_deref()] autocomplete="off" spellcheck="false" placeholder="sbx_…";
+                    }
+                    button.btn.secondary type="submit" { "Filter" }
+                    @if page.filter.any() {
+                        a.btn.ghost href=(paths::project(&p.account.id, &p.id)) { "Clear" }
+                    }
+                }
+            }
+            @if page.rows.is_empty() && page.filter.any() {
+                div.empty #no-match {
+                    strong { "No sandbox matches" }
+                    @if page.next.is_some() { "None among the sandboxes searched so far; look further with the older ones." } @else { "Clear the filters to see every sandbox." }
+                }
+            } @else if page.rows.is_empty() {
                 div.empty {
                     strong { "No sandboxes yet" }
                     "Create one with an API key: " code { "POST /v1/sandboxes" }
@@ -994,7 +1029,7 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
             }
             @if let Some(next) = &page.next {
                 div.card-body.card-foot {
-                    a.btn.secondary href={(paths::project(&p.account.id, &p.id)) "?cursor=" (next)} { "Older sandboxes" }
+                    a.btn.secondary #older href={(paths::project(&p.account.id, &p.id)) "?" (page.filter.next_query(next))} { "Older sandboxes" }
                 }
             }
         }
@@ -1238,7 +1273,11 @@ pub(crate) fn command_page(page: &CommandPageView) -> Markup {
         }
         a href=(sandbox_href) { "← The sandbox" }
     };
-    shell(&format!("{} · {}", c.id, page.sandbox), &page.chrome, content)
+    shell(
+        &format!("{} · {}", c.id, page.sandbox),
+        &page.chrome,
+        content,
+    )
 }
 
 /// A file of a sandbox: what was read, and the forms to read another or write it.
@@ -1265,7 +1304,11 @@ pub(crate) fn file_page(page: &FilePage) -> Markup {
         (files_card(&p.account.id, &p.id, &page.sandbox, &page.path, page.content.as_ref().ok().map(String::as_str), page.can_work, &page.chrome.csrf))
         a href=(paths::sandbox(&p.account.id, &p.id, &page.sandbox)) { "← The sandbox" }
     };
-    shell(&format!("{} · {}", page.path, page.sandbox), &page.chrome, content)
+    shell(
+        &format!("{} · {}", page.path, page.sandbox),
+        &page.chrome,
+        content,
+    )
 }
 
 /// Rename or delete a project.

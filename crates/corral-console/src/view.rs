@@ -423,6 +423,62 @@ pub(crate) struct SandboxesPage {
     pub(crate) rows: Vec<SandboxRow>,
     /// The cursor of the next page, if any.
     pub(crate) next: Option<String>,
+    /// The filters applied.
+    pub(crate) filter: SandboxFilter,
+    /// Every status and provider, for the filter's choices.
+    pub(crate) statuses: Vec<&'static str>,
+    pub(crate) providers: Vec<&'static str>,
+}
+
+/// The sandbox list's filters (each `None`: any).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SandboxFilter {
+    /// A status, or `deleted` for the tombstones.
+    pub(crate) status: Option<String>,
+    pub(crate) provider: Option<String>,
+    /// A piece of the id, lower case.
+    pub(crate) q: Option<String>,
+}
+
+impl SandboxFilter {
+    /// Whether a registry record passes every filter.
+    pub(crate) fn matches(&self, s: &corral_domain::SandboxListItem) -> bool {
+        let status = match self.status.as_deref() {
+            None => true,
+            Some("deleted") => s.deleted_at.is_some(),
+            Some(st) => s.deleted_at.is_none() && s.status.as_str() == st,
+        };
+        status
+            && self
+                .provider
+                .as_deref()
+                .is_none_or(|p| s.provider.as_str() == p)
+            && self
+                .q
+                .as_deref()
+                .is_none_or(|q| s.id.to_string().contains(q))
+    }
+
+    /// Whether any filter is set.
+    pub(crate) fn any(&self) -> bool {
+        self.status.is_some() || self.provider.is_some() || self.q.is_some()
+    }
+
+    /// The query string of the page after `cursor` with the same filters.
+    pub(crate) fn next_query(&self, cursor: &str) -> String {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("status", &self.status),
+            ("provider", &self.provider),
+            ("q", &self.q),
+        ] {
+            if let Some(v) = v {
+                q.append_pair(k, v);
+            }
+        }
+        q.append_pair("cursor", cursor);
+        q.finish()
+    }
 }
 
 /// One sandbox's page.

@@ -11,8 +11,8 @@ use corral_domain::{
     SandboxUsage, StartCommandInput, WriteFileInput, WriteFileResult,
 };
 use corral_registry::ProjectId;
-use corral_service::{Caller, InlineAccess};
 use corral_service::error::ServiceError;
+use corral_service::{Caller, InlineAccess};
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 

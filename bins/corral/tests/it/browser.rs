@@ -971,8 +971,7 @@ async fn a_sandbox_made_with_an_inline_credential_has_a_page_without_a_stored_pr
 /// stream finishes it with exit code 0. Screenshots land in `target/console-screenshots/`.
 #[actix_web::test]
 async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium() {
-    if !browser_or_skip("console_command_streams_into_the_page_and_survives_a_reload_in_chromium")
-    {
+    if !browser_or_skip("console_command_streams_into_the_page_and_survives_a_reload_in_chromium") {
         return;
     }
     let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
@@ -1001,13 +1000,20 @@ async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium
         })
         .await;
         assert_eq!(seen["state"], "running", "{seen}");
-        assert_eq!(seen["following"], "true", "the script follows the stream: {seen}");
-        b.screenshot(&shots, &format!("20-command-running-{tag}")).await;
+        assert_eq!(
+            seen["following"], "true",
+            "the script follows the stream: {seen}"
+        );
+        b.screenshot(&shots, &format!("20-command-running-{tag}"))
+            .await;
         // Reload: the output so far is there at once, and a still-running command keeps
         // streaming to its exit.
         b.goto(&command_url).await;
         let first = b.find("#output").await.text().await;
-        assert!(first.contains("line1"), "the output so far after a reload: {first}");
+        assert!(
+            first.contains("line1"),
+            "the output so far after a reload: {first}"
+        );
         let done = wait_for(&b, "the exit", |s| s["exit"] == "0").await;
         assert_eq!(
             done["output"].as_str().unwrap().trim_end(),
@@ -1015,11 +1021,15 @@ async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium
             "{done}"
         );
         assert_eq!(done["state"], "exited", "{done}");
-        b.screenshot(&shots, &format!("21-command-done-{tag}")).await;
+        b.screenshot(&shots, &format!("21-command-done-{tag}"))
+            .await;
         // The sandbox page lists it with its exit code; nothing is cut off at this width.
         b.goto(&page).await;
         let history = b.find("#command-history tbody tr").await.text().await;
-        assert!(history.contains("exited") && history.contains('0'), "{history}");
+        assert!(
+            history.contains("exited") && history.contains('0'),
+            "{history}"
+        );
         b.screenshot(&shots, &format!("22-sandbox-{tag}")).await;
         let cut = columns_cut_off(&b).await;
         assert!(cut.is_empty(), "sandbox page at {width} px: {cut:?}");
@@ -1173,7 +1183,10 @@ async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
             "{test}: {} is missing; .ci/run installs the pinned axe-core from npm",
             axe_path.display()
         );
-        eprintln!("SKIPPED {test}: axe-core is not installed at {}", axe_path.display());
+        eprintln!(
+            "SKIPPED {test}: axe-core is not installed at {}",
+            axe_path.display()
+        );
         return;
     };
     let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;

@@ -216,11 +216,21 @@ pub(crate) fn span(ms: u64) -> String {
 /// A command as one row of a sandbox's history.
 pub(crate) fn command_row(c: &corral_domain::Command, href: String) -> view::CommandRow {
     let duration = match c.ended_at {
-        Some(end) => span((end - c.started_at).num_milliseconds().max(0).unsigned_abs()),
+        Some(end) => span(
+            (end - c.started_at)
+                .num_milliseconds()
+                .max(0)
+                .unsigned_abs(),
+        ),
         None if c.state.is_final() => "—".to_owned(),
         None => format!(
             "running for {}",
-            span((Utc::now() - c.started_at).num_milliseconds().max(0).unsigned_abs())
+            span(
+                (Utc::now() - c.started_at)
+                    .num_milliseconds()
+                    .max(0)
+                    .unsigned_abs()
+            )
         ),
     };
     view::CommandRow {

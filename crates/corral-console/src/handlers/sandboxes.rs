@@ -5,6 +5,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use corral_control::ControlError;
+use corral_domain::{Provider, SandboxStatus};
 use corral_web::AppState;
 
 use super::ctx::{
@@ -17,12 +18,23 @@ use crate::view;
 
 // --- sandboxes -----------------------------------------------------------------------------------
 
-#[derive(serde::Deserialize)]
-pub(crate) struct CursorQuery {
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct ListQuery {
     cursor: Option<String>,
+    status: Option<String>,
+    provider: Option<String>,
+    q: Option<String>,
 }
 
-/// `GET …/projects/{project}` (the sandboxes tab).
+/// Rows of one page of the list.
+const PAGE_ROWS: usize = 50;
+/// Records one filtered page walks at most before it stops and offers the next.
+const MAX_FILTER_WALK: usize = 2000;
+
+/// `GET …/projects/{project}` (the sandboxes tab): the registry newest first, one page at a
+/// time; filtered by status (`deleted`: the tombstones), provider and a piece of the id. The
+/// registry pages by cursor only, so a filtered page walks its pages (at most
+/// [`MAX_FILTER_WALK`] records) and keeps the matches; its next cursor goes on from there.
 pub(crate) async fn sandboxes_page(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -32,21 +44,44 @@ pub(crate) async fn sandboxes_page(
     let control = control(&state);
     let (chrome, project, pid) =
         try_page!(project_chrome(&req, control, &ctx, &path.0, &path.1).await);
-    let cursor = web::Query::<CursorQuery>::from_query(req.query_string())
-        .ok()
-        .and_then(|q| q.into_inner().cursor);
-    let page = match control
-        .list_sandboxes(&ctx.signed.actor, pid, cursor.as_deref(), Some(50))
-        .await
-    {
-        Ok(p) => p,
-        Err(ControlError::Invalid { .. }) if cursor.is_some() => {
-            return redirect(&paths::project(&path.0, &path.1), None);
-        }
-        Err(e) => return failure_page(&req, &e),
+    let query = web::Query::<ListQuery>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default();
+    let blank = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    let filter = view::SandboxFilter {
+        status: blank(query.status).filter(|s| s == "deleted" || SandboxStatus::parse(s).is_some()),
+        provider: blank(query.provider).filter(|p| p.parse::<Provider>().is_ok()),
+        q: blank(query.q).map(|q| q.chars().take(100).collect::<String>().to_lowercase()),
     };
-    let rows = page
-        .items
+    let filtered = filter.any();
+    let mut cursor = query.cursor;
+    let mut items = Vec::new();
+    let mut walked = 0;
+    let next = loop {
+        let page = match control
+            .list_sandboxes(
+                &ctx.signed.actor,
+                pid,
+                cursor.as_deref(),
+                Some(PAGE_ROWS as u32),
+            )
+            .await
+        {
+            Ok(p) => p,
+            Err(ControlError::Invalid { .. }) if cursor.is_some() => {
+                return redirect(&paths::project(&path.0, &path.1), None);
+            }
+            Err(e) => return failure_page(&req, &e),
+        };
+        walked += page.items.len();
+        items.extend(page.items.into_iter().filter(|s| filter.matches(s)));
+        let done = !filtered || items.len() >= PAGE_ROWS || walked >= MAX_FILTER_WALK;
+        match page.next_cursor {
+            Some(c) if !done => cursor = Some(c),
+            other => break other,
+        }
+    };
+    let rows = items
         .into_iter()
         .map(|s| view::SandboxRow {
             id: s.id.to_string(),
@@ -64,7 +99,10 @@ pub(crate) async fn sandboxes_page(
             chrome,
             project,
             rows,
-            next: page.next_cursor,
+            next,
+            filter,
+            statuses: SandboxStatus::ALL.iter().map(|s| s.as_str()).collect(),
+            providers: Provider::ALL.iter().map(|p| p.as_str()).collect(),
         }),
     )
 }
@@ -183,8 +221,7 @@ pub(crate) async fn sandbox_page(
             basis: u.basis,
         })
         .map_err(|e| not_read("usage", &e));
-    let can_work =
-        project.account.is_admin() && !project.account.deleting && row.deleted.is_none();
+    let can_work = project.account.is_admin() && !project.account.deleting && row.deleted.is_none();
     html(
         &req,
         StatusCode::OK,

@@ -293,9 +293,15 @@ pub(crate) async fn write_file(
     let ctx = post_ctx!(state, req, form);
     let pid: ProjectId = try_page!(parse(&req, prj));
     let Some(file) = form.get("path") else {
-        return redirect(&back, Some(Flash::error("Type the path of the file to write.")));
+        return redirect(
+            &back,
+            Some(Flash::error("Type the path of the file to write.")),
+        );
     };
-    let content = form.raw("content").unwrap_or_default().replace("\r\n", "\n");
+    let content = form
+        .raw("content")
+        .unwrap_or_default()
+        .replace("\r\n", "\n");
     let input = WriteFileInput {
         path: file.to_owned(),
         content,

@@ -134,7 +134,11 @@ async fn console_wrong_password_keeps_the_email_and_throttling_is_said_in_words(
 }
 
 /// A project of the user's personal account: (account id, project id).
-pub(super) async fn project(j: &Journey, actor: &corral_control::Actor, name: &str) -> (String, String) {
+pub(super) async fn project(
+    j: &Journey,
+    actor: &corral_control::Actor,
+    name: &str,
+) -> (String, String) {
     let me = j.control.me(actor).await.unwrap();
     let p = j
         .control

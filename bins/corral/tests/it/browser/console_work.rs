@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 
-use super::console_http::{client, follow, post_form, project, signed_in, start};
 use super::Journey;
+use super::console_http::{client, follow, post_form, project, signed_in, start};
 
 /// A signed-in user with a `local` sandbox made with a key over the public API: the session
 /// cookie, its CSRF field and the sandbox page's path.
@@ -112,13 +112,21 @@ async fn console_runs_a_command_and_shows_its_output_history_events_and_cost() {
     let http = client();
     let w = workbench(&j, &http, "ada@example.test").await;
 
-    let page = get(&http, &j, &w.page, &w.cookie).await.text().await.unwrap();
+    let page = get(&http, &j, &w.page, &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(
-        page.contains(&format!("action=\"{}/commands\"", w.page)) && page.contains("id=\"run-command\""),
+        page.contains(&format!("action=\"{}/commands\"", w.page))
+            && page.contains("id=\"run-command\""),
         "the run form: {page}"
     );
     assert!(page.contains("No commands yet"), "{page}");
-    assert!(page.contains("id=\"estimated-cost\""), "the cost card: {page}");
+    assert!(
+        page.contains("id=\"estimated-cost\""),
+        "the cost card: {page}"
+    );
     assert!(page.contains("sandbox.created"), "its events: {page}");
 
     // The form is CSRF-protected like every console form.
@@ -144,12 +152,25 @@ async fn console_runs_a_command_and_shows_its_output_history_events_and_cost() {
     assert!(body.contains("data-state=\"exited\""), "{body}");
 
     // The history on the sandbox page: command, state, exit code, a link to its page.
-    let page = get(&http, &j, &w.page, &w.cookie).await.text().await.unwrap();
+    let page = get(&http, &j, &w.page, &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
     let history = &page[page.find("id=\"command-history\"").expect("a history")..];
     assert!(history.contains(&format!("href=\"{cmd}\"")), "{history}");
-    assert!(history.contains("echo one; echo '&lt;two&gt;' &gt;&amp;2; exit 3"), "{history}");
-    assert!(history.contains("data-state=\"exited\"") && history.contains("<td>3</td>"), "{history}");
-    assert!(page.contains("command.exited"), "the exit in the events: {page}");
+    assert!(
+        history.contains("echo one; echo '&lt;two&gt;' &gt;&amp;2; exit 3"),
+        "{history}"
+    );
+    assert!(
+        history.contains("data-state=\"exited\"") && history.contains("<td>3</td>"),
+        "{history}"
+    );
+    assert!(
+        page.contains("command.exited"),
+        "the exit in the events: {page}"
+    );
 
     // The console's stream of the output (cookie auth): every event to the exit, then its
     // end; with Last-Event-ID, only what follows that event.
@@ -167,7 +188,10 @@ async fn console_runs_a_command_and_shows_its_output_history_events_and_cost() {
     assert_eq!(all.status(), 200);
     assert_eq!(all.headers()["content-type"], "text/event-stream");
     let all = all.text().await.unwrap();
-    assert!(all.contains("event: stdout") && all.contains("event: stderr"), "{all}");
+    assert!(
+        all.contains("event: stdout") && all.contains("event: stderr"),
+        "{all}"
+    );
     assert!(all.contains("\"exitCode\":3"), "{all}");
     let first = all
         .lines()
@@ -175,7 +199,10 @@ async fn console_runs_a_command_and_shows_its_output_history_events_and_cost() {
         .unwrap()
         .to_owned();
     let rest = sse(Some(&first)).await.unwrap().text().await.unwrap();
-    assert!(!rest.contains(&format!("id: {first}\n")), "resumed after {first}: {rest}");
+    assert!(
+        !rest.contains(&format!("id: {first}\n")),
+        "resumed after {first}: {rest}"
+    );
     assert!(rest.contains("event: exit"), "{rest}");
     let garbage = sse(Some("not-a-number")).await.unwrap();
     assert_eq!(garbage.status(), 400);
@@ -237,7 +264,10 @@ async fn console_follows_a_running_command_and_a_reload_reattaches() {
         }
         seen.push_str(&chunk);
     }
-    assert!(seen.contains("line3") && seen.contains("\"exitCode\":0"), "{seen}");
+    assert!(
+        seen.contains("line3") && seen.contains("\"exitCode\":0"),
+        "{seen}"
+    );
     assert!(line_before_exit, "output arrived while it ran: {seen}");
     // Reload: all the output, the final state, no stream.
     let body = ended_page(&http, &j, &w, &cmd).await;
@@ -257,7 +287,14 @@ async fn console_writes_and_reads_a_file_and_says_why_not() {
         .append_pair("path", "/tmp/note.html")
         .append_pair("content", "<b>bold</b>\r\nline two\r\n")
         .finish();
-    let written = post_form(&http, &j, &format!("{}/files", w.page), Some(&w.cookie), &body).await;
+    let written = post_form(
+        &http,
+        &j,
+        &format!("{}/files", w.page),
+        Some(&w.cookie),
+        &body,
+    )
+    .await;
     let page = follow(&http, &j, written, &w.cookie).await;
     assert!(page.contains("Wrote 21 bytes to /tmp/note.html."), "{page}");
     let content = element(&page, "file-content");
@@ -274,7 +311,13 @@ async fn console_writes_and_reads_a_file_and_says_why_not() {
     assert_eq!(missing.status(), 200);
     let missing = missing.text().await.unwrap();
     assert!(missing.contains("id=\"file-error\""), "{missing}");
-    let relative = get(&http, &j, &format!("{}/files?path=relative", w.page), &w.cookie).await;
+    let relative = get(
+        &http,
+        &j,
+        &format!("{}/files?path=relative", w.page),
+        &w.cookie,
+    )
+    .await;
     assert!(relative.status().as_u16() < 500);
     let relative = relative.text().await.unwrap();
     assert!(relative.contains("id=\"file-error\""), "{relative}");
@@ -289,10 +332,92 @@ async fn console_writes_and_reads_a_file_and_says_why_not() {
     )
     .await;
     assert_eq!(forged.status(), 403);
-    let after = get(&http, &j, &format!("{}/files?path=%2Ftmp%2Fforged", w.page), &w.cookie)
+    let after = get(
+        &http,
+        &j,
+        &format!("{}/files?path=%2Ftmp%2Fforged", w.page),
+        &w.cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(after.contains("id=\"file-error\""), "{after}");
+}
+
+/// The registry list filters by status (`deleted`: the tombstones), provider and a piece of
+/// the id, newest first; a filter nothing matches says so.
+#[actix_web::test]
+async fn console_sandbox_list_filters_by_status_provider_and_id() {
+    let j = start().await;
+    let http = client();
+    let (cookie, actor) = signed_in(&j, &http, "ada@example.test").await;
+    let (acc, prj) = project(&j, &actor, "list").await;
+    let key = j
+        .control
+        .create_key(&actor, prj.parse().unwrap())
         .await
-        .text()
+        .unwrap()
+        .key;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let made: serde_json::Value = http
+            .post(j.url("/v1/sandboxes"))
+            .bearer_auth(&key)
+            .json(&serde_json::json!({"provider": "local"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        ids.push(made["id"].as_str().unwrap().to_owned());
+    }
+    let gone = http
+        .delete(j.url(&format!("/v1/sandboxes/{}", ids[0])))
+        .bearer_auth(&key)
+        .send()
         .await
         .unwrap();
-    assert!(after.contains("id=\"file-error\""), "{after}");
+    assert!(gone.status().is_success());
+    let list = |query: &str| {
+        let url = format!("/console/accounts/{acc}/projects/{prj}?{query}");
+        let (http, j, cookie) = (&http, &j, &cookie);
+        async move {
+            let r = get(http, j, &url, cookie).await;
+            assert_eq!(r.status(), 200);
+            let body = r.text().await.unwrap();
+            let rows: Vec<String> = body
+                .split("data-sandbox=\"")
+                .skip(1)
+                .map(|r| r.split('"').next().unwrap().to_owned())
+                .collect();
+            (rows, body)
+        }
+    };
+    let (all, body) = list("").await;
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(all, newest_first, "{body}");
+    assert!(body.contains("id=\"sandbox-filter\""), "{body}");
+    assert_eq!(list("status=deleted").await.0, [ids[0].clone()]);
+    assert_eq!(
+        list("status=running").await.0,
+        [ids[2].clone(), ids[1].clone()]
+    );
+    assert_eq!(list("provider=local").await.0.len(), 3);
+    let (none, body) = list("provider=e2b").await;
+    assert!(
+        none.is_empty() && body.contains("id=\"no-match\""),
+        "{body}"
+    );
+    let piece = &ids[1][ids[1].len() - 8..];
+    assert_eq!(list(&format!("q={piece}")).await.0, [ids[1].clone()]);
+    // The choice stays selected; an unknown status is ignored, not a 500.
+    assert!(
+        list("status=deleted")
+            .await
+            .1
+            .contains("<option value=\"deleted\" selected>")
+    );
+    assert_eq!(list("status=bogus&provider=nope").await.0.len(), 3);
 }
