@@ -421,3 +421,132 @@ async fn console_sandbox_list_filters_by_status_provider_and_id() {
     );
     assert_eq!(list("status=bogus&provider=nope").await.0.len(), 3);
 }
+
+/// A `member` reads (history, output, files) but is offered no run or write form, and a
+/// forged post from one is refused in words; nothing runs.
+#[actix_web::test]
+async fn console_members_read_but_only_admins_run_commands_and_write_files() {
+    let j = start().await;
+    let http = client();
+    let (_, ada) = signed_in(&j, &http, "ada@example.test").await;
+    let org = j
+        .control
+        .create_organization(
+            &ada,
+            corral_control::CreateOrganization {
+                name: "Engines".to_owned(),
+            },
+        )
+        .await
+        .unwrap();
+    let p = j
+        .control
+        .create_project(
+            &ada,
+            org.id.parse().unwrap(),
+            corral_control::ProjectName {
+                name: "shared".to_owned(),
+            },
+        )
+        .await
+        .unwrap();
+    let key = j
+        .control
+        .create_key(&ada, p.id.parse().unwrap())
+        .await
+        .unwrap()
+        .key;
+    let made: serde_json::Value = http
+        .post(j.url("/v1/sandboxes"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"provider": "local"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sandbox = made["id"].as_str().unwrap();
+    let (lin_cookie, lin) = signed_in(&j, &http, "lin@example.test").await;
+    j.control
+        .invite(
+            &ada,
+            org.id.parse().unwrap(),
+            corral_control::CreateInvitation {
+                email: "lin@example.test".to_owned(),
+                role: corral_control::Role::Member,
+            },
+        )
+        .await
+        .unwrap();
+    let mail = j
+        .smtp
+        .wait_for_containing("lin@example.test", "invitations/accept")
+        .await;
+    let link = super::sign_in_link(&mail);
+    let token = link.split("token=").nth(1).unwrap().to_owned();
+    j.control
+        .accept_invitation(&lin, corral_control::AcceptInvitation { token })
+        .await
+        .unwrap();
+    let page = format!(
+        "/console/accounts/{}/projects/{}/sandboxes/{sandbox}",
+        org.id, p.id
+    );
+    let body = get(&http, &j, &page, &lin_cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains("id=\"commands\""), "{body}");
+    assert!(
+        !body.contains("id=\"run-command\""),
+        "no run form for a member: {body}"
+    );
+    assert!(
+        !body.contains("id=\"write-content\""),
+        "no write form: {body}"
+    );
+    assert!(
+        body.contains("id=\"read-path\""),
+        "reading is offered: {body}"
+    );
+    let csrf = j
+        .control
+        .csrf_token(lin_cookie.trim_start_matches("corral_session="));
+    let refused = post_form(
+        &http,
+        &j,
+        &format!("{page}/commands"),
+        Some(&lin_cookie),
+        &format!("csrf={csrf}&command=touch+%2Ftmp%2Fby-lin"),
+    )
+    .await;
+    let back = follow(&http, &j, refused, &lin_cookie).await;
+    assert!(back.contains("role=\"alert\""), "said why: {back}");
+    assert!(back.contains("No commands yet"), "nothing ran: {back}");
+    let refused = post_form(
+        &http,
+        &j,
+        &format!("{page}/files"),
+        Some(&lin_cookie),
+        &format!("csrf={csrf}&path=%2Ftmp%2Fby-lin&content=x"),
+    )
+    .await;
+    let back = follow(&http, &j, refused, &lin_cookie).await;
+    assert!(back.contains("role=\"alert\""), "said why: {back}");
+    let read = get(
+        &http,
+        &j,
+        &format!("{page}/files?path=%2Ftmp%2Fby-lin"),
+        &lin_cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(
+        read.contains("id=\"file-error\""),
+        "nothing was written: {read}"
+    );
+}
