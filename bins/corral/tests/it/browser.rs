@@ -1023,6 +1023,8 @@ async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium
         assert_eq!(done["state"], "exited", "{done}");
         b.screenshot(&shots, &format!("21-command-done-{tag}"))
             .await;
+        let cut = columns_cut_off(&b).await;
+        assert!(cut.is_empty(), "command page at {width} px: {cut:?}");
         // The sandbox page lists it with its exit code; nothing is cut off at this width.
         b.goto(&page).await;
         let history = b.find("#command-history tbody tr").await.text().await;
