@@ -102,6 +102,10 @@ function follow(output) {
       state.setAttribute("data-state", event.state);
       state.className = event.state === "exited" ? "badge plain" : "badge danger";
     }
+    var stop = document.getElementById("command-stop");
+    if (stop) {
+      stop.hidden = true;
+    }
     var code = document.getElementById("exit-code");
     if (code) {
       code.textContent = event.exitCode == null ? "—" : String(event.exitCode);

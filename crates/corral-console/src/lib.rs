@@ -159,6 +159,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::get().to(work::command_output),
             )
             .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/commands/{{command}}/signal"),
+                web::post().to(work::signal_command),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/delete"),
+                web::post().to(work::delete_sandbox),
+            )
+            .route(
                 &format!("{prj}/sandboxes/{{sandbox}}/files"),
                 web::get().to(work::file_page),
             )

@@ -1075,6 +1075,20 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
         (files_card(&p.account.id, &p.id, &r.id, "", None, page.can_work, &page.chrome.csrf))
         (events_card(&page.events))
         (usage_card(&page.usage))
+        @if page.can_work {
+            div.card.danger-zone #delete-sandbox {
+                div.card-head {
+                    div { h2 { "Delete this sandbox" } p { "It is deleted at " (r.provider) " with everything in it; its record stays listed as a tombstone." } }
+                    form method="post" action={(paths::sandbox(&p.account.id, &p.id, &r.id)) "/delete"} {
+                        (csrf_field(&page.chrome.csrf))
+                        details.confirm {
+                            summary.btn.small.ghost { "Delete…" }
+                            span.confirm-panel { button.btn.small.danger type="submit" #confirm-delete { "Delete sandbox" } }
+                        }
+                    }
+                }
+            }
+        }
         a href=(paths::project(&p.account.id, &p.id)) { "← All sandboxes" }
     };
     shell(&r.id, &page.chrome, content)
@@ -1240,6 +1254,13 @@ pub(crate) fn command_page(page: &CommandPageView) -> Markup {
                 h1 { code.h1-code { (c.command) } }
             }
             div #command-state { (command_badge(&c.state)) }
+        }
+        @if page.can_stop {
+            form.inline #command-stop method="post" action={(paths::command(&p.account.id, &p.id, &page.sandbox, &c.id)) "/signal"} {
+                (csrf_field(&page.chrome.csrf))
+                button.btn.secondary type="submit" name="signal" value="TERM" #stop { "Stop (TERM)" }
+                button.btn.danger type="submit" name="signal" value="KILL" #kill { "Kill" }
+            }
         }
         div.card { div.card-body {
             dl.facts {

@@ -555,6 +555,8 @@ pub(crate) struct CommandPageView {
     pub(crate) follow: Option<(String, u64)>,
     /// Set when more output was kept than one page shows.
     pub(crate) truncated: bool,
+    /// Whether to offer stopping it (running, and the user is an admin).
+    pub(crate) can_stop: bool,
 }
 
 /// A piece of a command's output.

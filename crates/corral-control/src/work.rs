@@ -1,14 +1,14 @@
 //! Working with one sandbox from the control plane (the console's sandbox page): its commands
 //! (start, history, one command, its output as a page or a follow stream), its files (read,
 //! write), its lifecycle events and its estimated cost so far — the sandbox API's use cases
-//! behind the project's roles. Reading needs `member`; what changes the sandbox (starting a
-//! command, writing a file) needs `admin` on a project that is not being deleted and is
-//! audited (the command's id, never its text or a file's content).
+//! behind the project's roles. Reading needs `member`; what changes the sandbox (starting or
+//! signalling a command, writing a file, deleting it) needs `admin` on a project that is not
+//! being deleted and is audited (the command's id, never its text or a file's content).
 
 use corral_control_store::Role;
 use corral_domain::{
     Command, CommandPage, LifecycleEvent, OutputEvent, OutputPage, ReadFileInput, ReadFileResult,
-    SandboxUsage, StartCommandInput, WriteFileInput, WriteFileResult,
+    Sandbox, SandboxUsage, Signal, SignalInput, StartCommandInput, WriteFileInput, WriteFileResult,
 };
 use corral_registry::ProjectId;
 use corral_service::error::ServiceError;
@@ -56,6 +56,61 @@ impl Control {
         )
         .await?;
         Ok(command)
+    }
+
+    /// Sends `signal` to a running command (admin; audited).
+    pub async fn signal_command(
+        &self,
+        actor: &Actor,
+        project: ProjectId,
+        sandbox: &str,
+        cmd: &str,
+        signal: Signal,
+    ) -> Result<Command> {
+        let owned = self.project_for_change(actor, project, Role::Admin).await?;
+        let command = self
+            .service()
+            .signal_command(
+                &Caller::trusted(project),
+                InlineAccess::default(),
+                sandbox,
+                cmd,
+                SignalInput { signal },
+            )
+            .await?;
+        self.audit(
+            actor,
+            owned.account_id,
+            "command.signal",
+            command.sandbox_id.to_string(),
+            serde_json::json!({ "commandId": command.id.to_string(), "signal": signal }),
+        )
+        .await?;
+        Ok(command)
+    }
+
+    /// Deletes the sandbox at its provider and keeps its tombstone (admin; audited). A
+    /// tombstone is answered unchanged, as by the sandbox API.
+    pub async fn delete_sandbox(
+        &self,
+        actor: &Actor,
+        project: ProjectId,
+        sandbox: &str,
+    ) -> Result<Sandbox> {
+        let owned = self.project_for_change(actor, project, Role::Admin).await?;
+        let deleted = self
+            .service()
+            .delete(&Caller::trusted(project), InlineAccess::default(), sandbox)
+            .await?;
+        self.audit(
+            actor,
+            owned.account_id,
+            "sandbox.delete",
+            deleted.id.to_string(),
+            serde_json::json!({ "provider": deleted.provider.as_str() }),
+        )
+        .await?;
+        Ok(deleted)
     }
 
     /// The sandbox's commands, newest first, one page (member).

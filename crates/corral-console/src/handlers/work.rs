@@ -1,12 +1,14 @@
 //! Working in a sandbox: run a command and follow its output (a page with the output so far,
-//! and an event stream the script reads to append what follows), read and write a file.
+//! and an event stream the script reads to append what follows), stop it, read and write a
+//! file, delete the sandbox.
 
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use base64::Engine as _;
 use corral_control::{ControlError, ProjectId};
 use corral_domain::{
-    FileEncoding, OutputEvent, OutputStream, ReadFileInput, StartCommandInput, WriteFileInput,
+    FileEncoding, OutputEvent, OutputStream, ReadFileInput, Signal, StartCommandInput,
+    WriteFileInput,
 };
 use corral_web::AppState;
 
@@ -101,6 +103,8 @@ pub(crate) async fn command_page(
     let follow =
         (!command.state.is_final()).then(|| (paths::command_output(acc, prj, sbx, cmd), after));
     let row = command_row(&command, paths::command(acc, prj, sbx, cmd));
+    let can_stop =
+        !command.state.is_final() && project.account.is_admin() && !project.account.deleting;
     html(
         &req,
         StatusCode::OK,
@@ -113,8 +117,69 @@ pub(crate) async fn command_page(
             output,
             follow,
             truncated,
+            can_stop,
         }),
     )
+}
+
+/// `POST …/commands/{cmd}/signal`: sends the form's signal (`TERM` to stop, `KILL`), then
+/// back to the command's page.
+pub(crate) async fn signal_command(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let (acc, prj, sbx, cmd) = (&path.0, &path.1, &path.2, &path.3);
+    let pid: ProjectId = try_page!(parse(&req, prj));
+    let back = paths::command(acc, prj, sbx, cmd);
+    let Some(signal) = form.get("signal").and_then(|s| s.parse::<Signal>().ok()) else {
+        return redirect(&back, Some(Flash::error("Choose a signal to send.")));
+    };
+    match control(&state)
+        .signal_command(&ctx.signed.actor, pid, sbx, cmd, signal)
+        .await
+    {
+        Ok(_) => redirect(
+            &back,
+            Some(Flash::ok(format!(
+                "Sent {} to the command.",
+                signal.as_str()
+            ))),
+        ),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST …/sandboxes/{sandbox}/delete` (behind a confirmation): deletes it at its provider;
+/// its record stays as a tombstone.
+pub(crate) async fn delete_sandbox(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let (acc, prj, sbx) = (&path.0, &path.1, &path.2);
+    let pid: ProjectId = try_page!(parse(&req, prj));
+    let back = paths::sandbox(acc, prj, sbx);
+    match control(&state)
+        .delete_sandbox(&ctx.signed.actor, pid, sbx)
+        .await
+    {
+        Ok(s) => redirect(
+            &back,
+            Some(Flash::ok(format!(
+                "Deleted {} at {}. Its record stays here as a tombstone.",
+                s.id,
+                s.provider.as_str()
+            ))),
+        ),
+        Err(e) => failed(&back, &e),
+    }
 }
 
 /// A command that cannot be shown: an unknown sandbox or command is the 404 page, and so is

@@ -550,3 +550,66 @@ async fn console_members_read_but_only_admins_run_commands_and_write_files() {
         "nothing was written: {read}"
     );
 }
+
+/// A running command's page offers stopping it (a CSRF-checked post of `TERM`); the sandbox
+/// page deletes the sandbox behind a confirmation, leaving its tombstone with no forms to
+/// change it.
+#[actix_web::test]
+async fn console_stops_a_running_command_and_deletes_the_sandbox() {
+    let j = start().await;
+    let http = client();
+    let w = workbench(&j, &http, "ada@example.test").await;
+    let cmd = run(&http, &j, &w, "sleep 300").await;
+    let body = get(&http, &j, &cmd, &w.cookie).await.text().await.unwrap();
+    assert!(body.contains("id=\"command-stop\""), "{body}");
+    let signal = format!("{cmd}/signal");
+    let forged = post_form(&http, &j, &signal, Some(&w.cookie), "signal=TERM").await;
+    assert_eq!(forged.status(), 403);
+    let sent = post_form(
+        &http,
+        &j,
+        &signal,
+        Some(&w.cookie),
+        &format!("csrf={}&signal=TERM", w.csrf),
+    )
+    .await;
+    let back = follow(&http, &j, sent, &w.cookie).await;
+    assert!(back.contains("Sent TERM to the command."), "{back}");
+    let body = ended_page(&http, &j, &w, &cmd).await;
+    assert!(
+        body.contains("data-state=\"killed\"") || element(&body, "exit-code") == "143",
+        "stopped by TERM: {body}"
+    );
+    assert!(
+        !body.contains("id=\"command-stop\""),
+        "nothing left to stop: {body}"
+    );
+
+    let delete = format!("{}/delete", w.page);
+    let forged = post_form(&http, &j, &delete, Some(&w.cookie), "").await;
+    assert_eq!(forged.status(), 403);
+    let page = get(&http, &j, &w.page, &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("id=\"confirm-delete\""), "{page}");
+    let deleted = post_form(
+        &http,
+        &j,
+        &delete,
+        Some(&w.cookie),
+        &format!("csrf={}", w.csrf),
+    )
+    .await;
+    let page = follow(&http, &j, deleted, &w.cookie).await;
+    assert!(
+        page.contains("Its record stays here as a tombstone."),
+        "{page}"
+    );
+    assert!(page.contains("This sandbox was deleted"), "{page}");
+    assert!(
+        !page.contains("id=\"run-command\"") && !page.contains("id=\"confirm-delete\""),
+        "a tombstone offers nothing to change: {page}"
+    );
+}
