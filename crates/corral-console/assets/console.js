@@ -27,6 +27,12 @@ document.addEventListener("DOMContentLoaded", function () {
   if (output && window.EventSource) {
     follow(output);
   }
+  // A sandbox's status, kept live from its lifecycle events (the page is right when made;
+  // this says what changed since, and the reload that shows the rest).
+  var status = document.querySelector("#sandbox-status[data-events]");
+  if (status && window.EventSource) {
+    watch(status);
+  }
   // Select-on-focus for the one-time key, so it can be copied by hand too.
   document.querySelectorAll("[data-select-all]").forEach(function (el) {
     el.addEventListener("click", function () {
@@ -113,5 +119,44 @@ function follow(output) {
     if (hint) {
       hint.textContent = "Finished. Reload for the times and duration.";
     }
+  });
+}
+
+function watch(status) {
+  var url = status.getAttribute("data-events") + "?after=" + encodeURIComponent(status.getAttribute("data-after") || "0");
+  var news = document.getElementById("status-news");
+  var source = new EventSource(url);
+  status.setAttribute("data-watching", "true");
+  function badge(text, kind) {
+    var span = document.createElement("span");
+    span.className = "badge " + kind;
+    span.textContent = text;
+    status.replaceChildren(span);
+  }
+  function say(text) {
+    if (news) {
+      news.textContent = text;
+      news.hidden = false;
+    }
+  }
+  source.addEventListener("sandbox.status_changed", function (message) {
+    var event = JSON.parse(message.data);
+    var kind = { running: "ok", creating: "warn", failed: "danger" }[event.status] || "";
+    badge(event.status, kind);
+    status.setAttribute("data-status", event.status);
+    say("Its status changed to " + event.status + ". Reload for the details.");
+  });
+  ["sandbox.deleted", "sandbox.vanished"].forEach(function (name) {
+    source.addEventListener(name, function () {
+      source.close();
+      badge("deleted", "plain");
+      status.setAttribute("data-status", "deleted");
+      say(name === "sandbox.deleted" ? "This sandbox was deleted. Reload for the details." : "This sandbox is gone at its provider. Reload for the details.");
+    });
+  });
+  ["command.started", "command.exited"].forEach(function (name) {
+    source.addEventListener(name, function () {
+      say("Its commands changed. Reload to see the history.");
+    });
   });
 }

@@ -163,6 +163,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::post().to(work::signal_command),
             )
             .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/events"),
+                web::get().to(work::sandbox_events),
+            )
+            .route(
                 &format!("{prj}/sandboxes/{{sandbox}}/delete"),
                 web::post().to(work::delete_sandbox),
             )

@@ -1051,8 +1051,11 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
                 }
                 h1 { code.h1-code { (r.id) } }
             }
-            div { (status_badge(&r.status, r.deleted.is_some())) }
+            div #sandbox-status data-events=[page.live.as_ref().map(|l| &l.0)] data-after=[page.live.as_ref().map(|l| l.1)] {
+                (status_badge(&r.status, r.deleted.is_some()))
+            }
         }
+        div #status-news.flash.info role="status" hidden {}
         @if let Some(at) = &r.deleted {
             div.flash.info { "This sandbox was deleted " (at) ". Its record is kept as a tombstone." }
         }

@@ -502,6 +502,9 @@ pub(crate) struct SandboxPage {
     pub(crate) events: Result<Vec<EventRow>, String>,
     /// The estimated usage so far, or why it is not known.
     pub(crate) usage: Result<UsageView, String>,
+    /// Set unless it is a tombstone: the console route streaming its lifecycle events and
+    /// the id to follow them after (the script keeps the status live with them).
+    pub(crate) live: Option<(String, u64)>,
 }
 
 /// One command in a sandbox's history.

@@ -263,6 +263,23 @@ impl Control {
         Ok(kept.into_iter().rev().collect())
     }
 
+    /// The sandbox's lifecycle events after `after`, then new ones as they are appended,
+    /// without end (member). Access is checked once, up front.
+    pub async fn follow_sandbox_events(
+        &self,
+        actor: &Actor,
+        project: ProjectId,
+        sandbox: &str,
+        after: u64,
+    ) -> Result<BoxStream<'static, std::result::Result<LifecycleEvent, ServiceError>>> {
+        self.project_role(actor, project, Role::Member).await?;
+        Ok(self
+            .service()
+            .follow_events(&Caller::trusted(project), after, Some(sandbox))
+            .await?
+            .boxed())
+    }
+
     /// The sandbox's estimated usage so far (member).
     pub async fn sandbox_usage(
         &self,

@@ -968,7 +968,8 @@ async fn a_sandbox_made_with_an_inline_credential_has_a_page_without_a_stored_pr
 /// The sandbox page as a place to work (issue 26), in Chromium at desktop and phone widths:
 /// a command started from the form streams its output into its page while it runs (the
 /// state still "running"), and after a reload the page shows the output so far and the
-/// stream finishes it with exit code 0. Screenshots land in `target/console-screenshots/`.
+/// stream finishes it with exit code 0; the sandbox page's status follows a delete made over
+/// the API. Screenshots land in `target/console-screenshots/work/`.
 #[actix_web::test]
 async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium() {
     if !browser_or_skip("console_command_streams_into_the_page_and_survives_a_reload_in_chromium") {
@@ -982,7 +983,8 @@ async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium
     let shots = screenshot_dir().join("work");
     let driver = webdriver::Driver::start(&shots.join("chromedriver-work.log")).await;
     let b = driver.session().await;
-    let page = sign_in_and_make_a_local_sandbox(&j, &b, "ada@example.test").await;
+    let made = sign_in_and_make_a_local_sandbox(&j, &b, "ada@example.test").await;
+    let page = made.page.clone();
 
     for (width, height, tag) in [(1366, 900, "desktop"), (390, 844, "phone")] {
         b.resize(width, height).await;
@@ -1036,17 +1038,40 @@ async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium
         let cut = columns_cut_off(&b).await;
         assert!(cut.is_empty(), "sandbox page at {width} px: {cut:?}");
     }
+    // The status is kept live: a delete made over the API shows on the open page.
+    b.resize(1366, 900).await;
+    b.goto(&page).await;
+    b.find("#sandbox-status[data-watching='true']").await;
+    let gone = reqwest::Client::new()
+        .delete(j.url(&format!("/v1/sandboxes/{}", made.id)))
+        .bearer_auth(&made.key)
+        .send()
+        .await
+        .unwrap();
+    assert!(gone.status().is_success());
+    b.find("#sandbox-status[data-status='deleted']").await;
+    let news = b.find("#status-news").await.text().await;
+    assert!(news.contains("was deleted"), "{news}");
+    b.screenshot(&shots, "23-sandbox-deleted-live").await;
     b.quit().await;
 }
 
+/// A `local` sandbox made over the API for a user signed in in the browser.
+struct Made {
+    /// Its console page.
+    page: String,
+    id: String,
+    /// The API key that made it.
+    key: String,
+}
+
 /// Signs `email` in through the browser (the operator's invitation link, the confirmation,
-/// the terms), makes a project, a key and a `local` sandbox with it over the API: the
-/// sandbox page's URL.
+/// the terms), makes a project, a key and a `local` sandbox with it over the API.
 async fn sign_in_and_make_a_local_sandbox(
     j: &Journey,
     b: &webdriver::Session,
     email: &str,
-) -> String {
+) -> Made {
     let link = j.control.invite_user(email).await.unwrap();
     b.goto(&link).await;
     b.find("#confirm-sign-in").await.submit().await;
@@ -1087,11 +1112,15 @@ async fn sign_in_and_make_a_local_sandbox(
         .json()
         .await
         .unwrap();
-    let id = created["id"].as_str().expect("a sandbox");
-    j.url(&format!(
-        "/console/accounts/{}/projects/{}/sandboxes/{id}",
-        p.account_id, p.id
-    ))
+    let id = created["id"].as_str().expect("a sandbox").to_owned();
+    Made {
+        page: j.url(&format!(
+            "/console/accounts/{}/projects/{}/sandboxes/{id}",
+            p.account_id, p.id
+        )),
+        id,
+        key,
+    }
 }
 
 /// The command page as the script leaves it: output text, state badge, exit code, and
@@ -1207,7 +1236,9 @@ async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
             .into_iter()
             .map(|v| format!("sign-in: {v}")),
     );
-    let page = sign_in_and_make_a_local_sandbox(&j, &b, "ada@example.test").await;
+    let page = sign_in_and_make_a_local_sandbox(&j, &b, "ada@example.test")
+        .await
+        .page;
     b.goto(&page).await;
     b.find("#run-command").await.type_text("echo hello").await;
     b.find("#run").await.submit().await;

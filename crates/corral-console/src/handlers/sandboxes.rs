@@ -198,9 +198,16 @@ pub(crate) async fn sandbox_page(
                 .collect()
         })
         .map_err(|e| not_read("commands", &e));
-    let events = control
-        .sandbox_events(actor, pid, sbx, EVENTS_SHOWN)
-        .await
+    let events = control.sandbox_events(actor, pid, sbx, EVENTS_SHOWN).await;
+    // Newest first: the first is where the live status follows on from.
+    let live = match (&events, s.deleted_at) {
+        (Ok(events), None) => Some((
+            format!("{}/events", paths::sandbox(acc, prj, sbx)),
+            events.first().map_or(0, |e| e.id),
+        )),
+        _ => None,
+    };
+    let events = events
         .map(|events| {
             events
                 .iter()
@@ -236,6 +243,7 @@ pub(crate) async fn sandbox_page(
             commands,
             events,
             usage,
+            live,
         }),
     )
 }

@@ -246,11 +246,43 @@ pub(crate) async fn command_output(
         Ok(s) => s,
         Err(e) => return command_failure(&req, &e),
     };
+    sse(corral_web::commands::sse_body(events))
+}
+
+/// `GET …/sandboxes/{sandbox}/events`: the sandbox's lifecycle events as Server-Sent Events
+/// (the API's frames, named by type), from `Last-Event-ID` or `?after=`, without end: the
+/// sandbox page's script keeps its status live with them.
+pub(crate) async fn sandbox_events(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String)>,
+) -> Page {
+    let ctx = get_ctx!(state, req);
+    let pid: ProjectId = try_page!(parse(&req, &path.1));
+    let Some(after) = resume_point(&req) else {
+        return HttpResponse::BadRequest()
+            .content_type("text/plain; charset=utf-8")
+            .body("Last-Event-ID and after must be event ids (non-negative integers).");
+    };
+    match control(&state)
+        .follow_sandbox_events(&ctx.signed.actor, pid, &path.2, after)
+        .await
+    {
+        Ok(events) => sse(corral_web::commands::sse_body(events)),
+        Err(e) => command_failure(&req, &e),
+    }
+}
+
+/// An event stream's answer (the API's framing, keep-alives included): no caching, no
+/// buffering by reverse proxies.
+fn sse(
+    body: impl futures::Stream<Item = Result<web::Bytes, actix_web::Error>> + 'static,
+) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(corral_web::commands::sse_body(events))
+        .streaming(body)
 }
 
 /// Where a stream resumes: `Last-Event-ID` wins over `?after=`; `None` for garbage.

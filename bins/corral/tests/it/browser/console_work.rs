@@ -613,3 +613,74 @@ async fn console_stops_a_running_command_and_deletes_the_sandbox() {
         "a tombstone offers nothing to change: {page}"
     );
 }
+
+/// The sandbox page names its lifecycle-event stream and the id it follows on from; the
+/// stream (cookie auth) brings what happens next, here the delete made over the API.
+#[actix_web::test]
+async fn console_sandbox_page_follows_its_lifecycle_events() {
+    let j = start().await;
+    let http = client();
+    let w = workbench(&j, &http, "ada@example.test").await;
+    let body = get(&http, &j, &w.page, &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let stream = format!("{}/events", w.page);
+    assert!(
+        body.contains(&format!("data-events=\"{stream}\"")),
+        "{body}"
+    );
+    let after: u64 = body
+        .split("data-after=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(
+        after > 0,
+        "the page's events (the create) come before it: {body}"
+    );
+    let resp = http
+        .get(j.url(&format!("{stream}?after={after}")))
+        .header("cookie", &w.cookie)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let csrf = format!("csrf={}", w.csrf);
+    let deleted = post_form(
+        &http,
+        &j,
+        &format!("{}/delete", w.page),
+        Some(&w.cookie),
+        &csrf,
+    )
+    .await;
+    assert_eq!(deleted.status(), 303);
+    let mut frames = resp.bytes_stream();
+    let mut seen = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(chunk) = frames.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            if seen.contains("event: sandbox.deleted") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the delete came through the stream: {seen}");
+    assert!(
+        !seen.contains("event: sandbox.created"),
+        "only what followed {after}: {seen}"
+    );
+    // A tombstone's page follows nothing.
+    let body = get(&http, &j, &w.page, &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!body.contains("data-events="), "{body}");
+}
