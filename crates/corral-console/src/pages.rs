@@ -1007,9 +1007,15 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
                     @if page.next.is_some() { "None among the sandboxes searched so far; look further with the older ones." } @else { "Clear the filters to see every sandbox." }
                 }
             } @else if page.rows.is_empty() {
-                div.empty {
+                div.empty #first-sandbox {
                     strong { "No sandboxes yet" }
-                    "Create one with an API key: " code { "POST /v1/sandboxes" }
+                    p { "Create one over the API with a key of this project ("
+                        @if p.account.is_admin() { a href=(paths::keys(&p.account.id, &p.id)) { "API keys" } } @else { "ask an admin for one" }
+                        "). The " code { "local" } " provider runs sandboxes on this server and needs no provider account:" }
+                    div.secret-box {
+                        code #create-curl.mono { (format!("curl -X POST {}/v1/sandboxes -H 'Authorization: Bearer $CORRAL_API_KEY' -H 'Content-Type: application/json' -d '{{\"provider\":\"local\"}}'", page.api_base)) }
+                        button.btn.small type="button" data-copy="create-curl" hidden { "Copy" }
+                    }
                 }
             } @else {
                 div.table-wrap { table {
@@ -1118,7 +1124,14 @@ fn run_command_card(page: &SandboxPage) -> Markup {
             }
             @match &page.commands {
                 Err(why) => div.card-body { p.muted { (why) } },
-                Ok(rows) if rows.is_empty() => div.empty { strong { "No commands yet" } "Commands run here or through the API are listed with their exit codes." },
+                Ok(rows) if rows.is_empty() => div.empty {
+                    strong { "No commands yet" }
+                    p { "Commands run here or through the API are listed with their exit codes. Over the API:" }
+                    div.secret-box {
+                        code #command-curl.mono { (format!("curl -X POST {}/v1/sandboxes/{}/commands -H 'Authorization: Bearer $CORRAL_API_KEY' -H 'Content-Type: application/json' -d '{{\"command\":\"echo hello\"}}'", page.api_base, r.id)) }
+                        button.btn.small type="button" data-copy="command-curl" hidden { "Copy" }
+                    }
+                },
                 Ok(rows) => div.table-wrap { table #command-history {
                     thead { tr { th { "Command" } th { "State" } th { "Exit" } th.hide-sm { "Started" } th.hide-sm { "Duration" } } }
                     tbody {

@@ -428,6 +428,8 @@ pub(crate) struct SandboxesPage {
     /// Every status and provider, for the filter's choices.
     pub(crate) statuses: Vec<&'static str>,
     pub(crate) providers: Vec<&'static str>,
+    /// This server's public URL, for the example requests.
+    pub(crate) api_base: String,
 }
 
 /// The sandbox list's filters (each `None`: any).
@@ -502,6 +504,8 @@ pub(crate) struct SandboxPage {
     pub(crate) events: Result<Vec<EventRow>, String>,
     /// The estimated usage so far, or why it is not known.
     pub(crate) usage: Result<UsageView, String>,
+    /// This server's public URL, for the example requests.
+    pub(crate) api_base: String,
     /// Set unless it is a tombstone: the console route streaming its lifecycle events and
     /// the id to follow them after (the script keeps the status live with them).
     pub(crate) live: Option<(String, u64)>,

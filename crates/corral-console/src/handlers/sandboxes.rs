@@ -103,6 +103,7 @@ pub(crate) async fn sandboxes_page(
             filter,
             statuses: SandboxStatus::ALL.iter().map(|s| s.as_str()).collect(),
             providers: Provider::ALL.iter().map(|p| p.as_str()).collect(),
+            api_base: api_base(control),
         }),
     )
 }
@@ -244,8 +245,14 @@ pub(crate) async fn sandbox_page(
             events,
             usage,
             live,
+            api_base: api_base(control),
         }),
     )
+}
+
+/// This server's public URL without a trailing slash, for the example requests.
+fn api_base(control: &corral_control::Control) -> String {
+    control.config().public_url.trim_end_matches('/').to_owned()
 }
 
 /// Commands and events shown on a sandbox's page, at most (newest first).

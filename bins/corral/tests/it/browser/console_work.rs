@@ -124,6 +124,11 @@ async fn console_runs_a_command_and_shows_its_output_history_events_and_cost() {
     );
     assert!(page.contains("No commands yet"), "{page}");
     assert!(
+        page.contains(&format!("curl -X POST {}/v1/sandboxes/", j.base))
+            && page.contains("/commands -H"),
+        "the empty history shows the API's request with this server's URL: {page}"
+    );
+    assert!(
         page.contains("id=\"estimated-cost\""),
         "the cost card: {page}"
     );
@@ -683,4 +688,39 @@ async fn console_sandbox_page_follows_its_lifecycle_events() {
         .await
         .unwrap();
     assert!(!body.contains("data-events="), "{body}");
+}
+
+/// An empty project's list shows the real request that makes a sandbox: this server's URL,
+/// `local`, which needs no provider account.
+#[actix_web::test]
+async fn console_empty_sandbox_list_shows_the_request_that_makes_one() {
+    let j = start().await;
+    let http = client();
+    let (cookie, actor) = signed_in(&j, &http, "ada@example.test").await;
+    let (acc, prj) = project(&j, &actor, "empty").await;
+    let body = get(
+        &http,
+        &j,
+        &format!("/console/accounts/{acc}/projects/{prj}"),
+        &cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let empty = &body[body
+        .find("id=\"first-sandbox\"")
+        .unwrap_or_else(|| panic!("{body}"))..];
+    assert!(
+        empty.contains(&format!("curl -X POST {}/v1/sandboxes -H", j.base))
+            && empty.contains("&quot;provider&quot;:&quot;local&quot;")
+            && empty.contains("needs no provider account"),
+        "{empty}"
+    );
+    assert!(
+        empty.contains(&format!(
+            "href=\"/console/accounts/{acc}/projects/{prj}/keys\""
+        )),
+        "{empty}"
+    );
 }
