@@ -969,6 +969,31 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
     let p = &page.project;
     let content = html! {
         (project_head(p, ProjectTab::Sandboxes))
+        @if let Some(o) = &page.overview {
+            div.card #project-overview {
+                div.card-head { div { h2 { "At a glance" } p { "Live and failed sandboxes per provider now, and the last seven days' running time and estimated cost." } } }
+                div.table-wrap { table {
+                    thead { tr { th { "Provider" } th { "Live" } th { "Failed" } th.hide-sm { "Running (7 days)" } th.hide-sm { "Estimated cost (7 days)" } } }
+                    tbody {
+                        @for g in &o.rows {
+                            tr data-provider=(g.provider) {
+                                td { (g.provider) }
+                                td data-live=(g.live) { (g.live) }
+                                td data-failed=(g.failed) { @if g.failed > 0 { span.badge.danger { (g.failed) } } @else { "0" } }
+                                td.muted.hide-sm { (g.running) }
+                                td.muted.hide-sm { (g.cost) }
+                            }
+                        }
+                    }
+                } }
+                @if o.partial || o.usage_note.is_some() {
+                    div.card-body {
+                        @if o.partial { p.small.muted { "Counted over the newest 2,000 sandboxes." } }
+                        @if let Some(n) = &o.usage_note { p.small.muted { (n) } }
+                    }
+                }
+            }
+        }
         div.card {
             div.card-head { div { h2 { "Sandboxes" } p { "As Corral last saw them, newest first. Statuses are refreshed when the API reads a sandbox; deleted sandboxes stay listed as tombstones." } } }
             div.card-body {

@@ -430,6 +430,28 @@ pub(crate) struct SandboxesPage {
     pub(crate) providers: Vec<&'static str>,
     /// This server's public URL, for the example requests.
     pub(crate) api_base: String,
+    /// The project at a glance (first unfiltered page only).
+    pub(crate) overview: Option<ProjectOverview>,
+}
+
+/// A project at a glance: per provider, its live and failed sandboxes and its last seven
+/// days' running time and estimated cost.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProjectOverview {
+    pub(crate) rows: Vec<ProviderGlance>,
+    /// Set when the registry had more records than were counted.
+    pub(crate) partial: bool,
+    /// Why the usage is missing, if it is.
+    pub(crate) usage_note: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProviderGlance {
+    pub(crate) provider: String,
+    pub(crate) live: u64,
+    pub(crate) failed: u64,
+    pub(crate) running: String,
+    pub(crate) cost: String,
 }
 
 /// The sandbox list's filters (each `None`: any).

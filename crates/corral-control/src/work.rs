@@ -6,6 +6,7 @@
 //! being deleted and is audited (the command's id, never its text or a file's content).
 
 use corral_control_store::Role;
+use corral_domain::UsageReport;
 use corral_domain::{
     Command, CommandPage, LifecycleEvent, OutputEvent, OutputPage, ReadFileInput, ReadFileResult,
     Sandbox, SandboxUsage, Signal, SignalInput, StartCommandInput, WriteFileInput, WriteFileResult,
@@ -278,6 +279,16 @@ impl Control {
             .follow_events(&Caller::trusted(project), after, Some(sandbox))
             .await?
             .boxed())
+    }
+
+    /// The project's estimated usage per provider and UTC day over the last seven days
+    /// (member).
+    pub async fn project_usage(&self, actor: &Actor, project: ProjectId) -> Result<UsageReport> {
+        self.project_role(actor, project, Role::Member).await?;
+        Ok(self
+            .service()
+            .usage(&Caller::trusted(project), None, None)
+            .await?)
     }
 
     /// The sandbox's estimated usage so far (member).

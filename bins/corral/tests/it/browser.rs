@@ -1198,8 +1198,8 @@ async fn axe_violations(b: &webdriver::Session, axe: &str) -> Vec<String> {
 }
 
 /// The console passes axe-core's automated accessibility check with no serious or critical
-/// violation: the sign-in page, a sandbox's page and a finished command's page, at desktop
-/// and phone widths.
+/// violation: the sign-in page, the sandbox list, a sandbox's page and a finished command's
+/// page, at desktop and phone widths.
 #[actix_web::test]
 async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
     let test = "console_pages_have_no_serious_accessibility_violation_in_chromium";
@@ -1246,7 +1246,12 @@ async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
     wait_for(&b, "the exit", |s| s["exit"] == "0").await;
     for (width, height) in [(1366, 900), (390, 844)] {
         b.resize(width, height).await;
-        for (name, url) in [("sandbox", &page), ("command", &command_url)] {
+        let list = page[..page.find("/sandboxes/").unwrap()].to_owned();
+        for (name, url) in [
+            ("sandbox list", &list),
+            ("sandbox", &page),
+            ("command", &command_url),
+        ] {
             b.goto(url).await;
             found.extend(
                 axe_violations(&b, &axe)

@@ -54,6 +54,7 @@ pub(crate) async fn sandboxes_page(
         q: blank(query.q).map(|q| q.chars().take(100).collect::<String>().to_lowercase()),
     };
     let filtered = filter.any();
+    let query_cursor_set = query.cursor.is_some();
     let mut cursor = query.cursor;
     let mut items = Vec::new();
     let mut walked = 0;
@@ -81,6 +82,11 @@ pub(crate) async fn sandboxes_page(
             other => break other,
         }
     };
+    let overview = if filtered || query_cursor_set {
+        None
+    } else {
+        overview(control, &ctx.signed.actor, pid).await
+    };
     let rows = items
         .into_iter()
         .map(|s| view::SandboxRow {
@@ -104,8 +110,88 @@ pub(crate) async fn sandboxes_page(
             statuses: SandboxStatus::ALL.iter().map(|s| s.as_str()).collect(),
             providers: Provider::ALL.iter().map(|p| p.as_str()).collect(),
             api_base: api_base(control),
+            overview,
         }),
     )
+}
+
+/// The project at a glance: live and failed sandboxes per provider (counted over at most
+/// [`MAX_FILTER_WALK`] records, newest first) and the last seven days' usage.
+async fn overview(
+    control: &corral_control::Control,
+    actor: &corral_control::Actor,
+    pid: corral_control::ProjectId,
+) -> Option<view::ProjectOverview> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<String, view::ProviderGlance> = BTreeMap::new();
+    let mut cursor: Option<String> = None;
+    let mut walked = 0;
+    let partial = loop {
+        let page = control
+            .list_sandboxes(actor, pid, cursor.as_deref(), Some(100))
+            .await
+            .ok()?;
+        walked += page.items.len();
+        for s in page.items.iter().filter(|s| s.deleted_at.is_none()) {
+            let g = by.entry(s.provider.as_str().to_owned()).or_default();
+            match s.status {
+                SandboxStatus::Running | SandboxStatus::Creating | SandboxStatus::Paused => {
+                    g.live += 1;
+                }
+                SandboxStatus::Failed => g.failed += 1,
+                _ => {}
+            }
+        }
+        match page.next_cursor {
+            Some(c) if walked < MAX_FILTER_WALK => cursor = Some(c),
+            Some(_) => break true,
+            None => break false,
+        }
+    };
+    let mut usage_note = None;
+    match control.project_usage(actor, pid).await {
+        Ok(report) => {
+            let mut secs: BTreeMap<String, u64> = BTreeMap::new();
+            let mut cost: BTreeMap<(String, String), f64> = BTreeMap::new();
+            for r in &report.rows {
+                let p = r.provider.as_str().to_owned();
+                *secs.entry(p.clone()).or_default() += r.running_seconds;
+                for c in &r.estimated_cost {
+                    let amount = c.amount.parse::<f64>().unwrap_or(0.0);
+                    *cost.entry((p.clone(), c.currency.clone())).or_default() += amount;
+                }
+            }
+            for (p, s) in secs {
+                let g = by.entry(p.clone()).or_default();
+                g.running = span(s.saturating_mul(1000));
+                g.cost = cost
+                    .iter()
+                    .filter(|((q, _), _)| *q == p)
+                    .map(|((_, cur), a)| format!("{a:.4} {cur}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+            }
+        }
+        Err(e) => usage_note = Some(not_read("usage", &e)),
+    }
+    let rows = by
+        .into_iter()
+        .map(|(provider, mut g)| {
+            g.provider = provider;
+            if g.running.is_empty() {
+                g.running = "—".to_owned();
+            }
+            if g.cost.is_empty() {
+                g.cost = "—".to_owned();
+            }
+            g
+        })
+        .collect::<Vec<_>>();
+    (!rows.is_empty()).then_some(view::ProjectOverview {
+        rows,
+        partial,
+        usage_note,
+    })
 }
 
 /// `GET …/projects/{project}/sandboxes/{sandbox}`.

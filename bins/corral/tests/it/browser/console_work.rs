@@ -404,6 +404,17 @@ async fn console_sandbox_list_filters_by_status_provider_and_id() {
     let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
     assert_eq!(all, newest_first, "{body}");
     assert!(body.contains("id=\"sandbox-filter\""), "{body}");
+    // At a glance: two live `local` sandboxes (the tombstone is not counted), none failed.
+    let glance = &body[body
+        .find("id=\"project-overview\"")
+        .unwrap_or_else(|| panic!("{body}"))..];
+    let local = &glance[glance
+        .find("data-provider=\"local\"")
+        .unwrap_or_else(|| panic!("{glance}"))..];
+    assert!(
+        local.contains("data-live=\"2\"") && local.contains("data-failed=\"0\""),
+        "{local}"
+    );
     assert_eq!(list("status=deleted").await.0, [ids[0].clone()]);
     assert_eq!(
         list("status=running").await.0,
@@ -414,6 +425,10 @@ async fn console_sandbox_list_filters_by_status_provider_and_id() {
     assert!(
         none.is_empty() && body.contains("id=\"no-match\""),
         "{body}"
+    );
+    assert!(
+        !body.contains("id=\"project-overview\""),
+        "a filtered page is the list only"
     );
     let piece = &ids[1][ids[1].len() - 8..];
     assert_eq!(list(&format!("q={piece}")).await.0, [ids[1].clone()]);
