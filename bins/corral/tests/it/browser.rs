@@ -3,7 +3,9 @@
 //! `target/console-screenshots/` for review.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them). Without them the
-//! tests fail under `CI=true` and print SKIPPED otherwise: never a silent pass.
+//! tests fail under `CI=true` and print SKIPPED otherwise: never a silent pass. The
+//! accessibility check also needs the pinned npm `axe-core` that `.ci/run` installs under
+//! `target/axe` (or `$CORRAL_AXE_JS`), with the same rule when it is missing.
 
 mod console_http;
 mod console_work;
