@@ -675,7 +675,31 @@ pub(crate) fn audit(page: &AuditPage) -> Markup {
         (page_head(html! { span { (acc.name) } span { "Audit log" } }, "Audit log",
             Some("Every change to this account, who made it and when. Newest first."), html! {}))
         div.card {
-            @if page.events.is_empty() {
+            div.card-body {
+                form.inline #audit-filter method="get" action=(paths::audit(&acc.id)) {
+                    div.field {
+                        label for="audit-actor" { "Who" }
+                        select #audit-actor name="actor" {
+                            option value="" { "Anyone" }
+                            @for a in &page.actors { option value=(a) selected[page.actor.as_ref() == Some(a)] { (a) } }
+                        }
+                    }
+                    div.field {
+                        label for="audit-action" { "What" }
+                        select #audit-action name="action" {
+                            option value="" { "Anything" }
+                            @for a in &page.actions { option value=(a) selected[page.action.as_ref() == Some(a)] { (a) } }
+                        }
+                    }
+                    button.btn.secondary type="submit" { "Filter" }
+                    @if page.actor.is_some() || page.action.is_some() {
+                        a.btn.ghost href=(paths::audit(&acc.id)) { "Clear" }
+                    }
+                }
+            }
+            @if page.events.is_empty() && (page.actor.is_some() || page.action.is_some()) {
+                div.empty #audit-no-match { strong { "Nothing matches" } "Clear the filters to see every change." }
+            } @else if page.events.is_empty() {
                 div.empty { strong { "Nothing recorded yet" } }
             } @else {
                 // On a phone each event stacks into a block (`stack-sm`); the explicit roles
@@ -688,7 +712,12 @@ pub(crate) fn audit(page: &AuditPage) -> Markup {
                                 td.muted.nowrap role="cell" data-label="When" { (e.at) }
                                 td role="cell" data-label="Who" { (e.actor) }
                                 td role="cell" data-label="What" { code { (e.action) } }
-                                td role="cell" data-label="Target" { code { (e.target) } }
+                                td role="cell" data-label="Target" {
+                                    @match &e.target_href {
+                                        Some(href) => a href=(href) { code { (e.target) } },
+                                        None => code { (e.target) },
+                                    }
+                                }
                             }
                         }
                     }

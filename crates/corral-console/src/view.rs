@@ -246,7 +246,10 @@ pub(crate) struct AuditRow {
     pub(crate) at: String,
     pub(crate) actor: String,
     pub(crate) action: String,
+    /// The target as people know it (a project's name, a member's email), else its id.
     pub(crate) target: String,
+    /// Its page, where the console has one.
+    pub(crate) target_href: Option<String>,
 }
 
 /// The audit log.
@@ -255,6 +258,11 @@ pub(crate) struct AuditPage {
     pub(crate) chrome: Chrome,
     pub(crate) account: AccountView,
     pub(crate) events: Vec<AuditRow>,
+    /// The filters applied (`None`: any) and every value seen, for their choices.
+    pub(crate) actor: Option<String>,
+    pub(crate) action: Option<String>,
+    pub(crate) actors: Vec<String>,
+    pub(crate) actions: Vec<String>,
 }
 
 /// The create-organization page.

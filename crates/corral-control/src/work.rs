@@ -53,7 +53,7 @@ impl Control {
             owned.account_id,
             "command.start",
             command.sandbox_id.to_string(),
-            serde_json::json!({ "commandId": command.id.to_string() }),
+            serde_json::json!({ "projectId": project.to_string(), "commandId": command.id.to_string() }),
         )
         .await?;
         Ok(command)
@@ -84,7 +84,7 @@ impl Control {
             owned.account_id,
             "command.signal",
             command.sandbox_id.to_string(),
-            serde_json::json!({ "commandId": command.id.to_string(), "signal": signal }),
+            serde_json::json!({ "projectId": project.to_string(), "commandId": command.id.to_string(), "signal": signal }),
         )
         .await?;
         Ok(command)
@@ -108,7 +108,7 @@ impl Control {
             owned.account_id,
             "sandbox.delete",
             deleted.id.to_string(),
-            serde_json::json!({ "provider": deleted.provider.as_str() }),
+            serde_json::json!({ "projectId": project.to_string(), "provider": deleted.provider.as_str() }),
         )
         .await?;
         Ok(deleted)
@@ -224,7 +224,7 @@ impl Control {
             owned.account_id,
             "file.write",
             written.sandbox_id.to_string(),
-            serde_json::json!({ "path": written.path, "bytes": written.bytes_written }),
+            serde_json::json!({ "projectId": project.to_string(), "path": written.path, "bytes": written.bytes_written }),
         )
         .await?;
         Ok(written)

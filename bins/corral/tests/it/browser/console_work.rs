@@ -739,3 +739,64 @@ async fn console_empty_sandbox_list_shows_the_request_that_makes_one() {
         "{empty}"
     );
 }
+
+/// The audit log records work done from the console (the command's id, never its text),
+/// names a project by its name and links targets to their pages; it filters by who and
+/// what.
+#[actix_web::test]
+async fn console_audit_log_links_targets_and_filters_by_actor_and_action() {
+    let j = start().await;
+    let http = client();
+    let w = workbench(&j, &http, "ada@example.test").await;
+    let cmd = run(&http, &j, &w, "echo secret-looking-text").await;
+    let account = w.page.split('/').nth(3).unwrap().to_owned();
+    let audit = format!("/console/accounts/{account}/audit");
+    let body = get(&http, &j, &audit, &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains("<code>command.start</code>"), "{body}");
+    assert!(body.contains("<code>key.create</code>"), "{body}");
+    assert!(
+        body.contains(&format!("href=\"{cmd}\"")),
+        "the command's page is linked: {body}"
+    );
+    assert!(
+        !body.contains("secret-looking-text"),
+        "never the command's text: {body}"
+    );
+    let project = w.page.split("/sandboxes/").next().unwrap();
+    assert!(
+        body.contains(&format!("<a href=\"{project}\"><code>work</code></a>")),
+        "the project by name, linked: {body}"
+    );
+    assert!(body.contains("id=\"audit-filter\""), "{body}");
+    let only = get(
+        &http,
+        &j,
+        &format!("{audit}?action=command.start"),
+        &w.cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(only.contains("<code>command.start</code>"), "{only}");
+    assert!(!only.contains("<code>key.create</code>"), "{only}");
+    assert!(
+        only.contains("<option value=\"command.start\" selected>"),
+        "{only}"
+    );
+    let nobody = get(
+        &http,
+        &j,
+        &format!("{audit}?actor=someone%40else.test"),
+        &w.cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(nobody.contains("id=\"audit-no-match\""), "{nobody}");
+}
