@@ -1200,8 +1200,9 @@ async fn axe_violations(b: &webdriver::Session, axe: &str) -> Vec<String> {
 }
 
 /// The console passes axe-core's automated accessibility check with no serious or critical
-/// violation: the sign-in page, the sandbox list, a sandbox's page and a finished command's
-/// page, at desktop and phone widths.
+/// violation: the sign-in page and every signed-in page kind (sandbox list, sandbox, command,
+/// file, keys, providers, settings, account, members, audit log, profile), at desktop and
+/// phone widths.
 #[actix_web::test]
 async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
     let test = "console_pages_have_no_serious_accessibility_violation_in_chromium";
@@ -1249,11 +1250,21 @@ async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
     for (width, height) in [(1366, 900), (390, 844)] {
         b.resize(width, height).await;
         let list = page[..page.find("/sandboxes/").unwrap()].to_owned();
-        for (name, url) in [
-            ("sandbox list", &list),
-            ("sandbox", &page),
-            ("command", &command_url),
-        ] {
+        let account = list[..list.find("/projects/").unwrap()].to_owned();
+        let pages = [
+            ("sandbox list", list.clone()),
+            ("sandbox", page.clone()),
+            ("command", command_url.clone()),
+            ("file", format!("{page}/files?path=%2Fetc%2Fhostname")),
+            ("keys", format!("{list}/keys")),
+            ("providers", format!("{list}/providers")),
+            ("project settings", format!("{list}/settings")),
+            ("account", account.clone()),
+            ("members", format!("{account}/members")),
+            ("audit log", format!("{account}/audit")),
+            ("profile", j.url("/console/profile")),
+        ];
+        for (name, url) in &pages {
             b.goto(url).await;
             found.extend(
                 axe_violations(&b, &axe)
