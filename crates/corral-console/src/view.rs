@@ -623,3 +623,24 @@ pub(crate) struct ProjectSettingsPage {
     pub(crate) chrome: Chrome,
     pub(crate) project: ProjectView,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SandboxFilter;
+
+    #[test]
+    fn the_next_page_keeps_the_filters_encoded() {
+        let f = SandboxFilter {
+            status: Some("deleted".to_owned()),
+            provider: None,
+            q: Some("a b&c".to_owned()),
+        };
+        assert!(f.any());
+        assert_eq!(
+            f.next_query("c/1=="),
+            "status=deleted&q=a+b%26c&cursor=c%2F1%3D%3D"
+        );
+        assert!(!SandboxFilter::default().any());
+        assert_eq!(SandboxFilter::default().next_query("x"), "cursor=x");
+    }
+}

@@ -422,3 +422,51 @@ pub(crate) async fn write_file(
         Err(e) => failed(&back, &e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+    use corral_domain::{CommandState, OutputEvent, OutputStream};
+
+    use super::{chunk, resume_point};
+    use crate::view::OutputChunk;
+
+    #[test]
+    fn a_stream_resumes_from_last_event_id_before_after_and_refuses_garbage() {
+        let at = |uri: &str, last: Option<&str>| {
+            let mut r = TestRequest::get().uri(uri);
+            if let Some(l) = last {
+                r = r.insert_header(("last-event-id", l));
+            }
+            resume_point(&r.to_http_request())
+        };
+        assert_eq!(at("/x", None), Some(0));
+        assert_eq!(at("/x?after=7", None), Some(7));
+        assert_eq!(at("/x?after=7", Some("12")), Some(12));
+        assert_eq!(at("/x?after=7", Some("")), Some(0));
+        assert_eq!(at("/x", Some("nope")), None);
+        assert_eq!(at("/x?after=-1", None), None);
+        assert_eq!(
+            at("/x", Some("18446744073709551615")),
+            Some(i64::MAX.unsigned_abs())
+        );
+    }
+
+    #[test]
+    fn output_events_become_page_text_and_the_exit_is_not_text() {
+        let out = OutputEvent::output(1, OutputStream::Stdout, 0, b"hi\n");
+        assert_eq!(chunk(&out), Some(OutputChunk::Stdout("hi\n".to_owned())));
+        // Not UTF-8: sent as base64, shown lossily.
+        let bin = OutputEvent::output(2, OutputStream::Stderr, 0, &[0x66, 0xff, 0x0a]);
+        assert_eq!(
+            chunk(&bin),
+            Some(OutputChunk::Stderr("f\u{fffd}\n".to_owned()))
+        );
+        let exit = OutputEvent::Exit {
+            seq: 3,
+            state: CommandState::Exited,
+            exit_code: Some(0),
+        };
+        assert_eq!(chunk(&exit), None);
+    }
+}
