@@ -6,7 +6,9 @@
 //!   in too (`assets`), so the binary is the whole product.
 //! - Forms POST to console routes with a hidden `csrf` field (checked with the `Origin`, see
 //!   `docs/control-plane.md`), then redirect (POST/redirect/GET) with a flash message in a
-//!   short-lived cookie. JavaScript only enhances (the copy button).
+//!   short-lived cookie. JavaScript only enhances: the copy button, and a running command's
+//!   output appended live from the console's event stream (without it, the page shows the
+//!   output so far and a reload shows more).
 //! - Every response carries a strict `Content-Security-Policy` (no inline script or style),
 //!   `X-Frame-Options: DENY`, `Referrer-Policy: same-origin` (sign-in links carry a token;
 //!   `no-referrer` would make browsers send `Origin: null` on form posts) and, for HTML,
@@ -41,7 +43,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// Registers the console's routes under `/console`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    use handlers::{account, project, providers, sandboxes, sign_in};
+    use handlers::{account, project, providers, sandboxes, sign_in, work};
     let acc = "/accounts/{account}";
     let prj = "/accounts/{account}/projects/{project}";
     // A browser opening the server's root is led to the console; API clients (which do not
@@ -143,6 +145,38 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(
                 &format!("{prj}/sandboxes/{{sandbox}}"),
                 web::get().to(sandboxes::sandbox_page),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/commands"),
+                web::post().to(work::start_command),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/commands/{{command}}"),
+                web::get().to(work::command_page),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/commands/{{command}}/output"),
+                web::get().to(work::command_output),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/commands/{{command}}/signal"),
+                web::post().to(work::signal_command),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/events"),
+                web::get().to(work::sandbox_events),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/delete"),
+                web::post().to(work::delete_sandbox),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/files"),
+                web::get().to(work::file_page),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/files"),
+                web::post().to(work::write_file),
             )
             .route(
                 &format!("{prj}/settings"),

@@ -41,6 +41,18 @@ pub(crate) mod paths {
     pub(crate) fn sandbox(account: &str, project: &str, sandbox: &str) -> String {
         format!("{}/sandboxes/{sandbox}", project_(account, project))
     }
+    pub(crate) fn commands(account: &str, project: &str, sbx: &str) -> String {
+        format!("{}/commands", sandbox(account, project, sbx))
+    }
+    pub(crate) fn command(account: &str, project: &str, sandbox: &str, cmd: &str) -> String {
+        format!("{}/{cmd}", commands(account, project, sandbox))
+    }
+    pub(crate) fn command_output(account: &str, project: &str, sbx: &str, cmd: &str) -> String {
+        format!("{}/output", command(account, project, sbx, cmd))
+    }
+    pub(crate) fn files(account: &str, project: &str, sbx: &str) -> String {
+        format!("{}/files", sandbox(account, project, sbx))
+    }
     fn project_(account: &str, id: &str) -> String {
         project(account, id)
     }
@@ -83,7 +95,7 @@ fn single(title: &str, body: Markup) -> Markup {
             body {
                 main.auth {
                     div.panel {
-                        a.brand href=(BASE) { img src=(LOGO) alt=""; span { "Corral" } }
+                        a.brand href=(BASE) aria-label="Corral" { img src=(LOGO) alt=""; span { "Corral" } }
                         (body)
                     }
                 }
@@ -101,7 +113,7 @@ fn shell(title: &str, chrome: &Chrome, content: Markup) -> Markup {
             (head(title))
             body {
                 header.topbar {
-                    a.brand href=(BASE) { img src=(LOGO) alt=""; span { "Corral" } }
+                    a.brand href=(BASE) aria-label="Corral" { img src=(LOGO) alt=""; span { "Corral" } }
                     (account_switcher(chrome))
                     div.spacer {}
                     span.who { (chrome.email) }
@@ -663,7 +675,31 @@ pub(crate) fn audit(page: &AuditPage) -> Markup {
         (page_head(html! { span { (acc.name) } span { "Audit log" } }, "Audit log",
             Some("Every change to this account, who made it and when. Newest first."), html! {}))
         div.card {
-            @if page.events.is_empty() {
+            div.card-body {
+                form.inline #audit-filter method="get" action=(paths::audit(&acc.id)) {
+                    div.field {
+                        label for="audit-actor" { "Who" }
+                        select #audit-actor name="actor" {
+                            option value="" { "Anyone" }
+                            @for a in &page.actors { option value=(a) selected[page.actor.as_ref() == Some(a)] { (a) } }
+                        }
+                    }
+                    div.field {
+                        label for="audit-action" { "What" }
+                        select #audit-action name="action" {
+                            option value="" { "Anything" }
+                            @for a in &page.actions { option value=(a) selected[page.action.as_ref() == Some(a)] { (a) } }
+                        }
+                    }
+                    button.btn.secondary type="submit" { "Filter" }
+                    @if page.actor.is_some() || page.action.is_some() {
+                        a.btn.ghost href=(paths::audit(&acc.id)) { "Clear" }
+                    }
+                }
+            }
+            @if page.events.is_empty() && (page.actor.is_some() || page.action.is_some()) {
+                div.empty #audit-no-match { strong { "Nothing matches" } "Clear the filters to see every change." }
+            } @else if page.events.is_empty() {
                 div.empty { strong { "Nothing recorded yet" } }
             } @else {
                 // On a phone each event stacks into a block (`stack-sm`); the explicit roles
@@ -676,7 +712,12 @@ pub(crate) fn audit(page: &AuditPage) -> Markup {
                                 td.muted.nowrap role="cell" data-label="When" { (e.at) }
                                 td role="cell" data-label="Who" { (e.actor) }
                                 td role="cell" data-label="What" { code { (e.action) } }
-                                td role="cell" data-label="Target" { code { (e.target) } }
+                                td role="cell" data-label="Target" {
+                                    @match &e.target_href {
+                                        Some(href) => a href=(href) { code { (e.target) } },
+                                        None => code { (e.target) },
+                                    }
+                                }
                             }
                         }
                     }
@@ -957,12 +998,78 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
     let p = &page.project;
     let content = html! {
         (project_head(p, ProjectTab::Sandboxes))
+        @if let Some(o) = &page.overview {
+            div.card #project-overview {
+                div.card-head { div { h2 { "At a glance" } p { "Live and failed sandboxes per provider now, and the last seven days' running time and estimated cost." } } }
+                div.table-wrap { table {
+                    thead { tr { th { "Provider" } th { "Live" } th { "Failed" } th.hide-sm { "Running (7 days)" } th.hide-sm { "Estimated cost (7 days)" } } }
+                    tbody {
+                        @for g in &o.rows {
+                            tr data-provider=(g.provider) {
+                                td { (g.provider) }
+                                td data-live=(g.live) { (g.live) }
+                                td data-failed=(g.failed) { @if g.failed > 0 { span.badge.danger { (g.failed) } } @else { "0" } }
+                                td.muted.hide-sm { (g.running) }
+                                td.muted.hide-sm { (g.cost) }
+                            }
+                        }
+                    }
+                } }
+                @if o.partial || o.usage_note.is_some() {
+                    div.card-body {
+                        @if o.partial { p.small.muted { "Counted over the newest 2,000 sandboxes." } }
+                        @if let Some(n) = &o.usage_note { p.small.muted { (n) } }
+                    }
+                }
+            }
+        }
         div.card {
-            div.card-head { div { h2 { "Sandboxes" } p { "As Corral last saw them. Statuses are refreshed when the API reads a sandbox; deleted sandboxes stay listed as tombstones." } } }
-            @if page.rows.is_empty() {
-                div.empty {
+            div.card-head { div { h2 { "Sandboxes" } p { "As Corral last saw them, newest first. Statuses are refreshed when the API reads a sandbox; deleted sandboxes stay listed as tombstones." } } }
+            div.card-body {
+                form.inline #sandbox-filter method="get" action=(paths::project(&p.account.id, &p.id)) {
+                    div.field {
+                        label for="filter-status" { "Status" }
+                        select #filter-status name="status" {
+                            option value="" { "Any" }
+                            @for st in &page.statuses {
+                                option value=(st) selected[page.filter.status.as_deref() == Some(*st)] { (st) }
+                            }
+                        }
+                    }
+                    div.field {
+                        label for="filter-provider" { "Provider" }
+                        select #filter-provider name="provider" {
+                            option value="" { "Any" }
+                            @for pr in &page.providers {
+                                option value=(pr) selected[page.filter.provider.as_deref() == Some(*pr)] { (pr) }
+                            }
+                        }
+                    }
+                    div.field {
+                        label for="filter-q" { "Id contains" }
+                        input #filter-q.mono type="text" name="q" value=[page.filter.q.as_deref()] autocomplete="off" spellcheck="false" placeholder="sbx_…";
+                    }
+                    button.btn.secondary type="submit" { "Filter" }
+                    @if page.filter.any() {
+                        a.btn.ghost href=(paths::project(&p.account.id, &p.id)) { "Clear" }
+                    }
+                }
+            }
+            @if page.rows.is_empty() && page.filter.any() {
+                div.empty #no-match {
+                    strong { "No sandbox matches" }
+                    @if page.next.is_some() { "None among the sandboxes searched so far; look further with the older ones." } @else { "Clear the filters to see every sandbox." }
+                }
+            } @else if page.rows.is_empty() {
+                div.empty #first-sandbox {
                     strong { "No sandboxes yet" }
-                    "Create one with an API key: " code { "POST /v1/sandboxes" }
+                    p { "Create one over the API with a key of this project ("
+                        @if p.account.is_admin() { a href=(paths::keys(&p.account.id, &p.id)) { "API keys" } } @else { "ask an admin for one" }
+                        "). The " code { "local" } " provider runs sandboxes on this server and needs no provider account:" }
+                    div.secret-box {
+                        code #create-curl.mono { (format!("curl -X POST {}/v1/sandboxes -H 'Authorization: Bearer $CORRAL_API_KEY' -H 'Content-Type: application/json' -d '{{\"provider\":\"local\"}}'", page.api_base)) }
+                        button.btn.small type="button" data-copy="create-curl" hidden { "Copy" }
+                    }
                 }
             } @else {
                 div.table-wrap { table {
@@ -982,7 +1089,7 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
             }
             @if let Some(next) = &page.next {
                 div.card-body.card-foot {
-                    a.btn.secondary href={(paths::project(&p.account.id, &p.id)) "?cursor=" (next)} { "Older sandboxes" }
+                    a.btn.secondary #older href={(paths::project(&p.account.id, &p.id)) "?" (page.filter.next_query(next))} { "Older sandboxes" }
                 }
             }
         }
@@ -1004,8 +1111,11 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
                 }
                 h1 { code.h1-code { (r.id) } }
             }
-            div { (status_badge(&r.status, r.deleted.is_some())) }
+            div #sandbox-status data-events=[page.live.as_ref().map(|l| &l.0)] data-after=[page.live.as_ref().map(|l| l.1)] {
+                (status_badge(&r.status, r.deleted.is_some()))
+            }
         }
+        div #status-news.flash.info role="status" hidden {}
         @if let Some(at) = &r.deleted {
             div.flash.info { "This sandbox was deleted " (at) ". Its record is kept as a tombstone." }
         }
@@ -1024,9 +1134,272 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
                 @for (k, v) in &page.facts { dt { (k) } dd { code { (v) } } }
             }
         } }
+        (run_command_card(page))
+        (files_card(&p.account.id, &p.id, &r.id, "", None, page.can_work, &page.chrome.csrf))
+        (events_card(&page.events))
+        (usage_card(&page.usage))
+        @if page.can_work {
+            div.card.danger-zone #delete-sandbox {
+                div.card-head {
+                    div { h2 { "Delete this sandbox" } p { "It is deleted at " (r.provider) " with everything in it; its record stays listed as a tombstone." } }
+                    form method="post" action={(paths::sandbox(&p.account.id, &p.id, &r.id)) "/delete"} {
+                        (csrf_field(&page.chrome.csrf))
+                        details.confirm {
+                            summary.btn.small.ghost { "Delete…" }
+                            span.confirm-panel { button.btn.small.danger type="submit" #confirm-delete { "Delete sandbox" } }
+                        }
+                    }
+                }
+            }
+        }
         a href=(paths::project(&p.account.id, &p.id)) { "← All sandboxes" }
     };
     shell(&r.id, &page.chrome, content)
+}
+
+/// The sandbox page's commands: the run form and the history.
+fn run_command_card(page: &SandboxPage) -> Markup {
+    let p = &page.project;
+    let r = &page.row;
+    html! {
+        div.card #commands {
+            div.card-head { div { h2 { "Commands" } p { "Run a shell command in this sandbox (" code { "sh -c" } ") and watch its output. Commands keep running when you leave the page." } } }
+            @if page.can_work {
+                div.card-body {
+                    form.inline method="post" action=(paths::commands(&p.account.id, &p.id, &r.id)) {
+                        (csrf_field(&page.chrome.csrf))
+                        div.field {
+                            label for="run-command" { "Command" }
+                            input #run-command.mono type="text" name="command" required autocomplete="off" spellcheck="false" placeholder="echo hello";
+                        }
+                        button.btn type="submit" #run { "Run" }
+                    }
+                }
+            }
+            @match &page.commands {
+                Err(why) => div.card-body { p.muted { (why) } },
+                Ok(rows) if rows.is_empty() => div.empty {
+                    strong { "No commands yet" }
+                    p { "Commands run here or through the API are listed with their exit codes. Over the API:" }
+                    div.secret-box {
+                        code #command-curl.mono { (format!("curl -X POST {}/v1/sandboxes/{}/commands -H 'Authorization: Bearer $CORRAL_API_KEY' -H 'Content-Type: application/json' -d '{{\"command\":\"echo hello\"}}'", page.api_base, r.id)) }
+                        button.btn.small type="button" data-copy="command-curl" hidden { "Copy" }
+                    }
+                },
+                Ok(rows) => div.table-wrap { table #command-history {
+                    thead { tr { th { "Command" } th { "State" } th { "Exit" } th.hide-sm { "Started" } th.hide-sm { "Duration" } } }
+                    tbody {
+                        @for c in rows {
+                            tr data-command=(c.id) {
+                                td { a href=(c.href) { code { (c.command) } } }
+                                td { (command_badge(&c.state)) }
+                                td { @match c.exit_code { Some(code) => (code), None => "—" } }
+                                td.muted.hide-sm { (c.started) }
+                                td.muted.hide-sm { (c.duration) }
+                            }
+                        }
+                    }
+                } },
+            }
+        }
+    }
+}
+
+fn command_badge(state: &str) -> Markup {
+    let class = match state {
+        "running" => "badge ok",
+        "starting" => "badge warn",
+        "exited" => "badge plain",
+        _ => "badge danger",
+    };
+    html! { span class=(class) data-state=(state) { (state) } }
+}
+
+/// Read and write a file: the read form (a GET: reading changes nothing) and, for those who
+/// may, the write form, filled with what was read.
+fn files_card(
+    account: &str,
+    project: &str,
+    sandbox: &str,
+    path: &str,
+    content: Option<&str>,
+    can_work: bool,
+    csrf: &str,
+) -> Markup {
+    let action = paths::files(account, project, sandbox);
+    html! {
+        div.card #files {
+            div.card-head { div { h2 { "Files" } p { "Read a text file of the sandbox, or write one (its directory must exist; up to 64 KiB here, 1 MiB through the API)." } } }
+            div.card-body {
+                form.inline method="get" action=(action) {
+                    div.field {
+                        label for="read-path" { "Path to read" }
+                        input #read-path.mono type="text" name="path" required value=(path) autocomplete="off" spellcheck="false" placeholder="/tmp/notes.txt";
+                    }
+                    button.btn.secondary type="submit" #read-file { "Read" }
+                }
+                @if can_work {
+                    form.stack.mt method="post" action=(action) {
+                        (csrf_field(csrf))
+                        div.field {
+                            label for="write-path" { "Path to write" }
+                            input #write-path.mono type="text" name="path" required value=(path) autocomplete="off" spellcheck="false";
+                        }
+                        div.field {
+                            label for="write-content" { "Content" }
+                            textarea #write-content.mono name="content" rows="8" spellcheck="false" { (content.unwrap_or_default()) }
+                        }
+                        div { button.btn type="submit" #write-file { "Write file" } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn events_card(events: &Result<Vec<EventRow>, String>) -> Markup {
+    html! {
+        div.card #events {
+            div.card-head { div { h2 { "Events" } p { "What happened to this sandbox, newest first." } } }
+            @match events {
+                Err(why) => div.card-body { p.muted { (why) } },
+                Ok(rows) if rows.is_empty() => div.empty { strong { "No events yet" } },
+                Ok(rows) => div.table-wrap { table {
+                    thead { tr { th { "When" } th { "Event" } th.hide-sm { "Details" } } }
+                    tbody {
+                        @for e in rows {
+                            tr {
+                                td.muted { (e.when) }
+                                td { code { (e.kind) } }
+                                td.hide-sm {
+                                    (e.detail)
+                                    @if let Some(href) = &e.command_href { " " a href=(href) { "output" } }
+                                }
+                            }
+                        }
+                    }
+                } },
+            }
+        }
+    }
+}
+
+fn usage_card(usage: &Result<UsageView, String>) -> Markup {
+    html! {
+        div.card #usage {
+            div.card-head { div { h2 { "Cost so far" } } }
+            div.card-body {
+                @match usage {
+                    Err(why) => p.muted { (why) },
+                    Ok(u) => {
+                        dl.facts {
+                            dt { "Running" } dd { (u.running) }
+                            dt { "Estimated cost" }
+                            dd #estimated-cost {
+                                @if u.cost.is_empty() { "not known (no published rate for this provider)" }
+                                @else { @for (i, c) in u.cost.iter().enumerate() { @if i > 0 { ", " } (c) } }
+                            }
+                        }
+                        p.small.muted.mt { (u.basis) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One command: its facts and its output, followed live by the script while it runs.
+pub(crate) fn command_page(page: &CommandPageView) -> Markup {
+    let p = &page.project;
+    let c = &page.row;
+    let sandbox_href = paths::sandbox(&p.account.id, &p.id, &page.sandbox);
+    let content = html! {
+        div.page-head {
+            div {
+                div.crumbs {
+                    span { a href=(paths::project(&p.account.id, &p.id)) { (p.name) } }
+                    span { a href=(sandbox_href) { (page.sandbox) } }
+                    span { "Commands" }
+                }
+                h1 { code.h1-code { (c.command) } }
+            }
+            div #command-state { (command_badge(&c.state)) }
+        }
+        @if page.can_stop {
+            form.inline #command-stop method="post" action={(paths::command(&p.account.id, &p.id, &page.sandbox, &c.id)) "/signal"} {
+                (csrf_field(&page.chrome.csrf))
+                button.btn.secondary type="submit" name="signal" value="TERM" #stop { "Stop (TERM)" }
+                button.btn.danger type="submit" name="signal" value="KILL" #kill { "Kill" }
+            }
+        }
+        div.card { div.card-body {
+            dl.facts {
+                dt { "Command" } dd { code { (c.id) } }
+                dt { "Started" } dd { (c.started) }
+                dt { "Ended" } dd #command-ended { (page.ended.as_deref().unwrap_or("—")) }
+                dt { "Duration" } dd { (c.duration) }
+                dt { "Exit code" } dd #exit-code { @match c.exit_code { Some(code) => (code), None => "—" } }
+            }
+        } }
+        div.card {
+            div.card-head { div { h2 { "Output" } @if page.follow.is_some() { p #follow-hint { "Still running: reload the page to see more output." } } } }
+            @if page.truncated {
+                div.card-body { p.muted { "Only the beginning of the output is shown here; read the rest through the API." } }
+            }
+            pre #output.output tabindex="0" aria-label="Output" aria-live="polite"
+                data-stream=[page.follow.as_ref().map(|f| &f.0)]
+                data-after=[page.follow.as_ref().map(|f| f.1)] {
+                @for chunk in &page.output {
+                    @match chunk {
+                        OutputChunk::Stdout(t) => (t),
+                        OutputChunk::Stderr(t) => span.stderr { (t) },
+                        OutputChunk::Gap(n) => span.gap {
+                            "["
+                            @if let Some(n) = n { (n) " bytes" } @else { "some output" }
+                            " lost]\n"
+                        },
+                    }
+                }
+            }
+        }
+        a href=(sandbox_href) { "← The sandbox" }
+    };
+    shell(
+        &format!("{} · {}", c.id, page.sandbox),
+        &page.chrome,
+        content,
+    )
+}
+
+/// A file of a sandbox: what was read, and the forms to read another or write it.
+pub(crate) fn file_page(page: &FilePage) -> Markup {
+    let p = &page.project;
+    let content = html! {
+        div.page-head {
+            div {
+                div.crumbs {
+                    span { a href=(paths::project(&p.account.id, &p.id)) { (p.name) } }
+                    span { a href=(paths::sandbox(&p.account.id, &p.id, &page.sandbox)) { (page.sandbox) } }
+                    span { "Files" }
+                }
+                h1 { code.h1-code { (page.path) } }
+            }
+        }
+        @match &page.content {
+            Ok(text) => div.card {
+                div.card-head { div { h2 { "Content" } } }
+                pre #file-content.output tabindex="0" aria-label="File content" { (text) }
+            },
+            Err(why) => div #file-error.flash.error role="alert" { (why) },
+        }
+        (files_card(&p.account.id, &p.id, &page.sandbox, &page.path, page.content.as_ref().ok().map(String::as_str), page.can_work, &page.chrome.csrf))
+        a href=(paths::sandbox(&p.account.id, &p.id, &page.sandbox)) { "← The sandbox" }
+    };
+    shell(
+        &format!("{} · {}", page.path, page.sandbox),
+        &page.chrome,
+        content,
+    )
 }
 
 /// Rename or delete a project.

@@ -246,7 +246,10 @@ pub(crate) struct AuditRow {
     pub(crate) at: String,
     pub(crate) actor: String,
     pub(crate) action: String,
+    /// The target as people know it (a project's name, a member's email), else its id.
     pub(crate) target: String,
+    /// Its page, where the console has one.
+    pub(crate) target_href: Option<String>,
 }
 
 /// The audit log.
@@ -255,6 +258,11 @@ pub(crate) struct AuditPage {
     pub(crate) chrome: Chrome,
     pub(crate) account: AccountView,
     pub(crate) events: Vec<AuditRow>,
+    /// The filters applied (`None`: any) and every value seen, for their choices.
+    pub(crate) actor: Option<String>,
+    pub(crate) action: Option<String>,
+    pub(crate) actors: Vec<String>,
+    pub(crate) actions: Vec<String>,
 }
 
 /// The create-organization page.
@@ -423,6 +431,86 @@ pub(crate) struct SandboxesPage {
     pub(crate) rows: Vec<SandboxRow>,
     /// The cursor of the next page, if any.
     pub(crate) next: Option<String>,
+    /// The filters applied.
+    pub(crate) filter: SandboxFilter,
+    /// Every status and provider, for the filter's choices.
+    pub(crate) statuses: Vec<&'static str>,
+    pub(crate) providers: Vec<&'static str>,
+    /// This server's public URL, for the example requests.
+    pub(crate) api_base: String,
+    /// The project at a glance (first unfiltered page only).
+    pub(crate) overview: Option<ProjectOverview>,
+}
+
+/// A project at a glance: per provider, its live and failed sandboxes and its last seven
+/// days' running time and estimated cost.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProjectOverview {
+    pub(crate) rows: Vec<ProviderGlance>,
+    /// Set when the registry had more records than were counted.
+    pub(crate) partial: bool,
+    /// Why the usage is missing, if it is.
+    pub(crate) usage_note: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProviderGlance {
+    pub(crate) provider: String,
+    pub(crate) live: u64,
+    pub(crate) failed: u64,
+    pub(crate) running: String,
+    pub(crate) cost: String,
+}
+
+/// The sandbox list's filters (each `None`: any).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SandboxFilter {
+    /// A status, or `deleted` for the tombstones.
+    pub(crate) status: Option<String>,
+    pub(crate) provider: Option<String>,
+    /// A piece of the id, lower case.
+    pub(crate) q: Option<String>,
+}
+
+impl SandboxFilter {
+    /// Whether a registry record passes every filter.
+    pub(crate) fn matches(&self, s: &corral_domain::SandboxListItem) -> bool {
+        let status = match self.status.as_deref() {
+            None => true,
+            Some("deleted") => s.deleted_at.is_some(),
+            Some(st) => s.deleted_at.is_none() && s.status.as_str() == st,
+        };
+        status
+            && self
+                .provider
+                .as_deref()
+                .is_none_or(|p| s.provider.as_str() == p)
+            && self
+                .q
+                .as_deref()
+                .is_none_or(|q| s.id.to_string().contains(q))
+    }
+
+    /// Whether any filter is set.
+    pub(crate) fn any(&self) -> bool {
+        self.status.is_some() || self.provider.is_some() || self.q.is_some()
+    }
+
+    /// The query string of the page after `cursor` with the same filters.
+    pub(crate) fn next_query(&self, cursor: &str) -> String {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("status", &self.status),
+            ("provider", &self.provider),
+            ("q", &self.q),
+        ] {
+            if let Some(v) = v {
+                q.append_pair(k, v);
+            }
+        }
+        q.append_pair("cursor", cursor);
+        q.finish()
+    }
 }
 
 /// One sandbox's page.
@@ -437,6 +525,96 @@ pub(crate) struct SandboxPage {
     pub(crate) notice: Option<String>,
     /// Set when the provider refused the create: what that means.
     pub(crate) failed_create: Option<String>,
+    /// Whether the user may change the sandbox here (admin, not deleted, project not
+    /// deleting): the run-a-command and write-a-file forms.
+    pub(crate) can_work: bool,
+    /// The newest commands, or why they could not be read.
+    pub(crate) commands: Result<Vec<CommandRow>, String>,
+    /// The newest lifecycle events, newest first, or why they could not be read.
+    pub(crate) events: Result<Vec<EventRow>, String>,
+    /// The estimated usage so far, or why it is not known.
+    pub(crate) usage: Result<UsageView, String>,
+    /// This server's public URL, for the example requests.
+    pub(crate) api_base: String,
+    /// Set unless it is a tombstone: the console route streaming its lifecycle events and
+    /// the id to follow them after (the script keeps the status live with them).
+    pub(crate) live: Option<(String, u64)>,
+}
+
+/// One command in a sandbox's history.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandRow {
+    pub(crate) id: String,
+    pub(crate) command: String,
+    pub(crate) state: String,
+    /// Exit code, once known.
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) started: String,
+    /// "2.4 s", or "running" while it runs.
+    pub(crate) duration: String,
+    pub(crate) href: String,
+}
+
+/// One lifecycle event.
+#[derive(Debug, Clone)]
+pub(crate) struct EventRow {
+    pub(crate) when: String,
+    pub(crate) kind: String,
+    /// The event's facts in words ("running → stopped (observed)").
+    pub(crate) detail: String,
+    /// The command page, for `command.*` events.
+    pub(crate) command_href: Option<String>,
+}
+
+/// A sandbox's estimated usage so far.
+#[derive(Debug, Clone)]
+pub(crate) struct UsageView {
+    /// "1 h 2 min".
+    pub(crate) running: String,
+    /// "0.0504 USD" per currency; empty when no rate is known.
+    pub(crate) cost: Vec<String>,
+    /// How the figures were made.
+    pub(crate) basis: String,
+}
+
+/// One command's page: its facts and its output so far.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandPageView {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) sandbox: String,
+    pub(crate) row: CommandRow,
+    pub(crate) ended: Option<String>,
+    /// The output so far, chunk by chunk.
+    pub(crate) output: Vec<OutputChunk>,
+    /// Set while the command runs: the console route streaming its output and the sequence
+    /// number to resume after (the script follows it; without the script, reload).
+    pub(crate) follow: Option<(String, u64)>,
+    /// Set when more output was kept than one page shows.
+    pub(crate) truncated: bool,
+    /// Whether to offer stopping it (running, and the user is an admin).
+    pub(crate) can_stop: bool,
+}
+
+/// A piece of a command's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OutputChunk {
+    Stdout(String),
+    Stderr(String),
+    /// Bytes that are lost (`None`: how many is unknown).
+    Gap(Option<u64>),
+}
+
+/// The file page: a read file's content (or why not), and the write form.
+#[derive(Debug, Clone)]
+pub(crate) struct FilePage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) sandbox: String,
+    pub(crate) path: String,
+    /// The content read, or why it could not be.
+    pub(crate) content: Result<String, String>,
+    pub(crate) can_work: bool,
 }
 
 /// The project settings tab.
@@ -444,4 +622,25 @@ pub(crate) struct SandboxPage {
 pub(crate) struct ProjectSettingsPage {
     pub(crate) chrome: Chrome,
     pub(crate) project: ProjectView,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SandboxFilter;
+
+    #[test]
+    fn the_next_page_keeps_the_filters_encoded() {
+        let f = SandboxFilter {
+            status: Some("deleted".to_owned()),
+            provider: None,
+            q: Some("a b&c".to_owned()),
+        };
+        assert!(f.any());
+        assert_eq!(
+            f.next_query("c/1=="),
+            "status=deleted&q=a+b%26c&cursor=c%2F1%3D%3D"
+        );
+        assert!(!SandboxFilter::default().any());
+        assert_eq!(SandboxFilter::default().next_query("x"), "cursor=x");
+    }
 }

@@ -26,6 +26,7 @@ mod throttle;
 mod token;
 mod webhook;
 mod webhooks;
+mod work;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,9 +3,12 @@
 //! `target/console-screenshots/` for review.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them). Without them the
-//! tests fail under `CI=true` and print SKIPPED otherwise: never a silent pass.
+//! tests fail under `CI=true` and print SKIPPED otherwise: never a silent pass. The
+//! accessibility check also needs the pinned npm `axe-core` that `.ci/run` installs under
+//! `target/axe` (or `$CORRAL_AXE_JS`), with the same rule when it is missing.
 
 mod console_http;
+mod console_work;
 mod smtp;
 mod webdriver;
 
@@ -963,4 +966,315 @@ async fn a_sandbox_made_with_an_inline_credential_has_a_page_without_a_stored_pr
         !body.contains(corral_provider_e2b::fake::API_KEY),
         "the inline credential is never shown"
     );
+}
+
+/// The sandbox page as a place to work (issue 26), in Chromium at desktop and phone widths:
+/// a command started from the form streams its output into its page while it runs (the
+/// state still "running"), and after a reload the page shows the output so far and the
+/// stream finishes it with exit code 0; the sandbox page's status follows a delete made over
+/// the API. Screenshots land in `target/console-screenshots/work/`.
+#[actix_web::test]
+async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium() {
+    if !browser_or_skip("console_command_streams_into_the_page_and_survives_a_reload_in_chromium") {
+        return;
+    }
+    let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
+    j.control
+        .publish_legal("terms", "Terms", "Text.")
+        .await
+        .unwrap();
+    let shots = screenshot_dir().join("work");
+    let driver = webdriver::Driver::start(&shots.join("chromedriver-work.log")).await;
+    let b = driver.session().await;
+    let made = sign_in_and_make_a_local_sandbox(&j, &b, "ada@example.test").await;
+    let page = made.page.clone();
+
+    for (width, height, tag) in [(1366, 900, "desktop"), (390, 844, "phone")] {
+        b.resize(width, height).await;
+        b.goto(&page).await;
+        b.find("#run-command")
+            .await
+            .type_text("for i in 1 2 3; do echo line$i; sleep 1; done")
+            .await;
+        b.find("#run").await.submit().await;
+        let command_url = b.url().await;
+        assert!(command_url.contains("/commands/cmd_"), "{command_url}");
+        // Live: a line is in the page while the command still runs.
+        let seen = wait_for(&b, "line1 in the output while running", |s| {
+            s["output"].as_str().unwrap_or_default().contains("line1")
+        })
+        .await;
+        assert_eq!(seen["state"], "running", "{seen}");
+        assert_eq!(
+            seen["following"], "true",
+            "the script follows the stream: {seen}"
+        );
+        b.screenshot(&shots, &format!("20-command-running-{tag}"))
+            .await;
+        // Reload: the output so far is there at once, and a still-running command keeps
+        // streaming to its exit.
+        b.goto(&command_url).await;
+        let first = b.find("#output").await.text().await;
+        assert!(
+            first.contains("line1"),
+            "the output so far after a reload: {first}"
+        );
+        let done = wait_for(&b, "the exit", |s| s["exit"] == "0").await;
+        assert_eq!(
+            done["output"].as_str().unwrap().trim_end(),
+            "line1\nline2\nline3",
+            "{done}"
+        );
+        assert_eq!(done["state"], "exited", "{done}");
+        b.screenshot(&shots, &format!("21-command-done-{tag}"))
+            .await;
+        let cut = columns_cut_off(&b).await;
+        assert!(cut.is_empty(), "command page at {width} px: {cut:?}");
+        // The sandbox page lists it with its exit code; nothing is cut off at this width.
+        b.goto(&page).await;
+        let history = b.find("#command-history tbody tr").await.text().await;
+        assert!(
+            history.contains("exited") && history.contains('0'),
+            "{history}"
+        );
+        b.screenshot(&shots, &format!("22-sandbox-{tag}")).await;
+        let cut = columns_cut_off(&b).await;
+        assert!(cut.is_empty(), "sandbox page at {width} px: {cut:?}");
+    }
+    // The status is kept live: a delete made over the API shows on the open page.
+    b.resize(1366, 900).await;
+    b.goto(&page).await;
+    b.find("#sandbox-status[data-watching='true']").await;
+    let gone = reqwest::Client::new()
+        .delete(j.url(&format!("/v1/sandboxes/{}", made.id)))
+        .bearer_auth(&made.key)
+        .send()
+        .await
+        .unwrap();
+    assert!(gone.status().is_success());
+    b.find("#sandbox-status[data-status='deleted']").await;
+    let news = b.find("#status-news").await.text().await;
+    assert!(news.contains("was deleted"), "{news}");
+    b.screenshot(&shots, "23-sandbox-deleted-live").await;
+    b.quit().await;
+}
+
+/// A `local` sandbox made over the API for a user signed in in the browser.
+struct Made {
+    /// Its console page.
+    page: String,
+    id: String,
+    /// The API key that made it.
+    key: String,
+}
+
+/// Signs `email` in through the browser (the operator's invitation link, the confirmation,
+/// the terms), makes a project, a key and a `local` sandbox with it over the API.
+async fn sign_in_and_make_a_local_sandbox(
+    j: &Journey,
+    b: &webdriver::Session,
+    email: &str,
+) -> Made {
+    let link = j.control.invite_user(email).await.unwrap();
+    b.goto(&link).await;
+    b.find("#confirm-sign-in").await.submit().await;
+    b.find("#accept-terms").await.submit().await;
+    let token = b
+        .cookies()
+        .await
+        .iter()
+        .find(|c| c["name"] == "corral_session")
+        .and_then(|c| c["value"].as_str().map(str::to_owned))
+        .expect("signed in");
+    let actor = j.control.authenticate_session(&token).await.unwrap();
+    let me = j.control.me(&actor).await.unwrap();
+    let p = j
+        .control
+        .create_project(
+            &actor,
+            me.personal_account_id,
+            corral_control::ProjectName {
+                name: "work".to_owned(),
+            },
+        )
+        .await
+        .unwrap();
+    let key = j
+        .control
+        .create_key(&actor, p.id.parse().unwrap())
+        .await
+        .unwrap()
+        .key;
+    let created: serde_json::Value = reqwest::Client::new()
+        .post(j.url("/v1/sandboxes"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"provider": "local"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().expect("a sandbox").to_owned();
+    Made {
+        page: j.url(&format!(
+            "/console/accounts/{}/projects/{}/sandboxes/{id}",
+            p.account_id, p.id
+        )),
+        id,
+        key,
+    }
+}
+
+/// The command page as the script leaves it: output text, state badge, exit code, and
+/// whether the script follows the stream.
+const COMMAND_STATE: &str = r#"
+    const out = document.getElementById('output');
+    const state = document.querySelector('#command-state [data-state]');
+    const exit = document.getElementById('exit-code');
+    return {
+        output: out ? out.textContent : '',
+        state: state ? state.getAttribute('data-state') : '',
+        exit: exit ? exit.textContent.trim() : '',
+        following: out ? out.getAttribute('data-following') : null,
+    };
+"#;
+
+/// Polls the command page (up to 30 s) until `done` holds for its state; that state.
+async fn wait_for(
+    b: &webdriver::Session,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let s = b.execute(COMMAND_STATE).await;
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited for {what}: {s}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Where the pinned axe-core (`.ci/run` installs it from npm) is: `$CORRAL_AXE_JS`, else
+/// `<target>/axe/node_modules/axe-core/axe.min.js`.
+fn axe_js() -> PathBuf {
+    std::env::var_os("CORRAL_AXE_JS").map_or_else(
+        || {
+            let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+            tmp.parent()
+                .unwrap_or(&tmp)
+                .join("axe/node_modules/axe-core/axe.min.js")
+        },
+        PathBuf::from,
+    )
+}
+
+/// The serious and critical violations axe-core finds on the current page, one line each.
+async fn axe_violations(b: &webdriver::Session, axe: &str) -> Vec<String> {
+    b.execute(axe).await;
+    let found = b
+        .execute_async(
+            r#"
+            const done = arguments[arguments.length - 1];
+            axe.run(document, { resultTypes: ['violations'] })
+                .then(r => done(r.violations
+                    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                    .map(v => v.impact + ' ' + v.id + ': ' + v.help + ' at '
+                        + v.nodes.map(n => n.target.join(' ')).join(', '))))
+                .catch(e => done(['axe failed: ' + e]));
+            "#,
+            std::time::Duration::from_secs(60),
+        )
+        .await;
+    found
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The console passes axe-core's automated accessibility check with no serious or critical
+/// violation: the sign-in page and every signed-in page kind (sandbox list, sandbox, command,
+/// file, keys, providers, settings, account, members, audit log, profile), at desktop and
+/// phone widths.
+#[actix_web::test]
+async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
+    let test = "console_pages_have_no_serious_accessibility_violation_in_chromium";
+    if !browser_or_skip(test) {
+        return;
+    }
+    let axe_path = axe_js();
+    let Ok(axe) = std::fs::read_to_string(&axe_path) else {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(
+            !ci,
+            "{test}: {} is missing; .ci/run installs the pinned axe-core from npm",
+            axe_path.display()
+        );
+        eprintln!(
+            "SKIPPED {test}: axe-core is not installed at {}",
+            axe_path.display()
+        );
+        return;
+    };
+    let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
+    j.control
+        .publish_legal("terms", "Terms", "Text.")
+        .await
+        .unwrap();
+    let shots = screenshot_dir().join("axe");
+    let driver = webdriver::Driver::start(&shots.join("chromedriver-axe.log")).await;
+    let b = driver.session().await;
+    b.goto(&j.url("/console/sign-in")).await;
+    let mut found = Vec::new();
+    found.extend(
+        axe_violations(&b, &axe)
+            .await
+            .into_iter()
+            .map(|v| format!("sign-in: {v}")),
+    );
+    let page = sign_in_and_make_a_local_sandbox(&j, &b, "ada@example.test")
+        .await
+        .page;
+    b.goto(&page).await;
+    b.find("#run-command").await.type_text("echo hello").await;
+    b.find("#run").await.submit().await;
+    let command_url = b.url().await;
+    wait_for(&b, "the exit", |s| s["exit"] == "0").await;
+    for (width, height) in [(1366, 900), (390, 844)] {
+        b.resize(width, height).await;
+        let list = page[..page.find("/sandboxes/").unwrap()].to_owned();
+        let account = list[..list.find("/projects/").unwrap()].to_owned();
+        let pages = [
+            ("sandbox list", list.clone()),
+            ("sandbox", page.clone()),
+            ("command", command_url.clone()),
+            ("file", format!("{page}/files?path=%2Fetc%2Fhostname")),
+            ("keys", format!("{list}/keys")),
+            ("providers", format!("{list}/providers")),
+            ("project settings", format!("{list}/settings")),
+            ("account", account.clone()),
+            ("members", format!("{account}/members")),
+            ("audit log", format!("{account}/audit")),
+            ("profile", j.url("/console/profile")),
+        ];
+        for (name, url) in &pages {
+            b.goto(url).await;
+            found.extend(
+                axe_violations(&b, &axe)
+                    .await
+                    .into_iter()
+                    .map(|v| format!("{name} at {width} px: {v}")),
+            );
+        }
+    }
+    b.quit().await;
+    assert!(found.is_empty(), "{found:#?}");
 }

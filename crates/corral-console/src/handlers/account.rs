@@ -351,23 +351,83 @@ pub(crate) async fn audit_page(
             .find(|m| m.user_id == id)
             .map_or_else(|| id.to_owned(), |m| m.email.clone())
     };
-    let page = view::AuditPage {
-        chrome,
-        account,
-        events: events
-            .into_iter()
-            .map(|e| view::AuditRow {
+    let projects = control
+        .list_projects(&ctx.signed.actor, id)
+        .await
+        .unwrap_or_default();
+    let acc = path.as_str();
+    let target = |e: &corral_control::AuditEventView| -> (String, Option<String>) {
+        let t = e.target.as_str();
+        let project = e.detail.get("projectId").and_then(|p| p.as_str());
+        if let Some(p) = projects.iter().find(|p| p.id == t) {
+            return (p.name.clone(), Some(paths::project(acc, &p.id)));
+        }
+        if t == acc {
+            return (t.to_owned(), Some(paths::account(acc)));
+        }
+        if let (Some(prj), true) = (project, t.starts_with("sbx_")) {
+            let live = projects.iter().any(|p| p.id == prj);
+            let command = e.detail.get("commandId").and_then(|c| c.as_str());
+            let href = match command {
+                Some(cmd) => paths::command(acc, prj, t, cmd),
+                None => paths::sandbox(acc, prj, t),
+            };
+            return (t.to_owned(), live.then_some(href));
+        }
+        if members.iter().any(|m| m.user_id == t) {
+            return (name(t), Some(paths::members(acc)));
+        }
+        (t.to_owned(), None)
+    };
+    let rows: Vec<view::AuditRow> = events
+        .iter()
+        .map(|e| {
+            let (target, target_href) = target(e);
+            view::AuditRow {
                 at: when(e.created_at),
                 actor: e
                     .actor
                     .as_deref()
                     .map_or_else(|| system_actor(&e.action, &e.detail).to_owned(), name),
-                action: e.action,
-                target: e.target,
-            })
+                action: e.action.clone(),
+                target,
+                target_href,
+            }
+        })
+        .collect();
+    let distinct = |f: fn(&view::AuditRow) -> &String| {
+        let mut v: Vec<String> = rows.iter().map(|r| f(r).clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let (actors, actions) = (distinct(|r| &r.actor), distinct(|r| &r.action));
+    let query = web::Query::<AuditQuery>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default();
+    let blank = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+    let (actor, action) = (blank(query.actor), blank(query.action));
+    let page = view::AuditPage {
+        chrome,
+        account,
+        events: rows
+            .into_iter()
+            .filter(|r| actor.as_ref().is_none_or(|a| &r.actor == a))
+            .filter(|r| action.as_ref().is_none_or(|a| &r.action == a))
             .collect(),
+        actor,
+        action,
+        actors,
+        actions,
     };
     html(&req, StatusCode::OK, pages::audit(&page))
+}
+
+/// The audit log's filters: who (as shown) and what (the action).
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct AuditQuery {
+    actor: Option<String>,
+    action: Option<String>,
 }
 
 /// Who did what an audit event records without a user: the operator at the command line

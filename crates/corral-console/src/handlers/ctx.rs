@@ -203,6 +203,47 @@ pub(crate) fn when(t: Timestamp) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
+/// A span of time for people: "850 ms", "2.4 s", "3 min 5 s", "2 h 10 min".
+pub(crate) fn span(ms: u64) -> String {
+    match ms {
+        m if m < 1000 => format!("{m} ms"),
+        m if m < 60_000 => format!("{:.1} s", m as f64 / 1000.0),
+        m if m < 3_600_000 => format!("{} min {} s", m / 60_000, (m / 1000) % 60),
+        m => format!("{} h {} min", m / 3_600_000, (m / 60_000) % 60),
+    }
+}
+
+/// A command as one row of a sandbox's history.
+pub(crate) fn command_row(c: &corral_domain::Command, href: String) -> view::CommandRow {
+    let duration = match c.ended_at {
+        Some(end) => span(
+            (end - c.started_at)
+                .num_milliseconds()
+                .max(0)
+                .unsigned_abs(),
+        ),
+        None if c.state.is_final() => "—".to_owned(),
+        None => format!(
+            "running for {}",
+            span(
+                (Utc::now() - c.started_at)
+                    .num_milliseconds()
+                    .max(0)
+                    .unsigned_abs()
+            )
+        ),
+    };
+    view::CommandRow {
+        id: c.id.to_string(),
+        command: c.command.clone(),
+        state: c.state.as_str().to_owned(),
+        exit_code: c.exit_code,
+        started: format!("{} ({})", when(c.started_at), ago(c.started_at)),
+        duration,
+        href,
+    }
+}
+
 pub(crate) fn link(a: &AccountView) -> view::AccountLink {
     view::AccountLink {
         id: a.id.clone(),
@@ -307,6 +348,15 @@ pub(crate) fn parse<T: FromStr>(req: &HttpRequest, s: &str) -> Result<T, Page> {
 #[cfg(test)]
 mod tests {
     use super::throttled_words;
+
+    #[test]
+    fn spans_of_time_are_said_in_the_unit_people_read() {
+        use super::span;
+        assert_eq!(span(850), "850 ms");
+        assert_eq!(span(2400), "2.4 s");
+        assert_eq!(span(185_000), "3 min 5 s");
+        assert_eq!(span(7_800_000), "2 h 10 min");
+    }
 
     #[test]
     fn throttle_waits_are_said_in_minutes_never_seconds() {

@@ -14,3 +14,4 @@ pub(crate) mod project;
 pub(crate) mod providers;
 pub(crate) mod sandboxes;
 pub(crate) mod sign_in;
+pub(crate) mod work;

@@ -4,7 +4,7 @@
 use super::{Journey, session_from};
 
 /// A client that shows redirects instead of following them.
-fn client() -> reqwest::Client {
+pub(super) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -12,7 +12,7 @@ fn client() -> reqwest::Client {
 }
 
 /// A form post from this origin.
-async fn post_form(
+pub(super) async fn post_form(
     http: &reqwest::Client,
     j: &Journey,
     path: &str,
@@ -31,7 +31,7 @@ async fn post_form(
 }
 
 /// A signed-in user who accepted the terms: the session cookie and the actor.
-async fn signed_in(
+pub(super) async fn signed_in(
     j: &Journey,
     http: &reqwest::Client,
     email: &str,
@@ -57,7 +57,7 @@ async fn signed_in(
     (format!("corral_session={token}"), actor)
 }
 
-async fn start() -> Journey {
+pub(super) async fn start() -> Journey {
     let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
     j.control
         .publish_legal("terms", "Terms", "Text.")
@@ -134,7 +134,11 @@ async fn console_wrong_password_keeps_the_email_and_throttling_is_said_in_words(
 }
 
 /// A project of the user's personal account: (account id, project id).
-async fn project(j: &Journey, actor: &corral_control::Actor, name: &str) -> (String, String) {
+pub(super) async fn project(
+    j: &Journey,
+    actor: &corral_control::Actor,
+    name: &str,
+) -> (String, String) {
     let me = j.control.me(actor).await.unwrap();
     let p = j
         .control
@@ -151,7 +155,7 @@ async fn project(j: &Journey, actor: &corral_control::Actor, name: &str) -> (Str
 }
 
 /// Follows a 303 the way a browser would: the session cookie and the flash cookie it set.
-async fn follow(
+pub(super) async fn follow(
     http: &reqwest::Client,
     j: &Journey,
     resp: reqwest::Response,

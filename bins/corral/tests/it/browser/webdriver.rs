@@ -247,6 +247,15 @@ impl Session {
             .await
     }
 
+    /// Runs `script` asynchronously: it ends by calling `arguments[arguments.length - 1]`
+    /// with the value (waits up to `timeout`).
+    pub(crate) async fn execute_async(&self, script: &str, timeout: Duration) -> Value {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.post("/timeouts", json!({"script": ms})).await;
+        self.post("/execute/async", json!({"script": script, "args": []}))
+            .await
+    }
+
     /// Resizes the window (e.g. to a phone's width).
     pub(crate) async fn resize(&self, width: u32, height: u32) {
         self.post("/window/rect", json!({"width": width, "height": height}))
