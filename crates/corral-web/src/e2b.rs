@@ -362,8 +362,21 @@ async fn health(req: HttpRequest) -> HttpResponse {
     };
     match run.await {
         Ok(true) => HttpResponse::NoContent().finish(),
-        Ok(false) | Err(E2bError::NotFound { .. }) => HttpResponse::BadGateway()
-            .json(serde_json::json!({"code": 502, "message": "the sandbox is not running"})),
+        // The SDKs read a 502 whose message says "was not found" as "killed or past its
+        // timeout" (E2B's proxy words it so).
+        Ok(false) | Err(E2bError::NotFound { .. }) => {
+            let sandbox = header_str(&req, "e2b-sandbox-id").unwrap_or("");
+            let mut resp = HttpResponse::BadGateway().json(serde_json::json!({
+                "code": 502,
+                "message": format!(
+                    "The sandbox {} was not found",
+                    sandbox.chars().take(80).collect::<String>()
+                ),
+            }));
+            resp.extensions_mut()
+                .insert(ResponseCode(ErrorCode::SandboxNotFound));
+            resp
+        }
         Err(e) => files_error(&e),
     }
 }

@@ -394,7 +394,7 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = door
+    let (status, body) = door
         .call(
             reqwest::Method::GET,
             "/health",
@@ -403,6 +403,11 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
         )
         .await;
     assert_eq!(status, StatusCode::BAD_GATEWAY);
+    // The words the SDK reads as "killed or past its timeout".
+    assert!(
+        body["message"].as_str().unwrap().contains("was not found"),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
