@@ -15,9 +15,15 @@ fn root() -> PathBuf {
 
 /// The venv under `target/`, with the SDK installed at the pinned version if missing.
 fn venv() -> Result<PathBuf, String> {
-    let venv = root().join("target/mcp-venv");
+    pinned_venv("mcp-venv", MCP_SDK)
+}
+
+/// `target/<name>`, a Python venv with `requirement` (one pinned package) installed once
+/// (a marker file named after it says so); its `bin`.
+pub(crate) fn pinned_venv(name: &str, requirement: &str) -> Result<PathBuf, String> {
+    let venv = root().join("target").join(name);
     let bin = venv.join("bin");
-    let marker = venv.join(MCP_SDK);
+    let marker = venv.join(requirement);
     if marker.exists() {
         return Ok(bin);
     }
@@ -29,7 +35,7 @@ fn venv() -> Result<PathBuf, String> {
     }
     crate::run(
         bin.join("pip").to_str().ok_or("non-UTF-8 path")?,
-        &["install", "--quiet", MCP_SDK],
+        &["install", "--quiet", requirement],
     )?;
     std::fs::write(&marker, "").map_err(|e| format!("cannot write {marker:?}: {e}"))?;
     Ok(bin)
