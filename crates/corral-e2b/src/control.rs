@@ -19,6 +19,10 @@ const CLIENT_ID: &str = "corral";
 /// How long a create waits for a `creating` sandbox to run before answering anyway.
 const READY_WAIT: Duration = Duration::from_secs(120);
 
+/// The E2B end of a sandbox made through Corral's own API and first seen at this door: in
+/// effect none (a century).
+const NATIVE_LIFETIME_DAYS: i64 = 36_525;
+
 /// Largest page of `GET /v2/sandboxes` (E2B's own cap).
 const MAX_LIMIT: u32 = 100;
 
@@ -268,10 +272,9 @@ impl FrontDoor {
             alias: None,
             metadata: BTreeMap::new(),
             env: BTreeMap::new(),
-            end_at: now
-                + chrono::Duration::seconds(
-                    i64::try_from(DEFAULT_TIMEOUT_SECONDS).unwrap_or(i64::MAX),
-                ),
+            // Made through Corral's own API: it keeps its own lifetime until an E2B call
+            // sets a timeout (connect never shortens this one).
+            end_at: now + chrono::Duration::days(NATIVE_LIFETIME_DAYS),
             created_at: now,
         };
         registry.put_e2b(&record).await.map_err(registry_err)?;

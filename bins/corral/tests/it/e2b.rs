@@ -82,6 +82,8 @@ fn the_published_e2b_sdk_runs_its_journey_on_local() {
     assert!(out.contains("e2b journey: 16 steps passed"), "{out}");
 }
 
+/// The E2B fake runs commands on this machine (its sandboxes are directories), so the
+/// journey's `/home/user` and `/tmp/<run id>` are made here; the run id keeps runs apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_published_e2b_sdk_runs_its_journey_through_the_e2b_adapters_fake() {
     let Some(python) =
@@ -350,6 +352,20 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
         .await;
     assert_eq!(status, StatusCode::OK, "{connected}");
     assert_eq!(connected["templateID"], "local");
+    // It keeps its own lifetime: connecting with a timeout does not give it a short one.
+    let (_, detail) = door
+        .call(
+            reqwest::Method::GET,
+            &format!("/sandboxes/{native_id}"),
+            &[("X-API-KEY", &door.key)],
+            None,
+        )
+        .await;
+    let end = chrono::DateTime::parse_from_rfc3339(detail["endAt"].as_str().unwrap()).unwrap();
+    assert!(
+        end.timestamp() > chrono::Utc::now().timestamp() + 365 * 86_400,
+        "{detail}"
+    );
     let (_, listed) = door
         .call(
             reqwest::Method::GET,
