@@ -65,6 +65,13 @@ pub enum Command {
         #[command(subcommand)]
         command: ProfileCommand,
     },
+    /// Manage a project's E2B templates: which provider and image an E2B SDK's
+    /// `Sandbox.create(<name>)` uses for that project (docs/compat/e2b.md).
+    E2bTemplate {
+        /// What to do.
+        #[command(subcommand)]
+        command: E2bTemplateCommand,
+    },
     /// Manage control-plane users.
     User {
         /// What to do.
@@ -195,6 +202,50 @@ pub enum KeyCommand {
         /// The key id.
         #[arg(long)]
         key_id: String,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+}
+
+/// `corral e2b-template …`.
+#[derive(Debug, Subcommand)]
+pub enum E2bTemplateCommand {
+    /// Set (or replace) one of the project's templates.
+    Set {
+        /// The project id (`prj_…`) or name.
+        #[arg(long)]
+        project: String,
+        /// The template's name, as the SDK passes it (`base`, `python`, …).
+        #[arg(long)]
+        name: String,
+        /// The provider its sandboxes are made on, e.g. `daytona`.
+        #[arg(long)]
+        provider: String,
+        /// The image (the provider's default when absent).
+        #[arg(long)]
+        image: Option<String>,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+    /// Print the project's templates, one JSON object per line.
+    Ls {
+        /// The project id (`prj_…`) or name.
+        #[arg(long)]
+        project: String,
+        /// Storage.
+        #[command(flatten)]
+        storage: Storage,
+    },
+    /// Remove one of the project's templates (the server's own applies again).
+    Rm {
+        /// The project id (`prj_…`) or name.
+        #[arg(long)]
+        project: String,
+        /// The template's name.
+        #[arg(long)]
+        name: String,
         /// Storage.
         #[command(flatten)]
         storage: Storage,

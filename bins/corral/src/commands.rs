@@ -12,7 +12,8 @@ use corral_registry::{Backend, ProfileInput, Project, ProjectId, Registry};
 use corral_web::AppState;
 
 use crate::cli::{
-    Cli, Command, KeyCommand, LegalCommand, ProfileCommand, ProjectCommand, Storage, UserCommand,
+    Cli, Command, E2bTemplateCommand, KeyCommand, LegalCommand, ProfileCommand, ProjectCommand,
+    Storage, UserCommand,
 };
 use crate::config::{self, Overrides, Settings};
 use crate::server::{self, open_registry};
@@ -53,6 +54,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Project { command } => block_on(project(command)),
         Command::Key { command } => block_on(key(command)),
         Command::Profile { command } => block_on(profile(command)),
+        Command::E2bTemplate { command } => block_on(e2b_template(command)),
         Command::User { command } => block_on(user(command)),
         Command::Legal { command } => block_on(legal(command)),
         Command::Mcp(args) => block_on(async { args.serve().await.map_err(CommandError) }),
@@ -359,6 +361,59 @@ async fn key(command: KeyCommand) -> Outcome {
             Ok(())
         }
     }
+}
+
+async fn e2b_template(command: E2bTemplateCommand) -> Outcome {
+    let line = |t: &corral_registry::E2bTemplate| serde_json::json!({"name": t.name, "provider": t.provider.as_str(), "image": t.image});
+    match command {
+        E2bTemplateCommand::Set {
+            project,
+            name,
+            provider,
+            image,
+            storage,
+        } => {
+            let settings = settings(&storage, None)?;
+            let provider: Provider = provider.parse()?;
+            if !settings.enabled.contains(&provider) {
+                return Err(CommandError(format!(
+                    "provider `{provider}` is not enabled on this server"
+                )));
+            }
+            let (registry, _) = open_registry(&settings).await?;
+            let project = find_project(&registry, &project).await?;
+            let template = corral_registry::E2bTemplate {
+                name,
+                provider,
+                image,
+            };
+            registry.put_e2b_template(project.id, &template).await?;
+            println!("{}", line(&template));
+        }
+        E2bTemplateCommand::Ls { project, storage } => {
+            let settings = settings(&storage, None)?;
+            let (registry, _) = open_registry(&settings).await?;
+            let project = find_project(&registry, &project).await?;
+            for t in registry.e2b_templates(project.id).await? {
+                println!("{}", line(&t));
+            }
+        }
+        E2bTemplateCommand::Rm {
+            project,
+            name,
+            storage,
+        } => {
+            let settings = settings(&storage, None)?;
+            let (registry, _) = open_registry(&settings).await?;
+            let project = find_project(&registry, &project).await?;
+            if !registry.remove_e2b_template(project.id, &name).await? {
+                return Err(CommandError(format!(
+                    "the project has no template `{name}`"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn profile(command: ProfileCommand) -> Outcome {

@@ -81,6 +81,28 @@ impl FrontDoor {
         Ok(timeout)
     }
 
+    /// Where `template` is made for `project`: the project's own template of that name
+    /// (`corral e2b template set`), else the server's ([`crate::E2bConfig::resolve`]).
+    async fn resolve_template(
+        &self,
+        project: ProjectId,
+        template: &str,
+    ) -> Result<crate::Template, E2bError> {
+        let own = self
+            .service()
+            .registry()
+            .e2b_template(project, template)
+            .await
+            .map_err(registry_err)?;
+        match own {
+            Some(t) => Ok(crate::Template {
+                provider: t.provider,
+                image: t.image,
+            }),
+            None => self.config().resolve(template),
+        }
+    }
+
     /// The provider-side lifetime of a door sandbox: the provider's longest, so the door's
     /// own timeout (which can be extended) is what ends it.
     fn provider_lifetime(&self, provider: corral_domain::Provider) -> Option<u64> {
@@ -146,7 +168,9 @@ impl FrontDoor {
             });
         }
         let timeout = self.check_timeout(new.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS))?;
-        let template = self.config().resolve(&new.template_id)?;
+        let template = self
+            .resolve_template(caller.project_id(), &new.template_id)
+            .await?;
         let request = CreateSandboxRequest::standard(
             template.provider,
             template.image.clone(),

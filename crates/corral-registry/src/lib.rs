@@ -89,6 +89,7 @@ mod commands;
 mod db;
 mod e2b;
 mod e2b_due;
+mod e2b_templates;
 mod error;
 mod events;
 mod migrations;
@@ -112,6 +113,7 @@ pub use commands::{
 };
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn};
 pub use e2b::{E2bFilter, E2bPage, E2bRecord};
+pub use e2b_templates::{E2bTemplate, MAX_TEMPLATE_NAME};
 pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;

@@ -233,4 +233,14 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    e2b_templates (project_id, name) {
+        project_id -> Text,
+        name -> Text,
+        provider -> Text,
+        image -> Nullable<Text>,
+        updated_at -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(e2b_sandboxes, sandboxes);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
-use crate::serve::{Server, set_default_profile, start};
+use crate::serve::{Server, cli, set_default_profile, start};
 
 /// `target/e2b-venv/bin/python`, when the SDK is installed.
 fn sdk_python(test: &str) -> Option<PathBuf> {
@@ -501,4 +501,104 @@ async fn a_sandbox_past_its_e2b_timeout_is_ended_and_set_timeout_moves_the_end()
         end.timestamp() - chrono::Utc::now().timestamp() > 250,
         "{detail}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projects_own_template_decides_where_an_e2b_create_is_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = local_server(tmp.path(), "");
+    let data = tmp.path().join("data");
+    let door = Door {
+        client: Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+        base: server.base.clone(),
+        key: server.first_key(),
+    };
+    let create = |template: &'static str| {
+        let door = &door;
+        async move {
+            door.call(
+                reqwest::Method::POST,
+                "/v2/sandboxes",
+                &[("X-API-KEY", &door.key)],
+                Some(json!({"templateID": template})),
+            )
+            .await
+        }
+    };
+    // Unknown to the server's configuration: not found.
+    let (status, body) = create("team-tools").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let out = cli(
+        &data,
+        &[
+            "e2b-template",
+            "set",
+            "--project",
+            "default",
+            "--name",
+            "team-tools",
+            "--provider",
+            "local",
+        ],
+        &[],
+    );
+    let set: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        set,
+        json!({"name": "team-tools", "provider": "local", "image": null})
+    );
+    let (status, body) = create("team-tools").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["templateID"], "team-tools");
+    assert!(
+        body["sandboxID"]
+            .as_str()
+            .unwrap()
+            .starts_with("sbx_local_"),
+        "{body}"
+    );
+    let listed = cli(&data, &["e2b-template", "ls", "--project", "default"], &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout).lines().count(),
+        1,
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+    // A provider this server does not run is refused before anything is stored.
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args([
+            "e2b-template",
+            "set",
+            "--project",
+            "default",
+            "--name",
+            "x",
+            "--provider",
+            "daytona",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .arg("--config")
+        .arg(tmp.path().join("corral.toml"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not enabled"));
+    cli(
+        &data,
+        &[
+            "e2b-template",
+            "rm",
+            "--project",
+            "default",
+            "--name",
+            "team-tools",
+        ],
+        &[],
+    );
+    let (status, _) = create("team-tools").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }

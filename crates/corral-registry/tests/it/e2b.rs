@@ -11,7 +11,7 @@ use corral_domain::{
 use corral_registry::schema::e2b_sandboxes;
 use corral_registry::testing::{TestDb, dump_all_rows, hex};
 use corral_registry::{
-    E2bFilter, E2bRecord, MasterKey, NewSandbox, ProjectId, Registry, RegistryError,
+    E2bFilter, E2bRecord, E2bTemplate, MasterKey, NewSandbox, ProjectId, Registry, RegistryError,
 };
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -28,6 +28,7 @@ on_both_backends!(e2b:
     set_e2b_end_moves_the_end_of_the_projects_record_only,
     access_tokens_are_bound_to_their_sandbox_and_master_key,
     template_and_start_filters_and_the_due_sweep,
+    a_projects_own_templates_are_set_replaced_listed_and_removed,
 );
 
 const SECRET_VALUE: &str = "sk-live-9f3a7c1e5b2d8f4a6c0e";
@@ -567,4 +568,59 @@ pub(crate) async fn template_and_start_filters_and_the_due_sweep(db: &TestDb) {
     reg.tombstone(project, ids[0]).await.unwrap();
     let due = reg.due_e2b(chrono::Utc::now(), 10).await.unwrap();
     assert_eq!(due, vec![(project, ids[1])]);
+}
+
+pub(crate) async fn a_projects_own_templates_are_set_replaced_listed_and_removed(db: &TestDb) {
+    let reg = registry(db).await;
+    let project = reg.create_project("p").await.unwrap().id;
+    let other = reg.create_project("q").await.unwrap().id;
+    let t = |name: &str, provider: Provider, image: Option<&str>| E2bTemplate {
+        name: name.to_owned(),
+        provider,
+        image: image.map(str::to_owned),
+    };
+    reg.put_e2b_template(project, &t("base", Provider::Local, None))
+        .await
+        .unwrap();
+    reg.put_e2b_template(project, &t("py", Provider::Daytona, Some("python:3.12")))
+        .await
+        .unwrap();
+    // Replaced, not added.
+    reg.put_e2b_template(project, &t("base", Provider::E2b, Some("img")))
+        .await
+        .unwrap();
+    assert_eq!(
+        reg.e2b_templates(project).await.unwrap(),
+        vec![
+            t("base", Provider::E2b, Some("img")),
+            t("py", Provider::Daytona, Some("python:3.12"))
+        ]
+    );
+    assert_eq!(
+        reg.e2b_template(project, "py").await.unwrap(),
+        Some(t("py", Provider::Daytona, Some("python:3.12")))
+    );
+    // Another project sees none of them.
+    assert_eq!(reg.e2b_template(other, "py").await.unwrap(), None);
+    assert!(reg.e2b_templates(other).await.unwrap().is_empty());
+    // Bad names and empty images are refused.
+    for bad in ["", "has space", &"x".repeat(129)] {
+        let e = reg
+            .put_e2b_template(project, &t(bad, Provider::Local, None))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, RegistryError::InvalidInput { .. }),
+            "{bad:?}: {e}"
+        );
+    }
+    let e = reg
+        .put_e2b_template(project, &t("ok", Provider::Local, Some("")))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, RegistryError::InvalidInput { .. }), "{e}");
+    assert!(reg.remove_e2b_template(project, "py").await.unwrap());
+    assert!(!reg.remove_e2b_template(project, "py").await.unwrap());
+    assert!(!reg.remove_e2b_template(other, "base").await.unwrap());
+    assert_eq!(reg.e2b_templates(project).await.unwrap().len(), 1);
 }
