@@ -41,6 +41,8 @@ pub struct ListQuery {
     pub template: Option<String>,
     /// `startedAfter` (RFC 3339): only sandboxes started after it.
     pub started_after: Option<String>,
+    /// `order`: `desc` (newest first, the default) or `asc`.
+    pub order: Option<String>,
 }
 
 fn rfc3339(t: chrono::DateTime<Utc>) -> String {
@@ -381,10 +383,21 @@ impl FrontDoor {
                     .map_err(|_| E2bError::invalid("startedAfter must be an RFC 3339 time"))
             })
             .transpose()?;
+        let oldest_first = match query.order.as_deref() {
+            None | Some("" | "desc") => false,
+            Some("asc") => true,
+            Some(other) => {
+                return Err(E2bError::invalid(format!(
+                    "order must be asc or desc, not '{}'",
+                    other.chars().take(20).collect::<String>()
+                )));
+            }
+        };
         let filter = E2bFilter {
             metadata: parse_metadata_filter(query.metadata.as_deref())?,
             template: query.template.clone().filter(|t| !t.is_empty()),
             started_after,
+            oldest_first,
         };
         let page = self
             .service()

@@ -96,6 +96,8 @@ pub struct E2bFilter {
     pub template: Option<String>,
     /// Kept records were created after this.
     pub started_after: Option<Timestamp>,
+    /// Oldest first instead of newest first (a cursor continues in the order it was made in).
+    pub oldest_first: bool,
 }
 
 /// The associated data binding sealed env vars to their project and sandbox.
@@ -262,7 +264,8 @@ impl Registry {
     }
 
     /// As [`Registry::list_e2b`], keeping the records `filter` admits (metadata pairs, and
-    /// optionally one template and a lower bound on the creation time).
+    /// optionally one template and a lower bound on the creation time), newest first or, with
+    /// [`E2bFilter::oldest_first`], oldest first.
     pub async fn list_e2b_matching(
         &self,
         project: ProjectId,
@@ -288,7 +291,9 @@ impl Registry {
         let max_batch = SCAN_BATCH.max(batch);
         let mut matched: Vec<E2bRow> = Vec::with_capacity(want + 1);
         loop {
-            let rows = self.e2b_batch(project, after.clone(), batch).await?;
+            let rows = self
+                .e2b_batch(project, after.clone(), batch, filter.oldest_first)
+                .await?;
             let exhausted = rows.len() < usize::try_from(batch).unwrap_or(usize::MAX);
             batch = batch.saturating_mul(2).min(max_batch);
             if let Some(last) = rows.last() {
@@ -336,6 +341,7 @@ impl Registry {
         project: ProjectId,
         after: Option<(i64, String)>,
         limit: i64,
+        oldest_first: bool,
     ) -> Result<Vec<E2bRow>> {
         let p = project.to_string();
         run!(self, |c| {
@@ -344,17 +350,32 @@ impl Registry {
                 .filter(e2b::project_id.eq(&p))
                 .filter(sandboxes::project_id.eq(&p))
                 .filter(sandboxes::deleted_at.is_null())
-                .order((e2b::created_at.desc(), e2b::sandbox_id.desc()))
                 .limit(limit)
                 .select(E2bRow::as_select())
                 .into_boxed();
-            if let Some((created, id)) = &after {
+            query = if oldest_first {
+                query.order((e2b::created_at.asc(), e2b::sandbox_id.asc()))
+            } else {
+                query.order((e2b::created_at.desc(), e2b::sandbox_id.desc()))
+            };
+            match (&after, oldest_first) {
+                (None, _) => {}
                 // `(created_at, sandbox_id) < cursor`, spelled so the page index can seek.
-                query = query.filter(e2b::created_at.le(*created)).filter(
-                    e2b::created_at
-                        .lt(*created)
-                        .or(e2b::sandbox_id.lt(id.clone())),
-                );
+                (Some((created, id)), false) => {
+                    query = query.filter(e2b::created_at.le(*created)).filter(
+                        e2b::created_at
+                            .lt(*created)
+                            .or(e2b::sandbox_id.lt(id.clone())),
+                    );
+                }
+                // `(created_at, sandbox_id) > cursor`.
+                (Some((created, id)), true) => {
+                    query = query.filter(e2b::created_at.ge(*created)).filter(
+                        e2b::created_at
+                            .gt(*created)
+                            .or(e2b::sandbox_id.gt(id.clone())),
+                    );
+                }
             }
             query.load(c).await.map_err(db_error)
         })

@@ -260,6 +260,7 @@ struct ListParams {
     next_token: Option<String>,
     template: Option<String>,
     started_after: Option<String>,
+    order: Option<String>,
 }
 
 async fn list(
@@ -283,6 +284,7 @@ async fn list(
         next_token: params.next_token,
         template: params.template,
         started_after: params.started_after,
+        order: params.order,
     };
     front.list(&caller, &query).await
 }

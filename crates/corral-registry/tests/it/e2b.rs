@@ -550,9 +550,29 @@ pub(crate) async fn template_and_start_filters_and_the_due_sweep(db: &TestDb) {
         template: Some("base".into()),
         started_after: Some(micros(base)),
         metadata: map(&[("team", "red")]),
+        oldest_first: false,
     })
     .await;
     assert_eq!(both, vec![ids[2]]);
+    // Oldest first, across pages of one.
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let oldest = E2bFilter {
+        oldest_first: true,
+        ..E2bFilter::default()
+    };
+    loop {
+        let page = reg
+            .list_e2b_matching(project, &oldest, 1, cursor.as_deref())
+            .await
+            .unwrap();
+        seen.extend(page.records.iter().map(|r| r.sandbox_id));
+        match page.next {
+            Some(n) => cursor = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids);
 
     // The sweep sees the overdue live ones, oldest end first; a tombstone leaves it.
     let due = reg.due_e2b(chrono::Utc::now(), 10).await.unwrap();
