@@ -210,8 +210,13 @@ impl FrontDoor {
         self.service
             .authenticate(Some(&format!("Bearer {key}")))
             .await
-            .map_err(|_| E2bError::Unauthenticated {
-                message: "the API key was rejected".into(),
+            .map_err(|e| match e.code() {
+                corral_errors::ErrorCode::AuthenticationError
+                | corral_errors::ErrorCode::MissingApiKey => E2bError::Unauthenticated {
+                    message: "the API key was rejected".into(),
+                },
+                // The registry being unreachable is not the caller's fault: a 503, not a 401.
+                _ => E2bError::from(e),
             })
     }
 
