@@ -332,11 +332,32 @@ async fn project(command: ProjectCommand) -> Outcome {
 
 async fn key(command: KeyCommand) -> Outcome {
     match command {
-        KeyCommand::Create { project, storage } => {
+        KeyCommand::Create {
+            project,
+            name,
+            expires_in_days,
+            storage,
+        } => {
             let settings = settings(&storage, None)?;
             let (registry, _) = open_registry(&settings).await?;
             let project = find_project(&registry, &project).await?;
-            let issued = registry.issue_api_key(project.id).await?;
+            let now = registry.database().now();
+            // The control plane's rules, so a key made here looks like one made there.
+            let options = corral_control::KeyOptions {
+                name,
+                expires_at: expires_in_days
+                    .map(|days| now + chrono::Duration::days(i64::from(days))),
+            }
+            .checked(now)?;
+            let issued = registry
+                .issue_api_key_with(
+                    project.id,
+                    corral_registry::ApiKeyOptions {
+                        name: options.name,
+                        expires_at: options.expires_at,
+                    },
+                )
+                .await?;
             print_key(project.id, &issued.key);
             Ok(())
         }

@@ -116,7 +116,7 @@ pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;
 pub use model::{
-    ApiKeyInfo, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential,
+    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential,
     Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
 };
 pub use reaper::{MAX_ORPHANS_LISTED, Orphan};

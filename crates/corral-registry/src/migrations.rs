@@ -53,6 +53,10 @@ const SQLITE: &[Migration] = &[
         version: "0010_e2b",
         up: include_str!("../migrations/sqlite/0010_e2b/up.sql"),
     },
+    Migration {
+        version: "0011_key_names",
+        up: include_str!("../migrations/sqlite/0011_key_names/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -91,6 +95,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0010_e2b",
         up: include_str!("../migrations/postgres/0010_e2b/up.sql"),
+    },
+    Migration {
+        version: "0011_key_names",
+        up: include_str!("../migrations/postgres/0011_key_names/up.sql"),
     },
 ];
 
