@@ -44,6 +44,8 @@
 //!   clear, for lookup and revocation), a 256-bit secret and a CRC-32 checksum, all lowercase
 //!   Crockford base32. A key with a bad shape or checksum is refused before any database
 //!   access ([`api_key_id`]). Only HMAC-SHA256(subkey, key id + secret) is stored, compared in constant time.
+//!   A key may carry a name and an expiry ([`ApiKeyOptions`]); once expired it is refused like
+//!   an unknown key, cached or not. Keys list newest first.
 //! - **Master key**: 32 bytes in a file (64 hex characters, mode 0600, refused when group or
 //!   others can access it) outside the database. Independent subkeys are derived from it for
 //!   the API-key hash, for credential encryption and for E2B access tokens.

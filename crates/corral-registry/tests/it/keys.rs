@@ -371,7 +371,14 @@ pub(crate) async fn an_expired_key_is_refused_like_an_unknown_one_cached_or_not(
     // on the cached replica nor on one that reads the row, and the answer is the same `None`
     // as for an unknown key.
     clock.advance(Duration::from_secs(5 * 60) - Duration::from_micros(1));
+    let last_live_use = clock.now();
     assert_eq!(a.authenticate(&key).await.unwrap(), Some(project.id));
+    // (A real use, more than a minute after the first: recorded.)
+    let recorded = last_used(&a, project.id, |t| t != recorded).await;
+    assert_eq!(
+        recorded.map(|t| t.timestamp_micros()),
+        Some(last_live_use.timestamp_micros())
+    );
     clock.advance(Duration::from_micros(1));
     assert_eq!(a.authenticate(&key).await.unwrap(), None);
     assert_eq!(b.authenticate(&key).await.unwrap(), None);
