@@ -407,11 +407,11 @@ async fn keys_take_a_checked_name_and_expiry_and_list_newest_first(db: TestDb) {
     let long = "k".repeat(65);
     assert_invalid(
         c.create_key(&owner, project, opts(Some(&long), None)).await,
-        "`name` must be at most 64 characters",
+        "`name` must be at most 64 characters without control characters",
     );
     assert_invalid(
         c.create_key(&owner, project, opts(Some("a\u{7}b"), None)).await,
-        "without control characters",
+        "`name` must be at most 64 characters without control characters",
     );
     assert_invalid(
         c.create_key(&owner, project, opts(None, Some(now - chrono::Duration::seconds(1))))
@@ -421,13 +421,16 @@ async fn keys_take_a_checked_name_and_expiry_and_list_newest_first(db: TestDb) {
     assert_invalid(
         c.create_key(&owner, project, opts(None, Some(now + chrono::Duration::days(800))))
             .await,
-        "`expiresAt` must be at most",
+        "`expiresAt` must be at most 732 days ahead",
     );
     let bad_date = KeyOptions::try_from(NewKey {
         name: None,
         expires_at: Some("next tuesday".to_owned()),
     });
-    assert_invalid(bad_date, "`expiresAt` must be an RFC 3339 date-time");
+    assert_invalid(
+        bad_date,
+        "`expiresAt` must be an RFC 3339 date-time, like 2027-01-31T00:00:00Z",
+    );
     assert!(c.list_keys(&owner, project).await.unwrap().is_empty());
 
     // 64 characters (not bytes) is fine; the name is trimmed; a blank one is no name.
