@@ -284,7 +284,7 @@ pub(crate) struct ProjectView {
 }
 
 /// The lifetimes the key creation form offers, in days (besides "never").
-pub(crate) const KEY_LIFETIMES: [i64; 3] = [30, 90, 365];
+pub(crate) const KEY_LIFETIMES: [u32; 3] = [30, 90, 365];
 
 /// One API key row (never the secret).
 #[derive(Debug, Clone)]

@@ -109,6 +109,16 @@ impl TryFrom<NewKey> for KeyOptions {
 }
 
 impl KeyOptions {
+    /// Options whose expiry is `days` days after `now` (`None`: never), for the forms and the
+    /// CLI that ask for a lifetime rather than a date.
+    #[must_use]
+    pub fn lifetime(name: Option<String>, days: Option<u32>, now: Timestamp) -> Self {
+        Self {
+            name,
+            expires_at: days.map(|d| now + chrono::Duration::days(i64::from(d))),
+        }
+    }
+
     /// The options as they are stored: the name trimmed (a blank one is none) and at most
     /// [`MAX_KEY_NAME`] characters without control characters; the expiry after `now` and
     /// at most [`MAX_KEY_LIFETIME_DAYS`] days ahead. Anything else is `invalid_request`.

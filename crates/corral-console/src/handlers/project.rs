@@ -155,11 +155,11 @@ fn newest_key(keys: &[KeyView]) -> String {
 
 /// The form's `expires` choice: a number of days [`view::KEY_LIFETIMES`] offers, or none (absent,
 /// empty or `never`).
-fn key_lifetime(raw: Option<&str>) -> Result<Option<i64>, ControlError> {
+fn key_lifetime(raw: Option<&str>) -> Result<Option<u32>, ControlError> {
     match raw.map(str::trim) {
         None | Some("" | "never") => Ok(None),
         Some(days) => days
-            .parse::<i64>()
+            .parse::<u32>()
             .ok()
             .filter(|d| view::KEY_LIFETIMES.contains(d))
             .map(Some)
@@ -205,13 +205,11 @@ pub(crate) async fn create_key(
             Err(e) => return failed(&back, &e),
         }
     }
-    let options = KeyOptions {
-        name: form.get("name").map(str::to_owned),
-        expires_at: match key_lifetime(form.get("expires")) {
-            Ok(days) => days.map(|d| Utc::now() + chrono::Duration::days(d)),
-            Err(e) => return failed(&back, &e),
-        },
+    let days = match key_lifetime(form.get("expires")) {
+        Ok(days) => days,
+        Err(e) => return failed(&back, &e),
     };
+    let options = KeyOptions::lifetime(form.get("name").map(str::to_owned), days, Utc::now());
     match control(&state)
         .create_key(&ctx.signed.actor, pid, options)
         .await
