@@ -350,7 +350,8 @@ pub(crate) async fn read_json<T: DeserializeOwned>(
     read_json_within(req, payload, limit, BODY_TOTAL).await
 }
 
-/// [`read_json`] for an optional body: an empty one (whatever its `Content-Type`) is `None`.
+/// [`read_json`] for an optional body: an empty one (whatever its `Content-Type`) or `null`
+/// is `None`.
 pub(crate) async fn read_optional_json<T: DeserializeOwned>(
     req: &HttpRequest,
     payload: &mut Payload,
@@ -369,8 +370,8 @@ pub(crate) async fn read_optional_json<T: DeserializeOwned>(
             ));
         }
     }
-    serde_json::from_slice(&body)
-        .map(Some)
+    // A JSON `null` is no body too (the document allows it).
+    serde_json::from_slice::<Option<T>>(&body)
         .map_err(|e| ServiceError::invalid(format!("invalid JSON body: {e}")))
 }
 
