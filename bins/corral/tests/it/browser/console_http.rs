@@ -471,7 +471,7 @@ async fn console_keys_have_names_and_lifetimes() {
     let bad = post_form(&http, &j, &keys, Some(&cookie), &format!("csrf={csrf}&expires=5000")).await;
     assert_eq!(bad.status(), 303);
     let body = follow(&http, &j, bad, &cookie).await;
-    assert!(body.contains("choose when the key expires"), "{body}");
+    assert!(body.contains("Choose when the key expires from the list."), "{body}");
     assert_eq!(j.control.list_keys(&actor, pid).await.unwrap().len(), 2);
 }
 
