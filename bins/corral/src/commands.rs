@@ -351,12 +351,9 @@ async fn key(command: KeyCommand) -> Outcome {
             let project = find_project(&registry, &project).await?;
             let now = registry.database().now();
             // The control plane's rules, so a key made here looks like one made there.
-            let options = corral_control::KeyOptions::lifetime(
-                name,
-                expires_in_days.map(u32::from),
-                now,
-            )
-            .checked(now)?;
+            let options =
+                corral_control::KeyOptions::lifetime(name, expires_in_days.map(u32::from), now)
+                    .checked(now)?;
             let issued = registry
                 .issue_api_key_with(
                     project.id,

@@ -118,8 +118,9 @@ pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;
 pub use model::{
-    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential,
-    Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
+    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput,
+    ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage,
+    Verification,
 };
 pub use reaper::{MAX_ORPHANS_LISTED, Orphan};
 pub use registry::{LAST_USE_PRECISION, ListCursor, Registry, cursor_pattern};

@@ -19,8 +19,9 @@ use crate::db::{Database, PooledConnection, run, to_micros, write_tx};
 use crate::error::{RegistryError, Result, db_error};
 use crate::events::{NewEventRow, append_event};
 use crate::model::{
-    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential,
-    Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
+    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput,
+    ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage,
+    Verification,
 };
 use crate::rows::{ApiKeyRow, ProfileRow, ProjectRow, SandboxRow, VerificationRow};
 use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};

@@ -931,7 +931,12 @@ async fn a_sandbox_made_with_an_inline_credential_has_a_page_without_a_stored_pr
         .await
         .unwrap();
     let pid = project.id.parse().unwrap();
-    let key = j.control.create_key(&actor, pid, Default::default()).await.unwrap().key;
+    let key = j
+        .control
+        .create_key(&actor, pid, Default::default())
+        .await
+        .unwrap()
+        .key;
 
     let created = http
         .post(j.url("/v1/sandboxes"))

@@ -287,13 +287,24 @@ fn key_create_takes_a_name_and_a_lifetime() {
     };
     let ok = |args: &[&str]| {
         let out = corral(args);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
     ok(&["project", "create", "--name", "named"]);
     let before = chrono::Utc::now();
     let named = ok(&[
-        "key", "create", "--project", "named", "--name", " ci ", "--expires-in-days", "30",
+        "key",
+        "create",
+        "--project",
+        "named",
+        "--name",
+        " ci ",
+        "--expires-in-days",
+        "30",
     ]);
     assert_eq!(named["name"], "ci");
     let expires: chrono::DateTime<chrono::Utc> =
@@ -301,7 +312,10 @@ fn key_create_takes_a_name_and_a_lifetime() {
     let days = (expires - before).num_hours();
     assert!((30 * 24..=30 * 24 + 1).contains(&days), "{named}");
     let plain = ok(&["key", "create", "--project", "named"]);
-    assert!(plain.get("name").is_none() && plain.get("expiresAt").is_none(), "{plain}");
+    assert!(
+        plain.get("name").is_none() && plain.get("expiresAt").is_none(),
+        "{plain}"
+    );
 
     for (args, says) in [
         (vec!["--expires-in-days", "0"], "expires-in-days"),

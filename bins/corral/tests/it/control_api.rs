@@ -326,7 +326,10 @@ async fn keys_have_names_expiries_and_last_uses_and_an_expired_key_is_refused() 
 
     // Refusals are invalid_request with a message saying what is wrong; nothing is issued.
     for (body, says) in [
-        (json!({"expiresAt": "2000-01-01T00:00:00Z"}), "in the future"),
+        (
+            json!({"expiresAt": "2000-01-01T00:00:00Z"}),
+            "in the future",
+        ),
         (json!({"expiresAt": "3000-01-01T00:00:00Z"}), "days ahead"),
         (json!({"expiresAt": "soon"}), "RFC 3339"),
         (json!({"name": "a\u{1b}b"}), "control characters"),
@@ -355,7 +358,10 @@ async fn keys_have_names_expiries_and_last_uses_and_an_expired_key_is_refused() 
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
     // Newest first.
-    let ids: Vec<&str> = listed.iter().map(|k| k["keyId"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = listed
+        .iter()
+        .map(|k| k["keyId"].as_str().unwrap())
+        .collect();
     assert_eq!(ids.len(), 3);
     assert_eq!(ids[0], named["keyId"].as_str().unwrap());
     assert_eq!(ids[2], plain["keyId"].as_str().unwrap());
@@ -376,7 +382,11 @@ async fn keys_have_names_expiries_and_last_uses_and_an_expired_key_is_refused() 
         )
         .await
         .unwrap();
-    let refused = send(&app, bearer(corral_provider::ExposeSecret::expose_secret(&expired.key))).await;
+    let refused = send(
+        &app,
+        bearer(corral_provider::ExposeSecret::expose_secret(&expired.key)),
+    )
+    .await;
     refused.expect_error(401, "authentication_error");
     let unknown = send(&app, bearer("crl_nope_nope")).await;
     unknown.expect_error(401, "authentication_error");

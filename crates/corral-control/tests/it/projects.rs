@@ -296,7 +296,10 @@ async fn an_account_being_deleted_refuses_every_mutation(db: TestDb) {
     let admin = w.member(acc, "admin@example.com", Role::Admin).await;
     let project = c.create_project(&owner, acc, name("web")).await.unwrap();
     let project = project.id.parse().unwrap();
-    let key = c.create_key(&owner, project, Default::default()).await.unwrap();
+    let key = c
+        .create_key(&owner, project, Default::default())
+        .await
+        .unwrap();
 
     assert_eq!(
         code(c.delete_account(&owner, personal).await),
@@ -364,7 +367,10 @@ async fn an_account_being_deleted_refuses_every_mutation(db: TestDb) {
         deleting_code
     );
     assert_eq!(code(c.delete_project(&owner, project).await), deleting_code);
-    assert_eq!(code(c.create_key(&owner, project, Default::default()).await), deleting_code);
+    assert_eq!(
+        code(c.create_key(&owner, project, Default::default()).await),
+        deleting_code
+    );
     assert_eq!(
         code(c.revoke_key(&owner, project, &key.info.key_id).await),
         deleting_code
@@ -410,17 +416,26 @@ async fn keys_take_a_checked_name_and_expiry_and_list_newest_first(db: TestDb) {
         "`name` must be at most 64 characters without control characters",
     );
     assert_invalid(
-        c.create_key(&owner, project, opts(Some("a\u{7}b"), None)).await,
+        c.create_key(&owner, project, opts(Some("a\u{7}b"), None))
+            .await,
         "`name` must be at most 64 characters without control characters",
     );
     assert_invalid(
-        c.create_key(&owner, project, opts(None, Some(now - chrono::Duration::seconds(1))))
-            .await,
+        c.create_key(
+            &owner,
+            project,
+            opts(None, Some(now - chrono::Duration::seconds(1))),
+        )
+        .await,
         "`expiresAt` must be in the future",
     );
     assert_invalid(
-        c.create_key(&owner, project, opts(None, Some(now + chrono::Duration::days(800))))
-            .await,
+        c.create_key(
+            &owner,
+            project,
+            opts(None, Some(now + chrono::Duration::days(800))),
+        )
+        .await,
         "`expiresAt` must be at most 732 days ahead",
     );
     let bad_date = KeyOptions::try_from(NewKey {

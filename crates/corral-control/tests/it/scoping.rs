@@ -144,7 +144,12 @@ async fn another_accounts_objects_are_indistinguishable_from_missing_ones(db: Te
     )
     .await
     .unwrap();
-    let key = c.create_key(&alice, project, Default::default()).await.unwrap().info.key_id;
+    let key = c
+        .create_key(&alice, project, Default::default())
+        .await
+        .unwrap()
+        .info
+        .key_id;
     let sandbox = w.sandbox(project).await;
     let invitation = c
         .invite(

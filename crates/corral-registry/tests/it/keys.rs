@@ -4,8 +4,8 @@ use std::time::Duration;
 use corral_domain::Provider;
 use corral_registry::testing::{TestDb, dump_all_rows, hex};
 use corral_registry::{
-    API_KEY_PREFIX, ApiKeyOptions, Clock as _, DEFAULT_CACHE_TTL, ManualClock, MasterKey, ProfileInput, Registry,
-    RegistryError,
+    API_KEY_PREFIX, ApiKeyOptions, Clock as _, DEFAULT_CACHE_TTL, ManualClock, MasterKey,
+    ProfileInput, Registry, RegistryError,
 };
 use secrecy::{ExposeSecret, SecretString};
 
@@ -331,7 +331,10 @@ pub(crate) async fn a_named_key_keeps_its_name_and_keys_list_newest_first(db: &T
     // Read back through another replica: what was stored, newest first.
     let listed = other.list_api_keys(project.id).await.unwrap();
     let ids: Vec<&str> = listed.iter().map(|k| k.key_id.as_str()).collect();
-    assert_eq!(ids, [named.info.key_id.as_str(), unnamed.info.key_id.as_str()]);
+    assert_eq!(
+        ids,
+        [named.info.key_id.as_str(), unnamed.info.key_id.as_str()]
+    );
     assert_eq!(listed[0].name.as_deref(), Some("ci — déploiement"));
     assert_eq!(
         listed[0].expires_at.map(|t| t.timestamp_micros()),

@@ -435,8 +435,14 @@ async fn console_keys_have_names_and_lifetimes() {
         async move { req.send().await.unwrap().text().await.unwrap() }
     };
     let form = page(&http).await;
-    assert!(form.contains("name=\"name\"") && form.contains("name=\"expires\""), "{form}");
-    assert!(form.contains("value=\"90\"") && form.contains("value=\"never\""), "{form}");
+    assert!(
+        form.contains("name=\"name\"") && form.contains("name=\"expires\""),
+        "{form}"
+    );
+    assert!(
+        form.contains("value=\"90\"") && form.contains("value=\"never\""),
+        "{form}"
+    );
 
     // A named key expiring in 90 days, then an unnamed one that never expires.
     let created = post_form(
@@ -449,11 +455,21 @@ async fn console_keys_have_names_and_lifetimes() {
     .await;
     assert_eq!(created.status(), 200);
     assert!(created.text().await.unwrap().contains("id=\"new-key\""));
-    let second = post_form(&http, &j, &keys, Some(&cookie), &format!("csrf={csrf}&name=&expires=never")).await;
+    let second = post_form(
+        &http,
+        &j,
+        &keys,
+        Some(&cookie),
+        &format!("csrf={csrf}&name=&expires=never"),
+    )
+    .await;
     assert_eq!(second.status(), 200);
     let listed = j.control.list_keys(&actor, pid).await.unwrap();
     assert_eq!(listed.len(), 2);
-    assert_eq!((listed[0].name.as_deref(), listed[0].expires_at), (None, None));
+    assert_eq!(
+        (listed[0].name.as_deref(), listed[0].expires_at),
+        (None, None)
+    );
     assert_eq!(listed[1].name.as_deref(), Some("deploy <bot>"));
     let days = (listed[1].expires_at.unwrap() - chrono::Utc::now()).num_hours();
     assert!((89 * 24..=90 * 24).contains(&days), "{days} h");
@@ -468,10 +484,20 @@ async fn console_keys_have_names_and_lifetimes() {
     assert!(newest < older, "newest first");
 
     // A lifetime not on the list: redirected back with the reason, nothing issued.
-    let bad = post_form(&http, &j, &keys, Some(&cookie), &format!("csrf={csrf}&expires=5000")).await;
+    let bad = post_form(
+        &http,
+        &j,
+        &keys,
+        Some(&cookie),
+        &format!("csrf={csrf}&expires=5000"),
+    )
+    .await;
     assert_eq!(bad.status(), 303);
     let body = follow(&http, &j, bad, &cookie).await;
-    assert!(body.contains("Choose when the key expires from the list."), "{body}");
+    assert!(
+        body.contains("Choose when the key expires from the list."),
+        "{body}"
+    );
     assert_eq!(j.control.list_keys(&actor, pid).await.unwrap().len(), 2);
 }
 
@@ -611,7 +637,12 @@ async fn console_sandbox_page_shows_when_it_was_created() {
         )
         .await
         .unwrap();
-    let key = j.control.create_key(&actor, pid, Default::default()).await.unwrap().key;
+    let key = j
+        .control
+        .create_key(&actor, pid, Default::default())
+        .await
+        .unwrap()
+        .key;
     let created: serde_json::Value = http
         .post(j.url("/v1/sandboxes"))
         .bearer_auth(&key)

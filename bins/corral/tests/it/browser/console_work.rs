@@ -24,7 +24,12 @@ pub(super) async fn workbench(j: &Journey, http: &reqwest::Client, email: &str) 
     let (cookie, actor) = signed_in(j, http, email).await;
     let (acc, prj) = project(j, &actor, "work").await;
     let pid = prj.parse().unwrap();
-    let key = j.control.create_key(&actor, pid, Default::default()).await.unwrap().key;
+    let key = j
+        .control
+        .create_key(&actor, pid, Default::default())
+        .await
+        .unwrap()
+        .key;
     let created = http
         .post(j.url("/v1/sandboxes"))
         .bearer_auth(&key)
