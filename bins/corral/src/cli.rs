@@ -193,6 +193,12 @@ pub enum KeyCommand {
         /// The project id (`prj_…`) or name.
         #[arg(long)]
         project: String,
+        /// A name shown in key lists (at most 64 characters).
+        #[arg(long)]
+        name: Option<String>,
+        /// Days until the key stops working (1–732); without it the key never expires.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=732))]
+        expires_in_days: Option<u16>,
         /// Storage.
         #[command(flatten)]
         storage: Storage,

@@ -306,12 +306,20 @@ async fn find_project(registry: &Registry, project: &str) -> Result<Project, Com
 struct IssuedKey<'a> {
     project_id: String,
     api_key: &'a str,
+    /// The key's name, when it was given one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    /// When the key stops working, if ever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<corral_domain::Timestamp>,
 }
 
-fn print_key(project: ProjectId, key: &SecretString) {
+fn print_key(project: ProjectId, issued: &corral_registry::NewApiKey) {
     let out = IssuedKey {
         project_id: project.to_string(),
-        api_key: key.expose_secret(),
+        api_key: issued.key.expose_secret(),
+        name: issued.info.name.as_deref(),
+        expires_at: issued.info.expires_at,
     };
     match serde_json::to_string(&out) {
         Ok(line) => println!("{line}"),
@@ -326,7 +334,7 @@ async fn project(command: ProjectCommand) -> Outcome {
             let (registry, _) = open_registry(&settings).await?;
             let project = registry.create_project(&name).await?;
             let issued = registry.issue_api_key(project.id).await?;
-            print_key(project.id, &issued.key);
+            print_key(project.id, &issued);
             Ok(())
         }
     }
@@ -334,12 +342,30 @@ async fn project(command: ProjectCommand) -> Outcome {
 
 async fn key(command: KeyCommand) -> Outcome {
     match command {
-        KeyCommand::Create { project, storage } => {
+        KeyCommand::Create {
+            project,
+            name,
+            expires_in_days,
+            storage,
+        } => {
             let settings = settings(&storage, None)?;
             let (registry, _) = open_registry(&settings).await?;
             let project = find_project(&registry, &project).await?;
-            let issued = registry.issue_api_key(project.id).await?;
-            print_key(project.id, &issued.key);
+            let now = registry.database().now();
+            // The control plane's rules, so a key made here looks like one made there.
+            let options =
+                corral_control::KeyOptions::lifetime(name, expires_in_days.map(u32::from), now)
+                    .checked(now)?;
+            let issued = registry
+                .issue_api_key_with(
+                    project.id,
+                    corral_registry::ApiKeyOptions {
+                        name: options.name,
+                        expires_at: options.expires_at,
+                    },
+                )
+                .await?;
+            print_key(project.id, &issued);
             Ok(())
         }
         KeyCommand::Revoke { key_id, storage } => {

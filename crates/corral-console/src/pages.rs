@@ -791,9 +791,22 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
             div.card-head {
                 div { h2 { "API keys" } p { "Keys authenticate the sandbox API for this project only." } }
                 @if !p.account.deleting {
-                    form method="post" action={(paths::keys(&p.account.id, &p.id))} {
+                    form.inline method="post" action={(paths::keys(&p.account.id, &p.id))} {
                         (csrf_field(csrf))
                         input type="hidden" name="latest" value=(page.latest);
+                        div.field {
+                            label for="key-name" { "Name" }
+                            input #key-name type="text" name="name" maxlength="64" placeholder="ci, laptop…";
+                        }
+                        div.field.narrow-field {
+                            label for="key-expires" { "Expires" }
+                            select #key-expires name="expires" {
+                                @for days in crate::view::KEY_LIFETIMES {
+                                    option value=(days) { "in " (days) " days" }
+                                }
+                                option value="never" selected { "never" }
+                            }
+                        }
                         button.btn type="submit" id="create-key" { "Create key" }
                     }
                 }
@@ -802,17 +815,20 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
                 div.empty { strong { "No keys yet" } "Create a key to call the sandbox API." }
             } @else {
                 div.table-wrap { table {
-                    thead { tr { th { "Key" } th.hide-sm { "Created" } th.hide-sm { "Last used" } th { "Status" } th { span.visually-hidden { "Actions" } } } }
+                    thead { tr { th { "Name" } th { "Key" } th.hide-sm { "Created" } th.hide-sm { "Expires" } th.hide-sm { "Last used" } th { "Status" } th { span.visually-hidden { "Actions" } } } }
                     tbody {
                         @for k in &page.keys {
-                            tr.is-tombstone[k.revoked.is_some()] {
+                            tr.is-tombstone[k.revoked.is_some() || k.expired] {
+                                td.key-name { (k.name) }
                                 td { code { (k.prefix) } }
                                 td.muted.hide-sm { (k.created) }
+                                td.muted.hide-sm.key-expires { (k.expires) }
                                 td.muted.hide-sm { (k.last_used) }
                                 td {
-                                    @match &k.revoked {
-                                        Some(at) => span.badge.plain title={"Revoked " (at)} { "revoked" },
-                                        None => span.badge.ok { "active" },
+                                    @match (&k.revoked, k.expired) {
+                                        (Some(at), _) => span.badge.plain title={"Revoked " (at)} { "revoked" },
+                                        (None, true) => span.badge.plain title={"Expired " (k.expires)} { "expired" },
+                                        (None, false) => span.badge.ok { "active" },
                                     }
                                 }
                                 td.actions {
@@ -1515,7 +1531,10 @@ mod tests {
                 keys: vec![KeyRow {
                     key_id: "abc".to_owned(),
                     prefix: "crl_abc_…".to_owned(),
+                    name: "ci <bot>".to_owned(),
                     created: "now".to_owned(),
+                    expires: "never".to_owned(),
+                    expired: false,
                     last_used: "never".to_owned(),
                     revoked: None,
                 }],
@@ -1529,6 +1548,9 @@ mod tests {
         let without = keys_page(None);
         assert!(!without.contains("SECRETSECRET") && !without.contains("id=\"new-key\""));
         assert!(without.contains("crl_abc_…"));
+        // The name is escaped; the create form has a name and an expiry choice.
+        assert!(without.contains("ci &lt;bot&gt;") && !without.contains("ci <bot>"));
+        assert!(without.contains("name=\"name\"") && without.contains("name=\"expires\""));
     }
 
     fn members_page(my_role: &str) -> String {

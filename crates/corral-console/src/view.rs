@@ -283,13 +283,22 @@ pub(crate) struct ProjectView {
     pub(crate) account: AccountView,
 }
 
+/// The lifetimes the key creation form offers, in days (besides "never").
+pub(crate) const KEY_LIFETIMES: [u32; 3] = [30, 90, 365];
+
 /// One API key row (never the secret).
 #[derive(Debug, Clone)]
 pub(crate) struct KeyRow {
     pub(crate) key_id: String,
     /// The visible prefix, `crl_<keyid>_…`.
     pub(crate) prefix: String,
+    /// Its name ("" without one).
+    pub(crate) name: String,
     pub(crate) created: String,
+    /// When it stops working ("never", or a date).
+    pub(crate) expires: String,
+    /// Whether it has expired (refused like an unknown key).
+    pub(crate) expired: bool,
     /// When it last authenticated a request ("never", or how long ago, to within a minute).
     pub(crate) last_used: String,
     pub(crate) revoked: Option<String>,

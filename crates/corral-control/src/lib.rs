@@ -54,7 +54,10 @@ pub use profiles::{
     MAX_FIELD_BYTES, MAX_SETTINGS_BYTES, ProfileView, PutProfile, Readiness, VerificationView,
     readiness, required_context,
 };
-pub use projects::{CreatedKey, KeyView, MAX_PROJECT_NAME, ProjectName, ProjectView};
+pub use projects::{
+    CreatedKey, KeyOptions, KeyView, MAX_KEY_LIFETIME_DAYS, MAX_KEY_NAME, MAX_PROJECT_NAME, NewKey,
+    ProjectName, ProjectView,
+};
 pub use session::SESSION_COOKIE;
 pub use throttle::{Backoff, ClientAddress, SignInThrottling};
 pub use webhook::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};

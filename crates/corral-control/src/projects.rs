@@ -7,7 +7,7 @@
 
 use corral_control_store::{AccountId, ProjectOwnership, Role};
 use corral_domain::{Sandbox, SandboxPage, Timestamp};
-use corral_registry::{ApiKeyInfo, ProjectId};
+use corral_registry::{ApiKeyInfo, ApiKeyOptions, ProjectId};
 use corral_service::{Caller, InlineAccess};
 use secrecy::ExposeSecret as _;
 use serde::{Deserialize, Serialize};
@@ -48,6 +48,117 @@ pub struct ProjectName {
     pub name: String,
 }
 
+/// Longest API key name, in characters.
+pub const MAX_KEY_NAME: usize = 64;
+/// How far ahead a key's expiry may be.
+pub const MAX_KEY_LIFETIME_DAYS: i64 = 2 * 366;
+
+/// What a new API key is issued with (`POST /projects/{project}/keys`, all optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyOptions {
+    /// A name shown in lists: trimmed; a blank name is no name; at most [`MAX_KEY_NAME`]
+    /// characters, no control characters.
+    pub name: Option<String>,
+    /// When the key stops authenticating: in the future, at most
+    /// [`MAX_KEY_LIFETIME_DAYS`] days ahead; `None` for never.
+    pub expires_at: Option<Timestamp>,
+}
+
+/// The optional JSON body of `POST /projects/{project}/keys`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct NewKey {
+    /// A name shown in lists: trimmed, at most 64 characters, no control characters; a blank
+    /// name is no name.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "utoipa",
+        schema(max_length = 64, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")
+    )]
+    pub name: Option<String>,
+    /// When the key stops authenticating (RFC 3339): in the future and at most two years
+    /// ahead. Absent: never.
+    #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
+    pub expires_at: Option<String>,
+}
+
+impl TryFrom<NewKey> for KeyOptions {
+    type Error = ControlError;
+
+    /// Parses the expiry; the rest is checked by [`Control::create_key`].
+    fn try_from(body: NewKey) -> Result<Self> {
+        let expires_at = body
+            .expires_at
+            .map(|raw| {
+                chrono::DateTime::parse_from_rfc3339(raw.trim())
+                    .map(|t| t.with_timezone(&chrono::Utc))
+                    .map_err(|_| {
+                        ControlError::invalid(
+                            "`expiresAt` must be an RFC 3339 date-time, like 2027-01-31T00:00:00Z",
+                        )
+                    })
+            })
+            .transpose()?;
+        Ok(Self {
+            name: body.name,
+            expires_at,
+        })
+    }
+}
+
+impl KeyOptions {
+    /// Options whose expiry is `days` days after `now` (`None`: never), for the forms and the
+    /// CLI that ask for a lifetime rather than a date.
+    #[must_use]
+    pub fn lifetime(name: Option<String>, days: Option<u32>, now: Timestamp) -> Self {
+        Self {
+            name,
+            expires_at: days.map(|d| now + chrono::Duration::days(i64::from(d))),
+        }
+    }
+
+    /// The options as they are stored: the name trimmed (a blank one is none) and at most
+    /// [`MAX_KEY_NAME`] characters without control characters; the expiry after `now` and
+    /// at most [`MAX_KEY_LIFETIME_DAYS`] days ahead. Anything else is `invalid_request`.
+    pub fn checked(self, now: Timestamp) -> Result<Self> {
+        Ok(Self {
+            name: key_name(self.name)?,
+            expires_at: key_expiry(self.expires_at, now)?,
+        })
+    }
+}
+
+/// The checked name: trimmed, blank as none.
+fn key_name(name: Option<String>) -> Result<Option<String>> {
+    let Some(name) = name else { return Ok(None) };
+    let trimmed = name.trim();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    if trimmed.chars().count() > MAX_KEY_NAME || trimmed.chars().any(char::is_control) {
+        return Err(ControlError::invalid(format!(
+            "`name` must be at most {MAX_KEY_NAME} characters without control characters"
+        )));
+    }
+    Ok(Some(trimmed.to_owned()))
+}
+
+/// The checked expiry: after `now`, at most [`MAX_KEY_LIFETIME_DAYS`] days ahead.
+fn key_expiry(at: Option<Timestamp>, now: Timestamp) -> Result<Option<Timestamp>> {
+    let Some(at) = at else { return Ok(None) };
+    if at <= now {
+        return Err(ControlError::invalid("`expiresAt` must be in the future"));
+    }
+    if at > now + chrono::Duration::days(MAX_KEY_LIFETIME_DAYS) {
+        return Err(ControlError::invalid(format!(
+            "`expiresAt` must be at most {MAX_KEY_LIFETIME_DAYS} days ahead"
+        )));
+    }
+    Ok(Some(at))
+}
+
 /// An API key (never its secret).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -55,9 +166,19 @@ pub struct ProjectName {
 pub struct KeyView {
     /// The key's public id (between `crl_` and the next `_`).
     pub key_id: String,
+    /// Its name, if it was given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// When it was issued.
     #[cfg_attr(feature = "utoipa", schema(value_type = String, format = DateTime))]
     pub created_at: Timestamp,
+    /// When it stops (or stopped) authenticating; absent if never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
+    pub expires_at: Option<Timestamp>,
+    /// Whether it has expired (an expired key is refused like an unknown one).
+    #[serde(default)]
+    pub expired: bool,
     /// When it was revoked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
@@ -68,11 +189,16 @@ pub struct KeyView {
     pub last_used_at: Option<Timestamp>,
 }
 
-impl From<ApiKeyInfo> for KeyView {
-    fn from(k: ApiKeyInfo) -> Self {
+impl KeyView {
+    /// The view of a stored key as of `now` (which decides [`KeyView::expired`]).
+    #[must_use]
+    pub fn at(k: ApiKeyInfo, now: Timestamp) -> Self {
         Self {
+            expired: k.is_expired(now),
             key_id: k.key_id,
+            name: k.name,
             created_at: k.created_at,
+            expires_at: k.expires_at,
             revoked_at: k.revoked_at,
             last_used_at: k.last_used_at,
         }
@@ -282,23 +408,36 @@ impl Control {
         self.project_view(&owned).await
     }
 
-    /// `GET /projects/{project}/keys` (admin): revoked ones included, oldest first.
+    /// `GET /projects/{project}/keys` (admin): revoked and expired ones included, newest
+    /// first.
     pub async fn list_keys(&self, actor: &Actor, project: ProjectId) -> Result<Vec<KeyView>> {
         self.project_role(actor, project, Role::Admin).await?;
+        let now = self.registry().database().now();
         Ok(self
             .registry()
             .list_api_keys(project)
             .await?
             .into_iter()
-            .map(KeyView::from)
+            .map(|k| KeyView::at(k, now))
             .collect())
     }
 
-    /// `POST /projects/{project}/keys` (admin): a new key, returned in full this once.
-    pub async fn create_key(&self, actor: &Actor, project: ProjectId) -> Result<CreatedKey> {
+    /// `POST /projects/{project}/keys` (admin): a new key, optionally named and expiring,
+    /// returned in full this once. A bad name or expiry is `invalid_request`.
+    pub async fn create_key(
+        &self,
+        actor: &Actor,
+        project: ProjectId,
+        options: KeyOptions,
+    ) -> Result<CreatedKey> {
+        let now = self.registry().database().now();
+        let KeyOptions { name, expires_at } = options.checked(now)?;
         let owned = self.project_for_change(actor, project, Role::Admin).await?;
         self.admit_creation(actor)?;
-        let issued = self.registry().issue_api_key(project).await?;
+        let issued = self
+            .registry()
+            .issue_api_key_with(project, ApiKeyOptions { name, expires_at })
+            .await?;
         if let Err(e) = self.still_writable(project).await {
             self.registry().revoke_api_key(&issued.info.key_id).await?;
             return Err(e);
@@ -308,12 +447,16 @@ impl Control {
             owned.account_id,
             "key.create",
             project.to_string(),
-            serde_json::json!({ "keyId": issued.info.key_id }),
+            serde_json::json!({
+                "keyId": issued.info.key_id,
+                "name": issued.info.name,
+                "expiresAt": issued.info.expires_at,
+            }),
         )
         .await?;
         Ok(CreatedKey {
             key: issued.key.expose_secret().to_owned(),
-            info: issued.info.into(),
+            info: KeyView::at(issued.info, now),
         })
     }
 
@@ -344,7 +487,7 @@ impl Control {
             serde_json::json!({ "keyId": key_id }),
         )
         .await?;
-        Ok(revoked.into())
+        Ok(KeyView::at(revoked, self.registry().database().now()))
     }
 
     /// `GET /projects/{project}/sandboxes` (member): one page of the registry, newest first,

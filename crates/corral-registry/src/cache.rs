@@ -43,6 +43,8 @@ pub(crate) struct VerifiedKey {
     pub(crate) secret_hash: Vec<u8>,
     /// The key's project.
     pub(crate) project: ProjectId,
+    /// When the key stops authenticating (micros), checked on every use, cached or not.
+    pub(crate) expires_at: Option<i64>,
 }
 
 struct Entry<V> {
@@ -154,6 +156,7 @@ mod tests {
         VerifiedKey {
             secret_hash: vec![1, 2, 3],
             project: ProjectId::new(),
+            expires_at: None,
         }
     }
 

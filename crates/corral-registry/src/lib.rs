@@ -44,6 +44,8 @@
 //!   clear, for lookup and revocation), a 256-bit secret and a CRC-32 checksum, all lowercase
 //!   Crockford base32. A key with a bad shape or checksum is refused before any database
 //!   access ([`api_key_id`]). Only HMAC-SHA256(subkey, key id + secret) is stored, compared in constant time.
+//!   A key may carry a name and an expiry ([`ApiKeyOptions`]); once expired it is refused like
+//!   an unknown key, cached or not. Keys list newest first.
 //! - **Master key**: 32 bytes in a file (64 hex characters, mode 0600, refused when group or
 //!   others can access it) outside the database. Independent subkeys are derived from it for
 //!   the API-key hash, for credential encryption and for E2B access tokens.
@@ -118,8 +120,9 @@ pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;
 pub use model::{
-    ApiKeyInfo, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential,
-    Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
+    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput,
+    ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage,
+    Verification,
 };
 pub use reaper::{MAX_ORPHANS_LISTED, Orphan};
 pub use registry::{LAST_USE_PRECISION, ListCursor, Registry, cursor_pattern};

@@ -54,6 +54,10 @@ const SQLITE: &[Migration] = &[
         up: include_str!("../migrations/sqlite/0010_e2b/up.sql"),
     },
     Migration {
+        version: "0011_key_names",
+        up: include_str!("../migrations/sqlite/0011_key_names/up.sql"),
+    },
+    Migration {
         version: "0012_e2b_templates",
         up: include_str!("../migrations/sqlite/0012_e2b_templates/up.sql"),
     },
@@ -95,6 +99,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0010_e2b",
         up: include_str!("../migrations/postgres/0010_e2b/up.sql"),
+    },
+    Migration {
+        version: "0011_key_names",
+        up: include_str!("../migrations/postgres/0011_key_names/up.sql"),
     },
     Migration {
         version: "0012_e2b_templates",

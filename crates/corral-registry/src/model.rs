@@ -84,6 +84,27 @@ pub struct ApiKeyInfo {
     /// When it last authenticated a request, to within a minute
     /// ([`LAST_USE_PRECISION`](crate::LAST_USE_PRECISION)); `None` if never.
     pub last_used_at: Option<Timestamp>,
+    /// Its name, if it was given one (the registry stores it as given; callers validate).
+    pub name: Option<String>,
+    /// When it stops authenticating, if ever.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl ApiKeyInfo {
+    /// Whether the key no longer authenticates because its expiry is at or before `now`.
+    #[must_use]
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
+}
+
+/// What a new API key is issued with besides its project.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiKeyOptions {
+    /// A name to show in lists (validated by the caller).
+    pub name: Option<String>,
+    /// When the key stops authenticating; `None` for never.
+    pub expires_at: Option<Timestamp>,
 }
 
 /// A freshly issued API key: the only time the full key exists outside the caller's hands.

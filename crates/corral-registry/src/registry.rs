@@ -19,8 +19,9 @@ use crate::db::{Database, PooledConnection, run, to_micros, write_tx};
 use crate::error::{RegistryError, Result, db_error};
 use crate::events::{NewEventRow, append_event};
 use crate::model::{
-    ApiKeyInfo, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput, ProfileWithCredential,
-    Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage, Verification,
+    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput,
+    ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage,
+    Verification,
 };
 use crate::rows::{ApiKeyRow, ProfileRow, ProjectRow, SandboxRow, VerificationRow};
 use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};
@@ -245,6 +246,18 @@ impl Registry {
     /// Issues a new API key for `project`. Only the key id and an HMAC-SHA256 of the secret
     /// (under a subkey of the master key) are stored; the full key is returned once.
     pub async fn issue_api_key(&self, project: ProjectId) -> Result<NewApiKey> {
+        self.issue_api_key_with(project, ApiKeyOptions::default())
+            .await
+    }
+
+    /// [`Registry::issue_api_key`] with a name and an expiry. The name is stored as given (the
+    /// caller validates it); an expired key is refused by [`Registry::authenticate`] exactly
+    /// like an unknown one.
+    pub async fn issue_api_key_with(
+        &self,
+        project: ProjectId,
+        options: ApiKeyOptions,
+    ) -> Result<NewApiKey> {
         let (key_id, key) = generate_api_key()?;
         let parsed = parse_api_key(key.expose_secret()).ok_or_else(|| RegistryError::Internal {
             message: "a generated API key does not parse".to_owned(),
@@ -256,6 +269,8 @@ impl Registry {
             created_at: to_micros(self.db.now()),
             revoked_at: None,
             last_used_at: None,
+            name: options.name,
+            expires_at: options.expires_at.map(to_micros),
         };
         let info = row.info()?;
         run!(self, |c| {
@@ -269,7 +284,7 @@ impl Registry {
     }
 
     /// The project a presented key authenticates, or `None` when the key is malformed (shape or
-    /// checksum: no database access), unknown, revoked or wrong. Digests are compared in
+    /// checksum: no database access), unknown, revoked, expired or wrong. Digests are compared in
     /// constant time.
     ///
     /// A key id the database vouched for less than the cache TTL ago is checked against the
@@ -306,6 +321,7 @@ impl Registry {
                 let verified = VerifiedKey {
                     project: crate::rows::parse_project_id(&row.project_id)?,
                     secret_hash: row.secret_hash,
+                    expires_at: row.expires_at,
                 };
                 self.keys
                     .insert(parsed.key_id.to_owned(), verified.clone(), now, generation);
@@ -313,7 +329,10 @@ impl Registry {
             }
         };
         let expected = self.key.api_key_hash(parsed.key_id, parsed.secret);
-        let matches = bool::from(expected.ct_eq(&verified.secret_hash));
+        // An expired key is refused like an unknown one (and its use is not recorded). The
+        // expiry is checked on every call, so a cached key expires on time too.
+        let live = verified.expires_at.is_none_or(|at| to_micros(now) < at);
+        let matches = bool::from(expected.ct_eq(&verified.secret_hash)) && live;
         if matches && self.use_is_due(parsed.key_id, stored_use, to_micros(now)) {
             // Advisory, so off the request's path: a failure only leaves the older time.
             let key_id = parsed.key_id.to_owned();
@@ -389,13 +408,13 @@ impl Registry {
             .info()
     }
 
-    /// A project's keys (revoked ones included), oldest first.
+    /// A project's keys (revoked and expired ones included), newest first.
     pub async fn list_api_keys(&self, project: ProjectId) -> Result<Vec<ApiKeyInfo>> {
         let project = project.to_string();
         let rows: Vec<ApiKeyRow> = run!(self, |c| {
             api_keys::table
                 .filter(api_keys::project_id.eq(&project))
-                .order((api_keys::created_at.asc(), api_keys::key_id.asc()))
+                .order((api_keys::created_at.desc(), api_keys::key_id.desc()))
                 .select(ApiKeyRow::as_select())
                 .load(c)
                 .await

@@ -50,6 +50,8 @@ pub(crate) struct ApiKeyRow {
     pub(crate) created_at: i64,
     pub(crate) revoked_at: Option<i64>,
     pub(crate) last_used_at: Option<i64>,
+    pub(crate) name: Option<String>,
+    pub(crate) expires_at: Option<i64>,
 }
 
 impl ApiKeyRow {
@@ -60,6 +62,8 @@ impl ApiKeyRow {
             created_at: from_micros(self.created_at)?,
             revoked_at: self.revoked_at.map(from_micros).transpose()?,
             last_used_at: self.last_used_at.map(from_micros).transpose()?,
+            name: self.name.clone(),
+            expires_at: self.expires_at.map(from_micros).transpose()?,
         })
     }
 }

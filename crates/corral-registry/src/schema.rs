@@ -18,6 +18,8 @@ diesel::table! {
         created_at -> BigInt,
         revoked_at -> Nullable<BigInt>,
         last_used_at -> Nullable<BigInt>,
+        name -> Nullable<Text>,
+        expires_at -> Nullable<BigInt>,
     }
 }
 

@@ -350,6 +350,31 @@ pub(crate) async fn read_json<T: DeserializeOwned>(
     read_json_within(req, payload, limit, BODY_TOTAL).await
 }
 
+/// [`read_json`] for an optional body: an empty one (whatever its `Content-Type`) or `null`
+/// is `None`.
+pub(crate) async fn read_optional_json<T: DeserializeOwned>(
+    req: &HttpRequest,
+    payload: &mut Payload,
+    limit: usize,
+) -> Result<Option<T>, ServiceError> {
+    let body = read_body(req, payload, limit, BODY_TOTAL).await?;
+    if body.is_empty() {
+        return Ok(None);
+    }
+    if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
+        let essence = ct.split(';').next().unwrap_or("").trim();
+        if essence != "application/json" && !essence.ends_with("+json") {
+            return Err(ServiceError::invalid(
+                "Content-Type must be application/json",
+            ));
+        }
+    }
+    // A JSON `null` is no body too (the document allows it).
+    serde_json::from_slice::<Option<T>>(&body)
+        .map_err(|e| ServiceError::invalid(format!("invalid JSON body: {e}")))
+}
+
 /// [`read_json`], the whole body within `total`.
 async fn read_json_within<T: DeserializeOwned>(
     req: &HttpRequest,

@@ -18,7 +18,7 @@ use actix_web::{FromRequest, HttpMessage as _, HttpRequest, web};
 use corral_control::{Actor, Control, ControlConfig, ControlError};
 use corral_provider::{ExposeSecret as _, SecretString};
 
-use crate::extract::{BodyLimit as _, Small, read_json};
+use crate::extract::{BodyLimit as _, Small, read_json, read_optional_json};
 use crate::reply::Failure;
 use crate::state::AppState;
 
@@ -244,6 +244,27 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for SessionJson<T> {
                 .await
                 .map_err(|e| Failure::new(&req, e.into()))?;
             Ok(SessionJson(session, Body(body)))
+        })
+    }
+}
+
+/// [`SessionJson`] for an optional body: an empty body is `None` (so a client that sends
+/// none keeps working), anything else must be the JSON `T`.
+pub struct SessionMaybeJson<T>(pub Session, pub Option<T>);
+
+impl<T: serde::de::DeserializeOwned + 'static> FromRequest for SessionMaybeJson<T> {
+    type Error = Failure<ControlError>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Failure<ControlError>>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        let mut payload = payload.take();
+        Box::pin(async move {
+            let session = Session::from_request(&req, &mut Payload::None).await?;
+            let body = read_optional_json::<T>(&req, &mut payload, Small::BYTES)
+                .await
+                .map_err(|e| Failure::new(&req, e.into()))?;
+            Ok(SessionMaybeJson(session, body))
         })
     }
 }

@@ -931,7 +931,12 @@ async fn a_sandbox_made_with_an_inline_credential_has_a_page_without_a_stored_pr
         .await
         .unwrap();
     let pid = project.id.parse().unwrap();
-    let key = j.control.create_key(&actor, pid).await.unwrap().key;
+    let key = j
+        .control
+        .create_key(&actor, pid, Default::default())
+        .await
+        .unwrap()
+        .key;
 
     let created = http
         .post(j.url("/v1/sandboxes"))
@@ -1101,7 +1106,7 @@ async fn sign_in_and_make_a_local_sandbox(
         .unwrap();
     let key = j
         .control
-        .create_key(&actor, p.id.parse().unwrap())
+        .create_key(&actor, p.id.parse().unwrap(), Default::default())
         .await
         .unwrap()
         .key;

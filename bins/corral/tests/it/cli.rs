@@ -269,3 +269,64 @@ fn the_cli_manages_webhook_endpoints_and_shows_their_deliveries() {
         serde_json::json!([])
     );
 }
+
+/// Issue #26: `corral key create` names a key and gives it a lifetime, by the control plane's
+/// rules; a bad name or lifetime issues nothing.
+#[test]
+fn key_create_takes_a_name_and_a_lifetime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let corral = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(&data)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let ok = |args: &[&str]| {
+        let out = corral(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    ok(&["project", "create", "--name", "named"]);
+    let before = chrono::Utc::now();
+    let named = ok(&[
+        "key",
+        "create",
+        "--project",
+        "named",
+        "--name",
+        " ci ",
+        "--expires-in-days",
+        "30",
+    ]);
+    assert_eq!(named["name"], "ci");
+    let expires: chrono::DateTime<chrono::Utc> =
+        named["expiresAt"].as_str().unwrap().parse().unwrap();
+    let days = (expires - before).num_hours();
+    assert!((30 * 24..=30 * 24 + 1).contains(&days), "{named}");
+    let plain = ok(&["key", "create", "--project", "named"]);
+    assert!(
+        plain.get("name").is_none() && plain.get("expiresAt").is_none(),
+        "{plain}"
+    );
+
+    for (args, says) in [
+        (vec!["--expires-in-days", "0"], "expires-in-days"),
+        (vec!["--expires-in-days", "733"], "expires-in-days"),
+        (vec!["--name", "a\u{7}b"], "control characters"),
+    ] {
+        let mut all = vec!["key", "create", "--project", "named"];
+        all.extend(args);
+        let out = corral(&all);
+        assert!(!out.status.success(), "{all:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{all:?}: {stderr}");
+    }
+}

@@ -278,3 +278,125 @@ async fn an_https_public_url_makes_the_cookie_secure() {
     r.expect_ok(200);
     assert!(set_session_cookie(&r).unwrap().ends_with("; Secure"));
 }
+
+/// Issue #26: keys made over the control plane carry a name and an expiry; an expired key is
+/// refused by the sandbox API like an unknown one; the list shows names, expiry and last use,
+/// newest first.
+#[actix_web::test]
+async fn keys_have_names_expiries_and_last_uses_and_an_expired_key_is_refused() {
+    let w = World::new().await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
+    let b = sign_in(&app, &w, "ada@example.com").await;
+    let r = send(&app, b.get("/v1/control/accounts")).await;
+    let acc = r.expect_ok(200)["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = send(
+        &app,
+        b.post(
+            &format!("/v1/control/accounts/{acc}/projects"),
+            json!({"name": "named-keys"}),
+        ),
+    )
+    .await;
+    let prj = r.expect_ok(201)["id"].as_str().unwrap().to_owned();
+    let keys = format!("/v1/control/projects/{prj}/keys");
+
+    // No body at all, as before: an unnamed key that never expires.
+    let r = send(&app, b.send("POST", &keys, None)).await;
+    let plain = r.expect_ok(201).clone();
+    assert!(plain.get("name").is_none() && plain.get("expiresAt").is_none());
+    assert_eq!(plain["expired"], false);
+    // `null` (which the document allows) is no body too.
+    let r = send(&app, b.post(&keys, Value::Null)).await;
+    assert!(r.expect_ok(201).get("name").is_none());
+
+    // A name (trimmed) and an expiry.
+    let expires = (chrono::Utc::now() + chrono::Duration::days(30)).to_rfc3339();
+    let r = send(
+        &app,
+        b.post(&keys, json!({"name": "  ci bot ", "expiresAt": expires})),
+    )
+    .await;
+    let named = r.expect_ok(201).clone();
+    assert_eq!(named["name"], "ci bot");
+    assert!(named["expiresAt"].is_string());
+    let named_key = named["key"].as_str().unwrap().to_owned();
+
+    // Refusals are invalid_request with a message saying what is wrong; nothing is issued.
+    for (body, says) in [
+        (
+            json!({"expiresAt": "2000-01-01T00:00:00Z"}),
+            "in the future",
+        ),
+        (json!({"expiresAt": "3000-01-01T00:00:00Z"}), "days ahead"),
+        (json!({"expiresAt": "soon"}), "RFC 3339"),
+        (json!({"name": "a\u{1b}b"}), "control characters"),
+        (json!({"name": "x".repeat(65)}), "at most 64"),
+        (json!({"bogus": 1}), "unknown field"),
+    ] {
+        let r = send(&app, b.post(&keys, body.clone())).await;
+        r.expect_error(400, "invalid_request");
+        assert!(r.text.contains(says), "{body}: {}", r.text);
+    }
+
+    // The named key opens the sandbox API, and its last use shows in the list.
+    let bearer = |k: &str| {
+        TestRequest::get()
+            .uri("/v1/sandboxes")
+            .insert_header(("Authorization", format!("Bearer {k}")))
+    };
+    send(&app, bearer(&named_key)).await.expect_ok(200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let listed = loop {
+        let r = send(&app, b.get(&keys)).await;
+        let listed = r.expect_ok(200)["items"].as_array().unwrap().clone();
+        if listed[0].get("lastUsedAt").is_some() || std::time::Instant::now() > deadline {
+            break listed;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    // Newest first.
+    let ids: Vec<&str> = listed
+        .iter()
+        .map(|k| k["keyId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[0], named["keyId"].as_str().unwrap());
+    assert_eq!(ids[2], plain["keyId"].as_str().unwrap());
+    assert_eq!(listed[0]["name"], "ci bot");
+    assert!(listed[0]["lastUsedAt"].is_string(), "{listed:?}");
+    assert!(listed[2].get("lastUsedAt").is_none());
+
+    // A key whose expiry has passed (only the registry can make one) is refused exactly like
+    // an unknown key, and listed as expired.
+    let expired = w
+        .registry
+        .issue_api_key_with(
+            prj.parse().unwrap(),
+            corral_registry::ApiKeyOptions {
+                name: Some("old".to_owned()),
+                expires_at: Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
+            },
+        )
+        .await
+        .unwrap();
+    let refused = send(
+        &app,
+        bearer(corral_provider::ExposeSecret::expose_secret(&expired.key)),
+    )
+    .await;
+    refused.expect_error(401, "authentication_error");
+    let unknown = send(&app, bearer("crl_nope_nope")).await;
+    unknown.expect_error(401, "authentication_error");
+    assert_eq!(
+        refused.json["error"]["message"], unknown.json["error"]["message"],
+        "the same answer as an unknown key"
+    );
+    let r = send(&app, b.get(&keys)).await;
+    let listed = r.expect_ok(200)["items"].as_array().unwrap().clone();
+    assert_eq!(listed[0]["name"], "old");
+    assert_eq!(listed[0]["expired"], true);
+    assert_eq!(listed[1]["expired"], false);
+}

@@ -3,7 +3,8 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
-use corral_control::{AccountId, KeyView, ProjectId, ProjectName};
+use chrono::Utc;
+use corral_control::{AccountId, ControlError, KeyOptions, KeyView, ProjectId, ProjectName};
 use corral_web::AppState;
 
 use super::ctx::{
@@ -121,13 +122,16 @@ async fn keys_response(
         .map(|k| view::KeyRow {
             prefix: format!("crl_{}_…", k.key_id),
             key_id: k.key_id,
+            name: k.name.unwrap_or_default(),
             created: ago(k.created_at),
+            expires: k.expires_at.map_or_else(|| "never".to_owned(), when),
+            expired: k.expired,
             last_used: k.last_used_at.map_or_else(|| "never".to_owned(), ago),
             revoked: k.revoked_at.map(when),
         })
         .collect();
-    // Active keys first, then newest first.
-    keys.sort_by_key(|k| k.revoked.is_some());
+    // Active keys first, then newest first (the order the list comes in; the sort is stable).
+    keys.sort_by_key(|k| k.revoked.is_some() || k.expired);
     let page = view::KeysPage {
         chrome,
         project,
@@ -147,6 +151,20 @@ fn newest_key(keys: &[KeyView]) -> String {
                 .then_with(|| a.key_id.cmp(&b.key_id))
         })
         .map_or_else(|| "none".to_owned(), |k| k.key_id.clone())
+}
+
+/// The form's `expires` choice: a number of days [`view::KEY_LIFETIMES`] offers, or none (absent,
+/// empty or `never`).
+fn key_lifetime(raw: Option<&str>) -> Result<Option<u32>, ControlError> {
+    match raw.map(str::trim) {
+        None | Some("" | "never") => Ok(None),
+        Some(days) => days
+            .parse::<u32>()
+            .ok()
+            .filter(|d| view::KEY_LIFETIMES.contains(d))
+            .map(Some)
+            .ok_or_else(|| ControlError::invalid("choose when the key expires from the list")),
+    }
 }
 
 /// `GET …/projects/{project}/keys`.
@@ -187,7 +205,15 @@ pub(crate) async fn create_key(
             Err(e) => return failed(&back, &e),
         }
     }
-    match control(&state).create_key(&ctx.signed.actor, pid).await {
+    let days = match key_lifetime(form.get("expires")) {
+        Ok(days) => days,
+        Err(e) => return failed(&back, &e),
+    };
+    let options = KeyOptions::lifetime(form.get("name").map(str::to_owned), days, Utc::now());
+    match control(&state)
+        .create_key(&ctx.signed.actor, pid, options)
+        .await
+    {
         Ok(created) => keys_response(&req, &state, &ctx, &path, Some(created.key)).await,
         Err(e) => failed(&back, &e),
     }

@@ -44,7 +44,10 @@ async fn project_with_sandbox(
     )
     .await
     .unwrap();
-    let key = c.create_key(owner, project).await.unwrap();
+    let key = c
+        .create_key(owner, project, Default::default())
+        .await
+        .unwrap();
     let sandbox = w.sandbox(project).await;
     (project, sandbox, key.key)
 }

@@ -152,7 +152,7 @@ async fn every_mutation_waits_for_the_current_legal_releases(db: TestDb) {
                 .await,
         ),
         code(c.delete_project(o, project).await),
-        code(c.create_key(o, project).await),
+        code(c.create_key(o, project, Default::default()).await),
         code(c.revoke_key(o, project, "k").await),
         code(
             c.put_profile(o, project, Provider::E2b, PutProfile::default())

@@ -1,7 +1,8 @@
 //! Projects, keys, profiles (readiness), the sandbox views, and `account_deleting`.
 
 use corral_control::{
-    ChangeRole, CreateInvitation, CreateOrganization, ProjectName, PutProfile, RenameAccount,
+    ChangeRole, CreateInvitation, CreateOrganization, KeyOptions, NewKey, ProjectName, PutProfile,
+    RenameAccount,
 };
 use corral_control_store::Role;
 use corral_domain::{Provider, ProviderContext};
@@ -15,6 +16,7 @@ use crate::support::{World, assert_invalid, code};
 both_backends!(
     projects_are_made_renamed_and_listed_with_registry_wide_names,
     keys_are_shown_once_scoped_to_their_project_and_revocable,
+    keys_take_a_checked_name_and_expiry_and_list_newest_first,
     profiles_report_readiness_and_never_their_credential,
     sandboxes_of_a_project_are_visible_to_its_members,
     an_account_being_deleted_refuses_every_mutation,
@@ -106,7 +108,7 @@ async fn keys_are_shown_once_scoped_to_their_project_and_revocable(db: TestDb) {
         .unwrap();
     let (p1, p2) = (p1.id.parse().unwrap(), p2.id.parse().unwrap());
 
-    let created = c.create_key(&owner, p1).await.unwrap();
+    let created = c.create_key(&owner, p1, Default::default()).await.unwrap();
     assert!(created.key.starts_with("crl_"));
     assert!(!format!("{created:?}").contains(&created.key));
     let caller = c
@@ -294,7 +296,10 @@ async fn an_account_being_deleted_refuses_every_mutation(db: TestDb) {
     let admin = w.member(acc, "admin@example.com", Role::Admin).await;
     let project = c.create_project(&owner, acc, name("web")).await.unwrap();
     let project = project.id.parse().unwrap();
-    let key = c.create_key(&owner, project).await.unwrap();
+    let key = c
+        .create_key(&owner, project, Default::default())
+        .await
+        .unwrap();
 
     assert_eq!(
         code(c.delete_account(&owner, personal).await),
@@ -362,7 +367,10 @@ async fn an_account_being_deleted_refuses_every_mutation(db: TestDb) {
         deleting_code
     );
     assert_eq!(code(c.delete_project(&owner, project).await), deleting_code);
-    assert_eq!(code(c.create_key(&owner, project).await), deleting_code);
+    assert_eq!(
+        code(c.create_key(&owner, project, Default::default()).await),
+        deleting_code
+    );
     assert_eq!(
         code(c.revoke_key(&owner, project, &key.info.key_id).await),
         deleting_code
@@ -382,4 +390,129 @@ async fn an_account_being_deleted_refuses_every_mutation(db: TestDb) {
     let listed = c.list_projects(&owner, acc).await.unwrap();
     assert!(listed[0].deleting_at.is_some());
     assert!(c.list_keys(&owner, project).await.is_ok());
+}
+
+async fn keys_take_a_checked_name_and_expiry_and_list_newest_first(db: TestDb) {
+    let w = World::new(db).await;
+    let (owner, personal) = w.user("owner@example.com").await;
+    let c = &w.control;
+    let project = c
+        .create_project(&owner, personal, name("keys"))
+        .await
+        .unwrap()
+        .id
+        .parse()
+        .unwrap();
+    let opts = |name: Option<&str>, expires_at| KeyOptions {
+        name: name.map(str::to_owned),
+        expires_at,
+    };
+    let now = chrono::Utc::now();
+
+    // Refused before anything is issued, each with its own message.
+    let long = "k".repeat(65);
+    assert_invalid(
+        c.create_key(&owner, project, opts(Some(&long), None)).await,
+        "`name` must be at most 64 characters without control characters",
+    );
+    assert_invalid(
+        c.create_key(&owner, project, opts(Some("a\u{7}b"), None))
+            .await,
+        "`name` must be at most 64 characters without control characters",
+    );
+    assert_invalid(
+        c.create_key(
+            &owner,
+            project,
+            opts(None, Some(now - chrono::Duration::seconds(1))),
+        )
+        .await,
+        "`expiresAt` must be in the future",
+    );
+    assert_invalid(
+        c.create_key(
+            &owner,
+            project,
+            opts(None, Some(now + chrono::Duration::days(800))),
+        )
+        .await,
+        "`expiresAt` must be at most 732 days ahead",
+    );
+    let bad_date = KeyOptions::try_from(NewKey {
+        name: None,
+        expires_at: Some("next tuesday".to_owned()),
+    });
+    assert_invalid(
+        bad_date,
+        "`expiresAt` must be an RFC 3339 date-time, like 2027-01-31T00:00:00Z",
+    );
+    assert!(c.list_keys(&owner, project).await.unwrap().is_empty());
+
+    // 64 characters (not bytes) is fine; the name is trimmed; a blank one is no name.
+    let longest = "é".repeat(64);
+    let first = c
+        .create_key(&owner, project, opts(Some(&longest), None))
+        .await
+        .unwrap();
+    assert_eq!(first.info.name.as_deref(), Some(longest.as_str()));
+    let parsed = KeyOptions::try_from(NewKey {
+        name: Some("  deploy bot  ".to_owned()),
+        expires_at: Some("2026-01-31T10:00:00+01:00".to_owned()),
+    })
+    .unwrap();
+    assert_eq!(
+        parsed.expires_at.unwrap().to_rfc3339(),
+        "2026-01-31T09:00:00+00:00"
+    );
+    let expires = now + chrono::Duration::days(30);
+    let second = c
+        .create_key(&owner, project, opts(Some("  deploy bot  "), Some(expires)))
+        .await
+        .unwrap();
+    assert_eq!(second.info.name.as_deref(), Some("deploy bot"));
+    assert_eq!(
+        second.info.expires_at.map(|t| t.timestamp_micros()),
+        Some(expires.timestamp_micros())
+    );
+    assert!(!second.info.expired);
+    let third = c
+        .create_key(&owner, project, opts(Some("   "), None))
+        .await
+        .unwrap();
+    assert_eq!(third.info.name, None);
+
+    // Newest first, with names and expiries.
+    let listed = c.list_keys(&owner, project).await.unwrap();
+    let ids: Vec<&str> = listed.iter().map(|k| k.key_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            third.info.key_id.as_str(),
+            second.info.key_id.as_str(),
+            first.info.key_id.as_str()
+        ]
+    );
+    assert_eq!(listed[1].name.as_deref(), Some("deploy bot"));
+    assert_eq!(listed[1].expires_at, second.info.expires_at);
+    assert!(listed.iter().all(|k| !k.expired));
+    let json = serde_json::to_value(&listed[1]).unwrap();
+    assert_eq!(json["name"], "deploy bot");
+    assert_eq!(json["expired"], false);
+    assert!(json["expiresAt"].is_string());
+
+    // The audit entry of a creation names the key.
+    let log = c.audit_log(&owner, personal, None).await.unwrap();
+    let created: Vec<_> = log
+        .iter()
+        .filter(|e| e.action == "key.create")
+        .map(|e| (e.detail["keyId"].clone(), e.detail["name"].clone()))
+        .collect();
+    assert!(created.contains(&(
+        serde_json::json!(second.info.key_id),
+        serde_json::json!("deploy bot")
+    )));
+    assert!(created.contains(&(
+        serde_json::json!(third.info.key_id),
+        serde_json::Value::Null
+    )));
 }

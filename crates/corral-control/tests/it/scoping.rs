@@ -95,7 +95,7 @@ async fn every_answer(w: &World, who: &corral_control::Actor, t: &Target) -> Vec
     );
     check!("delete_project", c.delete_project(who, p));
     check!("list_keys", c.list_keys(who, p));
-    check!("create_key", c.create_key(who, p));
+    check!("create_key", c.create_key(who, p, Default::default()));
     check!("revoke_key", c.revoke_key(who, p, &t.key));
     check!("list_profiles", c.list_profiles(who, p));
     check!(
@@ -144,7 +144,12 @@ async fn another_accounts_objects_are_indistinguishable_from_missing_ones(db: Te
     )
     .await
     .unwrap();
-    let key = c.create_key(&alice, project).await.unwrap().info.key_id;
+    let key = c
+        .create_key(&alice, project, Default::default())
+        .await
+        .unwrap()
+        .info
+        .key_id;
     let sandbox = w.sandbox(project).await;
     let invitation = c
         .invite(

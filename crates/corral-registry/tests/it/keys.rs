@@ -4,8 +4,8 @@ use std::time::Duration;
 use corral_domain::Provider;
 use corral_registry::testing::{TestDb, dump_all_rows, hex};
 use corral_registry::{
-    API_KEY_PREFIX, Clock as _, DEFAULT_CACHE_TTL, ManualClock, MasterKey, ProfileInput, Registry,
-    RegistryError,
+    API_KEY_PREFIX, ApiKeyOptions, Clock as _, DEFAULT_CACHE_TTL, ManualClock, MasterKey,
+    ProfileInput, Registry, RegistryError,
 };
 use secrecy::{ExposeSecret, SecretString};
 
@@ -18,6 +18,8 @@ on_both_backends!(keys:
     a_zero_cache_ttl_reads_the_database_every_time,
     canary_secrets_appear_in_no_table,
     a_keys_last_use_is_recorded_to_within_a_minute_and_never_for_a_wrong_secret,
+    a_named_key_keeps_its_name_and_keys_list_newest_first,
+    an_expired_key_is_refused_like_an_unknown_one_cached_or_not,
 );
 
 pub(crate) async fn an_api_key_authenticates_its_project_until_revoked(db: &TestDb) {
@@ -304,5 +306,94 @@ pub(crate) async fn a_keys_last_use_is_recorded_to_within_a_minute_and_never_for
     assert_eq!(
         updated.map(|t| t.timestamp_micros()),
         Some(later.timestamp_micros())
+    );
+}
+
+pub(crate) async fn a_named_key_keeps_its_name_and_keys_list_newest_first(db: &TestDb) {
+    let (reg, other, clock) = two_replicas(db, DEFAULT_CACHE_TTL).await;
+    let project = reg.create_project("p").await.unwrap();
+    let unnamed = reg.issue_api_key(project.id).await.unwrap();
+    assert_eq!(unnamed.info.name, None);
+    assert_eq!(unnamed.info.expires_at, None);
+    clock.advance(Duration::from_secs(1));
+    let expires = clock.now() + chrono::Duration::days(30);
+    let named = reg
+        .issue_api_key_with(
+            project.id,
+            ApiKeyOptions {
+                name: Some("ci — déploiement".to_owned()),
+                expires_at: Some(expires),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(named.info.name.as_deref(), Some("ci — déploiement"));
+    // Read back through another replica: what was stored, newest first.
+    let listed = other.list_api_keys(project.id).await.unwrap();
+    let ids: Vec<&str> = listed.iter().map(|k| k.key_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [named.info.key_id.as_str(), unnamed.info.key_id.as_str()]
+    );
+    assert_eq!(listed[0].name.as_deref(), Some("ci — déploiement"));
+    assert_eq!(
+        listed[0].expires_at.map(|t| t.timestamp_micros()),
+        Some(expires.timestamp_micros())
+    );
+    assert!(!listed[0].is_expired(clock.now()));
+    assert!(listed[0].is_expired(expires));
+    assert_eq!(listed[1].name, None);
+    assert!(!listed[1].is_expired(clock.now() + chrono::Duration::days(10_000)));
+    // A named key authenticates like any other.
+    assert_eq!(
+        other.authenticate(named.key.expose_secret()).await.unwrap(),
+        Some(project.id)
+    );
+}
+
+pub(crate) async fn an_expired_key_is_refused_like_an_unknown_one_cached_or_not(db: &TestDb) {
+    let (a, b, clock) = two_replicas(db, DEFAULT_CACHE_TTL).await;
+    let project = a.create_project("p").await.unwrap();
+    let issued = a
+        .issue_api_key_with(
+            project.id,
+            ApiKeyOptions {
+                name: None,
+                expires_at: Some(clock.now() + chrono::Duration::minutes(5)),
+            },
+        )
+        .await
+        .unwrap();
+    let key = issued.key.expose_secret().to_owned();
+    // Live: replica A verifies (and caches) it.
+    assert_eq!(a.authenticate(&key).await.unwrap(), Some(project.id));
+    let recorded = last_used(&a, project.id, |t| t.is_some()).await;
+    assert!(recorded.is_some());
+
+    // One microsecond before the end it still works (from A's cache); at the end it does not,
+    // on the cached replica nor on one that reads the row, and the answer is the same `None`
+    // as for an unknown key.
+    clock.advance(Duration::from_secs(5 * 60) - Duration::from_micros(1));
+    let last_live_use = clock.now();
+    assert_eq!(a.authenticate(&key).await.unwrap(), Some(project.id));
+    // (A real use, more than a minute after the first: recorded.)
+    let recorded = last_used(&a, project.id, |t| t != recorded).await;
+    assert_eq!(
+        recorded.map(|t| t.timestamp_micros()),
+        Some(last_live_use.timestamp_micros())
+    );
+    clock.advance(Duration::from_micros(1));
+    assert_eq!(a.authenticate(&key).await.unwrap(), None);
+    assert_eq!(b.authenticate(&key).await.unwrap(), None);
+    let forged = forge_with_valid_checksum("0000000000000000");
+    assert_eq!(a.authenticate(&forged).await.unwrap(), None);
+
+    // A refused use is not a use: past the precision, nothing new is recorded.
+    clock.advance(corral_registry::LAST_USE_PRECISION * 2);
+    assert_eq!(a.authenticate(&key).await.unwrap(), None);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        a.list_api_keys(project.id).await.unwrap()[0].last_used_at,
+        recorded
     );
 }

@@ -5,7 +5,9 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, delete, get, patch, post, put, web};
 use corral_control::AccountId;
 use corral_control::ProjectId;
-use corral_control::{CreatedKey, KeyView, ProfileView, ProjectName, ProjectView, PutProfile};
+use corral_control::{
+    CreatedKey, KeyOptions, KeyView, NewKey, ProfileView, ProjectName, ProjectView, PutProfile,
+};
 use corral_domain::{Provider, Sandbox, SandboxPage};
 use corral_errors::ErrorCode;
 
@@ -13,7 +15,7 @@ use super::accounts::Items;
 use crate::doc::{CONTROL_COMMON, CONTROL_MUTATION, errors};
 use crate::extract::ListQuery;
 use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_content, no_store, parse_id};
-use crate::session::{CsrfToken, Session, SessionJson};
+use crate::session::{CsrfToken, Session, SessionJson, SessionMaybeJson};
 use crate::state::AppState;
 
 pub(super) fn register(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
@@ -171,20 +173,32 @@ pub(crate) async fn list_keys(
     Ok(json_ok(StatusCode::OK, &Items { items }))
 }
 
-/// Issue an API key (admin). The key is in this answer only (`Cache-Control: no-store`).
+/// Issue an API key (admin), optionally named and expiring (an empty body: unnamed, never
+/// expires). The key is in this answer only (`Cache-Control: no-store`).
 #[utoipa::path(
     operation_id = "createKey", tag = "control-plane", security(("session" = [])),
     params(CsrfToken, ("project" = String, Path, description = "The project id.")),
+    request_body(content = Option<NewKey>, content_type = "application/json",
+        description = "Optional; at most 64 KiB."),
     responses((status = 201, description = "Issued; the key is shown this once.", body = CreatedKey), Deleting))]
 #[post("/v1/control/projects/{project}/keys")]
 pub(crate) async fn create_key(
     req: HttpRequest,
-    session: Session,
+    body: SessionMaybeJson<NewKey>,
     path: web::Path<String>,
     state: web::Data<AppState>,
 ) -> ControlReply {
+    let SessionMaybeJson(session, body) = body;
     let project = project_id(&req, &path)?;
-    let key = caught(&req, state.control.create_key(&session.0.actor, project)).await?;
+    let options = match body {
+        Some(body) => KeyOptions::try_from(body).map_err(|e| ControlFailure::new(&req, e))?,
+        None => KeyOptions::default(),
+    };
+    let key = caught(
+        &req,
+        state.control.create_key(&session.0.actor, project, options),
+    )
+    .await?;
     Ok(no_store(json_ok(StatusCode::CREATED, &key)))
 }
 

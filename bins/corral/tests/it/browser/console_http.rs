@@ -417,6 +417,90 @@ async fn console_reloading_create_key_makes_no_second_key() {
     assert_eq!(j.control.list_keys(&actor, pid).await.unwrap().len(), 2);
 }
 
+/// Issue #26: the create form takes a name and a lifetime; the table shows them, newest
+/// first; a lifetime the form does not offer is refused with a message and no key.
+#[actix_web::test]
+async fn console_keys_have_names_and_lifetimes() {
+    let j = start().await;
+    let http = client();
+    let (cookie, actor) = signed_in(&j, &http, "ada@example.test").await;
+    let (acc, prj) = project(&j, &actor, "named").await;
+    let csrf = j
+        .control
+        .csrf_token(cookie.trim_start_matches("corral_session="));
+    let keys = format!("/console/accounts/{acc}/projects/{prj}/keys");
+    let pid = prj.parse().unwrap();
+    let page = |http: &reqwest::Client| {
+        let req = http.get(j.url(&keys)).header("cookie", &cookie);
+        async move { req.send().await.unwrap().text().await.unwrap() }
+    };
+    let form = page(&http).await;
+    assert!(
+        form.contains("name=\"name\"") && form.contains("name=\"expires\""),
+        "{form}"
+    );
+    assert!(
+        form.contains("value=\"90\"") && form.contains("value=\"never\""),
+        "{form}"
+    );
+
+    // A named key expiring in 90 days, then an unnamed one that never expires.
+    let created = post_form(
+        &http,
+        &j,
+        &keys,
+        Some(&cookie),
+        &format!("csrf={csrf}&name=deploy+%3Cbot%3E&expires=90"),
+    )
+    .await;
+    assert_eq!(created.status(), 200);
+    assert!(created.text().await.unwrap().contains("id=\"new-key\""));
+    let second = post_form(
+        &http,
+        &j,
+        &keys,
+        Some(&cookie),
+        &format!("csrf={csrf}&name=&expires=never"),
+    )
+    .await;
+    assert_eq!(second.status(), 200);
+    let listed = j.control.list_keys(&actor, pid).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(
+        (listed[0].name.as_deref(), listed[0].expires_at),
+        (None, None)
+    );
+    assert_eq!(listed[1].name.as_deref(), Some("deploy <bot>"));
+    let days = (listed[1].expires_at.unwrap() - chrono::Utc::now()).num_hours();
+    assert!((89 * 24..=90 * 24).contains(&days), "{days} h");
+
+    // The table: the name (escaped) and the expiry date, the newest key first.
+    let table = page(&http).await;
+    let expiry = listed[1].expires_at.unwrap().format("%Y-%m-%d").to_string();
+    assert!(table.contains("deploy &lt;bot&gt;"), "{table}");
+    assert!(table.contains(&expiry), "{table}");
+    let newest = table.find(&format!("crl_{}_", listed[0].key_id)).unwrap();
+    let older = table.find(&format!("crl_{}_", listed[1].key_id)).unwrap();
+    assert!(newest < older, "newest first");
+
+    // A lifetime not on the list: redirected back with the reason, nothing issued.
+    let bad = post_form(
+        &http,
+        &j,
+        &keys,
+        Some(&cookie),
+        &format!("csrf={csrf}&expires=5000"),
+    )
+    .await;
+    assert_eq!(bad.status(), 303);
+    let body = follow(&http, &j, bad, &cookie).await;
+    assert!(
+        body.contains("Choose when the key expires from the list."),
+        "{body}"
+    );
+    assert_eq!(j.control.list_keys(&actor, pid).await.unwrap().len(), 2);
+}
+
 /// Bug 7: `/` leads a browser to the console; an API client still gets the JSON 404.
 #[actix_web::test]
 async fn console_root_leads_a_browser_to_the_console() {
@@ -553,7 +637,12 @@ async fn console_sandbox_page_shows_when_it_was_created() {
         )
         .await
         .unwrap();
-    let key = j.control.create_key(&actor, pid).await.unwrap().key;
+    let key = j
+        .control
+        .create_key(&actor, pid, Default::default())
+        .await
+        .unwrap()
+        .key;
     let created: serde_json::Value = http
         .post(j.url("/v1/sandboxes"))
         .bearer_auth(&key)

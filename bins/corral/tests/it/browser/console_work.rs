@@ -24,7 +24,12 @@ pub(super) async fn workbench(j: &Journey, http: &reqwest::Client, email: &str) 
     let (cookie, actor) = signed_in(j, http, email).await;
     let (acc, prj) = project(j, &actor, "work").await;
     let pid = prj.parse().unwrap();
-    let key = j.control.create_key(&actor, pid).await.unwrap().key;
+    let key = j
+        .control
+        .create_key(&actor, pid, Default::default())
+        .await
+        .unwrap()
+        .key;
     let created = http
         .post(j.url("/v1/sandboxes"))
         .bearer_auth(&key)
@@ -360,7 +365,7 @@ async fn console_sandbox_list_filters_by_status_provider_and_id() {
     let (acc, prj) = project(&j, &actor, "list").await;
     let key = j
         .control
-        .create_key(&actor, prj.parse().unwrap())
+        .create_key(&actor, prj.parse().unwrap(), Default::default())
         .await
         .unwrap()
         .key;
@@ -472,7 +477,7 @@ async fn console_members_read_but_only_admins_run_commands_and_write_files() {
         .unwrap();
     let key = j
         .control
-        .create_key(&ada, p.id.parse().unwrap())
+        .create_key(&ada, p.id.parse().unwrap(), Default::default())
         .await
         .unwrap()
         .key;
