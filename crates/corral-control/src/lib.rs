@@ -11,6 +11,7 @@
 //! such as [`SmtpMailer`]).
 
 mod accounts;
+mod api_audit;
 mod deletion;
 mod error;
 mod hashing;
@@ -41,6 +42,7 @@ pub use accounts::{
     CreateOrganization, INVITATION_SUBJECT, InvitationPreview, InvitationView, MAX_ACCOUNT_NAME,
     MAX_AUDIT_LIMIT, MemberView, RenameAccount, TransferOwnership, neutralise,
 };
+pub use api_audit::ApiSandboxAction;
 pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
 pub use hashing::{HashingConfig, HashingStats};

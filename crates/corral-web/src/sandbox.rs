@@ -9,6 +9,7 @@ use corral_domain::{
     CommandResult, CreateSandboxRequest, ProviderCatalog, ReadFileInput, ReadFileResult,
     RunCommandInput, Sandbox, SandboxId, SandboxPage, WriteFileInput, WriteFileResult,
 };
+use corral_control::ApiSandboxAction;
 use corral_errors::ErrorCode;
 
 use crate::doc::{ANY, ON_SANDBOX, errors};
@@ -86,7 +87,42 @@ pub(crate) async fn create_sandbox(
     if created.replayed {
         resp.insert_header(("Idempotent-Replayed", "true"));
     }
+    // Only a new sandbox is audited: a replay (200) answers one made, and audited, before.
+    if status == StatusCode::CREATED && !created.replayed {
+        match serde_json::from_str::<Sandbox>(&created.body) {
+            Ok(sandbox) => audit(&state, &caller, ApiSandboxAction::Create, &sandbox).await,
+            Err(_) => tracing::warn!("a created sandbox's answer is not a sandbox: not audited"),
+        }
+    }
     Ok(resp.body(created.body))
+}
+
+/// Records an API call's sandbox create or delete in the owning account's audit log. The
+/// sandbox is made or deleted already, so a failure to record is logged, never answered.
+async fn audit(
+    state: &AppState,
+    caller: &Authenticated,
+    action: ApiSandboxAction,
+    sandbox: &Sandbox,
+) {
+    let recorded = state
+        .control
+        .audit_api_sandbox(
+            caller.0.project_id(),
+            &caller.1,
+            action,
+            &sandbox.id.to_string(),
+            sandbox.provider.as_str(),
+        )
+        .await;
+    if let Err(e) = recorded {
+        tracing::warn!(
+            error = %e,
+            action = action.as_str(),
+            sandbox = %sandbox.id,
+            "an API sandbox change was not audited"
+        );
+    }
 }
 
 /// List the project's sandbox registry, newest first, tombstones included. Never calls a
@@ -154,6 +190,7 @@ pub(crate) async fn delete_sandbox(
     state: web::Data<AppState>,
 ) -> Reply {
     let sandbox = caught(&req, state.service.delete(&caller.0, inline.access, &id)).await?;
+    audit(&state, &caller, ApiSandboxAction::Delete, &sandbox).await;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
 
