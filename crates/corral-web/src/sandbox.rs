@@ -5,11 +5,11 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
+use corral_control::ApiSandboxAction;
 use corral_domain::{
     CommandResult, CreateSandboxRequest, ProviderCatalog, ReadFileInput, ReadFileResult,
     RunCommandInput, Sandbox, SandboxId, SandboxPage, WriteFileInput, WriteFileResult,
 };
-use corral_control::ApiSandboxAction;
 use corral_errors::ErrorCode;
 
 use crate::doc::{ANY, ON_SANDBOX, errors};

@@ -455,7 +455,10 @@ mod tests {
 
     #[test]
     fn an_api_key_actor_is_named_by_its_public_id() {
-        assert_eq!(api_key_actor("0123456789abcdef"), "API key crl_0123456789abcdef");
+        assert_eq!(
+            api_key_actor("0123456789abcdef"),
+            "API key crl_0123456789abcdef"
+        );
     }
 
     #[test]
