@@ -18,7 +18,7 @@ async fn api_sandbox_creates_and_deletes_are_audited_with_the_key_as_actor() {
     let app = test::init_service(corral::server::app(w.state.clone())).await;
     let owner = sign_in(&app, &w, "owner@example.com").await;
     let me = send(&app, owner.get("/v1/control/me")).await;
-    let acc = me.expect_ok(200)["accounts"][0]["id"]
+    let acc = me.expect_ok(200)["personalAccountId"]
         .as_str()
         .unwrap()
         .to_owned();
