@@ -1,6 +1,7 @@
 //! Sandbox creates and deletes made through `/v1/sandboxes` with a project's API key appear
 //! in the owning account's audit log (`getAuditLog`), with the key as the actor; an
-//! idempotent replay of a create is not audited again.
+//! idempotent replay of a create is not audited again; the console's audit page names the key,
+//! links the sandbox and filters by it.
 
 use actix_web::test::{self, TestRequest};
 use serde_json::{Value, json};
@@ -106,12 +107,35 @@ async fn api_sandbox_creates_and_deletes_are_audited_with_the_key_as_actor() {
         "the key's secret is never in the audit log"
     );
 
-    // The default project's key (no account owns that project) changes sandboxes unaudited
-    // and unharmed.
-    let r = send(
+    // The console's audit page names the key and links the sandbox; its "who" filter keeps
+    // exactly the key's entries.
+    let who = format!("API key crl_{key_id}");
+    let page = send(&app, owner.get(&format!("/console/accounts/{acc}/audit"))).await;
+    assert_eq!(page.status.as_u16(), 200, "{}", page.text);
+    assert!(page.text.contains(&who), "{}", page.text);
+    assert!(
+        page.text.contains(&format!(
+            "href=\"/console/accounts/{acc}/projects/{prj}/sandboxes/{sbx}\""
+        )),
+        "the target links to the sandbox page: {}",
+        page.text
+    );
+    let filtered = send(
         &app,
-        crate::support::post(&w, "/v1/sandboxes", json!({"provider": "local"})),
+        owner.get(&format!(
+            "/console/accounts/{acc}/audit?actor={}",
+            who.replace(' ', "+")
+        )),
     )
     .await;
-    r.expect_ok(201);
+    assert_eq!(filtered.status.as_u16(), 200);
+    let rows = filtered.text.split("<tbody").nth(1).unwrap_or_default();
+    assert_eq!(
+        rows.matches("<tr ").count(),
+        2,
+        "only the key's two entries: {}",
+        filtered.text
+    );
+    assert!(rows.contains("<code>sandbox.create</code>"), "{rows}");
+    assert!(rows.contains("<code>sandbox.delete</code>"), "{rows}");
 }
