@@ -5,7 +5,10 @@
 //! [`Control`] holds the control-plane store, the registry (projects, keys, profiles) and the
 //! sandbox [`Service`] (verification, deletion at the providers, the read-only sandbox view).
 //! Every use case takes the signed-in [`Actor`] and checks membership and role itself; the web
-//! layer only parses and renders. Every failure is a [`ControlError`] with one v3 code.
+//! layer only parses and renders. The exceptions record what happened elsewhere: the reaper's
+//! findings ([`Control::audit_reap`]) and sandbox changes made through the sandbox API with a
+//! project key ([`Control::audit_api_sandbox`]). Every failure is a [`ControlError`] with one
+//! v3 code.
 //!
 //! Mail goes through a [`Mailer`] ([`LogMailer`] unless [`Control::with_mailer`] sets another,
 //! such as [`SmtpMailer`]).

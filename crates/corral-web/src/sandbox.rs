@@ -1,7 +1,9 @@
 //! The eight public sandbox operations: each handler carries its method and path (actix's
 //! route macro) and its OpenAPI description (`#[utoipa::path]`), so the router and the document
 //! are built from the same items (registered once, in [`crate::api`]). Handlers are a few
-//! lines: the extractors of [`crate::extract`] do the repeated work, `corral-service` the rest.
+//! lines: the extractors of [`crate::extract`] do the repeated work, `corral-service` the rest;
+//! a create (201, not a replay) or delete is then recorded in the owning account's audit log
+//! (`corral-control`), with the API key as the actor.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
