@@ -218,9 +218,13 @@ impl std::fmt::Debug for AcceptInvitation {
 pub struct AuditEventView {
     /// `aud_<ulid>`.
     pub id: String,
-    /// Who (`usr_<ulid>`); absent for the operator and background work.
+    /// Who (`usr_<ulid>`); absent for the operator, background work and API keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// The API key that acted (its public id, the part after `crl_`), for sandbox creates and
+    /// deletes made through the sandbox API; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_api_key: Option<String>,
     /// What, e.g. `project.create`.
     pub action: String,
     /// To what, e.g. a project id.
@@ -235,9 +239,20 @@ pub struct AuditEventView {
 
 impl From<AuditEvent> for AuditEventView {
     fn from(e: AuditEvent) -> Self {
+        // Only server code writes a detail, and only an API-key actor's event (no user) has an
+        // `apiKeyId` in it (see `Control::audit_api_sandbox`).
+        let actor_api_key = match e.actor {
+            Some(_) => None,
+            None => e
+                .detail
+                .get("apiKeyId")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
+        };
         Self {
             id: e.id.to_string(),
             actor: e.actor.map(|a| a.to_string()),
+            actor_api_key,
             action: e.action,
             target: e.target,
             detail: e.detail,

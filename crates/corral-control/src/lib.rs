@@ -5,12 +5,16 @@
 //! [`Control`] holds the control-plane store, the registry (projects, keys, profiles) and the
 //! sandbox [`Service`] (verification, deletion at the providers, the read-only sandbox view).
 //! Every use case takes the signed-in [`Actor`] and checks membership and role itself; the web
-//! layer only parses and renders. Every failure is a [`ControlError`] with one v3 code.
+//! layer only parses and renders. The exceptions record what happened elsewhere: the reaper's
+//! findings ([`Control::audit_reap`]) and sandbox changes made through the sandbox API with a
+//! project key ([`Control::audit_api_sandbox`]). Every failure is a [`ControlError`] with one
+//! v3 code.
 //!
 //! Mail goes through a [`Mailer`] ([`LogMailer`] unless [`Control::with_mailer`] sets another,
 //! such as [`SmtpMailer`]).
 
 mod accounts;
+mod api_audit;
 mod deletion;
 mod error;
 mod hashing;
@@ -41,6 +45,7 @@ pub use accounts::{
     CreateOrganization, INVITATION_SUBJECT, InvitationPreview, InvitationView, MAX_ACCOUNT_NAME,
     MAX_AUDIT_LIMIT, MemberView, RenameAccount, TransferOwnership, neutralise,
 };
+pub use api_audit::ApiSandboxAction;
 pub use deletion::DeletionReport;
 pub use error::{ControlError, Result};
 pub use hashing::{HashingConfig, HashingStats};

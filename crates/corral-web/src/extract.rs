@@ -219,8 +219,9 @@ impl IntoParams for IdempotencyKey {
     }
 }
 
-/// The caller the bearer API key authenticates.
-pub struct Authenticated(pub Caller);
+/// The caller the bearer API key authenticates, and that key's public id (the part after
+/// `crl_`, never the secret), for the audit log.
+pub struct Authenticated(pub Caller, pub String);
 
 impl FromRequest for Authenticated {
     type Error = Failure;
@@ -263,7 +264,7 @@ impl FromRequest for Authenticated {
             match service.admit(&caller, &key_id) {
                 Ok(admission) => {
                     req.extensions_mut().insert(admission);
-                    Ok(Authenticated(caller))
+                    Ok(Authenticated(caller, key_id))
                 }
                 Err((e, admission)) => {
                     req.extensions_mut().insert(admission);

@@ -1,10 +1,13 @@
 //! The eight public sandbox operations: each handler carries its method and path (actix's
 //! route macro) and its OpenAPI description (`#[utoipa::path]`), so the router and the document
 //! are built from the same items (registered once, in [`crate::api`]). Handlers are a few
-//! lines: the extractors of [`crate::extract`] do the repeated work, `corral-service` the rest.
+//! lines: the extractors of [`crate::extract`] do the repeated work, `corral-service` the rest;
+//! a create (201, not a replay) or delete is then recorded in the owning account's audit log
+//! (`corral-control`), with the API key as the actor.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
+use corral_control::ApiSandboxAction;
 use corral_domain::{
     CommandResult, CreateSandboxRequest, ProviderCatalog, ReadFileInput, ReadFileResult,
     RunCommandInput, Sandbox, SandboxId, SandboxPage, WriteFileInput, WriteFileResult,
@@ -86,7 +89,42 @@ pub(crate) async fn create_sandbox(
     if created.replayed {
         resp.insert_header(("Idempotent-Replayed", "true"));
     }
+    // Only a new sandbox is audited: a replay (200) answers one made, and audited, before.
+    if status == StatusCode::CREATED && !created.replayed {
+        match serde_json::from_str::<Sandbox>(&created.body) {
+            Ok(sandbox) => audit(&state, &caller, ApiSandboxAction::Create, &sandbox).await,
+            Err(_) => tracing::warn!("a created sandbox's answer is not a sandbox: not audited"),
+        }
+    }
     Ok(resp.body(created.body))
+}
+
+/// Records an API call's sandbox create or delete in the owning account's audit log. The
+/// sandbox is made or deleted already, so a failure to record is logged, never answered.
+async fn audit(
+    state: &AppState,
+    caller: &Authenticated,
+    action: ApiSandboxAction,
+    sandbox: &Sandbox,
+) {
+    let recorded = state
+        .control
+        .audit_api_sandbox(
+            caller.0.project_id(),
+            &caller.1,
+            action,
+            &sandbox.id.to_string(),
+            sandbox.provider.as_str(),
+        )
+        .await;
+    if let Err(e) = recorded {
+        tracing::warn!(
+            error = %e,
+            action = action.as_str(),
+            sandbox = %sandbox.id,
+            "an API sandbox change was not audited"
+        );
+    }
 }
 
 /// List the project's sandbox registry, newest first, tombstones included. Never calls a
@@ -154,6 +192,7 @@ pub(crate) async fn delete_sandbox(
     state: web::Data<AppState>,
 ) -> Reply {
     let sandbox = caught(&req, state.service.delete(&caller.0, inline.access, &id)).await?;
+    audit(&state, &caller, ApiSandboxAction::Delete, &sandbox).await;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
 

@@ -13,6 +13,7 @@ mod codes;
 mod commands;
 mod commands_e2e;
 mod control_api;
+mod control_api_audit;
 mod control_codes;
 mod control_journey;
 mod control_scope;

@@ -385,10 +385,11 @@ pub(crate) async fn audit_page(
             let (target, target_href) = target(e);
             view::AuditRow {
                 at: when(e.created_at),
-                actor: e
-                    .actor
-                    .as_deref()
-                    .map_or_else(|| system_actor(&e.action, &e.detail).to_owned(), name),
+                actor: match (e.actor.as_deref(), e.actor_api_key.as_deref()) {
+                    (Some(user), _) => name(user),
+                    (None, Some(key)) => api_key_actor(key),
+                    (None, None) => system_actor(&e.action, &e.detail).to_owned(),
+                },
                 action: e.action.clone(),
                 target,
                 target_href,
@@ -430,6 +431,12 @@ pub(crate) struct AuditQuery {
     action: Option<String>,
 }
 
+/// An API key as the actor of a sandbox change made through the sandbox API, named as the
+/// keys page shows its public part (never the secret).
+fn api_key_actor(key_id: &str) -> String {
+    format!("API key crl_{key_id}")
+}
+
 /// Who did what an audit event records without a user: the operator at the command line
 /// (`corral user invite`, `corral legal publish`), or Corral itself (the deletion worker that
 /// finishes deleting projects and accounts).
@@ -444,7 +451,15 @@ fn system_actor(action: &str, detail: &serde_json::Value) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::system_actor;
+    use super::{api_key_actor, system_actor};
+
+    #[test]
+    fn an_api_key_actor_is_named_by_its_public_id() {
+        assert_eq!(
+            api_key_actor("0123456789abcdef"),
+            "API key crl_0123456789abcdef"
+        );
+    }
 
     #[test]
     fn events_without_a_user_name_the_cli_or_the_deletion_worker() {

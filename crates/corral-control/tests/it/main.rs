@@ -3,6 +3,7 @@
 
 mod abuse;
 mod accounts;
+mod api_audit;
 mod deletion;
 mod gates;
 mod identity;
