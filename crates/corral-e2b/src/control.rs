@@ -26,6 +26,17 @@ const NATIVE_LIFETIME_DAYS: i64 = 36_525;
 /// Largest page of `GET /v2/sandboxes` (E2B's own cap).
 const MAX_LIMIT: u32 = 100;
 
+/// A create's answer, whether it replayed an earlier one, and where the sandbox is.
+#[derive(Debug, Clone)]
+pub struct DoorCreated {
+    /// E2B's answer.
+    pub answer: SandboxCreated,
+    /// An `Idempotency-Key` replay (nothing new was made).
+    pub replayed: bool,
+    /// The sandbox's provider.
+    pub provider: corral_domain::Provider,
+}
+
 /// `GET /v2/sandboxes`'s query.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
@@ -161,7 +172,7 @@ impl FrontDoor {
         caller: &Caller,
         idempotency_key: Option<&str>,
         body: &[u8],
-    ) -> Result<SandboxCreated, E2bError> {
+    ) -> Result<DoorCreated, E2bError> {
         let new: NewSandbox = serde_json::from_slice(body)
             .map_err(|e| E2bError::invalid(format!("request body has an error: {e}")))?;
         if let Some(what) = new.unsupported() {
@@ -208,7 +219,11 @@ impl FrontDoor {
             .await
             .map_err(registry_err)?
             .unwrap_or(record);
-        Ok(self.created(caller.project_id(), &stored))
+        Ok(DoorCreated {
+            answer: self.created(caller.project_id(), &stored),
+            replayed: created.replayed,
+            provider: sandbox.provider,
+        })
     }
 
     /// Waits (bounded) until a `creating` sandbox runs; a failed create is an error.
@@ -424,7 +439,12 @@ impl FrontDoor {
     }
 
     /// `DELETE /sandboxes/{id}`: 204; an unknown or already deleted sandbox is not found.
-    pub async fn kill(&self, caller: &Caller, id: &str) -> Result<(), E2bError> {
+    /// The provider it was on, for the audit log.
+    pub async fn kill(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<corral_domain::Provider, E2bError> {
         let sid = sandbox_id(id)?;
         let before = self
             .service()
@@ -433,7 +453,8 @@ impl FrontDoor {
         if before.deleted_at.is_some() {
             return Err(E2bError::not_found(format!("sandbox '{sid}' not found")));
         }
-        self.end_sandbox(caller, sid).await
+        self.end_sandbox(caller, sid).await?;
+        Ok(before.provider)
     }
 
     /// `POST /sandboxes/{id}/timeout`: the sandbox ends `timeout` seconds from now (shorter

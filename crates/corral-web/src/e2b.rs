@@ -18,7 +18,9 @@ use futures::StreamExt as _;
 
 use crate::extract::{BODY_TOTAL, read_body};
 use crate::reply::ResponseCode;
+use crate::sandbox::audit_sandbox_change;
 use crate::state::AppState;
+use corral_control::ApiSandboxAction;
 
 /// Control-plane bodies (a create is a few hundred bytes).
 const CONTROL_BODY: usize = 64 * 1024;
@@ -122,6 +124,14 @@ fn source(req: &HttpRequest) -> String {
 
 /// The control side's caller (`X-API-KEY`), throttled and rate-limited like the API's.
 async fn control_caller(req: &HttpRequest) -> Result<(FrontDoor, Caller), E2bError> {
+    let (front, caller, _) = control_caller_and_key(req).await?;
+    Ok((front, caller))
+}
+
+/// [`control_caller`], with the key's public id (for the audit log) and the state.
+async fn control_caller_and_key(
+    req: &HttpRequest,
+) -> Result<(FrontDoor, Caller, String), E2bError> {
     let (state, front) = door(req)?;
     let service = &state.service;
     let source = source(req);
@@ -141,7 +151,7 @@ async fn control_caller(req: &HttpRequest) -> Result<(FrontDoor, Caller), E2bErr
         .unwrap_or("unknown")
         .to_owned();
     admit(req, &state, &caller, &key_id)?;
-    Ok((front, caller))
+    Ok((front, caller, key_id))
 }
 
 /// The envd side's caller (`E2b-Sandbox-Id` and `X-Access-Token`), rate-limited per sandbox.
@@ -211,14 +221,30 @@ fn no_store(mut resp: HttpResponse) -> HttpResponse {
 
 async fn create(req: HttpRequest, payload: web::Payload) -> HttpResponse {
     let run = async {
-        let (front, caller) = control_caller(&req).await?;
+        let (front, caller, key_id) = control_caller_and_key(&req).await?;
         let body = body(&req, payload, CONTROL_BODY).await?;
-        front
+        let created = front
             .create(&caller, header_str(&req, "idempotency-key"), &body)
-            .await
+            .await?;
+        Ok::<_, E2bError>((caller, key_id, created))
     };
     match run.await {
-        Ok(created) => no_store(json_reply(StatusCode::CREATED, &created)),
+        Ok((caller, key_id, created)) => {
+            if !created.replayed
+                && let Some(state) = req.app_data::<web::Data<AppState>>()
+            {
+                audit_sandbox_change(
+                    state,
+                    caller.project_id(),
+                    &key_id,
+                    ApiSandboxAction::Create,
+                    &created.answer.sandbox_id,
+                    created.provider.as_str(),
+                )
+                .await;
+            }
+            no_store(json_reply(StatusCode::CREATED, &created.answer))
+        }
         Err(e) => control_error(&e),
     }
 }
@@ -312,11 +338,25 @@ async fn list_v1(req: HttpRequest) -> HttpResponse {
 
 async fn kill(req: HttpRequest, path: web::Path<String>) -> HttpResponse {
     let run = async {
-        let (front, caller) = control_caller(&req).await?;
-        front.kill(&caller, &path).await
+        let (front, caller, key_id) = control_caller_and_key(&req).await?;
+        let provider = front.kill(&caller, &path).await?;
+        Ok::<_, E2bError>((caller, key_id, provider))
     };
     match run.await {
-        Ok(()) => HttpResponse::NoContent().finish(),
+        Ok((caller, key_id, provider)) => {
+            if let Some(state) = req.app_data::<web::Data<AppState>>() {
+                audit_sandbox_change(
+                    state,
+                    caller.project_id(),
+                    &key_id,
+                    ApiSandboxAction::Delete,
+                    &path,
+                    provider.as_str(),
+                )
+                .await;
+            }
+            HttpResponse::NoContent().finish()
+        }
         Err(e) => control_error(&e),
     }
 }

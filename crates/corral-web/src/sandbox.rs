@@ -107,21 +107,36 @@ async fn audit(
     action: ApiSandboxAction,
     sandbox: &Sandbox,
 ) {
+    audit_sandbox_change(
+        state,
+        caller.0.project_id(),
+        &caller.1,
+        action,
+        &sandbox.id.to_string(),
+        sandbox.provider.as_str(),
+    )
+    .await;
+}
+
+/// [`audit`] for any door (the API, the E2B door): the project, the key's public id, the
+/// sandbox and its provider.
+pub(crate) async fn audit_sandbox_change(
+    state: &AppState,
+    project: corral_registry::ProjectId,
+    key_id: &str,
+    action: ApiSandboxAction,
+    sandbox: &str,
+    provider: &str,
+) {
     let recorded = state
         .control
-        .audit_api_sandbox(
-            caller.0.project_id(),
-            &caller.1,
-            action,
-            &sandbox.id.to_string(),
-            sandbox.provider.as_str(),
-        )
+        .audit_api_sandbox(project, key_id, action, sandbox, provider)
         .await;
     if let Err(e) = recorded {
         tracing::warn!(
             error = %e,
             action = action.as_str(),
-            sandbox = %sandbox.id,
+            sandbox,
             "an API sandbox change was not audited"
         );
     }

@@ -1,7 +1,8 @@
 //! Sandbox creates and deletes made through `/v1/sandboxes` with a project's API key appear
 //! in the owning account's audit log (`getAuditLog`), with the key as the actor; an
 //! idempotent replay of a create is not audited again; the console's audit page names the key,
-//! links the sandbox and filters by it.
+//! links the sandbox and filters by it. The E2B door's creates and kills are audited the same
+//! way.
 
 use actix_web::test::{self, TestRequest};
 use serde_json::{Value, json};
@@ -138,4 +139,85 @@ async fn api_sandbox_creates_and_deletes_are_audited_with_the_key_as_actor() {
     );
     assert!(rows.contains("<code>sandbox.create</code>"), "{rows}");
     assert!(rows.contains("<code>sandbox.delete</code>"), "{rows}");
+}
+
+#[actix_web::test]
+async fn e2b_door_creates_and_kills_are_audited_with_the_key_as_actor() {
+    let w = World::new().await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
+    let owner = sign_in(&app, &w, "owner@example.com").await;
+    let me = send(&app, owner.get("/v1/control/me")).await;
+    let acc = me.expect_ok(200)["personalAccountId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = send(
+        &app,
+        owner.post(
+            &format!("/v1/control/accounts/{acc}/projects"),
+            json!({"name": "door"}),
+        ),
+    )
+    .await;
+    let prj = r.expect_ok(201)["id"].as_str().unwrap().to_owned();
+    send(
+        &app,
+        owner.put(
+            &format!("/v1/control/projects/{prj}/profiles/local"),
+            json!({}),
+        ),
+    )
+    .await
+    .expect_ok(200);
+    let r = send(
+        &app,
+        owner.post(&format!("/v1/control/projects/{prj}/keys"), json!({})),
+    )
+    .await;
+    let created_key = r.expect_ok(201).clone();
+    let key = created_key["key"].as_str().unwrap().to_owned();
+    let key_id = created_key["keyId"].as_str().unwrap().to_owned();
+
+    let create = || {
+        TestRequest::post()
+            .uri("/e2b/v2/sandboxes")
+            .insert_header(("X-API-KEY", key.as_str()))
+            .insert_header(("Idempotency-Key", "door-create-1"))
+            .set_json(json!({"templateID": "local"}))
+    };
+    let r = send(&app, create()).await;
+    let sbx = r.expect_ok(201)["sandboxID"].as_str().unwrap().to_owned();
+    // A replay answers the same sandbox and is not audited again.
+    let r = send(&app, create()).await;
+    assert_eq!(r.expect_ok(201)["sandboxID"], json!(sbx));
+    let r = send(
+        &app,
+        TestRequest::delete()
+            .uri(&format!("/e2b/sandboxes/{sbx}"))
+            .insert_header(("X-API-KEY", key.as_str())),
+    )
+    .await;
+    assert_eq!(r.status.as_u16(), 204, "{}", r.text);
+
+    let r = send(
+        &app,
+        owner.get(&format!("/v1/control/accounts/{acc}/audit?limit=50")),
+    )
+    .await;
+    let log = r.expect_ok(200).clone();
+    let entries: Vec<&Value> = log["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["target"] == json!(sbx))
+        .collect();
+    let actions: Vec<&str> = entries
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["sandbox.delete", "sandbox.create"], "{log}");
+    for e in &entries {
+        assert_eq!(e["actorApiKey"], json!(key_id), "{e}");
+        assert_eq!(e["detail"]["provider"], json!("local"), "{e}");
+    }
 }

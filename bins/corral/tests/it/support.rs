@@ -99,7 +99,10 @@ impl World {
             control,
             metrics: Arc::new(corral_web::request_metrics()),
             build: corral::server::build_info(),
-            e2b: None,
+            e2b: Some(corral_e2b::FrontDoor::new(
+                service.clone(),
+                corral_e2b::E2bConfig::default(),
+            )),
         };
         World {
             dir,
