@@ -88,6 +88,7 @@
 mod cache;
 mod clock;
 mod commands;
+mod create_failures;
 mod db;
 mod e2b;
 mod e2b_due;
@@ -113,6 +114,7 @@ pub use commands::{
     Append, CommandJournal, CommandRecord, CommandRecordPage, JournalEvent, NewCommand,
     command_cursor_pattern,
 };
+pub use create_failures::{CreateFailure, MAX_FAILURE_REASON};
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn};
 pub use e2b::{E2bFilter, E2bPage, E2bRecord};
 pub use e2b_templates::{E2bTemplate, MAX_TEMPLATE_NAME};

@@ -61,6 +61,10 @@ const SQLITE: &[Migration] = &[
         version: "0012_e2b_templates",
         up: include_str!("../migrations/sqlite/0012_e2b_templates/up.sql"),
     },
+    Migration {
+        version: "0013_create_failures",
+        up: include_str!("../migrations/sqlite/0013_create_failures/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -107,6 +111,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0012_e2b_templates",
         up: include_str!("../migrations/postgres/0012_e2b_templates/up.sql"),
+    },
+    Migration {
+        version: "0013_create_failures",
+        up: include_str!("../migrations/postgres/0013_create_failures/up.sql"),
     },
 ];
 

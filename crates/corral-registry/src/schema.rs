@@ -245,4 +245,14 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    create_failures (project_id, sandbox_id) {
+        project_id -> Text,
+        sandbox_id -> Text,
+        code -> Text,
+        reason -> Text,
+        at -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(e2b_sandboxes, sandboxes);

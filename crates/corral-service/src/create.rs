@@ -20,6 +20,10 @@ use crate::error::{idempotency_error, registry_error};
 use crate::failpoint::fail_point;
 use crate::{Caller, Created, InlineAccess, Service};
 
+/// Why a create whose answer was lost failed, once the provider has been shown to hold no
+/// sandbox for it (kept for the console).
+pub(crate) const NEVER_MADE: &str = "the provider holds no sandbox for this create past the grace period: the create did not happen";
+
 /// The route the fingerprint names.
 const CREATE_ROUTE: &str = "/v1/sandboxes";
 
@@ -294,7 +298,20 @@ impl Service {
                 if let Some(claim) = &claim {
                     let _ = store.release(claim).await;
                 }
-                Err(map_provider_error(e, Stage::Create, Some(op)))
+                let err = map_provider_error(e, Stage::Create, Some(op));
+                // Kept for the console's sandbox page: the same words the caller got.
+                if let Err(e) = registry
+                    .record_create_failure(
+                        rec.project_id,
+                        rec.id,
+                        err.code().as_str(),
+                        &err.to_string(),
+                    )
+                    .await
+                {
+                    tracing::warn!(sandbox_id = %rec.id, error = %e, "cannot record why a create failed");
+                }
+                Err(err)
             }
         }
     }
@@ -443,6 +460,11 @@ impl Service {
                         .inner
                         .registry
                         .set_create_state(rec.project_id, rec.id, CreateState::Failed)
+                        .await;
+                    let _ = self
+                        .inner
+                        .registry
+                        .record_create_failure(rec.project_id, rec.id, "provider_error", NEVER_MADE)
                         .await;
                     store.release(&claim).await.map_err(idempotency_error)?;
                     return Err(ServiceError::IdempotencyInProgress { retry_after: 1 });

@@ -113,6 +113,16 @@ impl Service {
                         .registry
                         .set_create_state(rec.project_id, rec.id, CreateState::Failed)
                         .await;
+                    let _ = self
+                        .inner
+                        .registry
+                        .record_create_failure(
+                            rec.project_id,
+                            rec.id,
+                            "provider_error",
+                            crate::create::NEVER_MADE,
+                        )
+                        .await;
                     report.failed += 1;
                 } else {
                     report.unresolved += 1;

@@ -256,10 +256,21 @@ pub(crate) async fn sandbox_page(
     if let Some(r) = &record {
         facts.insert(0, ("Updated".to_owned(), when(r.updated_at)));
         if r.create_state.as_str() == "failed" {
-            failed_create = Some(
-                "The provider refused to create this sandbox, so nothing exists there. The                  reason was given in the answer to the request that asked for it."
+            let kept = control
+                .registry()
+                .create_failure(pid, s.id)
+                .await
+                .ok()
+                .flatten();
+            failed_create = Some(match kept {
+                Some(f) => format!(
+                    "The create failed, so nothing exists at the provider. The answer was {}: {}",
+                    f.code, f.reason
+                ),
+                None => "The create failed, so nothing exists at the provider. Its reason was \
+                         given in the answer to the request that asked for it."
                     .to_owned(),
-            );
+            });
         }
     }
     let row = view::SandboxRow {

@@ -20,6 +20,7 @@ on_both_backends!(sandboxes:
     pagination_visits_ten_thousand_records_once_newest_first_with_tombstones,
     a_malformed_cursor_or_limit_is_a_typed_error,
     stale_creates_hand_out_the_least_recently_attempted_first,
+    a_failed_creates_reason_is_kept_for_its_project_only,
 );
 
 fn metadata() -> SandboxMetadata {
@@ -402,4 +403,34 @@ pub(crate) async fn stale_creates_hand_out_the_least_recently_attempted_first(db
     reg.mark_reconcile_attempted(p, SandboxId::new(Provider::Daytona))
         .await
         .unwrap();
+}
+
+pub(crate) async fn a_failed_creates_reason_is_kept_for_its_project_only(db: &TestDb) {
+    let reg = registry(db).await;
+    let project = reg.create_project("p").await.unwrap().id;
+    let other = reg.create_project("q").await.unwrap().id;
+    let id = SandboxId::new(Provider::Local);
+    reg.insert_sandbox(NewSandbox {
+        id,
+        project_id: project,
+        metadata: metadata(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(reg.create_failure(project, id).await.unwrap(), None);
+    reg.record_create_failure(project, id, "provider_invalid_request", "no image `x`")
+        .await
+        .unwrap();
+    let long = "y".repeat(corral_registry::MAX_FAILURE_REASON + 50);
+    // A later failure of the same create replaces the reason, cut to the cap.
+    reg.record_create_failure(project, id, "provider_error", &long)
+        .await
+        .unwrap();
+    let kept = reg.create_failure(project, id).await.unwrap().unwrap();
+    assert_eq!(kept.code, "provider_error");
+    assert_eq!(
+        kept.reason.chars().count(),
+        corral_registry::MAX_FAILURE_REASON
+    );
+    assert_eq!(reg.create_failure(other, id).await.unwrap(), None);
 }

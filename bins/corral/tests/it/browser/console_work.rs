@@ -805,3 +805,88 @@ async fn console_audit_log_links_targets_and_filters_by_actor_and_action() {
     .unwrap();
     assert!(nobody.contains("id=\"audit-no-match\""), "{nobody}");
 }
+
+/// A failed create's page says why, in the words its caller was answered (issue 26, bug 6):
+/// here the provider refuses the project's stored credential.
+#[actix_web::test]
+async fn console_says_why_a_sandbox_create_failed() {
+    let j = start().await;
+    let http = client();
+    let (cookie, actor) = signed_in(&j, &http, "ada@example.test").await;
+    let (acc, prj) = project(&j, &actor, "failing").await;
+    let pid = prj.parse().unwrap();
+    j.control
+        .put_profile(
+            &actor,
+            pid,
+            corral_domain::Provider::E2b,
+            corral_control::PutProfile {
+                credential: Some("e2b_not_the_fakes_key".to_owned().into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let key = j
+        .control
+        .create_key(&actor, pid, Default::default())
+        .await
+        .unwrap()
+        .key;
+    let refused = http
+        .post(j.url("/v1/sandboxes"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"provider": "e2b"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(refused.status().is_client_error() || refused.status().is_server_error());
+    let answer: serde_json::Value = refused.json().await.unwrap();
+    let code = answer["error"]["code"].as_str().unwrap().to_owned();
+    let message = answer["error"]["message"].as_str().unwrap().to_owned();
+    // The failed create is in the registry; find its page from the list.
+    let list = get(
+        &http,
+        &j,
+        &format!("/console/accounts/{acc}/projects/{prj}?status=failed"),
+        &cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let sandbox = list
+        .split(&format!(
+            "/console/accounts/{acc}/projects/{prj}/sandboxes/"
+        ))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no failed sandbox listed: {list}"))
+        .to_owned();
+    let page = get(
+        &http,
+        &j,
+        &format!("/console/accounts/{acc}/projects/{prj}/sandboxes/{sandbox}"),
+        &cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let at = page
+        .find("id=\"create-failed\"")
+        .unwrap_or_else(|| panic!("no #create-failed: {page}"));
+    let why = &page[at..at + page[at..].find("</div>").unwrap()];
+    assert!(why.contains(&code), "{why} / {code}");
+    // maud escapes the message as it escapes any text.
+    let escaped = message
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;");
+    assert!(why.contains(&escaped), "{why} / {message}");
+    assert!(
+        !why.contains("e2b_not_the_fakes_key"),
+        "never the credential: {why}"
+    );
+}
