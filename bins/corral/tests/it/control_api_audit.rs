@@ -14,27 +14,42 @@ fn with_key(req: TestRequest, key: &str) -> TestRequest {
     req.insert_header(("Authorization", format!("Bearer {key}")))
 }
 
-#[actix_web::test]
-async fn api_sandbox_creates_and_deletes_are_audited_with_the_key_as_actor() {
-    let w = World::new().await;
-    let app = test::init_service(corral::server::app(w.state.clone())).await;
-    let owner = sign_in(&app, &w, "owner@example.com").await;
-    let me = send(&app, owner.get("/v1/control/me")).await;
+/// A signed-in owner's personal account with a project `name` (local profile stored) and an
+/// API key of it: the owner, the account, the project, the key and its public id.
+struct Owned {
+    owner: crate::control_support::Browser,
+    acc: String,
+    prj: String,
+    key: String,
+    key_id: String,
+}
+
+async fn owned_project<S, B>(app: &S, w: &World, name: &str) -> Owned
+where
+    S: actix_web::dev::Service<
+            actix_http::Request,
+            Response = actix_web::dev::ServiceResponse<B>,
+            Error = actix_web::Error,
+        >,
+    B: actix_web::body::MessageBody,
+{
+    let owner = sign_in(app, w, "owner@example.com").await;
+    let me = send(app, owner.get("/v1/control/me")).await;
     let acc = me.expect_ok(200)["personalAccountId"]
         .as_str()
         .unwrap()
         .to_owned();
     let r = send(
-        &app,
+        app,
         owner.post(
             &format!("/v1/control/accounts/{acc}/projects"),
-            json!({"name": "web"}),
+            json!({"name": name}),
         ),
     )
     .await;
     let prj = r.expect_ok(201)["id"].as_str().unwrap().to_owned();
     send(
-        &app,
+        app,
         owner.put(
             &format!("/v1/control/projects/{prj}/profiles/local"),
             json!({}),
@@ -43,13 +58,31 @@ async fn api_sandbox_creates_and_deletes_are_audited_with_the_key_as_actor() {
     .await
     .expect_ok(200);
     let r = send(
-        &app,
+        app,
         owner.post(&format!("/v1/control/projects/{prj}/keys"), json!({})),
     )
     .await;
     let created_key = r.expect_ok(201).clone();
-    let key = created_key["key"].as_str().unwrap().to_owned();
-    let key_id = created_key["keyId"].as_str().unwrap().to_owned();
+    Owned {
+        owner,
+        acc,
+        prj,
+        key: created_key["key"].as_str().unwrap().to_owned(),
+        key_id: created_key["keyId"].as_str().unwrap().to_owned(),
+    }
+}
+
+#[actix_web::test]
+async fn api_sandbox_creates_and_deletes_are_audited_with_the_key_as_actor() {
+    let w = World::new().await;
+    let app = test::init_service(corral::server::app(w.state.clone())).await;
+    let Owned {
+        owner,
+        acc,
+        prj,
+        key,
+        key_id,
+    } = owned_project(&app, &w, "web").await;
     let secret = key.rsplit('_').next().unwrap().to_owned();
 
     let create = || {
@@ -145,38 +178,13 @@ async fn api_sandbox_creates_and_deletes_are_audited_with_the_key_as_actor() {
 async fn e2b_door_creates_and_kills_are_audited_with_the_key_as_actor() {
     let w = World::new().await;
     let app = test::init_service(corral::server::app(w.state.clone())).await;
-    let owner = sign_in(&app, &w, "owner@example.com").await;
-    let me = send(&app, owner.get("/v1/control/me")).await;
-    let acc = me.expect_ok(200)["personalAccountId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let r = send(
-        &app,
-        owner.post(
-            &format!("/v1/control/accounts/{acc}/projects"),
-            json!({"name": "door"}),
-        ),
-    )
-    .await;
-    let prj = r.expect_ok(201)["id"].as_str().unwrap().to_owned();
-    send(
-        &app,
-        owner.put(
-            &format!("/v1/control/projects/{prj}/profiles/local"),
-            json!({}),
-        ),
-    )
-    .await
-    .expect_ok(200);
-    let r = send(
-        &app,
-        owner.post(&format!("/v1/control/projects/{prj}/keys"), json!({})),
-    )
-    .await;
-    let created_key = r.expect_ok(201).clone();
-    let key = created_key["key"].as_str().unwrap().to_owned();
-    let key_id = created_key["keyId"].as_str().unwrap().to_owned();
+    let Owned {
+        owner,
+        acc,
+        key,
+        key_id,
+        ..
+    } = owned_project(&app, &w, "door").await;
 
     let create = || {
         TestRequest::post()
