@@ -17,7 +17,7 @@ use corral_service::Caller;
 use futures::StreamExt as _;
 
 use crate::extract::{BODY_TOTAL, read_body};
-use crate::reply::ResponseCode;
+use crate::reply::{ResponseCode, json_ok, no_store};
 use crate::sandbox::audit_sandbox_change;
 use crate::state::AppState;
 use corral_control::ApiSandboxAction;
@@ -208,17 +208,6 @@ async fn body(
         .freeze())
 }
 
-fn json_reply<T: serde::Serialize>(status: StatusCode, value: &T) -> HttpResponse {
-    HttpResponse::build(status).json(value)
-}
-
-/// Secrets (the sandbox's access token) are never cached.
-fn no_store(mut resp: HttpResponse) -> HttpResponse {
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    resp
-}
-
 async fn create(req: HttpRequest, payload: web::Payload) -> HttpResponse {
     let run = async {
         let (front, caller, key_id) = control_caller_and_key(&req).await?;
@@ -243,7 +232,7 @@ async fn create(req: HttpRequest, payload: web::Payload) -> HttpResponse {
                 )
                 .await;
             }
-            no_store(json_reply(StatusCode::CREATED, &created.answer))
+            no_store(json_ok(StatusCode::CREATED, &created.answer))
         }
         Err(e) => control_error(&e),
     }
@@ -260,7 +249,7 @@ async fn connect_sandbox(
         front.connect(&caller, &path, &body).await
     };
     match run.await {
-        Ok(c) => no_store(json_reply(StatusCode::OK, &c)),
+        Ok(c) => no_store(json_ok(StatusCode::OK, &c)),
         Err(e) => control_error(&e),
     }
 }
@@ -271,7 +260,7 @@ async fn get(req: HttpRequest, path: web::Path<String>) -> HttpResponse {
         front.get(&caller, &path).await
     };
     match run.await {
-        Ok(d) => no_store(json_reply(StatusCode::OK, &d)),
+        Ok(d) => no_store(json_ok(StatusCode::OK, &d)),
         Err(e) => control_error(&e),
     }
 }
@@ -318,7 +307,7 @@ async fn list(
 async fn list_v2(req: HttpRequest) -> HttpResponse {
     match list(&req).await {
         Ok((items, next)) => {
-            let mut resp = json_reply(StatusCode::OK, &items);
+            let mut resp = json_ok(StatusCode::OK, &items);
             if let Some(v) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
                 resp.headers_mut()
                     .insert(header::HeaderName::from_static("x-next-token"), v);
@@ -331,7 +320,7 @@ async fn list_v2(req: HttpRequest) -> HttpResponse {
 
 async fn list_v1(req: HttpRequest) -> HttpResponse {
     match list(&req).await {
-        Ok((items, _)) => json_reply(StatusCode::OK, &items),
+        Ok((items, _)) => json_ok(StatusCode::OK, &items),
         Err(e) => control_error(&e),
     }
 }
@@ -479,7 +468,7 @@ async fn upload(req: HttpRequest, payload: web::Payload) -> HttpResponse {
             .await
     };
     match run.await {
-        Ok(v) => json_reply(StatusCode::OK, &v),
+        Ok(v) => json_ok(StatusCode::OK, &v),
         Err(e) => files_error(&e),
     }
 }
@@ -553,7 +542,7 @@ async fn process(req: HttpRequest, path: web::Path<String>, payload: web::Payloa
         }),
     };
     match unary {
-        Ok(v) => json_reply(StatusCode::OK, &v),
+        Ok(v) => json_ok(StatusCode::OK, &v),
         Err(e) => rpc_error(&e),
     }
 }
@@ -587,7 +576,7 @@ async fn filesystem(
         }
     };
     match run.await {
-        Ok(v) => json_reply(StatusCode::OK, &v),
+        Ok(v) => json_ok(StatusCode::OK, &v),
         Err(e) => rpc_error(&e),
     }
 }
