@@ -117,9 +117,46 @@ function follow(output) {
       code.textContent = event.exitCode == null ? "—" : String(event.exitCode);
     }
     if (hint) {
-      hint.textContent = "Finished. Reload for the times and duration.";
+      hint.textContent = "Finished.";
     }
+    refreshFacts(hint, 3);
   });
+}
+
+// The exit event carries no times: the facts (end, duration, exit code) are read from the
+// command's page itself, as the server renders them, and swapped in. The record can trail the
+// exit event by a moment, so an answer without an end is asked again.
+function refreshFacts(hint, tries) {
+  if (!window.fetch || !window.DOMParser) {
+    return;
+  }
+  fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+    .then(function (response) {
+      return response.ok ? response.text() : Promise.reject(response.status);
+    })
+    .then(function (html) {
+      var page = new DOMParser().parseFromString(html, "text/html");
+      var ended = page.getElementById("command-ended");
+      if (!ended || ended.textContent.trim() === "—") {
+        return Promise.reject("no end yet");
+      }
+      ["command-ended", "command-duration", "exit-code"].forEach(function (id) {
+        var fresh = page.getElementById(id);
+        var shown = document.getElementById(id);
+        if (fresh && shown) {
+          shown.textContent = fresh.textContent;
+        }
+      });
+    })
+    .catch(function () {
+      if (tries > 1) {
+        setTimeout(function () {
+          refreshFacts(hint, tries - 1);
+        }, 1000);
+      } else if (hint) {
+        hint.textContent = "Finished. Reload for the times and duration.";
+      }
+    });
 }
 
 function watch(status) {

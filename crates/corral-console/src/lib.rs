@@ -163,6 +163,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::post().to(work::signal_command),
             )
             .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/commands/{{command}}/stdin"),
+                web::post().to(work::write_stdin),
+            )
+            .route(
                 &format!("{prj}/sandboxes/{{sandbox}}/events"),
                 web::get().to(work::sandbox_events),
             )

@@ -1188,6 +1188,10 @@ fn run_command_card(page: &SandboxPage) -> Markup {
                             label for="run-command" { "Command" }
                             input #run-command.mono type="text" name="command" required autocomplete="off" spellcheck="false" placeholder="echo hello";
                         }
+                        label.check for="run-stdin" {
+                            input #run-stdin type="checkbox" name="stdin" value="1";
+                            span { "Keep its input open (type to it from its page)" }
+                        }
                         button.btn type="submit" #run { "Run" }
                     }
                 }
@@ -1348,12 +1352,35 @@ pub(crate) fn command_page(page: &CommandPageView) -> Markup {
                 button.btn.danger type="submit" name="signal" value="KILL" #kill { "Kill" }
             }
         }
+        @if let Some(offset) = page.stdin_offset {
+            div.card { div.card-body {
+                form.stack #command-stdin method="post" action={(paths::command(&p.account.id, &p.id, &page.sandbox, &c.id)) "/stdin"} {
+                    (csrf_field(&page.chrome.csrf))
+                    // Where this form's text goes in the stream: sent twice (a resent form),
+                    // it is written once.
+                    input type="hidden" name="offset" value=(offset);
+                    div.field {
+                        label for="stdin-data" { "Input" }
+                        textarea #stdin-data.mono name="data" rows="3" autocomplete="off" spellcheck="false" {}
+                    }
+                    label.check for="stdin-newline" {
+                        input #stdin-newline type="checkbox" name="newline" value="1" checked;
+                        span { "End with a newline" }
+                    }
+                    label.check for="stdin-close" {
+                        input #stdin-close type="checkbox" name="close" value="1";
+                        span { "Close its input after this (end of file)" }
+                    }
+                    div { button.btn.secondary type="submit" #send-stdin { "Send" } }
+                }
+            } }
+        }
         div.card { div.card-body {
             dl.facts {
                 dt { "Command" } dd { code { (c.id) } }
                 dt { "Started" } dd { (c.started) }
                 dt { "Ended" } dd #command-ended { (page.ended.as_deref().unwrap_or("—")) }
-                dt { "Duration" } dd { (c.duration) }
+                dt { "Duration" } dd #command-duration { (c.duration) }
                 dt { "Exit code" } dd #exit-code { @match c.exit_code { Some(code) => (code), None => "—" } }
             }
         } }

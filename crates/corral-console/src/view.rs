@@ -603,6 +603,9 @@ pub(crate) struct CommandPageView {
     pub(crate) truncated: bool,
     /// Whether to offer stopping it (running, and the user is an admin).
     pub(crate) can_stop: bool,
+    /// Set when input can be sent (it can be stopped and its stdin is open): the stdin offset
+    /// the form's text starts at.
+    pub(crate) stdin_offset: Option<u64>,
 }
 
 /// A piece of a command's output.

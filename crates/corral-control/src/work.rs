@@ -1,15 +1,17 @@
 //! Working with one sandbox from the control plane (the console's sandbox page): its commands
-//! (start, history, one command, its output as a page or a follow stream), its files (read,
-//! write), its lifecycle events and its estimated cost so far — the sandbox API's use cases
-//! behind the project's roles. Reading needs `member`; what changes the sandbox (starting or
-//! signalling a command, writing a file, deleting it) needs `admin` on a project that is not
-//! being deleted and is audited (the command's id, never its text or a file's content).
+//! (start, stdin, history, one command, its output as a page or a follow stream), its files
+//! (read, write), its lifecycle events and its estimated cost so far — the sandbox API's use
+//! cases behind the project's roles. Reading needs `member`; what changes the sandbox (starting,
+//! signalling or writing to a command, writing a file, deleting it) needs `admin` on a project
+//! that is not being deleted and is audited (the command's id, never its text, its input or a
+//! file's content).
 
 use corral_control_store::Role;
 use corral_domain::UsageReport;
 use corral_domain::{
     Command, CommandPage, LifecycleEvent, OutputEvent, OutputPage, ReadFileInput, ReadFileResult,
-    Sandbox, SandboxUsage, Signal, SignalInput, StartCommandInput, WriteFileInput, WriteFileResult,
+    Sandbox, SandboxUsage, Signal, SignalInput, StartCommandInput, StdinInput, StdinResult,
+    WriteFileInput, WriteFileResult,
 };
 use corral_registry::ProjectId;
 use corral_service::error::ServiceError;
@@ -88,6 +90,44 @@ impl Control {
         )
         .await?;
         Ok(command)
+    }
+
+    /// Writes to a running command's stdin (admin; audited with the byte counts, never the
+    /// bytes). The input's `offset` makes a resent form write nothing twice.
+    pub async fn write_command_stdin(
+        &self,
+        actor: &Actor,
+        project: ProjectId,
+        sandbox: &str,
+        cmd: &str,
+        input: StdinInput,
+    ) -> Result<StdinResult> {
+        let owned = self.project_for_change(actor, project, Role::Admin).await?;
+        let close = input.close;
+        let written = self
+            .service()
+            .write_stdin(
+                &Caller::trusted(project),
+                InlineAccess::default(),
+                sandbox,
+                cmd,
+                input,
+            )
+            .await?;
+        self.audit(
+            actor,
+            owned.account_id,
+            "command.stdin",
+            sandbox.to_owned(),
+            serde_json::json!({
+                "projectId": project.to_string(),
+                "commandId": cmd,
+                "stdinBytes": written.stdin_bytes,
+                "closed": close,
+            }),
+        )
+        .await?;
+        Ok(written)
     }
 
     /// Deletes the sandbox at its provider and keeps its tombstone (admin; audited). A

@@ -1010,6 +1010,7 @@ async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium
         })
         .await;
         assert_eq!(seen["state"], "running", "{seen}");
+        assert_eq!(seen["ended"], "—", "no end time while it runs: {seen}");
         assert_eq!(
             seen["following"], "true",
             "the script follows the stream: {seen}"
@@ -1031,6 +1032,14 @@ async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium
             "{done}"
         );
         assert_eq!(done["state"], "exited", "{done}");
+        // The end time is filled in without a reload (it was "—" while running).
+        let ended = wait_for(&b, "the end time", |s| {
+            s["ended"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty() && t != "—")
+        })
+        .await;
+        assert_eq!(ended["exit"], "0", "{ended}");
         b.screenshot(&shots, &format!("21-command-done-{tag}"))
             .await;
         let cut = columns_cut_off(&b).await;
@@ -1131,13 +1140,15 @@ async fn sign_in_and_make_a_local_sandbox(
     }
 }
 
-/// The command page as the script leaves it: output text, state badge, exit code, and
-/// whether the script follows the stream.
+/// The command page as the script leaves it: output text, state badge, exit code, end time,
+/// and whether the script follows the stream.
 const COMMAND_STATE: &str = r#"
     const out = document.getElementById('output');
     const state = document.querySelector('#command-state [data-state]');
     const exit = document.getElementById('exit-code');
+    const ended = document.getElementById('command-ended');
     return {
+        ended: ended ? ended.textContent.trim() : '',
         output: out ? out.textContent : '',
         state: state ? state.getAttribute('data-state') : '',
         exit: exit ? exit.textContent.trim() : '',

@@ -1,13 +1,13 @@
 //! Working in a sandbox: run a command and follow its output (a page with the output so far,
-//! and an event stream the script reads to append what follows), stop it, read and write a
-//! file, delete the sandbox.
+//! and an event stream the script reads to append what follows), type to it, stop it, read and
+//! write a file, delete the sandbox.
 
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use base64::Engine as _;
 use corral_control::{ControlError, ProjectId};
 use corral_domain::{
-    FileEncoding, OutputEvent, OutputStream, ReadFileInput, Signal, StartCommandInput,
+    FileEncoding, OutputEvent, OutputStream, ReadFileInput, Signal, StartCommandInput, StdinInput,
     WriteFileInput,
 };
 use corral_web::AppState;
@@ -43,7 +43,7 @@ pub(crate) async fn start_command(
         command: command.to_owned(),
         cwd: None,
         env: None,
-        stdin: false,
+        stdin: form.get("stdin").is_some(),
         timeout_seconds: None,
         tag: None,
     };
@@ -118,6 +118,7 @@ pub(crate) async fn command_page(
             follow,
             truncated,
             can_stop,
+            stdin_offset: (can_stop && command.stdin_open).then_some(command.stdin_bytes),
         }),
     )
 }
@@ -149,6 +150,58 @@ pub(crate) async fn signal_command(
                 signal.as_str()
             ))),
         ),
+        Err(e) => failed(&back, &e),
+    }
+}
+
+/// `POST …/commands/{cmd}/stdin`: writes the form's text (and a newline, when asked) at the
+/// offset the page was made with, closes stdin when asked, then back to the command's page.
+pub(crate) async fn write_stdin(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String, String)>,
+    body: web::Bytes,
+) -> Page {
+    let form = Form::parse(&body);
+    let ctx = post_ctx!(state, req, form);
+    let (acc, prj, sbx, cmd) = (&path.0, &path.1, &path.2, &path.3);
+    let pid: ProjectId = try_page!(parse(&req, prj));
+    let back = paths::command(acc, prj, sbx, cmd);
+    // Typed text is sent as typed: no trimming (browsers send a textarea's lines as CRLF).
+    let mut data = form.raw("data").unwrap_or_default().replace("\r\n", "\n");
+    if form.get("newline").is_some() {
+        data.push('\n');
+    }
+    let close = form.get("close").is_some();
+    if data.is_empty() && !close {
+        return redirect(&back, Some(Flash::error("Type something to send.")));
+    }
+    let offset = match form.get("offset").map(str::parse::<u64>) {
+        Some(Ok(n)) => Some(n),
+        None => None,
+        Some(Err(_)) => {
+            return redirect(&back, Some(Flash::error("Reload the page and send again.")));
+        }
+    };
+    let sent = data.len();
+    let input = StdinInput {
+        data,
+        encoding: None,
+        offset,
+        close,
+    };
+    match control(&state)
+        .write_command_stdin(&ctx.signed.actor, pid, sbx, cmd, input)
+        .await
+    {
+        Ok(_) => {
+            let what = match (sent, close) {
+                (0, _) => "Closed its input.".to_owned(),
+                (n, false) => format!("Sent {n} bytes."),
+                (n, true) => format!("Sent {n} bytes and closed its input."),
+            };
+            redirect(&back, Some(Flash::ok(what)))
+        }
         Err(e) => failed(&back, &e),
     }
 }

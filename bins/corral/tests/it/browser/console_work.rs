@@ -60,9 +60,20 @@ async fn get(http: &reqwest::Client, j: &Journey, path: &str, cookie: &str) -> r
 
 /// Starts `command` from the sandbox page's form: the command page's path.
 async fn run(http: &reqwest::Client, j: &Journey, w: &Workbench, command: &str) -> String {
+    run_with(http, j, w, &[("command", command)]).await
+}
+
+/// Submits the sandbox page's run form with `fields` (and its CSRF field): the command
+/// page's path.
+async fn run_with(
+    http: &reqwest::Client,
+    j: &Journey,
+    w: &Workbench,
+    fields: &[(&str, &str)],
+) -> String {
     let body: String = url::form_urlencoded::Serializer::new(String::new())
         .append_pair("csrf", &w.csrf)
-        .append_pair("command", command)
+        .extend_pairs(fields)
         .finish();
     let resp = post_form(
         http,
@@ -637,6 +648,100 @@ async fn console_stops_a_running_command_and_deletes_the_sandbox() {
         !page.contains("id=\"run-command\"") && !page.contains("id=\"confirm-delete\""),
         "a tombstone offers nothing to change: {page}"
     );
+}
+
+/// Input typed on a command's page reaches its stdin, as typed, once: the form carries the
+/// offset it was made at, so a resent form writes nothing twice; closing its input ends a
+/// `cat`. A command started without stdin offers no such form; the audit log says input was
+/// sent, never what.
+#[actix_web::test]
+async fn console_types_to_a_running_command_once_and_closes_its_input() {
+    let j = start().await;
+    let http = client();
+    let w = workbench(&j, &http, "ada@example.test").await;
+    let page = get(&http, &j, &w.page, &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("id=\"run-stdin\""),
+        "the stdin choice: {page}"
+    );
+
+    let plain = run(&http, &j, &w, "sleep 30").await;
+    let body = get(&http, &j, &plain, &w.cookie)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        body.contains("id=\"command-stop\"") && !body.contains("id=\"command-stdin\""),
+        "no input form without stdin: {body}"
+    );
+
+    let cmd = run_with(&http, &j, &w, &[("command", "cat"), ("stdin", "1")]).await;
+    let body = get(&http, &j, &cmd, &w.cookie).await.text().await.unwrap();
+    assert!(body.contains("id=\"command-stdin\""), "{body}");
+    assert!(
+        body.contains("name=\"offset\" value=\"0\""),
+        "the form starts at offset 0: {body}"
+    );
+    let stdin = format!("{cmd}/stdin");
+    let forged = post_form(&http, &j, &stdin, Some(&w.cookie), "data=forged&offset=0").await;
+    assert_eq!(forged.status(), 403);
+
+    let form = format!("csrf={}&offset=0&data=secret+words&newline=1", w.csrf);
+    for _ in 0..2 {
+        // The second is a resent form (a browser's "send again"): the same offset.
+        let sent = post_form(&http, &j, &stdin, Some(&w.cookie), &form).await;
+        let back = follow(&http, &j, sent, &w.cookie).await;
+        assert!(back.contains("Sent 13 bytes."), "{back}");
+        assert!(
+            back.contains("name=\"offset\" value=\"13\""),
+            "the next form starts after what was accepted: {back}"
+        );
+    }
+    let closed = post_form(
+        &http,
+        &j,
+        &stdin,
+        Some(&w.cookie),
+        &format!("csrf={}&offset=13&data=&close=1", w.csrf),
+    )
+    .await;
+    let back = follow(&http, &j, closed, &w.cookie).await;
+    assert!(back.contains("Closed its input."), "{back}");
+    let body = ended_page(&http, &j, &w, &cmd).await;
+    assert_eq!(element(&body, "output"), "secret words\n", "{body}");
+    assert_eq!(element(&body, "exit-code"), "0", "cat ended at end of file");
+    assert!(!body.contains("id=\"command-stdin\""), "{body}");
+
+    // An ended command's input is refused in words.
+    let late = post_form(
+        &http,
+        &j,
+        &stdin,
+        Some(&w.cookie),
+        &format!("csrf={}&offset=13&data=more", w.csrf),
+    )
+    .await;
+    let back = follow(&http, &j, late, &w.cookie).await;
+    assert!(back.contains("stdin is not open"), "{back}");
+
+    let acc = w.page.split('/').nth(3).unwrap();
+    let audit = get(
+        &http,
+        &j,
+        &format!("/console/accounts/{acc}/audit"),
+        &w.cookie,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(audit.contains("command.stdin"), "{audit}");
+    assert!(!audit.contains("secret words"), "never the input: {audit}");
 }
 
 /// The sandbox page names its lifecycle-event stream and the id it follows on from; the
