@@ -248,7 +248,7 @@ async fn console_project_bugs_of_issue_26_are_fixed_in_chromium() {
     let made = sign_in_and_make_a_local_sandbox(&j, &b, ADA).await;
     let project = made.page[..made.page.find("/sandboxes/").unwrap()].to_owned();
 
-    // Bug 6: the sandbox page says when it was created (a date and time, this minute).
+    // Bug 6: the sandbox page says when it was created (a date and time, minutes ago at most).
     b.goto(&made.page).await;
     let facts = b.execute(FACTS).await;
     let created = facts["Created"]
