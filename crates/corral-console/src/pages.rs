@@ -852,7 +852,6 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
     shell(&format!("{} · API keys", p.name), &page.chrome, content)
 }
 
-/// Provider connections: readiness, connect form, test and per-operation results.
 /// What a bridge URL must be, as the browser says it when the form's pattern refuses one.
 pub(crate) const BRIDGE_URL_RULE: &str =
     "The bridge URL must start with https:// (the bridge receives the credential).";
@@ -862,6 +861,7 @@ fn card_badge(state: CardState) -> Markup {
     let (class, key, text) = match state {
         CardState::NotEnabled => ("badge plain", "not-enabled", "not enabled here"),
         CardState::NotConnected => ("badge plain", "not-connected", "not connected"),
+        CardState::BuiltIn => ("badge ok", "built-in", "ready · built in"),
         CardState::Incomplete => ("badge warn", "incomplete", "incomplete"),
         CardState::NotTested => ("badge plain", "not-tested", "connected · not tested"),
         CardState::Failing => ("badge danger", "failing", "not ready: test failed"),
@@ -881,6 +881,7 @@ fn check_mark(outcome: CheckOutcome) -> &'static str {
     }
 }
 
+/// Provider connections: readiness, connect form, test and per-operation results.
 pub(crate) fn providers(page: &ProvidersPage) -> Markup {
     let p = &page.project;
     let csrf = &page.chrome.csrf;
@@ -932,8 +933,12 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                             }
                         }
                         @if admin && c.enabled {
-                            details.mt open[!c.connected] {
-                                summary.small.summary-link { @if c.connected { "Update connection" } @else { "Connect" } }
+                            details.mt open[!c.connected && c.state != CardState::BuiltIn] {
+                                summary.small.summary-link {
+                                    @if c.connected { "Update connection" }
+                                    @else if c.state == CardState::BuiltIn { "Add a profile to test it" }
+                                    @else { "Connect" }
+                                }
                                 form.stack.mt method="post" action={(paths::providers(&p.account.id, &p.id)) "/" (c.provider)} {
                                     (csrf_field(csrf))
                                     @if c.needs_credential {

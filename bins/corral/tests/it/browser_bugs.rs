@@ -285,6 +285,12 @@ async fn console_project_bugs_of_issue_26_are_fixed_in_chromium() {
     let local = b.find("#provider-local").await.text().await;
     assert!(local.contains("no account or credential needed"), "{local}");
     assert_eq!(b.count("#provider-local input[name=credential]").await, 0);
+    // Ready without a profile (it needs none), not "not connected" beside a running sandbox.
+    assert_eq!(
+        b.count("#provider-local [data-state=built-in]").await,
+        1,
+        "{local}"
+    );
 
     // Bug 3: E2B connected with a credential it refuses, then tested: the card says not
     // ready, with when the test ran; what the failure kept from running is not a failure.
