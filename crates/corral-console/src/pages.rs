@@ -852,12 +852,16 @@ pub(crate) fn keys(page: &KeysPage) -> Markup {
     shell(&format!("{} · API keys", p.name), &page.chrome, content)
 }
 
-/// Provider connections: readiness, connect form, test and per-operation results.
+/// What a bridge URL must be, as the browser says it when the form's pattern refuses one.
+pub(crate) const BRIDGE_URL_RULE: &str =
+    "The bridge URL must start with https:// (the bridge receives the credential).";
+
 /// A provider card's readiness badge.
 fn card_badge(state: CardState) -> Markup {
     let (class, key, text) = match state {
         CardState::NotEnabled => ("badge plain", "not-enabled", "not enabled here"),
         CardState::NotConnected => ("badge plain", "not-connected", "not connected"),
+        CardState::BuiltIn => ("badge ok", "built-in", "ready · built in"),
         CardState::Incomplete => ("badge warn", "incomplete", "incomplete"),
         CardState::NotTested => ("badge plain", "not-tested", "connected · not tested"),
         CardState::Failing => ("badge danger", "failing", "not ready: test failed"),
@@ -877,6 +881,7 @@ fn check_mark(outcome: CheckOutcome) -> &'static str {
     }
 }
 
+/// Provider connections: readiness, connect form, test and per-operation results.
 pub(crate) fn providers(page: &ProvidersPage) -> Markup {
     let p = &page.project;
     let csrf = &page.chrome.csrf;
@@ -928,8 +933,12 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                             }
                         }
                         @if admin && c.enabled {
-                            details.mt open[!c.connected] {
-                                summary.small.summary-link { @if c.connected { "Update connection" } @else { "Connect" } }
+                            details.mt open[!c.connected && c.state != CardState::BuiltIn] {
+                                summary.small.summary-link {
+                                    @if c.connected { "Update connection" }
+                                    @else if c.state == CardState::BuiltIn { "Add a profile to test it" }
+                                    @else { "Connect" }
+                                }
                                 form.stack.mt method="post" action={(paths::providers(&p.account.id, &p.id)) "/" (c.provider)} {
                                     (csrf_field(csrf))
                                     @if c.needs_credential {
@@ -948,7 +957,10 @@ pub(crate) fn providers(page: &ProvidersPage) -> Markup {
                                         div.field {
                                             label for={(c.provider) "-" (f.name)} { (f.label) }
                                             @if f.name == "bridgeUrl" {
-                                                input id={(c.provider) "-" (f.name)} type="url" name=(f.name) value=(f.value) pattern="https://.+" placeholder="https://";
+                                                // The browser refuses an http:// URL before the server can say why;
+                                                // its refusal shows the title (else only "match the requested format").
+                                                input id={(c.provider) "-" (f.name)} type="url" name=(f.name) value=(f.value) pattern="https://.+" placeholder="https://"
+                                                    title=(BRIDGE_URL_RULE);
                                             } @else {
                                                 input id={(c.provider) "-" (f.name)} type="text" name=(f.name) value=(f.value);
                                             }
@@ -1546,6 +1558,43 @@ mod tests {
         assert!(
             !page.contains("style=\""),
             "no inline style (the CSP forbids it)"
+        );
+    }
+
+    #[test]
+    fn a_bridge_url_field_says_why_the_browser_refuses_http() {
+        let page = providers(&ProvidersPage {
+            chrome: chrome(),
+            project: project("p"),
+            cards: vec![ProviderCard {
+                provider: "cloudflare".to_owned(),
+                label: "Cloudflare".to_owned(),
+                enabled: true,
+                connected: false,
+                has_credential: false,
+                needs_credential: true,
+                bridge: true,
+                fields: vec![ContextField {
+                    name: "bridgeUrl",
+                    label: "Bridge URL",
+                    hint: "",
+                    value: String::new(),
+                }],
+                missing: Vec::new(),
+                checks: Vec::new(),
+                state: CardState::NotConnected,
+                tested: None,
+            }],
+        })
+        .into_string();
+        let at = page
+            .find("id=\"cloudflare-bridgeUrl\"")
+            .unwrap_or_else(|| panic!("{page}"));
+        let input = &page[at..at + page[at..].find('>').unwrap()];
+        assert!(input.contains("pattern=\"https://.+\""), "{input}");
+        assert!(
+            input.contains("title=\"The bridge URL must start with https://"),
+            "the words the browser shows when it refuses http://: {input}"
         );
     }
 

@@ -370,6 +370,9 @@ pub(crate) enum CardState {
     NotEnabled,
     /// No profile.
     NotConnected,
+    /// `local` on a server that runs it, without a profile: it needs none to make sandboxes
+    /// (a profile only adds a test of it).
+    BuiltIn,
     /// The profile lacks a credential or a context field.
     Incomplete,
     /// Complete, never tested.

@@ -9,8 +9,8 @@
 
 mod console_http;
 mod console_work;
-mod smtp;
-mod webdriver;
+pub(crate) mod smtp;
+pub(crate) mod webdriver;
 
 use std::path::PathBuf;
 
@@ -19,13 +19,13 @@ use corral_web::AppState;
 use crate::support::World;
 
 /// Where screenshots go: `<target>/console-screenshots`.
-fn screenshot_dir() -> PathBuf {
+pub(crate) fn screenshot_dir() -> PathBuf {
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     tmp.parent().unwrap_or(&tmp).join("console-screenshots")
 }
 
 /// Whether the browser tests can run here; panics under CI when they cannot.
-fn browser_or_skip(test: &str) -> bool {
+pub(crate) fn browser_or_skip(test: &str) -> bool {
     if webdriver::available() {
         return true;
     }
@@ -109,17 +109,17 @@ async fn console_sign_in_page_renders_with_its_security_headers_in_chromium() {
 
 /// A server with the control plane: SQLite in a temp dir, `local` and E2B (pointed at its
 /// loopback fake), mail through SMTP to the loopback listener, public URL = the socket's.
-struct Journey {
+pub(crate) struct Journey {
     _db: corral_registry::testing::TestDb,
     _dir: tempfile::TempDir,
-    base: String,
-    control: corral_control::Control,
+    pub(crate) base: String,
+    pub(crate) control: corral_control::Control,
     e2b: corral_provider_e2b::fake::Fake,
-    smtp: smtp::Smtp,
+    pub(crate) smtp: smtp::Smtp,
 }
 
 impl Journey {
-    async fn start(test_db: corral_registry::testing::TestDb) -> Self {
+    pub(crate) async fn start(test_db: corral_registry::testing::TestDb) -> Self {
         use std::collections::BTreeMap;
         use std::sync::Arc;
 
@@ -197,13 +197,13 @@ impl Journey {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 }
 
 /// The sign-in link in a captured mail.
-fn sign_in_link(mail: &smtp::Message) -> String {
+pub(crate) fn sign_in_link(mail: &smtp::Message) -> String {
     let body = smtp::decoded_body(&mail.data);
     let start = body
         .find("http://")
@@ -1074,17 +1074,17 @@ async fn console_command_streams_into_the_page_and_survives_a_reload_in_chromium
 }
 
 /// A `local` sandbox made over the API for a user signed in in the browser.
-struct Made {
+pub(crate) struct Made {
     /// Its console page.
-    page: String,
-    id: String,
+    pub(crate) page: String,
+    pub(crate) id: String,
     /// The API key that made it.
-    key: String,
+    pub(crate) key: String,
 }
 
 /// Signs `email` in through the browser (the operator's invitation link, the confirmation,
 /// the terms), makes a project, a key and a `local` sandbox with it over the API.
-async fn sign_in_and_make_a_local_sandbox(
+pub(crate) async fn sign_in_and_make_a_local_sandbox(
     j: &Journey,
     b: &webdriver::Session,
     email: &str,

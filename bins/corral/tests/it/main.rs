@@ -7,6 +7,7 @@ mod api;
 mod bridge;
 mod bridge_e2e;
 mod browser;
+mod browser_bugs;
 mod cli;
 mod cli_control;
 mod codes;

@@ -132,7 +132,7 @@ pub(crate) async fn providers_page(
                     .map(|x| x.readiness.missing.clone())
                     .unwrap_or_default(),
                 checks: profile.map(checks).unwrap_or_default(),
-                state: card_state(enabled.contains(&p), profile),
+                state: card_state(p, enabled.contains(&p), profile),
                 tested: profile
                     .and_then(|x| x.verifications.iter().map(|v| v.checked_at).max())
                     .map(|t| (ago(t), when(t))),
@@ -167,12 +167,12 @@ fn outcome(v: &VerificationView) -> CheckOutcome {
 
 /// A card's readiness: what the profile lacks first, then what its last test said (as the
 /// JSON API's `readiness.ready`, which is false after any failed operation).
-fn card_state(enabled: bool, profile: Option<&ProfileView>) -> CardState {
+fn card_state(provider: Provider, enabled: bool, profile: Option<&ProfileView>) -> CardState {
     let Some(profile) = profile else {
-        return if enabled {
-            CardState::NotConnected
-        } else {
-            CardState::NotEnabled
+        return match (enabled, provider) {
+            (false, _) => CardState::NotEnabled,
+            (true, Provider::Local) => CardState::BuiltIn,
+            (true, _) => CardState::NotConnected,
         };
     };
     if !enabled {
@@ -421,7 +421,20 @@ pub(crate) async fn delete_profile(
 
 #[cfg(test)]
 mod tests {
-    use super::{check_bridge_url, in_form_words};
+    use super::{CardState, Provider, card_state, check_bridge_url, in_form_words};
+
+    #[test]
+    fn local_needs_no_profile_to_be_ready_where_the_server_runs_it() {
+        assert_eq!(card_state(Provider::Local, true, None), CardState::BuiltIn);
+        assert_eq!(
+            card_state(Provider::Local, false, None),
+            CardState::NotEnabled
+        );
+        assert_eq!(
+            card_state(Provider::E2b, true, None),
+            CardState::NotConnected
+        );
+    }
 
     #[test]
     fn messages_for_api_callers_name_the_form_fields_not_headers() {

@@ -174,6 +174,12 @@ impl Session {
         self.post("/url", json!({"url": url})).await;
     }
 
+    /// Reloads the page as the browser's reload button does (a page that answered a form post
+    /// is posted again), and waits for the load.
+    pub(crate) async fn refresh(&self) {
+        self.post("/refresh", json!({})).await;
+    }
+
     /// The current URL.
     pub(crate) async fn url(&self) -> String {
         self.get("/url")
@@ -355,6 +361,13 @@ impl Element<'_> {
             .as_str()
             .unwrap_or_default()
             .to_owned()
+    }
+
+    /// A DOM property (`value` of an input: what is typed in it now).
+    pub(crate) async fn property(&self, name: &str) -> Value {
+        self.session
+            .get(&format!("/element/{}/property/{name}", self.id))
+            .await
     }
 
     /// A computed CSS property (`background-color` …).
