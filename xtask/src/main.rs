@@ -4,9 +4,10 @@
 //!   `docs/openapi.json`, clippy with `-D warnings`, the
 //!   whole test suite (nextest), the pure crates' doc examples, then `schemathesis`. This is
 //!   the README's test command; `.ci/run` calls it after setting up PostgreSQL and Python.
-//!   Between the tests and Schemathesis, `mcp`; before the tests, `e2b-venv`.
-//! - `cargo xtask e2b-venv`: the published E2B Python SDK in `target/e2b-venv`, which the
-//!   E2B front door's journey tests run (see `e2b.rs`).
+//!   Between the tests and Schemathesis, `mcp`; before the tests, `e2b-venv` and `e2b-js`.
+//! - `cargo xtask e2b-venv`, `cargo xtask e2b-js`: the published E2B Python SDK in
+//!   `target/e2b-venv` and JavaScript SDK in `target/e2b-js`, which the E2B front door's
+//!   journey tests run (see `e2b.rs`).
 //! - `cargo xtask deps`: only the dependency rules of DESIGN.md §2, module import circles
 //!   inside a crate included (see `modcycles.rs`).
 //! - `cargo xtask bench`: what Corral adds to the providers it fronts, seven scenarios each
@@ -28,6 +29,7 @@
 #![allow(clippy::print_stdout)] // A command-line tool reports on stdout.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use serde_json::Value;
@@ -51,13 +53,14 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("mcp") => mcp::mcp(),
         Some("e2b-venv") => e2b::venv().map(|_| ()),
+        Some("e2b-js") => e2b::js().map(|_| ()),
         Some("openapi") => openapi(),
         Some("openapi-lint") => openapi_lint(),
         Some("schemathesis") => schemathesis::schemathesis(&args[1..]),
         Some("load") => load(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|deps|bench|e2b-venv|fuzz|load|mcp|openapi|openapi-lint|schemathesis>"
+                "usage: cargo xtask <ci|deps|bench|e2b-venv|e2b-js|fuzz|load|mcp|openapi|openapi-lint|schemathesis>"
             );
             return ExitCode::from(2);
         }
@@ -113,6 +116,39 @@ pub(crate) fn run_env(program: &str, args: &[&str], env: &[(&str, String)]) -> R
     }
 }
 
+/// `target/<dir>`, an npm prefix with `package` installed at `version` once (its
+/// `package.json` says which version is there); the prefix.
+pub(crate) fn pinned_npm(dir: &str, package: &str, version: &str) -> Result<PathBuf, String> {
+    let prefix = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target")
+        .join(dir);
+    let installed = std::fs::read_to_string(
+        prefix
+            .join("node_modules")
+            .join(package)
+            .join("package.json"),
+    )
+    .ok()
+    .and_then(|p| serde_json::from_str::<Value>(&p).ok())
+    .is_some_and(|p| p["version"] == version);
+    if !installed {
+        std::fs::create_dir_all(&prefix)
+            .map_err(|e| format!("cannot create {}: {e}", prefix.display()))?;
+        run(
+            "npm",
+            &[
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                prefix.to_str().ok_or("non-UTF-8 path")?,
+                &format!("{package}@{version}"),
+            ],
+        )?;
+    }
+    Ok(prefix)
+}
+
 pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
@@ -136,8 +172,9 @@ fn ci() -> Result<(), String> {
     // PostgreSQL tests are named `…postgres…`. With a server they run (and must: a missing
     // one fails instead of returning early); without one they are filtered out, so nextest's
     // summary counts them as skipped, never as passed.
-    // The published E2B SDK, which the E2B front door's journey tests drive.
+    // The published E2B SDKs, which the E2B front door's journey tests drive.
     e2b::venv()?;
+    e2b::js()?;
     let mut nextest = vec!["nextest", "run", "--workspace", "--profile", "ci"];
     let mut env = vec![(postgres::REQUIRE_ENV, "1".to_owned())];
     match postgres::find_or_start() {
@@ -189,38 +226,16 @@ fn openapi() -> Result<(), String> {
     Ok(())
 }
 
-/// Redocly's CLI, pinned: the version whose `recommended` ruleset `docs/openapi.json` passes.
-const REDOCLY_CLI: &str = "@redocly/cli@2.77.0";
+/// Redocly's CLI (npm `@redocly/cli`), pinned: the version whose `recommended` ruleset
+/// `docs/openapi.json` passes.
+const REDOCLY_CLI_VERSION: &str = "2.77.0";
 
 /// `docs/openapi.json` against Redocly's recommended ruleset (npm `@redocly/cli`, installed
 /// under `target/redocly` when missing): any error or warning fails.
 fn openapi_lint() -> Result<(), String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let prefix = root.join("target/redocly");
+    let prefix = pinned_npm("redocly", "@redocly/cli", REDOCLY_CLI_VERSION)?;
     let bin = prefix.join("node_modules/.bin/redocly");
-    let pinned = std::fs::read_to_string(prefix.join("node_modules/@redocly/cli/package.json"))
-        .is_ok_and(|p| {
-            p.contains(&format!(
-                "\"version\": \"{}\"",
-                REDOCLY_CLI.rsplit('@').next().unwrap_or_default()
-            ))
-        });
-    if !bin.exists() || !pinned {
-        std::fs::create_dir_all(&prefix)
-            .map_err(|e| format!("cannot create target/redocly: {e}"))?;
-        let prefix = prefix.to_str().ok_or("non-UTF-8 path")?;
-        run(
-            "npm",
-            &[
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                prefix,
-                REDOCLY_CLI,
-            ],
-        )?;
-    }
     let doc = root.join("docs/openapi.json");
     let doc = doc.to_str().ok_or("non-UTF-8 path")?;
     let env = [

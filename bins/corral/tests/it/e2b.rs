@@ -1,10 +1,12 @@
-//! The E2B-compatible front door through the real binary: the published `e2b` Python SDK's
-//! journey (`bins/corral/tests/e2b/journey.py`, configured only by the SDK's environment
-//! variables) on `local` and through the E2B adapter's loopback fake; the door's
-//! authorization, its errors in E2B's and Connect's forms, and its timeout sweep over HTTP.
+//! The E2B-compatible front door through the real binary: the published `e2b` SDKs' journeys
+//! (Python `bins/corral/tests/e2b/journey.py`, JavaScript `journey.mjs`, each configured only
+//! by its SDK's environment variables) on `local` and through the E2B adapter's loopback fake;
+//! the door's authorization, its errors in E2B's and Connect's forms, and its timeout sweep
+//! over HTTP.
 //!
-//! The SDK lives in `target/e2b-venv` (`cargo xtask e2b-venv`, which `cargo xtask ci` runs
-//! first). Without it these journeys fail under `CI=true` and print SKIPPED otherwise.
+//! The SDKs live in `target/e2b-venv` (`cargo xtask e2b-venv`) and `target/e2b-js` (`cargo
+//! xtask e2b-js`, with Node.js on the PATH); `cargo xtask ci` installs both first. Without one
+//! its journeys fail under `CI=true` and print SKIPPED otherwise.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,39 +17,107 @@ use serde_json::{Value, json};
 
 use crate::serve::{Server, cli, set_default_profile, start};
 
-/// `target/e2b-venv/bin/python`, when the SDK is installed.
-fn sdk_python(test: &str) -> Option<PathBuf> {
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let target = tmp.parent().unwrap_or(&tmp).to_path_buf();
-    let venv = target.join("e2b-venv");
-    if venv.join("e2b==2.63.0").exists() {
-        return Some(venv.join("bin/python"));
+/// A published E2B SDK, installed, and how it runs its journey.
+enum Sdk {
+    /// `target/e2b-venv/bin/python`.
+    Python(PathBuf),
+    /// `target/e2b-js`, the npm prefix the SDK is installed under.
+    Js(PathBuf),
+}
+
+impl Sdk {
+    /// `target/e2b-venv/bin/python`, when the Python SDK is installed.
+    fn python(test: &str) -> Option<Sdk> {
+        let venv = target().join("e2b-venv");
+        let missing = (!venv.join("e2b==2.63.0").exists()).then(|| {
+            format!(
+                "the e2b Python SDK is missing from {}: `cargo xtask e2b-venv` installs it",
+                venv.display()
+            )
+        });
+        required(test, missing).then(|| Sdk::Python(venv.join("bin/python")))
     }
+
+    /// `target/e2b-js`, when the JavaScript SDK (the version `xtask/src/e2b.rs` pins) is
+    /// installed there and Node.js runs.
+    fn js(test: &str) -> Option<Sdk> {
+        let prefix = target().join("e2b-js");
+        let version = std::fs::read_to_string(prefix.join("node_modules/e2b/package.json"))
+            .ok()
+            .and_then(|p| serde_json::from_str::<Value>(&p).ok())
+            .map(|p| p["version"].clone());
+        let node = Command::new("node")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let missing = if !node {
+            Some("Node.js (`node`) is not on the PATH".to_owned())
+        } else if version != Some(json!("2.51.0")) {
+            Some(format!(
+                "the e2b JavaScript SDK 2.51.0 is missing from {}: `cargo xtask e2b-js` installs it",
+                prefix.display()
+            ))
+        } else {
+            None
+        };
+        required(test, missing).then_some(Sdk::Js(prefix))
+    }
+
+    /// The journey for `template`, not yet configured.
+    fn journey(&self, template: &str) -> Command {
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2b");
+        match self {
+            Sdk::Python(python) => {
+                let mut c = Command::new(python);
+                c.arg(scripts.join("journey.py")).arg(template);
+                c
+            }
+            Sdk::Js(prefix) => {
+                let mut c = Command::new("node");
+                c.arg(scripts.join("journey.mjs")).arg(template).arg(prefix);
+                c
+            }
+        }
+    }
+
+    /// The line a journey that passed ends with.
+    fn passed(&self) -> &'static str {
+        match self {
+            Sdk::Python(_) => "e2b journey: 16 steps passed",
+            Sdk::Js(_) => "e2b js journey: 16 steps passed",
+        }
+    }
+}
+
+/// The cargo target directory.
+fn target() -> PathBuf {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(&tmp).to_path_buf()
+}
+
+/// Whether `test` can run: nothing it needs is `missing`. Otherwise it fails under `CI=true`
+/// and says SKIPPED.
+fn required(test: &str, missing: Option<String>) -> bool {
+    let Some(why) = missing else {
+        return true;
+    };
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    assert!(
-        !ci,
-        "{test}: the e2b SDK is missing from {}; `cargo xtask e2b-venv` installs it",
-        venv.display()
-    );
-    eprintln!("SKIPPED {test}: run `cargo xtask e2b-venv` to install the e2b SDK");
-    None
+    assert!(!ci, "{test}: {why}");
+    eprintln!("SKIPPED {test}: {why}");
+    false
 }
 
-fn journey_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2b/journey.py")
-}
-
-/// Runs the journey with the SDK's own settings pointed at `server`; its output.
-fn run_journey(python: &Path, server: &Server, key: &str, template: &str) -> String {
+/// Runs `sdk`'s journey with the SDK's own settings pointed at `server`; its output.
+fn run_journey(sdk: &Sdk, server: &Server, key: &str, template: &str) -> String {
     let door = format!("{}/e2b", server.base);
-    let out = Command::new(python)
-        .arg(journey_script())
-        .arg(template)
+    let out = sdk
+        .journey(template)
         .env("E2B_API_URL", &door)
         .env("E2B_SANDBOX_URL", &door)
         .env("E2B_API_KEY", key)
+        // Python's key check (the JavaScript SDK has none).
         .env("E2B_VALIDATE_API_KEY", "false")
-        // The SDK's defaults, whatever the machine's environment says.
+        // The SDKs' defaults, whatever the machine's environment says.
         .env_remove("E2B_DOMAIN")
         .env_remove("E2B_DEBUG")
         .env_remove("E2B_HTTP_VERSION")
@@ -65,32 +135,24 @@ fn run_journey(python: &Path, server: &Server, key: &str, template: &str) -> Str
             .collect::<Vec<_>>()
             .join("\n")
     );
+    assert!(stdout.contains(sdk.passed()), "{stdout}");
     stdout
 }
 
-#[test]
-fn the_published_e2b_sdk_runs_its_journey_on_local() {
-    let Some(python) = sdk_python("the_published_e2b_sdk_runs_its_journey_on_local") else {
-        return;
-    };
+/// The journey of `sdk` on `local`.
+fn journey_on_local(sdk: &Sdk) {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let config = tmp.path().join("corral.toml");
     std::fs::write(&config, "[providers]\nenabled = [\"local\"]\n").unwrap();
     let server = start(&data, &config, 1);
-    let out = run_journey(&python, &server, &server.first_key(), "base");
-    assert!(out.contains("e2b journey: 16 steps passed"), "{out}");
+    run_journey(sdk, &server, &server.first_key(), "base");
 }
 
-/// The E2B fake runs commands on this machine (its sandboxes are directories), so the
-/// journey's `/home/user` and `/tmp/<run id>` are made here; the run id keeps runs apart.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_published_e2b_sdk_runs_its_journey_through_the_e2b_adapters_fake() {
-    let Some(python) =
-        sdk_python("the_published_e2b_sdk_runs_its_journey_through_the_e2b_adapters_fake")
-    else {
-        return;
-    };
+/// The journey of `sdk` through the E2B adapter's fake. The fake runs commands on this machine
+/// (its sandboxes are directories), so the journey's `/home/user` and `/tmp/<run id>` are made
+/// here; the run id keeps runs apart.
+async fn journey_through_the_e2b_adapters_fake(sdk: Sdk) {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let fake = corral_provider_e2b::fake::Fake::start().await;
@@ -109,14 +171,44 @@ async fn the_published_e2b_sdk_runs_its_journey_through_the_e2b_adapters_fake() 
     let server = start(&data, &config, 1);
     let key = server.first_key();
     set_default_profile(&data, "e2b", corral_provider_e2b::fake::API_KEY, &[]);
-    let out = tokio::task::spawn_blocking(move || {
-        let out = run_journey(&python, &server, &key, "base");
+    tokio::task::spawn_blocking(move || {
+        run_journey(&sdk, &server, &key, "base");
         drop(server);
-        out
     })
     .await
     .unwrap();
-    assert!(out.contains("e2b journey: 16 steps passed"), "{out}");
+}
+
+#[test]
+fn the_published_e2b_sdk_runs_its_journey_on_local() {
+    if let Some(sdk) = Sdk::python("the_published_e2b_sdk_runs_its_journey_on_local") {
+        journey_on_local(&sdk);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_published_e2b_sdk_runs_its_journey_through_the_e2b_adapters_fake() {
+    if let Some(sdk) =
+        Sdk::python("the_published_e2b_sdk_runs_its_journey_through_the_e2b_adapters_fake")
+    {
+        journey_through_the_e2b_adapters_fake(sdk).await;
+    }
+}
+
+#[test]
+fn the_published_e2b_js_sdk_runs_its_journey_on_local() {
+    if let Some(sdk) = Sdk::js("the_published_e2b_js_sdk_runs_its_journey_on_local") {
+        journey_on_local(&sdk);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_published_e2b_js_sdk_runs_its_journey_through_the_e2b_adapters_fake() {
+    if let Some(sdk) =
+        Sdk::js("the_published_e2b_js_sdk_runs_its_journey_through_the_e2b_adapters_fake")
+    {
+        journey_through_the_e2b_adapters_fake(sdk).await;
+    }
 }
 
 /// A small client of the door's control side.
