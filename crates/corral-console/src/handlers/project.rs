@@ -197,7 +197,8 @@ pub(crate) async fn create_key(
                 return redirect(
                     &back,
                     Some(Flash::info(
-                        "A key was already created from this form, so reloading made no other.                          It is shown only once: if you did not copy it, revoke it and create a new one.",
+                        "A key was already created from this form, so reloading made no other. \
+                         It is shown only once: if you did not copy it, revoke it and create a new one.",
                     )),
                 );
             }
