@@ -838,7 +838,9 @@ impl CommandJournal {
     }
 
     /// Moves the stdin count from `before` to `after` (and closes stdin when asked), only if
-    /// it still is `before`: `false` when another write moved it first.
+    /// it still is `before` and stdin was not closed by a write: `false` when another write
+    /// moved it first. A command that ended meanwhile still counts the write its provider
+    /// took (a `cat` ends at the close it was just sent, and its end closes stdin too).
     pub async fn record_stdin(
         &self,
         id: CommandId,
@@ -851,7 +853,7 @@ impl CommandJournal {
         let n = run!(self, |c| {
             let target = cm::table
                 .filter(cm::id.eq(id))
-                .filter(cm::stdin_open.eq(true))
+                .filter(cm::stdin_open.eq(true).or(cm::ended_at.is_not_null()))
                 .filter(cm::stdin_bytes.eq(signed(before)));
             let q = diesel::update(target);
             if close {

@@ -211,6 +211,22 @@ pub(crate) fn sign_in_link(mail: &smtp::Message) -> String {
     body[start..].split_whitespace().next().unwrap().to_owned()
 }
 
+/// On the sign-in page: asks for a link for `email`, then follows the one mailed and confirms
+/// it (the link alone signs nobody in).
+pub(crate) async fn sign_in_by_emailed_link(j: &Journey, b: &webdriver::Session, email: &str) {
+    b.find("#email").await.type_text(email).await;
+    b.find("form[action='/console/sign-in/email'] button")
+        .await
+        .submit()
+        .await;
+    let mail = j
+        .smtp
+        .wait_for_containing(email, "/console/sign-in/verify?token=")
+        .await;
+    b.goto(&sign_in_link(&mail)).await;
+    b.find("#confirm-sign-in").await.submit().await;
+}
+
 /// The done-when, in a real browser: invite → sign in through the emailed link →
 /// accept terms → organization → project → key → E2B profile connected and tested → a
 /// sandbox created with the key over the public API, seen in the console, deleted, seen as a
@@ -481,17 +497,7 @@ async fn journey(j: Journey, shots: PathBuf) {
             .await
             .contains("Sign in with the invited email address")
     );
-    b2.find("#email").await.type_text(teammate).await;
-    b2.find("form[action='/console/sign-in/email'] button")
-        .await
-        .submit()
-        .await;
-    let mail = j
-        .smtp
-        .wait_for_containing(teammate, "/console/sign-in/verify?token=")
-        .await;
-    b2.goto(&sign_in_link(&mail)).await;
-    b2.find("#confirm-sign-in").await.submit().await;
+    sign_in_by_emailed_link(&j, &b2, teammate).await;
     b2.find("#accept-terms").await.submit().await;
     assert!(
         b2.url().await.ends_with("/console/invitations"),

@@ -4,8 +4,8 @@
 //! pins the same fixes over HTTP. Screenshots land in `target/console-screenshots/bugs/`.
 
 use crate::browser::{
-    Journey, browser_or_skip, screenshot_dir, sign_in_and_make_a_local_sandbox, sign_in_link,
-    webdriver,
+    Journey, browser_or_skip, screenshot_dir, sign_in_and_make_a_local_sandbox,
+    sign_in_by_emailed_link, sign_in_link, webdriver,
 };
 
 const ADA: &str = "ada@example.test";
@@ -445,17 +445,7 @@ async fn console_project_bugs_of_issue_26_are_fixed_in_chromium() {
         .await;
     let b2 = driver.session().await;
     b2.goto(&sign_in_link(&invitation)).await;
-    b2.find("#email").await.type_text(GRACE).await;
-    b2.find("form[action='/console/sign-in/email'] button")
-        .await
-        .submit()
-        .await;
-    let mail = j
-        .smtp
-        .wait_for_containing(GRACE, "/console/sign-in/verify?token=")
-        .await;
-    b2.goto(&sign_in_link(&mail)).await;
-    b2.find("#confirm-sign-in").await.submit().await;
+    sign_in_by_emailed_link(&j, &b2, GRACE).await;
     b2.find("#accept-terms").await.submit().await;
     // The invitation page names the organization, the inviter and the role.
     let offer = b2.find("#invitation-offer").await.text().await;

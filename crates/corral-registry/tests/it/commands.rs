@@ -252,6 +252,24 @@ pub(crate) async fn stdin_counts_move_only_from_the_expected_value(db: &TestDb) 
         !j.record_stdin(new.id, 12, 13, false).await.unwrap(),
         "closed"
     );
+
+    // A command that ends between its provider taking a write and the write's record (its
+    // end closes stdin): the write still counts, once.
+    let quick = new_command(project, sandbox, "a");
+    j.insert(quick.clone()).await.unwrap();
+    j.finish(quick.id, Some("a"), CommandState::Exited, Some(0))
+        .await
+        .unwrap();
+    assert!(j.record_stdin(quick.id, 0, 5, true).await.unwrap());
+    assert!(
+        !j.record_stdin(quick.id, 0, 5, true).await.unwrap(),
+        "moved already"
+    );
+    let rec = j.get(project, sandbox, quick.id).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.stdin_bytes, rec.stdin_open, rec.state),
+        (5, false, CommandState::Exited)
+    );
 }
 
 pub(crate) async fn a_kill_reason_decides_the_final_state_and_an_ended_command_stays_ended(

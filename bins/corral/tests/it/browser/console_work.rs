@@ -58,6 +58,11 @@ async fn get(http: &reqwest::Client, j: &Journey, path: &str, cookie: &str) -> r
         .unwrap()
 }
 
+/// The page at `path`, as text.
+async fn page_text(http: &reqwest::Client, j: &Journey, path: &str, cookie: &str) -> String {
+    get(http, j, path, cookie).await.text().await.unwrap()
+}
+
 /// Starts `command` from the sandbox page's form: the command page's path.
 async fn run(http: &reqwest::Client, j: &Journey, w: &Workbench, command: &str) -> String {
     run_with(http, j, w, &[("command", command)]).await
@@ -128,11 +133,7 @@ async fn console_runs_a_command_and_shows_its_output_history_events_and_cost() {
     let http = client();
     let w = workbench(&j, &http, "ada@example.test").await;
 
-    let page = get(&http, &j, &w.page, &w.cookie)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let page = page_text(&http, &j, &w.page, &w.cookie).await;
     assert!(
         page.contains(&format!("action=\"{}/commands\"", w.page))
             && page.contains("id=\"run-command\""),
@@ -173,11 +174,7 @@ async fn console_runs_a_command_and_shows_its_output_history_events_and_cost() {
     assert!(body.contains("data-state=\"exited\""), "{body}");
 
     // The history on the sandbox page: command, state, exit code, a link to its page.
-    let page = get(&http, &j, &w.page, &w.cookie)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let page = page_text(&http, &j, &w.page, &w.cookie).await;
     let history = &page[page.find("id=\"command-history\"").expect("a history")..];
     assert!(history.contains(&format!("href=\"{cmd}\"")), "{history}");
     assert!(
@@ -256,7 +253,7 @@ async fn console_follows_a_running_command_and_a_reload_reattaches() {
         "for i in 1 2 3; do echo line$i; sleep 1; done",
     )
     .await;
-    let body = get(&http, &j, &cmd, &w.cookie).await.text().await.unwrap();
+    let body = page_text(&http, &j, &cmd, &w.cookie).await;
     assert!(
         body.contains(&format!("data-stream=\"{cmd}/output\"")),
         "a running command names its stream: {body}"
@@ -353,16 +350,13 @@ async fn console_writes_and_reads_a_file_and_says_why_not() {
     )
     .await;
     assert_eq!(forged.status(), 403);
-    let after = get(
+    let after = page_text(
         &http,
         &j,
         &format!("{}/files?path=%2Ftmp%2Fforged", w.page),
         &w.cookie,
     )
-    .await
-    .text()
-    .await
-    .unwrap();
+    .await;
     assert!(after.contains("id=\"file-error\""), "{after}");
 }
 
@@ -596,7 +590,7 @@ async fn console_stops_a_running_command_and_deletes_the_sandbox() {
     let http = client();
     let w = workbench(&j, &http, "ada@example.test").await;
     let cmd = run(&http, &j, &w, "sleep 300").await;
-    let body = get(&http, &j, &cmd, &w.cookie).await.text().await.unwrap();
+    let body = page_text(&http, &j, &cmd, &w.cookie).await;
     assert!(body.contains("id=\"command-stop\""), "{body}");
     let signal = format!("{cmd}/signal");
     let forged = post_form(&http, &j, &signal, Some(&w.cookie), "signal=TERM").await;
@@ -624,11 +618,7 @@ async fn console_stops_a_running_command_and_deletes_the_sandbox() {
     let delete = format!("{}/delete", w.page);
     let forged = post_form(&http, &j, &delete, Some(&w.cookie), "").await;
     assert_eq!(forged.status(), 403);
-    let page = get(&http, &j, &w.page, &w.cookie)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let page = page_text(&http, &j, &w.page, &w.cookie).await;
     assert!(page.contains("id=\"confirm-delete\""), "{page}");
     let deleted = post_form(
         &http,
@@ -659,29 +649,21 @@ async fn console_types_to_a_running_command_once_and_closes_its_input() {
     let j = start().await;
     let http = client();
     let w = workbench(&j, &http, "ada@example.test").await;
-    let page = get(&http, &j, &w.page, &w.cookie)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let page = page_text(&http, &j, &w.page, &w.cookie).await;
     assert!(
         page.contains("id=\"run-stdin\""),
         "the stdin choice: {page}"
     );
 
     let plain = run(&http, &j, &w, "sleep 30").await;
-    let body = get(&http, &j, &plain, &w.cookie)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let body = page_text(&http, &j, &plain, &w.cookie).await;
     assert!(
         body.contains("id=\"command-stop\"") && !body.contains("id=\"command-stdin\""),
         "no input form without stdin: {body}"
     );
 
     let cmd = run_with(&http, &j, &w, &[("command", "cat"), ("stdin", "1")]).await;
-    let body = get(&http, &j, &cmd, &w.cookie).await.text().await.unwrap();
+    let body = page_text(&http, &j, &cmd, &w.cookie).await;
     assert!(body.contains("id=\"command-stdin\""), "{body}");
     assert!(
         body.contains("name=\"offset\" value=\"0\""),
@@ -730,16 +712,13 @@ async fn console_types_to_a_running_command_once_and_closes_its_input() {
     assert!(back.contains("stdin is not open"), "{back}");
 
     let acc = w.page.split('/').nth(3).unwrap();
-    let audit = get(
+    let audit = page_text(
         &http,
         &j,
         &format!("/console/accounts/{acc}/audit"),
         &w.cookie,
     )
-    .await
-    .text()
-    .await
-    .unwrap();
+    .await;
     assert!(audit.contains("command.stdin"), "{audit}");
     assert!(!audit.contains("secret words"), "never the input: {audit}");
 }
@@ -751,11 +730,7 @@ async fn console_sandbox_page_follows_its_lifecycle_events() {
     let j = start().await;
     let http = client();
     let w = workbench(&j, &http, "ada@example.test").await;
-    let body = get(&http, &j, &w.page, &w.cookie)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let body = page_text(&http, &j, &w.page, &w.cookie).await;
     let stream = format!("{}/events", w.page);
     assert!(
         body.contains(&format!("data-events=\"{stream}\"")),
@@ -807,11 +782,7 @@ async fn console_sandbox_page_follows_its_lifecycle_events() {
         "only what followed {after}: {seen}"
     );
     // A tombstone's page follows nothing.
-    let body = get(&http, &j, &w.page, &w.cookie)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let body = page_text(&http, &j, &w.page, &w.cookie).await;
     assert!(!body.contains("data-events="), "{body}");
 }
 
@@ -861,11 +832,7 @@ async fn console_audit_log_links_targets_and_filters_by_actor_and_action() {
     let cmd = run(&http, &j, &w, "echo secret-looking-text").await;
     let account = w.page.split('/').nth(3).unwrap().to_owned();
     let audit = format!("/console/accounts/{account}/audit");
-    let body = get(&http, &j, &audit, &w.cookie)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let body = page_text(&http, &j, &audit, &w.cookie).await;
     assert!(body.contains("<code>command.start</code>"), "{body}");
     assert!(body.contains("<code>key.create</code>"), "{body}");
     assert!(
@@ -882,32 +849,26 @@ async fn console_audit_log_links_targets_and_filters_by_actor_and_action() {
         "the project by name, linked: {body}"
     );
     assert!(body.contains("id=\"audit-filter\""), "{body}");
-    let only = get(
+    let only = page_text(
         &http,
         &j,
         &format!("{audit}?action=command.start"),
         &w.cookie,
     )
-    .await
-    .text()
-    .await
-    .unwrap();
+    .await;
     assert!(only.contains("<code>command.start</code>"), "{only}");
     assert!(!only.contains("<code>key.create</code>"), "{only}");
     assert!(
         only.contains("<option value=\"command.start\" selected>"),
         "{only}"
     );
-    let nobody = get(
+    let nobody = page_text(
         &http,
         &j,
         &format!("{audit}?actor=someone%40else.test"),
         &w.cookie,
     )
-    .await
-    .text()
-    .await
-    .unwrap();
+    .await;
     assert!(nobody.contains("id=\"audit-no-match\""), "{nobody}");
 }
 
