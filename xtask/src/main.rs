@@ -5,6 +5,8 @@
 //!   whole test suite (nextest), the pure crates' doc examples, then `schemathesis`. This is
 //!   the README's test command; `.ci/run` calls it after setting up PostgreSQL and Python.
 //!   Between the tests and Schemathesis, `mcp`; before the tests, `e2b-venv` and `e2b-js`.
+//!   Before and after it all, the disks of `local` sandboxes that tests left mounted after
+//!   their data was deleted are unmounted (`strays.rs`; alone: `cargo xtask strays`).
 //! - `cargo xtask e2b-venv`, `cargo xtask e2b-js`: the published E2B Python SDK in
 //!   `target/e2b-venv` and JavaScript SDK in `target/e2b-js`, which the E2B front door's
 //!   journey tests run (see `e2b.rs`).
@@ -41,6 +43,7 @@ mod mcp;
 mod modcycles;
 mod postgres;
 mod schemathesis;
+mod strays;
 
 fn main() -> ExitCode {
     // The `local` bench's sandboxes use this executable as their init.
@@ -54,13 +57,17 @@ fn main() -> ExitCode {
         Some("mcp") => mcp::mcp(),
         Some("e2b-venv") => e2b::venv().map(|_| ()),
         Some("e2b-js") => e2b::js().map(|_| ()),
+        Some("strays") => {
+            strays::unmount();
+            Ok(())
+        }
         Some("openapi") => openapi(),
         Some("openapi-lint") => openapi_lint(),
         Some("schemathesis") => schemathesis::schemathesis(&args[1..]),
         Some("load") => load(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|deps|bench|e2b-venv|e2b-js|fuzz|load|mcp|openapi|openapi-lint|schemathesis>"
+                "usage: cargo xtask <ci|deps|bench|e2b-venv|e2b-js|fuzz|load|mcp|openapi|openapi-lint|schemathesis|strays>"
             );
             return ExitCode::from(2);
         }
@@ -154,6 +161,15 @@ pub(crate) fn cargo() -> String {
 }
 
 fn ci() -> Result<(), String> {
+    // Before and after, whatever the outcome: `local` sandboxes tests left mounted would
+    // otherwise fill the disk run by run (see `strays.rs`).
+    strays::unmount();
+    let result = ci_steps();
+    strays::unmount();
+    result
+}
+
+fn ci_steps() -> Result<(), String> {
     let cargo = cargo();
     deps()?;
     run(&cargo, &["fmt", "--all", "--", "--check"])?;

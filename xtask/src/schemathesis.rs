@@ -116,11 +116,13 @@ impl Drop for Server {
     }
 }
 
-/// A directory removed when dropped.
+/// A server's data directory, removed when dropped (after its server): the disks of the
+/// `local` sandboxes the run left are unmounted first, or their blocks would stay used.
 struct TempDir(PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        crate::strays::unmount_under(&self.0);
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
