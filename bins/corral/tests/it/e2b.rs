@@ -219,6 +219,18 @@ struct Door {
 }
 
 impl Door {
+    /// The door of `server`, with its first key.
+    fn new(server: &Server) -> Self {
+        Door {
+            client: Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+            base: server.base.clone(),
+            key: server.first_key(),
+        }
+    }
+
     async fn call(
         &self,
         method: reqwest::Method,
@@ -292,14 +304,7 @@ fn local_server(tmp: &Path, extra: &str) -> Server {
 async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_forms() {
     let tmp = tempfile::tempdir().unwrap();
     let server = local_server(tmp.path(), "");
-    let door = Door {
-        client: Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap(),
-        base: server.base.clone(),
-        key: server.first_key(),
-    };
+    let door = Door::new(&server);
     let a = door
         .create(json!({"templateID": "base", "metadata": {"n": "a"}}))
         .await;
@@ -522,14 +527,7 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
 async fn a_sandbox_past_its_e2b_timeout_is_ended_and_set_timeout_moves_the_end() {
     let tmp = tempfile::tempdir().unwrap();
     let server = local_server(tmp.path(), "");
-    let door = Door {
-        client: Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap(),
-        base: server.base.clone(),
-        key: server.first_key(),
-    };
+    let door = Door::new(&server);
     let short = door
         .create(json!({"templateID": "base", "timeout": 2}))
         .await;
@@ -600,14 +598,7 @@ async fn a_projects_own_template_decides_where_an_e2b_create_is_made() {
     let tmp = tempfile::tempdir().unwrap();
     let server = local_server(tmp.path(), "");
     let data = tmp.path().join("data");
-    let door = Door {
-        client: Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap(),
-        base: server.base.clone(),
-        key: server.first_key(),
-    };
+    let door = Door::new(&server);
     let create = |template: &'static str| {
         let door = &door;
         async move {
