@@ -277,6 +277,10 @@ pub struct ProviderCapabilities {
     pub supports_delete: bool,
     /// What commands as durable jobs can do on this provider.
     pub commands: CommandCapabilities,
+    /// What a stop, a snapshot and the idle stop keep and how they are done (alongside the
+    /// `supports*` flags, which say whether they can be done at all).
+    #[serde(default)]
+    pub lifecycle: LifecycleCapabilities,
     /// The images a create may name, where the provider lists them (`local`: the images the
     /// operator configured); absent where any name the provider knows may be given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -337,8 +341,44 @@ impl ProviderCapabilities {
         for rate in &self.pricing.rates {
             rate.check()?;
         }
+        let l = &self.lifecycle;
+        if l.stop_keeps_memory && !self.supports_explicit_stop {
+            return Err(
+                "lifecycle.stopKeepsMemory is set but supportsExplicitStop is false".into(),
+            );
+        }
+        if l.native_idle_stop && !self.supports_explicit_stop {
+            return Err("lifecycle.nativeIdleStop is set but supportsExplicitStop is false".into());
+        }
+        if l.snapshot_keeps_memory && !self.supports_snapshots {
+            return Err(
+                "lifecycle.snapshotKeepsMemory is set but supportsSnapshots is false".into(),
+            );
+        }
         Ok(())
     }
+
+    /// Whether `POST /v1/sandboxes/{id}/fork` works here: a fork is a snapshot restored into
+    /// each copy.
+    pub const fn supports_fork(&self) -> bool {
+        self.supports_snapshots && self.supports_restore
+    }
+}
+
+/// The details of a provider's lifecycle operations that clients choose by (part of each
+/// `GET /v1/providers` entry). Every flag is `false` where the operation itself is unsupported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct LifecycleCapabilities {
+    /// Whether a stopped sandbox resumes with its processes and memory (a pause), not only
+    /// its files.
+    pub stop_keeps_memory: bool,
+    /// Whether a snapshot holds memory and processes as well as the filesystem.
+    pub snapshot_keeps_memory: bool,
+    /// Whether `idleStopSeconds` is handed to the provider's own auto-stop (otherwise Corral's
+    /// idle sweep stops the sandbox).
+    pub native_idle_stop: bool,
 }
 
 /// A signal a client may send to a running command. Each provider advertises the ones it can

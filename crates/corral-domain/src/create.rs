@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::capabilities::{ImageMode, ProviderCapabilities, TimeoutMode};
+use crate::id::SnapshotId;
 use crate::input::InputError;
 use crate::provider::Provider;
 
@@ -61,6 +62,22 @@ pub struct StandardCreate {
         deserialize_with = "whole_number"
     )]
     pub timeout: Option<u64>,
+    /// Restore: the new sandbox's filesystem is this snapshot's (same provider; `image` must
+    /// be absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotId>,
+    /// A command, exec or file call on the stopped sandbox resumes it first (instead of
+    /// `sandbox_stopped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_resume: Option<bool>,
+    /// Corral stops the sandbox after this many seconds without command, exec or file
+    /// activity (the provider's own auto-stop where it has one).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    pub idle_stop_seconds: Option<u64>,
 }
 
 /// Create fields for Fly Machines, which needs an app to place the machine in.
@@ -83,6 +100,22 @@ pub struct FlyCreate {
     /// The Fly region, e.g. `iad`; the provider picks one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// Restore: the new sandbox's filesystem is this snapshot's (same provider; `image` must
+    /// be absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotId>,
+    /// A command, exec or file call on the stopped sandbox resumes it first (instead of
+    /// `sandbox_stopped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_resume: Option<bool>,
+    /// Corral stops the sandbox after this many seconds without command, exec or file
+    /// activity (the provider's own auto-stop where it has one).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    pub idle_stop_seconds: Option<u64>,
 }
 
 /// Create fields for `local`: image and lifetime, and a network of the sandbox's own.
@@ -103,6 +136,22 @@ pub struct LocalCreate {
     /// link-local or private ranges); refused where the operator allows none. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
+    /// Restore: the new sandbox's filesystem is this snapshot's (same provider; `image` must
+    /// be absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotId>,
+    /// A command, exec or file call on the stopped sandbox resumes it first (instead of
+    /// `sandbox_stopped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_resume: Option<bool>,
+    /// Corral stops the sandbox after this many seconds without command, exec or file
+    /// activity (the provider's own auto-stop where it has one).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    pub idle_stop_seconds: Option<u64>,
 }
 
 /// `POST /v1/sandboxes` body: a union discriminated by `provider`, one variant per provider.
@@ -128,7 +177,11 @@ pub enum CreateSandboxRequest {
 impl CreateSandboxRequest {
     /// A request with only image and timeout, for any provider.
     pub fn standard(provider: Provider, image: Option<String>, timeout: Option<u64>) -> Self {
-        let s = StandardCreate { image, timeout };
+        let s = StandardCreate {
+            image,
+            timeout,
+            ..StandardCreate::default()
+        };
         match provider {
             Provider::E2b => Self::E2b(s),
             Provider::Daytona => Self::Daytona(s),
@@ -149,7 +202,7 @@ impl CreateSandboxRequest {
             Provider::Local => Self::Local(LocalCreate {
                 image: s.image,
                 timeout: s.timeout,
-                network: None,
+                ..LocalCreate::default()
             }),
         }
     }
@@ -189,6 +242,69 @@ impl CreateSandboxRequest {
             | Self::Modal(s)
             | Self::Deno(s) => (s.image.as_deref(), s.timeout),
         }
+    }
+
+    fn lifecycle(&self) -> (Option<SnapshotId>, Option<bool>, Option<u64>) {
+        match self {
+            Self::Fly(f) => (f.snapshot, f.auto_resume, f.idle_stop_seconds),
+            Self::Local(l) => (l.snapshot, l.auto_resume, l.idle_stop_seconds),
+            Self::E2b(s)
+            | Self::Daytona(s)
+            | Self::Vercel(s)
+            | Self::Runloop(s)
+            | Self::Together(s)
+            | Self::Morph(s)
+            | Self::Blaxel(s)
+            | Self::Sprites(s)
+            | Self::Cloudflare(s)
+            | Self::Modal(s)
+            | Self::Deno(s) => (s.snapshot, s.auto_resume, s.idle_stop_seconds),
+        }
+    }
+
+    /// The snapshot to restore from, if any.
+    pub fn snapshot(&self) -> Option<SnapshotId> {
+        self.lifecycle().0
+    }
+
+    /// Whether calls on the stopped sandbox resume it first.
+    pub fn auto_resume(&self) -> bool {
+        self.lifecycle().1.unwrap_or(false)
+    }
+
+    /// Seconds without activity after which Corral stops the sandbox, if asked for.
+    pub fn idle_stop_seconds(&self) -> Option<u64> {
+        self.lifecycle().2
+    }
+
+    /// The same request restoring `snapshot` (a fork's copies), with no image.
+    pub fn restoring(&self, snapshot: SnapshotId) -> Self {
+        let mut out = self.clone();
+        match &mut out {
+            Self::Fly(f) => {
+                f.snapshot = Some(snapshot);
+                f.image = None;
+            }
+            Self::Local(l) => {
+                l.snapshot = Some(snapshot);
+                l.image = None;
+            }
+            Self::E2b(s)
+            | Self::Daytona(s)
+            | Self::Vercel(s)
+            | Self::Runloop(s)
+            | Self::Together(s)
+            | Self::Morph(s)
+            | Self::Blaxel(s)
+            | Self::Sprites(s)
+            | Self::Cloudflare(s)
+            | Self::Modal(s)
+            | Self::Deno(s) => {
+                s.snapshot = Some(snapshot);
+                s.image = None;
+            }
+        }
+        out
     }
 
     /// The requested image, if any.
@@ -246,6 +362,65 @@ impl CreateSandboxRequest {
         }
         if let Some(timeout) = self.timeout() {
             check_timeout(provider, caps, timeout)?;
+        }
+        self.validate_lifecycle(caps)
+    }
+
+    /// The lifecycle fields against the capabilities: each needs the operation it relies on.
+    fn validate_lifecycle(&self, caps: &ProviderCapabilities) -> Result<(), InputError> {
+        let provider = caps.provider;
+        let (snapshot, auto_resume, idle) = self.lifecycle();
+        if let Some(snapshot) = snapshot {
+            if !caps.supports_restore {
+                return Err(InputError::unsupported(
+                    "snapshot",
+                    format!(
+                        "provider `{provider}` cannot restore a snapshot (supportsRestore false)"
+                    ),
+                ));
+            }
+            if snapshot.provider() != provider {
+                return Err(InputError::provider_mismatch(
+                    "snapshot",
+                    format!(
+                        "snapshot `{snapshot}` is on provider `{}`; a restore makes its sandbox on the snapshot's provider",
+                        snapshot.provider()
+                    ),
+                ));
+            }
+            if self.image().is_some() {
+                return Err(InputError::provider_mismatch(
+                    "image",
+                    "`image` must be absent when restoring a snapshot: the sandbox starts from the snapshot's filesystem",
+                ));
+            }
+        }
+        let needs_stop = auto_resume == Some(true) || idle.is_some();
+        if needs_stop && !caps.supports_explicit_stop {
+            let field = if idle.is_some() {
+                "idleStopSeconds"
+            } else {
+                "autoResume"
+            };
+            return Err(InputError::unsupported(
+                field,
+                format!(
+                    "provider `{provider}` cannot stop and resume a sandbox (supportsExplicitStop false)"
+                ),
+            ));
+        }
+        if let Some(idle) = idle
+            && !(crate::limits::MIN_IDLE_STOP_SECONDS..=crate::limits::MAX_IDLE_STOP_SECONDS)
+                .contains(&idle)
+        {
+            return Err(InputError::invalid(
+                "idleStopSeconds",
+                format!(
+                    "`idleStopSeconds` must be from {} to {}",
+                    crate::limits::MIN_IDLE_STOP_SECONDS,
+                    crate::limits::MAX_IDLE_STOP_SECONDS
+                ),
+            ));
         }
         Ok(())
     }

@@ -66,7 +66,7 @@ impl fmt::Display for SandboxId {
 /// Why a text is not a Corral id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseIdError {
-    /// The fixed prefix (`sbx_`, `op_` or `cmd_`) is missing.
+    /// The fixed prefix (`sbx_`, `snp_`, `op_` or `cmd_`) is missing.
     Prefix,
     /// The provider segment names no provider.
     UnknownProvider,
@@ -91,6 +91,69 @@ impl FromStr for SandboxId {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let rest = s.strip_prefix("sbx_").ok_or(ParseIdError::Prefix)?;
+        let (provider, payload) = rest.split_once('_').ok_or(ParseIdError::Prefix)?;
+        let provider = provider
+            .parse::<Provider>()
+            .map_err(|_| ParseIdError::UnknownProvider)?;
+        Ok(Self {
+            provider,
+            ulid: parse_lower_ulid(payload)?,
+        })
+    }
+}
+
+/// A regular expression matching exactly the strings that parse as a [`SnapshotId`]:
+/// `snp_<provider>_<ulid>` with a known provider (anchored).
+pub fn snapshot_id_pattern() -> String {
+    let providers: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+    format!("^snp_({})_{ULID_PATTERN}$", providers.join("|"))
+}
+
+/// An opaque, project-scoped snapshot id: `snp_<provider>_<ulid>`, shaped like a
+/// [`SandboxId`] (the provider visible, the payload random), so a restore can be checked
+/// against the provider it names before any provider call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SnapshotId {
+    provider: Provider,
+    ulid: Ulid,
+}
+
+impl SnapshotId {
+    /// A fresh id for a snapshot on `provider`.
+    pub fn new(provider: Provider) -> Self {
+        Self {
+            provider,
+            ulid: Ulid::generate(),
+        }
+    }
+
+    /// Builds an id from its parts (for tests and for the registry).
+    pub const fn from_parts(provider: Provider, ulid: Ulid) -> Self {
+        Self { provider, ulid }
+    }
+
+    /// The provider holding the snapshot.
+    pub const fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// The random payload.
+    pub const fn ulid(&self) -> Ulid {
+        self.ulid
+    }
+}
+
+impl fmt::Display for SnapshotId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "snp_{}_{}", self.provider, lower_ulid(self.ulid))
+    }
+}
+
+impl FromStr for SnapshotId {
+    type Err = ParseIdError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let rest = s.strip_prefix("snp_").ok_or(ParseIdError::Prefix)?;
         let (provider, payload) = rest.split_once('_').ok_or(ParseIdError::Prefix)?;
         let provider = provider
             .parse::<Provider>()
@@ -220,6 +283,7 @@ macro_rules! string_serde {
 string_serde!(SandboxId, "sandbox id");
 string_serde!(OperationId, "operation id");
 string_serde!(CommandId, "command id");
+string_serde!(SnapshotId, "snapshot id");
 
 #[cfg(test)]
 mod tests {
@@ -236,6 +300,16 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn snapshot_id_round_trips_and_is_not_a_sandbox_id(p in any_provider(), u in any_ulid()) {
+            let id = SnapshotId::from_parts(p, u);
+            let text = id.to_string();
+            let prefix = format!("snp_{p}_");
+            prop_assert!(text.starts_with(&prefix));
+            prop_assert_eq!(text.parse::<SnapshotId>().unwrap(), id);
+            prop_assert!(text.parse::<SandboxId>().is_err());
+        }
+
         #[test]
         fn sandbox_id_round_trips(p in any_provider(), u in any_ulid()) {
             let id = SandboxId::from_parts(p, u);

@@ -23,11 +23,43 @@ pub enum InputError {
         /// What is wrong with it.
         message: String,
     },
+    /// The field asks for an operation the provider's capabilities say it lacks (becomes
+    /// `capability_unsupported`).
+    Unsupported {
+        /// The offending field.
+        field: &'static str,
+        /// Which capability is missing, naming the provider.
+        message: String,
+    },
+    /// The field names a resource of another provider, or one the provider cannot combine
+    /// with the rest of the request (becomes `provider_invalid_request`).
+    ProviderMismatch {
+        /// The offending field.
+        field: &'static str,
+        /// What does not match.
+        message: String,
+    },
 }
 
 impl InputError {
     pub(crate) fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         InputError::Invalid {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+impl InputError {
+    pub(crate) fn unsupported(field: &'static str, message: impl Into<String>) -> Self {
+        InputError::Unsupported {
+            field,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn provider_mismatch(field: &'static str, message: impl Into<String>) -> Self {
+        InputError::ProviderMismatch {
             field,
             message: message.into(),
         }
@@ -41,7 +73,9 @@ impl fmt::Display for InputError {
             InputError::TooLarge { field, limit } => {
                 write!(f, "`{field}` exceeds the limit of {limit} bytes")
             }
-            InputError::BadContent { message } => f.write_str(message),
+            InputError::BadContent { message }
+            | InputError::Unsupported { message, .. }
+            | InputError::ProviderMismatch { message, .. } => f.write_str(message),
         }
     }
 }

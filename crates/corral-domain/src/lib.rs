@@ -29,14 +29,16 @@ mod money;
 pub mod openapi;
 mod provider;
 mod sandbox;
+mod snapshot;
 pub mod sse;
 mod status;
 pub mod usage;
 mod webhook;
 
 pub use capabilities::{
-    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, PricingRate,
-    ProviderCapabilities, ProviderCatalog, RateUnit, SandboxSize, Signal, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, LifecycleCapabilities, OutputStreams,
+    PricingEvidence, PricingRate, ProviderCapabilities, ProviderCatalog, RateUnit, SandboxSize,
+    Signal, TimeoutMode,
 };
 pub use command::{
     Command, CommandPage, CommandState, MAX_STDIN_BYTES, MAX_TAG_BYTES, OutputEvent, OutputPage,
@@ -47,10 +49,16 @@ pub use create::{CreateSandboxRequest, FlyCreate, LocalCreate, StandardCreate};
 pub use event::{EventPage, EventType, LifecycleEvent, reason as event_reason};
 pub use exec::{CommandResult, RunCommandInput};
 pub use files::{FileEncoding, ReadFileInput, ReadFileResult, WriteFileInput, WriteFileResult};
-pub use id::{CommandId, OperationId, ParseIdError, SandboxId, ULID_PATTERN, sandbox_id_pattern};
+pub use id::{
+    CommandId, OperationId, ParseIdError, SandboxId, SnapshotId, ULID_PATTERN, sandbox_id_pattern,
+    snapshot_id_pattern,
+};
 pub use input::InputError;
 pub use provider::{ParseProviderError, Provider};
 pub use sandbox::{Sandbox, SandboxListItem, SandboxMetadata, SandboxPage};
+pub use snapshot::{
+    CreateSnapshotInput, ForkInput, ForkResult, Snapshot, SnapshotPage, SnapshotStatus,
+};
 pub use status::SandboxStatus;
 pub use usage::{CostAmount, SandboxUsage, UsageReport, UsageRow};
 pub use webhook::{

@@ -21,3 +21,13 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// Default of the largest `timeoutSeconds` a command started as a durable job may ask for
 /// (the server's `[commands] max_timeout_seconds`): a day.
 pub const DEFAULT_MAX_COMMAND_TIMEOUT_SECONDS: u64 = 24 * 60 * 60;
+
+/// Shortest accepted `idleStopSeconds`: a minute (an idle check every few seconds would stop
+/// a sandbox between two calls of one client).
+pub const MIN_IDLE_STOP_SECONDS: u64 = 60;
+/// Longest accepted `idleStopSeconds`: 30 days.
+pub const MAX_IDLE_STOP_SECONDS: u64 = 30 * 24 * 60 * 60;
+/// Most copies one fork makes (each is a create at the provider).
+pub const MAX_FORK_COUNT: u32 = 10;
+/// Longest snapshot `name`, in characters.
+pub const MAX_SNAPSHOT_NAME_CHARS: usize = 128;

@@ -19,7 +19,10 @@ use crate::command::{MAX_TAG_BYTES, SignalInput, StartCommandInput, StdinInput};
 use crate::create::{CreateSandboxRequest, MAX_IMAGE_LEN};
 use crate::exec::RunCommandInput;
 use crate::files::{ReadFileInput, WriteFileInput};
-use crate::id::{CommandId, OperationId, SandboxId, ULID_PATTERN, sandbox_id_pattern};
+use crate::id::{
+    CommandId, OperationId, SandboxId, SnapshotId, ULID_PATTERN, sandbox_id_pattern,
+    snapshot_id_pattern,
+};
 use crate::provider::Provider;
 
 /// A string without NUL, at least one character: paths, `cwd`, `command`.
@@ -66,6 +69,17 @@ impl PartialSchema for SandboxId {
     }
 }
 impl ToSchema for SandboxId {}
+
+impl PartialSchema for SnapshotId {
+    fn schema() -> RefOr<Schema> {
+        string(
+            &snapshot_id_pattern(),
+            "Opaque project-scoped snapshot id: `snp_<provider>_<ulid>`, the ULID in lowercase Crockford base32.",
+        )
+        .into()
+    }
+}
+impl ToSchema for SnapshotId {}
 
 impl PartialSchema for OperationId {
     fn schema() -> RefOr<Schema> {
@@ -405,6 +419,36 @@ fn create_variant(caps: &ProviderCapabilities) -> Object {
                 "A guarded network of the sandbox's own (the outside world; never the host's loopback, link-local or private ranges); refused where the operator allows none. Default false.",
             )),
         );
+    }
+    if caps.supports_restore {
+        b = b.property(
+            "snapshot",
+            nullable(
+                string(
+                    &snapshot_id_pattern(),
+                    "Restore: the new sandbox's filesystem is this snapshot's (one of this provider's; `image` must be absent).",
+                ),
+                Type::String,
+            ),
+        );
+    }
+    if caps.supports_explicit_stop {
+        b = b
+            .property(
+                "autoResume",
+                nullable(ObjectBuilder::new(), Type::Boolean).description(Some(
+                    "Calls on the stopped sandbox resume it first instead of answering `sandbox_stopped`. Default false.",
+                )),
+            )
+            .property(
+                "idleStopSeconds",
+                nullable(ObjectBuilder::new(), Type::Integer)
+                    .minimum(Some(crate::limits::MIN_IDLE_STOP_SECONDS as f64))
+                    .maximum(Some(crate::limits::MAX_IDLE_STOP_SECONDS as f64))
+                    .description(Some(
+                        "Stop the sandbox after this many seconds without command, exec or file activity (reason `idle`).",
+                    )),
+            );
     }
     if p == Provider::Fly {
         for (field, what) in [

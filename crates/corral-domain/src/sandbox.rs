@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Timestamp;
 use crate::context::CredentialSource;
-use crate::id::{OperationId, SandboxId};
+use crate::id::{OperationId, SandboxId, SnapshotId};
 use crate::provider::Provider;
 use crate::status::SandboxStatus;
 
@@ -62,6 +62,15 @@ pub struct Sandbox {
     )]
     #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
     pub deleted_at: Option<Timestamp>,
+    /// Calls on the stopped sandbox resume it first (`autoResume` at create).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_resume: bool,
+    /// Seconds without activity after which Corral stops it (`idleStopSeconds` at create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_stop_seconds: Option<u64>,
+    /// The snapshot it was restored (or forked) from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<SnapshotId>,
 }
 
 /// One registry record in a list page: cached status, timestamps and deletion history.
@@ -93,6 +102,15 @@ pub struct SandboxListItem {
     #[serde(default, with = "crate::wire_time::option")]
     #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
     pub deleted_at: Option<Timestamp>,
+    /// Calls on the stopped sandbox resume it first (`autoResume` at create).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_resume: bool,
+    /// Seconds without activity after which Corral stops it (`idleStopSeconds` at create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_stop_seconds: Option<u64>,
+    /// The snapshot it was restored (or forked) from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<SnapshotId>,
 }
 
 /// A page of the registry, newest first.

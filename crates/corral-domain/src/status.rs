@@ -9,11 +9,15 @@ use serde::{Deserialize, Serialize};
 pub enum SandboxStatus {
     /// Accepted; the provider has not reported it ready yet.
     Creating,
+    /// Resuming after a stop: the provider is bringing it back.
+    Starting,
     /// Ready for commands.
     Running,
     /// Asleep, standby or hibernated; resumes on use.
     Paused,
-    /// Explicitly stopped.
+    /// A stop was asked for and the provider is still stopping it.
+    Stopping,
+    /// Stopped: nothing runs and its files are kept; `resume` brings it back.
     Stopped,
     /// The provider reports it broken.
     Failed,
@@ -25,10 +29,12 @@ pub enum SandboxStatus {
 
 impl SandboxStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [SandboxStatus; 7] = [
+    pub const ALL: [SandboxStatus; 9] = [
         SandboxStatus::Creating,
+        SandboxStatus::Starting,
         SandboxStatus::Running,
         SandboxStatus::Paused,
+        SandboxStatus::Stopping,
         SandboxStatus::Stopped,
         SandboxStatus::Failed,
         SandboxStatus::Expired,
@@ -39,8 +45,10 @@ impl SandboxStatus {
     pub const fn as_str(self) -> &'static str {
         match self {
             SandboxStatus::Creating => "creating",
+            SandboxStatus::Starting => "starting",
             SandboxStatus::Running => "running",
             SandboxStatus::Paused => "paused",
+            SandboxStatus::Stopping => "stopping",
             SandboxStatus::Stopped => "stopped",
             SandboxStatus::Failed => "failed",
             SandboxStatus::Expired => "expired",
@@ -56,6 +64,12 @@ impl SandboxStatus {
     /// Whether the sandbox can never run again (no provider call can change it).
     pub const fn is_terminal(self) -> bool {
         matches!(self, SandboxStatus::Expired | SandboxStatus::Deleted)
+    }
+
+    /// Whether the sandbox is stopped or on its way there: commands, exec and files are
+    /// refused (`sandbox_stopped`) unless it resumes first.
+    pub const fn is_stopped(self) -> bool {
+        matches!(self, SandboxStatus::Stopping | SandboxStatus::Stopped)
     }
 }
 

@@ -47,6 +47,7 @@ fn metadata() -> SandboxMetadata {
 
 fn caps(provider: Provider) -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: Default::default(),
         provider,
         display_name: "Test".into(),
         pricing: PricingEvidence {
@@ -77,6 +78,9 @@ fn caps(provider: Provider) -> ProviderCapabilities {
 #[test]
 fn sandbox_uses_spec_field_names() {
     let sandbox = Sandbox {
+        auto_resume: false,
+        idle_stop_seconds: None,
+        snapshot_id: None,
         id: SandboxId::new(Provider::E2b),
         provider: Provider::E2b,
         status: SandboxStatus::Creating,
@@ -106,6 +110,9 @@ fn sandbox_uses_spec_field_names() {
 #[test]
 fn list_item_and_page_use_spec_field_names_and_null_cursor() {
     let item = SandboxListItem {
+        auto_resume: false,
+        idle_stop_seconds: None,
+        snapshot_id: None,
         id: SandboxId::new(Provider::Local),
         provider: Provider::Local,
         status: SandboxStatus::Deleted,
@@ -142,6 +149,9 @@ fn list_item_and_page_use_spec_field_names_and_null_cursor() {
 #[test]
 fn timestamps_have_one_spelling_with_milliseconds() {
     let at = |s: &str| Sandbox {
+        auto_resume: false,
+        idle_stop_seconds: None,
+        snapshot_id: None,
         id: SandboxId::new(Provider::Local),
         provider: Provider::Local,
         status: SandboxStatus::Running,
@@ -224,7 +234,7 @@ fn file_types_use_spec_field_names() {
 }
 
 #[test]
-fn capabilities_have_all_fourteen_spec_fields_plus_name_pricing_and_commands() {
+fn capabilities_have_all_fourteen_spec_fields_plus_name_pricing_commands_and_lifecycle() {
     let c = caps(Provider::E2b);
     round_trip(
         &c,
@@ -246,6 +256,7 @@ fn capabilities_have_all_fourteen_spec_fields_plus_name_pricing_and_commands() {
             "displayName",
             "pricing",
             "commands",
+            "lifecycle",
         ],
     );
     let json = serde_json::to_value(&c).unwrap();
@@ -356,6 +367,9 @@ fn create_request_is_a_union_discriminated_by_provider() {
     assert_eq!(
         fly,
         CreateSandboxRequest::Fly(FlyCreate {
+            snapshot: None,
+            auto_resume: None,
+            idle_stop_seconds: None,
             image: Some("nginx".into()),
             timeout: None,
             app: Some("my-app".into()),

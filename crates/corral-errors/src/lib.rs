@@ -103,6 +103,12 @@ error_codes! {
     AccountDeleting = ("account_deleting", retryable: false, http: 409),
     /// No sandbox visible to the project matches the ID.
     SandboxNotFound = ("sandbox_not_found", retryable: false, http: 404),
+    /// The sandbox is stopped and was not made with `autoResume`: resume it first.
+    SandboxStopped = ("sandbox_stopped", retryable: false, http: 409),
+    /// No snapshot visible to the project matches the ID.
+    SnapshotNotFound = ("snapshot_not_found", retryable: false, http: 404),
+    /// The provider cannot do this operation (its catalog entry says so).
+    CapabilityUnsupported = ("capability_unsupported", retryable: false, http: 422),
     /// Rate limit of the service or a provider exceeded.
     RateLimited = ("rate_limited", retryable: true, http: 429),
     /// Provider or customer-owned bridge temporarily unavailable.

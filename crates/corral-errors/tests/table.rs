@@ -32,6 +32,10 @@ const TABLE: &[(&str, bool, u16)] = &[
     ("personal_account_immutable", false, 403),
     ("account_deleting", false, 409),
     ("sandbox_not_found", false, 404),
+    // Extensions beside the spec's set (docs/api.md): the sandbox lifecycle.
+    ("sandbox_stopped", false, 409),
+    ("snapshot_not_found", false, 404),
+    ("capability_unsupported", false, 422),
     ("rate_limited", true, 429),
     ("provider_unavailable", true, 503),
     ("provider_error", false, 502),
@@ -44,9 +48,9 @@ const TABLE: &[(&str, bool, u16)] = &[
 ];
 
 #[test]
-fn the_table_has_exactly_the_thirty_four_codes_of_set_v3() {
-    assert_eq!(TABLE.len(), 34);
-    assert_eq!(ErrorCode::ALL.len(), 34);
+fn the_table_has_exactly_the_thirty_four_codes_of_set_v3_and_the_three_lifecycle_codes() {
+    assert_eq!(TABLE.len(), 37);
+    assert_eq!(ErrorCode::ALL.len(), 37);
     let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
     let pinned: Vec<&str> = TABLE.iter().map(|r| r.0).collect();
     assert_eq!(codes, pinned);

@@ -13,6 +13,7 @@ const READ_ON: &str = "2026-10-07";
 /// What Blaxel can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Blaxel,
         display_name: "Blaxel".into(),
         pricing: PricingEvidence {
@@ -54,8 +55,8 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_explicit_stop: false,
         // `POST /v0/sandboxes/{name}/snapshots`, restored with `…/fork` (not exposed by Corral
         // yet).
-        supports_snapshots: true,
-        supports_restore: true,
+        supports_snapshots: false,
+        supports_restore: false,
         supports_delete: true,
         // The process API (`commands.rs`): no stdin (processes get none), stop (SIGTERM) and
         // kill (SIGKILL), a log stream that replays from the start.

@@ -13,6 +13,7 @@ const READ_ON: &str = "2026-08-22";
 /// What the `cloudflare` bridge kind can do through Corral's bridge contract.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Cloudflare,
         display_name: "Cloudflare Sandbox (bridge)".into(),
         pricing: PricingEvidence {

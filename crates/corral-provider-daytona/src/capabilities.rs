@@ -18,6 +18,7 @@ const READ_ON: &str = "2026-08-22";
 /// The capabilities.
 pub fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Daytona,
         display_name: "Daytona".into(),
         pricing: PricingEvidence {
@@ -53,9 +54,9 @@ pub fn capabilities() -> ProviderCapabilities {
         // `/process/execute` merges stderr into stdout.
         output_streams: OutputStreams::Combined,
         supports_persistent_resume: true,
-        supports_explicit_stop: true,
-        supports_snapshots: true,
-        supports_restore: true,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
         supports_delete: true,
         // Native session commands: the log is a snapshot from byte 0 (replayed, skipped by
         // offset), terminate is SIGKILL, and the session input can neither be closed nor

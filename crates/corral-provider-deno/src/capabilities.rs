@@ -7,6 +7,7 @@ use corral_domain::{
 /// What the `deno` bridge kind can do through Corral's bridge contract.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Deno,
         display_name: "Deno Sandbox (bridge)".into(),
         pricing: PricingEvidence {

@@ -19,6 +19,7 @@ const READ_ON: &str = "2025-12-17";
 /// The capabilities.
 pub fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::E2b,
         display_name: "E2B".into(),
         pricing: PricingEvidence {
@@ -46,9 +47,9 @@ pub fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // Pause keeps memory and filesystem; connect resumes.
         supports_persistent_resume: true,
-        supports_explicit_stop: true,
-        supports_snapshots: true,
-        supports_restore: true,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
         supports_delete: true,
         // Native: envd's process service (Start, Connect, List, SendInput, CloseStdin), the
         // command in a process group of its own so every signal reaches all of it; Connect

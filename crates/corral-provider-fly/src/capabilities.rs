@@ -7,6 +7,7 @@ use corral_domain::{
 /// What Fly Machines can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Fly,
         display_name: "Fly Machines".into(),
         pricing: PricingEvidence {
@@ -33,7 +34,7 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         // Suspend keeps memory; the root filesystem survives a stop.
         supports_persistent_resume: true,
         // `POST …/stop` exists (not used by Corral's port).
-        supports_explicit_stop: true,
+        supports_explicit_stop: false,
         // Volume snapshots exist; a machine itself is not snapshotted.
         supports_snapshots: false,
         supports_restore: false,

@@ -18,6 +18,7 @@ pub fn capabilities() -> ProviderCapabilities {
 /// one by name; without it, the host's system directories as before).
 pub(crate) fn with_images(images: bool) -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Local,
         display_name: "Local (this machine)".into(),
         pricing: PricingEvidence {

@@ -13,6 +13,7 @@ const READ_ON: &str = "2026-08-22";
 /// What the `modal` bridge kind can do through Corral's bridge contract.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Modal,
         display_name: "Modal Sandboxes (bridge)".into(),
         pricing: PricingEvidence {

@@ -7,6 +7,7 @@ use corral_domain::{
 /// What Morph Cloud can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Morph,
         display_name: "Morph Cloud".into(),
         pricing: PricingEvidence {
@@ -35,8 +36,8 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_persistent_resume: true,
         // Morph's "stop" is deletion; pausing is not a stop.
         supports_explicit_stop: false,
-        supports_snapshots: true,
-        supports_restore: true,
+        supports_snapshots: false,
+        supports_restore: false,
         supports_delete: true,
         images: Vec::new(),
         commands: corral_domain::CommandCapabilities::emulated(),

@@ -18,6 +18,7 @@ const READ_ON: &str = "2026-08-22";
 /// The capabilities Corral advertises for Runloop.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Runloop,
         display_name: "Runloop".into(),
         pricing: PricingEvidence {
@@ -70,9 +71,9 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // Suspend keeps the disk (not memory) and the same id.
         supports_persistent_resume: true,
-        supports_explicit_stop: true,
-        supports_snapshots: true,
-        supports_restore: true,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
         supports_delete: true,
         // Native executions: stdin as text through `send_std_in`, `kill` only, and SSE output
         // streams that resume at a byte offset.

@@ -14,6 +14,7 @@ const READ_ON: &str = "2026-11-23";
 /// What Sprites can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Sprites,
         display_name: "Fly Sprites".into(),
         pricing: PricingEvidence {
@@ -56,8 +57,8 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_persistent_resume: true,
         supports_explicit_stop: false,
         // Checkpoints of the writable overlay, and restore.
-        supports_snapshots: true,
-        supports_restore: true,
+        supports_snapshots: false,
+        supports_restore: false,
         supports_delete: true,
         // Native exec sessions: re-attach streams only new output; the kill endpoint follows
         // any signal with SIGKILL after its timeout, so only TERM and KILL are offered; stdin

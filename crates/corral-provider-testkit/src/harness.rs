@@ -180,7 +180,16 @@ macro_rules! adapter_tests {
                 command_outlives_its_start_call,
                 command_output_that_is_not_utf8_survives,
                 a_started_command_is_found_by_its_id,
+                stop_then_resume_keeps_a_file,
+                snapshot_then_restore_sees_the_old_content,
+                forks_are_independent,
             );
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn unsupported_lifecycle_is_refused_before_any_call() {
+                use $crate::harness::Harness as _;
+                let harness = <$harness>::start().await;
+                $crate::lifecycle::unsupported_is_refused_before_any_call(&harness).await;
+            }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lists_its_deployments_tagged_sandboxes() {
                 use $crate::harness::Harness as _;

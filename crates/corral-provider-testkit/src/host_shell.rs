@@ -120,6 +120,7 @@ impl HostShellProvider {
     pub fn new() -> Self {
         Self {
             caps: ProviderCapabilities {
+                lifecycle: corral_domain::LifecycleCapabilities::default(),
                 provider: Provider::Local,
                 display_name: "Host shell (tests only)".into(),
                 pricing: PricingEvidence {

@@ -24,6 +24,7 @@ pub mod faults;
 pub mod harness;
 pub mod held;
 pub mod host_shell;
+pub mod lifecycle;
 pub mod spy;
 
 use std::collections::BTreeMap;
@@ -90,6 +91,9 @@ impl<'a> Conformance<'a> {
         self.files_round_trip_utf8_and_binary().await;
         self.files_report_missing_parent_and_missing_file().await;
         self.run_commands().await;
+        self.stop_then_resume_keeps_a_file().await;
+        self.snapshot_then_restore_sees_the_old_content().await;
+        self.forks_are_independent().await;
     }
 
     /// Capabilities pass the spec's invariants and name this provider.

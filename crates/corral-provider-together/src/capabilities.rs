@@ -7,6 +7,7 @@ use corral_domain::{
 /// What Together Sandbox can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Together,
         display_name: "Together Sandbox".into(),
         pricing: PricingEvidence {
@@ -36,8 +37,8 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_persistent_resume: false,
         supports_explicit_stop: false,
         // Termination can snapshot the sandbox, and a new one can start from that snapshot.
-        supports_snapshots: true,
-        supports_restore: true,
+        supports_snapshots: false,
+        supports_restore: false,
         supports_delete: true,
         images: Vec::new(),
         commands: corral_domain::CommandCapabilities::emulated(),

@@ -19,6 +19,7 @@ const READ_ON: &str = "2026-08-22";
 /// The capabilities Corral advertises for Vercel Sandbox.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Vercel,
         display_name: "Vercel Sandbox".into(),
         pricing: PricingEvidence {
@@ -53,9 +54,9 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // Persistent sandboxes snapshot their filesystem on stop and resume on use.
         supports_persistent_resume: true,
-        supports_explicit_stop: true,
-        supports_snapshots: true,
-        supports_restore: true,
+        supports_explicit_stop: false,
+        supports_snapshots: false,
+        supports_restore: false,
         supports_delete: true,
         // Detached commands: stdin with offsets, any POSIX signal by number, logs that replay
         // from the start.

@@ -21,7 +21,8 @@ use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Sign
 
 use crate::{
     CallContext, CommandEvents, CommandSpec, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    OutputOffsets, ProviderError, Result, SandboxProvider, Started, TaggedPage,
+    ObservedSnapshot, OutputOffsets, ProviderError, Result, SandboxProvider, SnapshotSpec, Started,
+    TaggedPage,
 };
 
 /// The longest native id accepted. Every provider Corral speaks to documents ids far shorter
@@ -87,6 +88,23 @@ impl Contracted {
     /// Wraps `inner`, reporting every call to `observer`.
     pub fn new(inner: Arc<dyn SandboxProvider>, observer: Arc<dyn CallObserver>) -> Self {
         Self { inner, observer }
+    }
+
+    /// Refuses an operation the capabilities do not advertise, before any provider call: the
+    /// catalog is the one statement of what works.
+    fn capable(
+        &self,
+        operation: &'static str,
+        advertised: impl Fn(&ProviderCapabilities) -> bool,
+    ) -> Result<()> {
+        if advertised(self.inner.capabilities()) {
+            return Ok(());
+        }
+        Err(ProviderError::Unsupported {
+            provider: self.inner.provider(),
+            operation,
+            reason: "the provider's capabilities do not advertise it".into(),
+        })
     }
 
     fn observe<T>(&self, call: &'static str, start: Instant, result: &Result<T>) {
@@ -215,6 +233,98 @@ impl SandboxProvider for Contracted {
                 Ok(page)
             });
         self.observe("list_tagged", start, &result);
+        result
+    }
+
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let start = Instant::now();
+        let result = match self.capable("stop", |c| c.supports_explicit_stop) {
+            Ok(()) => self.inner.stop(ctx, native_id).await.and_then(|s| {
+                check_native_id(self.inner.provider(), &s.native_id)?;
+                Ok(s)
+            }),
+            Err(e) => Err(e),
+        };
+        self.observe("stop", start, &result);
+        result
+    }
+
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let start = Instant::now();
+        let result = match self.capable("resume", |c| c.supports_explicit_stop) {
+            Ok(()) => self.inner.resume(ctx, native_id).await.and_then(|s| {
+                check_native_id(self.inner.provider(), &s.native_id)?;
+                Ok(s)
+            }),
+            Err(e) => Err(e),
+        };
+        self.observe("resume", start, &result);
+        result
+    }
+
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &SnapshotSpec,
+    ) -> Result<ObservedSnapshot> {
+        let start = Instant::now();
+        let result = match self.capable("snapshot", |c| c.supports_snapshots) {
+            Ok(()) => self
+                .inner
+                .snapshot(ctx, native_id, spec)
+                .await
+                .and_then(|s| {
+                    check_native_id(self.inner.provider(), &s.native_id)?;
+                    Ok(s)
+                }),
+            Err(e) => Err(e),
+        };
+        self.observe("snapshot", start, &result);
+        result
+    }
+
+    async fn get_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<ObservedSnapshot> {
+        let start = Instant::now();
+        let result = match self.capable("get_snapshot", |c| c.supports_snapshots) {
+            Ok(()) => self.inner.get_snapshot(ctx, snapshot).await.and_then(|s| {
+                check_native_id(self.inner.provider(), &s.native_id)?;
+                Ok(s)
+            }),
+            Err(e) => Err(e),
+        };
+        self.observe("get_snapshot", start, &result);
+        result
+    }
+
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        let start = Instant::now();
+        let result = match self.capable("delete_snapshot", |c| c.supports_snapshots) {
+            Ok(()) => match self.inner.delete_snapshot(ctx, snapshot).await {
+                Err(ProviderError::NotFound { .. }) => Ok(()),
+                other => other,
+            },
+            Err(e) => Err(e),
+        };
+        self.observe("delete_snapshot", start, &result);
+        result
+    }
+
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        let start = Instant::now();
+        let result = match self.capable("restore", |c| c.supports_restore) {
+            Ok(()) => self.inner.restore(ctx, spec, snapshot).await.and_then(|s| {
+                check_native_id(self.inner.provider(), &s.native_id)?;
+                Ok(s)
+            }),
+            Err(e) => Err(e),
+        };
+        self.observe("restore", start, &result);
         result
     }
 

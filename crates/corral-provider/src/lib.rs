@@ -33,7 +33,7 @@ pub mod shell;
 use async_trait::async_trait;
 use corral_domain::{
     CommandId, CreateSandboxRequest, OperationId, Provider, ProviderCapabilities, SandboxStatus,
-    Signal,
+    Signal, SnapshotId, SnapshotStatus,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -68,6 +68,27 @@ pub struct ObservedSandbox {
     pub status: SandboxStatus,
     /// The operation id found on the resource, if the provider returned it.
     pub operation_id: Option<OperationId>,
+}
+
+/// What to snapshot: the registry's id for it (adapters may name the provider's snapshot
+/// after it) and the name the client gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotSpec {
+    /// The snapshot's Corral id.
+    pub snapshot_id: SnapshotId,
+    /// The client's name for it, if any.
+    pub name: Option<String>,
+}
+
+/// A snapshot as the provider reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedSnapshot {
+    /// The provider-native id of the snapshot (what restores and deletes name).
+    pub native_id: String,
+    /// `creating` while the provider is still making it, then `ready` or `failed`.
+    pub status: SnapshotStatus,
+    /// Its size in bytes, where the provider reports one.
+    pub size_bytes: Option<u64>,
 }
 
 /// A sandbox found by [`SandboxProvider::list_tagged`]: one this deployment made.
@@ -208,6 +229,60 @@ pub trait SandboxProvider: Send + Sync + 'static {
         })
     }
 
+    /// Stops a sandbox: nothing runs in it and its files are kept (and its memory, where the
+    /// capabilities' `lifecycle.stopKeepsMemory`). Answers `stopping` while the provider is
+    /// still at it, then `stopped`; stopping a stopped sandbox answers it as it is.
+    /// `Unsupported` unless the capabilities' `supportsExplicitStop`.
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let _ = (ctx, native_id);
+        Err(unsupported(self.provider(), "stop"))
+    }
+
+    /// Resumes a stopped sandbox: answers `starting`, then `running`; resuming a running
+    /// sandbox answers it as it is. `Unsupported` unless `supportsExplicitStop`.
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let _ = (ctx, native_id);
+        Err(unsupported(self.provider(), "resume"))
+    }
+
+    /// Takes a point-in-time snapshot of the sandbox's filesystem. The answer may be
+    /// `creating` (asynchronous providers): [`SandboxProvider::get_snapshot`] follows it.
+    /// `Unsupported` unless `supportsSnapshots`.
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &SnapshotSpec,
+    ) -> Result<ObservedSnapshot> {
+        let _ = (ctx, native_id, spec);
+        Err(unsupported(self.provider(), "snapshot"))
+    }
+
+    /// Observes one snapshot; `NotFound` once the provider no longer has it.
+    async fn get_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<ObservedSnapshot> {
+        let _ = (ctx, snapshot);
+        Err(unsupported(self.provider(), "get_snapshot"))
+    }
+
+    /// Deletes one snapshot. Deleting one the provider no longer has is `Ok`.
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        let _ = (ctx, snapshot);
+        Err(unsupported(self.provider(), "delete_snapshot"))
+    }
+
+    /// Creates a sandbox whose filesystem starts as the `ready` snapshot `snapshot`'s,
+    /// tagged like [`SandboxProvider::create`] (so a lost answer is found by operation id).
+    /// A fork is a snapshot restored into each copy. `Unsupported` unless `supportsRestore`.
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        let _ = (ctx, spec, snapshot);
+        Err(unsupported(self.provider(), "restore"))
+    }
+
     /// Starts a command detached: it keeps running whatever happens to this call's caller.
     /// Starting a `command_id` that already started must not run it twice (answer its handle,
     /// or fail). By default through a detached wrapper over exec ([`commands_via_exec`]).
@@ -272,5 +347,14 @@ pub trait SandboxProvider: Send + Sync + 'static {
         command_id: &CommandId,
     ) -> Result<Option<String>> {
         commands_via_exec::find(self, ctx, native_id, command_id).await
+    }
+}
+
+/// The answer of a lifecycle operation an adapter does not implement.
+pub fn unsupported(provider: Provider, operation: &'static str) -> ProviderError {
+    ProviderError::Unsupported {
+        provider,
+        operation,
+        reason: "this provider's adapter does not offer it (see its capabilities)".into(),
     }
 }

@@ -303,6 +303,9 @@ impl SandboxRecord {
             updated_at: self.updated_at,
             status_observed_at: self.status_observed_at,
             deleted_at: self.deleted_at,
+            auto_resume: false,
+            idle_stop_seconds: None,
+            snapshot_id: None,
         }
     }
 
@@ -315,6 +318,9 @@ impl SandboxRecord {
             metadata: self.metadata.clone(),
             status_observed_at: Some(self.status_observed_at),
             deleted_at: self.deleted_at,
+            auto_resume: false,
+            idle_stop_seconds: None,
+            snapshot_id: None,
         }
     }
 }

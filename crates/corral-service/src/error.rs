@@ -151,6 +151,24 @@ pub enum ServiceError {
         /// Which sandbox.
         message: String,
     },
+    /// The sandbox is stopped (or stopping) and was not made with `autoResume`.
+    #[snafu(display("{message}"))]
+    SandboxStopped {
+        /// Which sandbox, and how to go on.
+        message: String,
+    },
+    /// No snapshot visible to the project has this id.
+    #[snafu(display("{message}"))]
+    SnapshotNotFound {
+        /// Which snapshot.
+        message: String,
+    },
+    /// The provider cannot do this operation: its capabilities say so.
+    #[snafu(display("{message}"))]
+    CapabilityUnsupported {
+        /// Which operation on which provider.
+        message: String,
+    },
     /// The provider rate-limited the call.
     #[snafu(display("{message}"))]
     RateLimited {
@@ -246,6 +264,9 @@ impl ServiceError {
             E::ProviderInvalidRequest { .. } => ErrorCode::ProviderInvalidRequest,
             E::AuthenticationFailed { .. } => ErrorCode::AuthenticationError,
             E::SandboxNotFound { .. } => ErrorCode::SandboxNotFound,
+            E::SandboxStopped { .. } => ErrorCode::SandboxStopped,
+            E::SnapshotNotFound { .. } => ErrorCode::SnapshotNotFound,
+            E::CapabilityUnsupported { .. } => ErrorCode::CapabilityUnsupported,
             E::RateLimited { .. } => ErrorCode::RateLimited,
             E::ProviderUnavailable { .. } => ErrorCode::ProviderUnavailable,
             E::ProviderFailed { .. } => ErrorCode::ProviderError,
@@ -313,6 +334,12 @@ impl From<InputError> for ServiceError {
                 message: e.to_string(),
             },
             InputError::BadContent { message } => ServiceError::InvalidFileContent { message },
+            InputError::Unsupported { message, .. } => {
+                ServiceError::CapabilityUnsupported { message }
+            }
+            InputError::ProviderMismatch { message, .. } => {
+                ServiceError::ProviderInvalidRequest { message }
+            }
         }
     }
 }
@@ -377,9 +404,8 @@ pub fn map_provider_error(
         ProviderError::ServerError { .. } | ProviderError::Protocol { .. } => {
             ServiceError::ProviderFailed { message }
         }
-        ProviderError::Unexpected { .. } | ProviderError::Unsupported { .. } => {
-            ServiceError::ProviderFailed { message }
-        }
+        ProviderError::Unexpected { .. } => ServiceError::ProviderFailed { message },
+        ProviderError::Unsupported { .. } => ServiceError::CapabilityUnsupported { message },
         ProviderError::CommandTimedOut { .. } => ServiceError::RequestTimeout { message },
         ProviderError::FileNotFound { .. }
         | ProviderError::ParentMissing { .. }

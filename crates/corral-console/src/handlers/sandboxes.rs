@@ -456,6 +456,9 @@ async fn registry_record(
                 metadata: s.metadata,
                 status_observed_at: Some(s.status_observed_at),
                 deleted_at: s.deleted_at,
+                auto_resume: s.auto_resume,
+                idle_stop_seconds: s.idle_stop_seconds,
+                snapshot_id: s.snapshot_id,
             });
         }
         cursor = Some(page.next_cursor?);

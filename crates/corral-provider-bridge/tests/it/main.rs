@@ -13,6 +13,7 @@ use corral_domain::{
 
 fn caps() -> ProviderCapabilities {
     ProviderCapabilities {
+        lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Cloudflare,
         display_name: "Test bridge".into(),
         pricing: PricingEvidence {
