@@ -307,6 +307,32 @@ impl CreateSandboxRequest {
         out
     }
 
+    /// The same request with `autoResume` and `idleStopSeconds` set (a fork's copies keep
+    /// the original's).
+    pub fn with_lifecycle(mut self, auto_resume: bool, idle_stop_seconds: Option<u64>) -> Self {
+        let auto_resume = auto_resume.then_some(true);
+        match &mut self {
+            Self::Fly(f) => (f.auto_resume, f.idle_stop_seconds) = (auto_resume, idle_stop_seconds),
+            Self::Local(l) => {
+                (l.auto_resume, l.idle_stop_seconds) = (auto_resume, idle_stop_seconds)
+            }
+            Self::E2b(s)
+            | Self::Daytona(s)
+            | Self::Vercel(s)
+            | Self::Runloop(s)
+            | Self::Together(s)
+            | Self::Morph(s)
+            | Self::Blaxel(s)
+            | Self::Sprites(s)
+            | Self::Cloudflare(s)
+            | Self::Modal(s)
+            | Self::Deno(s) => {
+                (s.auto_resume, s.idle_stop_seconds) = (auto_resume, idle_stop_seconds)
+            }
+        }
+        self
+    }
+
     /// The requested image, if any.
     pub fn image(&self) -> Option<&str> {
         self.common().0
