@@ -33,6 +33,65 @@ pub struct SandboxInfo {
     /// The tag stored at create, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
+    /// *(lifecycle extension)* Where the sandbox is in its life, finer than `running`:
+    /// `creating`, `starting`, `running`, `paused`, `stopping`, `stopped` or `failed`
+    /// ([`states`]). A bridge with the stop-and-resume extension always sends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+/// The values of [`SandboxInfo::state`] *(lifecycle extension)*.
+pub mod states {
+    /// Being created.
+    pub const CREATING: &str = "creating";
+    /// Resuming after a stop.
+    pub const STARTING: &str = "starting";
+    /// Ready for commands.
+    pub const RUNNING: &str = "running";
+    /// Asleep; the next call wakes it (Cloudflare's container sleep).
+    pub const PAUSED: &str = "paused";
+    /// Stopping after a stop.
+    pub const STOPPING: &str = "stopping";
+    /// Stopped: nothing runs, files are kept; exec, files and processes answer
+    /// `409 sandbox_stopped` until a resume.
+    pub const STOPPED: &str = "stopped";
+    /// Broken.
+    pub const FAILED: &str = "failed";
+}
+
+/// `POST /v1/sandbox/{id}/snapshots` body *(lifecycle extension)*; both fields are labels the
+/// bridge may store with the snapshot (e.g. as its name in the backend).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRequest {
+    /// Corral's snapshot id (`snp_…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The client's name for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A snapshot *(lifecycle extension)*: the answer of `POST /v1/sandbox/{id}/snapshots` and
+/// `GET /v1/snapshots/{sid}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// The snapshot's id (`^[A-Za-z0-9_-]{1,128}$`), chosen by the bridge.
+    pub id: String,
+    /// `creating`, `ready` or `failed`.
+    pub status: String,
+    /// Its size in bytes, when the bridge knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+}
+
+/// `POST /v1/snapshots/{sid}/restore` body *(lifecycle extension)*: as a create's, the tag to
+/// store with the new sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// Corral's operation id.
+    pub tag: String,
 }
 
 /// `GET /v1/sandbox?tag=…` answer *(extension)*.
@@ -209,6 +268,17 @@ pub mod codes {
     pub const STDIN_OFFSET: &str = "stdin_offset";
     /// *(extension)* The bridge cannot send this signal (400).
     pub const SIGNAL_UNSUPPORTED: &str = "signal_unsupported";
+    /// *(lifecycle extension)* The sandbox is stopped: exec, files and processes wait for a
+    /// resume (409).
+    pub const SANDBOX_STOPPED: &str = "sandbox_stopped";
+    /// *(lifecycle extension)* The snapshot is unknown, or deleted (404).
+    pub const SNAPSHOT_NOT_FOUND: &str = "snapshot_not_found";
+    /// *(lifecycle extension)* The snapshot is still `creating`, or `failed`: nothing to
+    /// restore (409).
+    pub const SNAPSHOT_NOT_READY: &str = "snapshot_not_ready";
+    /// *(lifecycle extension)* This bridge serves the route but its backend cannot do it
+    /// (501): read as the extension missing.
+    pub const LIFECYCLE_UNSUPPORTED: &str = "lifecycle_unsupported";
 }
 
 /// Whether `id` is a process id the contract accepts: `^[A-Za-z0-9_-]{1,128}$`.
@@ -217,6 +287,12 @@ pub fn is_process_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether `id` is a snapshot id the contract accepts *(lifecycle extension)*: as a process
+/// id, `^[A-Za-z0-9_-]{1,128}$`.
+pub fn is_snapshot_id(id: &str) -> bool {
+    is_process_id(id)
 }
 
 /// Whether `id` is a sandbox id the contract accepts: `^[a-z2-7]{1,128}$`.

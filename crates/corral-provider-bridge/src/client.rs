@@ -21,7 +21,7 @@ const MAX_CLIENTS: usize = 64;
 
 /// A failed call whose answer may say "this route does not exist here", with the answer's
 /// text already scrubbed of the call's credential (empty when no answer came back).
-pub(crate) struct Refusal(pub(crate) Failure, String);
+pub(crate) struct Refusal(pub(crate) Failure, pub(crate) String);
 
 impl From<Failure> for Refusal {
     fn from(failure: Failure) -> Self {
@@ -38,13 +38,15 @@ impl Refusal {
     }
 
     /// Whether the bridge answered that it does not have the route (an extension it lacks):
-    /// 404 without the contract's `sandbox_not_found` or `process_not_found` code, 405 or
-    /// 501.
+    /// 404 without the contract's `sandbox_not_found`, `process_not_found` or
+    /// `snapshot_not_found` code, 405 or 501 (`lifecycle_unsupported` among them).
     pub(crate) fn route_absent(&self) -> bool {
         match self.0.status {
             Some(404) => !matches!(
                 self.code().as_deref(),
-                Some(codes::SANDBOX_NOT_FOUND | codes::PROCESS_NOT_FOUND)
+                Some(
+                    codes::SANDBOX_NOT_FOUND | codes::PROCESS_NOT_FOUND | codes::SNAPSHOT_NOT_FOUND
+                )
             ),
             Some(405 | 501) => true,
             _ => false,
@@ -75,6 +77,10 @@ impl Refusal {
                 provider,
                 message: self.1,
             },
+            (_, Some(codes::SANDBOX_STOPPED)) => ProviderError::InvalidRequest {
+                provider,
+                message: format!("sandbox {id} is stopped: resume it first"),
+            },
             _ => self.0.error,
         }
     }
@@ -94,6 +100,10 @@ pub(crate) struct Client {
 
 pub(crate) fn sandbox_path(id: &str, rest: &str) -> String {
     format!("/v1/sandbox/{}{rest}", path_segment(id))
+}
+
+pub(crate) fn snapshot_path(sid: &str, rest: &str) -> String {
+    format!("/v1/snapshots/{}{rest}", path_segment(sid))
 }
 
 impl Client {
@@ -475,6 +485,130 @@ impl Client {
         self.process_call::<api::OkResponse>(ctx, Method::POST, id, &rest, Some(body))
             .await
             .map(drop)
+    }
+
+    /// A JSON request to any route *(lifecycle extension)*, parsed as `T` (`None`: a `204`).
+    async fn lifecycle_call<T: serde::de::DeserializeOwned>(
+        &self,
+        ctx: &CallContext,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> std::result::Result<Option<T>, Refusal> {
+        let http = self.http(ctx).map_err(|e| Refusal::from(transport(e)))?;
+        let limit = http.config().request_timeout;
+        let resp = self
+            .send(
+                &http,
+                ctx,
+                method,
+                path,
+                body.map(|b| ("application/json", b)),
+                limit,
+            )
+            .await?;
+        if resp.status().as_u16() == 204 {
+            return Ok(None);
+        }
+        self.json(&http, resp)
+            .await
+            .map(Some)
+            .map_err(|e| Refusal::from(transport(e)))
+    }
+
+    /// `lifecycle_call` of a route that answers a body.
+    async fn lifecycle_json<T: serde::de::DeserializeOwned>(
+        &self,
+        ctx: &CallContext,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> std::result::Result<T, Refusal> {
+        self.lifecycle_call(ctx, method, path, body)
+            .await?
+            .ok_or_else(|| {
+                Refusal::from(transport(ProviderError::Protocol {
+                    provider: self.provider,
+                    message: format!("the bridge answered {path} with no body"),
+                }))
+            })
+    }
+
+    /// `POST /v1/sandbox/{id}/stop` *(lifecycle extension)*.
+    pub(crate) async fn stop(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> std::result::Result<api::SandboxInfo, Refusal> {
+        self.lifecycle_json(ctx, Method::POST, &sandbox_path(id, "/stop"), None)
+            .await
+    }
+
+    /// `POST /v1/sandbox/{id}/resume` *(lifecycle extension)*.
+    pub(crate) async fn resume(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+    ) -> std::result::Result<api::SandboxInfo, Refusal> {
+        self.lifecycle_json(ctx, Method::POST, &sandbox_path(id, "/resume"), None)
+            .await
+    }
+
+    /// `POST /v1/sandbox/{id}/snapshots` *(lifecycle extension)*.
+    pub(crate) async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &api::SnapshotRequest,
+    ) -> std::result::Result<api::SnapshotInfo, Refusal> {
+        let body = self.encode(body)?;
+        self.lifecycle_json(
+            ctx,
+            Method::POST,
+            &sandbox_path(id, "/snapshots"),
+            Some(body),
+        )
+        .await
+    }
+
+    /// `GET /v1/snapshots/{sid}` *(lifecycle extension)*.
+    pub(crate) async fn get_snapshot(
+        &self,
+        ctx: &CallContext,
+        sid: &str,
+    ) -> std::result::Result<api::SnapshotInfo, Refusal> {
+        self.lifecycle_json(ctx, Method::GET, &snapshot_path(sid, ""), None)
+            .await
+    }
+
+    /// `DELETE /v1/snapshots/{sid}` *(lifecycle extension)*.
+    pub(crate) async fn delete_snapshot(
+        &self,
+        ctx: &CallContext,
+        sid: &str,
+    ) -> std::result::Result<(), Refusal> {
+        self.lifecycle_call::<serde_json::Value>(ctx, Method::DELETE, &snapshot_path(sid, ""), None)
+            .await
+            .map(drop)
+    }
+
+    /// `POST /v1/snapshots/{sid}/restore` *(lifecycle extension)*: a new sandbox.
+    pub(crate) async fn restore(
+        &self,
+        ctx: &CallContext,
+        sid: &str,
+        tag: &str,
+    ) -> std::result::Result<api::Created, Refusal> {
+        let body = self.encode(&api::RestoreRequest {
+            tag: tag.to_owned(),
+        })?;
+        self.lifecycle_json(
+            ctx,
+            Method::POST,
+            &snapshot_path(sid, "/restore"),
+            Some(body),
+        )
+        .await
     }
 
     fn invalid(&self, e: serde_json::Error) -> ProviderError {

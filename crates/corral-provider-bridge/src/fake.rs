@@ -16,6 +16,12 @@
 //! silence, stdin by offset, signals to the process group, `timeout_ms` as a kill;
 //! [`FakeHandle::refuse_stdin`] makes it answer `stdin_unsupported` as a bridge on
 //! Cloudflare's background processes must);
+//! and the lifecycle extension: a stop kills the sandbox's processes and refuses exec, files
+//! and processes with `409 sandbox_stopped` until a resume; a snapshot copies the sandbox's
+//! directory at once (answered `creating`, then `ready` from the first read on, so callers
+//! poll); a restore makes a new sandbox, tagged, from a copy of a ready snapshot's);
+//! [`Fake::start_without_lifecycle`] serves every extension but the lifecycle one (a bridge
+//! built before it: its routes answer 404);
 //! [`Fake::start_plain`] serves only the Worker's routes, where — as with its Durable Objects
 //! — any well-formed id names a sandbox, created on first use.
 
@@ -58,11 +64,61 @@ const SSE_PIECE: usize = 7;
 struct FakeSandbox {
     dir: tempfile::TempDir,
     tag: Option<String>,
+    /// *(lifecycle extension)* Stopped: exec, files and processes are refused.
+    stopped: bool,
+}
+
+impl FakeSandbox {
+    fn new(dir: tempfile::TempDir, tag: Option<String>) -> Self {
+        Self {
+            dir,
+            tag,
+            stopped: false,
+        }
+    }
+
+    fn info(&self, id: &str, lifecycle: bool) -> api::SandboxInfo {
+        api::SandboxInfo {
+            id: id.to_owned(),
+            running: !self.stopped,
+            tag: self.tag.clone(),
+            state: lifecycle.then(|| {
+                if self.stopped {
+                    api::states::STOPPED
+                } else {
+                    api::states::RUNNING
+                }
+                .to_owned()
+            }),
+        }
+    }
+}
+
+/// A snapshot *(lifecycle extension)*: a copy of a sandbox's directory.
+struct FakeSnapshot {
+    dir: tempfile::TempDir,
+    size: u64,
+    /// `false` until it was read once: answered `creating` until then.
+    ready: bool,
+}
+
+impl FakeSnapshot {
+    fn info(&self, id: &str) -> api::SnapshotInfo {
+        api::SnapshotInfo {
+            id: id.to_owned(),
+            status: if self.ready { "ready" } else { "creating" }.into(),
+            size_bytes: Some(self.size),
+        }
+    }
 }
 
 struct Shared {
     api_key: String,
     extensions: bool,
+    /// Whether the lifecycle extension is served (stop, resume, snapshots, restore).
+    lifecycle: bool,
+    /// Snapshots *(lifecycle extension)*, by id.
+    snapshots: Mutex<HashMap<String, FakeSnapshot>>,
     next: AtomicU64,
     sandboxes: Mutex<HashMap<String, FakeSandbox>>,
     exec_bodies: Mutex<Vec<Vec<u8>>>,
@@ -136,21 +192,206 @@ impl Shared {
                     e.to_string(),
                 )
             })?;
-            sandboxes.insert(id.to_owned(), FakeSandbox { dir, tag: None });
+            sandboxes.insert(id.to_owned(), FakeSandbox::new(dir, None));
         }
-        sandboxes
-            .get(id)
-            .map(|s| s.dir.path().to_owned())
-            .ok_or_else(|| invalid("unreachable"))
+        match sandboxes.get(id) {
+            Some(s) if s.stopped => Err(error(
+                StatusCode::CONFLICT,
+                codes::SANDBOX_STOPPED,
+                format!("sandbox {id} is stopped: resume it first"),
+            )),
+            Some(s) => Ok(s.dir.path().to_owned()),
+            None => Err(invalid("unreachable")),
+        }
     }
 
     fn info(&self, id: &str) -> Option<api::SandboxInfo> {
-        lock(&self.sandboxes).get(id).map(|s| api::SandboxInfo {
-            id: id.to_owned(),
-            running: true,
-            tag: s.tag.clone(),
-        })
+        lock(&self.sandboxes)
+            .get(id)
+            .map(|s| s.info(id, self.lifecycle))
     }
+
+    /// A fresh sandbox id.
+    fn new_id(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        api::base32(format!("fake-{n:08}-{}", corral_domain::OperationId::new()).as_bytes())
+    }
+}
+
+fn sandbox_not_found(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        codes::SANDBOX_NOT_FOUND,
+        format!("sandbox {id} does not exist"),
+    )
+}
+
+fn snapshot_not_found(sid: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        codes::SNAPSHOT_NOT_FOUND,
+        format!("snapshot {sid} does not exist"),
+    )
+}
+
+fn internal(e: impl std::fmt::Display) -> Response {
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        codes::EXEC_ERROR,
+        e.to_string(),
+    )
+}
+
+/// Copies the tree at `from` into the existing directory `to` (files, directories, symbolic
+/// links as links); answers the bytes of the files copied.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<u64> {
+    let mut bytes = 0;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else if kind.is_dir() {
+            std::fs::create_dir(&dst)?;
+            std::fs::set_permissions(&dst, std::fs::metadata(&src)?.permissions())?;
+            bytes += copy_tree(&src, &dst)?;
+        } else if kind.is_file() {
+            bytes += std::fs::copy(&src, &dst)?;
+        }
+        // Sockets and FIFOs (a command wrapper's stdin) are not files to keep.
+    }
+    Ok(bytes)
+}
+
+/// A new temporary directory holding a copy of `from`, and the bytes copied.
+async fn copied(from: std::path::PathBuf) -> Result<(tempfile::TempDir, u64), Response> {
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir()?;
+        let size = copy_tree(&from, dir.path())?;
+        Ok::<_, std::io::Error>((dir, size))
+    })
+    .await
+    .map_err(internal)?
+    .map_err(internal)
+}
+
+/// `POST /v1/sandbox/{id}/stop` *(lifecycle extension)*: its processes are killed, and exec,
+/// files and processes answer `409 sandbox_stopped` until a resume. Stopping a stopped sandbox
+/// answers it as it is.
+async fn stop(State(shared): St, Path(id): Path<String>) -> Response {
+    if !api::is_sandbox_id(&id) {
+        return invalid("sandbox id must match ^[a-z2-7]{1,128}$");
+    }
+    let info = {
+        let mut sandboxes = lock(&shared.sandboxes);
+        let Some(sandbox) = sandboxes.get_mut(&id) else {
+            return sandbox_not_found(&id);
+        };
+        sandbox.stopped = true;
+        sandbox.info(&id, true)
+    };
+    let running: Vec<Arc<FakeProcess>> = lock(&shared.processes)
+        .iter()
+        .filter(|((sandbox, _), _)| *sandbox == id)
+        .map(|(_, p)| p.clone())
+        .collect();
+    for process in running {
+        if process.bg.exit().is_none() {
+            let _ = process.bg.signal(9).await;
+        }
+    }
+    axum::Json(info).into_response()
+}
+
+/// `POST /v1/sandbox/{id}/resume` *(lifecycle extension)*; resuming a running sandbox answers
+/// it as it is.
+async fn resume(State(shared): St, Path(id): Path<String>) -> Response {
+    if !api::is_sandbox_id(&id) {
+        return invalid("sandbox id must match ^[a-z2-7]{1,128}$");
+    }
+    let mut sandboxes = lock(&shared.sandboxes);
+    let Some(sandbox) = sandboxes.get_mut(&id) else {
+        return sandbox_not_found(&id);
+    };
+    sandbox.stopped = false;
+    axum::Json(sandbox.info(&id, true)).into_response()
+}
+
+/// `POST /v1/sandbox/{id}/snapshots` *(lifecycle extension)*: the directory is copied before
+/// the answer (a point in time), which still says `creating` so callers poll.
+async fn take_snapshot(State(shared): St, Path(id): Path<String>, body: Bytes) -> Response {
+    if !api::is_sandbox_id(&id) {
+        return invalid("sandbox id must match ^[a-z2-7]{1,128}$");
+    }
+    if !body.is_empty() && serde_json::from_slice::<api::SnapshotRequest>(&body).is_err() {
+        return invalid("body must be {\"tag\"?, \"name\"?}");
+    }
+    // Stopped sandboxes keep their files: they can be snapshotted.
+    let Some(from) = lock(&shared.sandboxes)
+        .get(&id)
+        .map(|s| s.dir.path().to_owned())
+    else {
+        return sandbox_not_found(&id);
+    };
+    let (dir, size) = match copied(from).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let sid = format!("snap-{:08}", shared.next.fetch_add(1, Ordering::Relaxed));
+    let snapshot = FakeSnapshot {
+        dir,
+        size,
+        ready: false,
+    };
+    let info = snapshot.info(&sid);
+    lock(&shared.snapshots).insert(sid, snapshot);
+    axum::Json(info).into_response()
+}
+
+/// `GET /v1/snapshots/{sid}` *(lifecycle extension)*: `ready` from the first read on.
+async fn get_snapshot(State(shared): St, Path(sid): Path<String>) -> Response {
+    let mut snapshots = lock(&shared.snapshots);
+    let Some(snapshot) = snapshots.get_mut(&sid) else {
+        return snapshot_not_found(&sid);
+    };
+    snapshot.ready = true;
+    axum::Json(snapshot.info(&sid)).into_response()
+}
+
+/// `DELETE /v1/snapshots/{sid}` *(lifecycle extension)*.
+async fn delete_snapshot(State(shared): St, Path(sid): Path<String>) -> Response {
+    match lock(&shared.snapshots).remove(&sid) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => snapshot_not_found(&sid),
+    }
+}
+
+/// `POST /v1/snapshots/{sid}/restore` *(lifecycle extension)*: a new sandbox, tagged, from a
+/// copy of the snapshot.
+async fn restore(State(shared): St, Path(sid): Path<String>, body: Bytes) -> Response {
+    let tag = match serde_json::from_slice::<api::RestoreRequest>(&body) {
+        Ok(r) if !r.tag.is_empty() && r.tag.len() <= 256 => r.tag,
+        _ => return invalid("body must be {\"tag\": <1 to 256 characters>}"),
+    };
+    let from = match lock(&shared.snapshots).get(&sid) {
+        None => return snapshot_not_found(&sid),
+        Some(s) if !s.ready => {
+            return error(
+                StatusCode::CONFLICT,
+                codes::SNAPSHOT_NOT_READY,
+                format!("snapshot {sid} is still being made"),
+            );
+        }
+        Some(s) => s.dir.path().to_owned(),
+    };
+    let (dir, _) = match copied(from).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let id = shared.new_id();
+    lock(&shared.sandboxes).insert(id.clone(), FakeSandbox::new(dir, Some(tag.clone())));
+    axum::Json(api::Created { id, tag: Some(tag) }).into_response()
 }
 
 async fn create(State(shared): St, body: Bytes) -> Response {
@@ -170,16 +411,8 @@ async fn create(State(shared): St, body: Bytes) -> Response {
             "no temp dir",
         );
     };
-    let n = shared.next.fetch_add(1, Ordering::Relaxed);
-    let id =
-        crate::api::base32(format!("fake-{n:08}-{}", corral_domain::OperationId::new()).as_bytes());
-    lock(&shared.sandboxes).insert(
-        id.clone(),
-        FakeSandbox {
-            dir,
-            tag: tag.clone(),
-        },
-    );
+    let id = shared.new_id();
+    lock(&shared.sandboxes).insert(id.clone(), FakeSandbox::new(dir, tag.clone()));
     axum::Json(api::Created { id, tag }).into_response()
 }
 
@@ -193,11 +426,7 @@ async fn list(State(shared): St, Query(query): Query<HashMap<String, String>>) -
     let sandboxes = lock(&shared.sandboxes)
         .iter()
         .filter(|(_, s)| s.tag.as_deref() == Some(tag.as_str()))
-        .map(|(id, s)| api::SandboxInfo {
-            id: id.clone(),
-            running: true,
-            tag: s.tag.clone(),
-        })
+        .map(|(id, s)| s.info(id, shared.lifecycle))
         .collect();
     axum::Json(api::SandboxList { sandboxes }).into_response()
 }
@@ -208,17 +437,14 @@ async fn observe(State(shared): St, Path(id): Path<String>) -> Response {
     }
     match shared.info(&id) {
         Some(info) => axum::Json(info).into_response(),
-        None => error(
-            StatusCode::NOT_FOUND,
-            codes::SANDBOX_NOT_FOUND,
-            format!("sandbox {id} does not exist"),
-        ),
+        None => sandbox_not_found(&id),
     }
 }
 
 async fn running(State(shared): St, Path(id): Path<String>) -> Response {
-    if shared.extensions && api::is_sandbox_id(&id) && shared.info(&id).is_none() {
-        return axum::Json(api::RunningResponse { running: false }).into_response();
+    if shared.extensions && api::is_sandbox_id(&id) {
+        let running = shared.info(&id).is_some_and(|i| i.running);
+        return axum::Json(api::RunningResponse { running }).into_response();
     }
     // The Worker runs `true` in the container, which starts it.
     match shared.dir(&id) {
@@ -815,9 +1041,17 @@ async fn health() -> Response {
 /// The bridge contract as an axum router accepting only `api_key`; with `extensions`, Corral's
 /// extensions too.
 pub fn router(api_key: &str, extensions: bool) -> (Router, FakeHandle) {
+    router_with(api_key, extensions, extensions)
+}
+
+/// As [`router`], choosing the lifecycle extension apart (it is served only with the others).
+pub fn router_with(api_key: &str, extensions: bool, lifecycle: bool) -> (Router, FakeHandle) {
+    let lifecycle = extensions && lifecycle;
     let shared = Arc::new(Shared {
         api_key: api_key.to_owned(),
         extensions,
+        lifecycle,
+        snapshots: Mutex::new(HashMap::new()),
         next: AtomicU64::new(1),
         sandboxes: Mutex::new(HashMap::new()),
         exec_bodies: Mutex::new(Vec::new()),
@@ -850,6 +1084,17 @@ pub fn router(api_key: &str, extensions: bool) -> (Router, FakeHandle) {
         api.route("/v1/sandbox", post(create))
             .route("/v1/sandbox/{id}", axum::routing::delete(delete))
     };
+    if lifecycle {
+        api = api
+            .route("/v1/sandbox/{id}/stop", post(stop))
+            .route("/v1/sandbox/{id}/resume", post(resume))
+            .route("/v1/sandbox/{id}/snapshots", post(take_snapshot))
+            .route(
+                "/v1/snapshots/{sid}",
+                get(get_snapshot).delete(delete_snapshot),
+            )
+            .route("/v1/snapshots/{sid}/restore", post(restore));
+    }
     let router = Router::new()
         .merge(api.layer(axum::middleware::from_fn_with_state(shared.clone(), auth)))
         .route("/health", get(health))
@@ -885,6 +1130,11 @@ impl FakeHandle {
     pub fn sandbox_count(&self) -> usize {
         lock(&self.shared.sandboxes).len()
     }
+
+    /// How many snapshots exist *(lifecycle extension)*.
+    pub fn snapshot_count(&self) -> usize {
+        lock(&self.shared.snapshots).len()
+    }
 }
 
 /// The bridge contract served on a loopback port for adapter `A` (a bridge kind), accepting
@@ -906,8 +1156,17 @@ impl<A: Adapter<Config = BridgeConfig>> Fake<A> {
         Self::start_with(false).await
     }
 
+    /// Starts the fake with every extension but the lifecycle one (a bridge built before it).
+    pub async fn start_without_lifecycle() -> Self {
+        Self::start_modes(true, false).await
+    }
+
     async fn start_with(extensions: bool) -> Self {
-        let (router, handle) = router(API_KEY, extensions);
+        Self::start_modes(extensions, extensions).await
+    }
+
+    async fn start_modes(extensions: bool, lifecycle: bool) -> Self {
+        let (router, handle) = router_with(API_KEY, extensions, lifecycle);
         Self {
             server: FakeServer::start(router).await,
             handle,
@@ -989,6 +1248,102 @@ impl<A: Adapter<Config = BridgeConfig>> Fake<A> {
                 "{}: a plain bridge's lookup by tag gave {other:?}",
                 A::PROVIDER
             ),
+        }
+    }
+}
+
+impl<A: Adapter<Config = BridgeConfig>> Fake<A> {
+    /// The caveat of static capabilities: the kind may advertise stop, snapshots or restore,
+    /// but a given bridge may lack the lifecycle extension. Through the contract wrapper (as
+    /// the server calls it), each operation the kind advertises reaches such a bridge — one
+    /// with the other extensions, and one with the Worker's routes only — and answers
+    /// `Unsupported` naming the missing extension; a restore there never falls back to a
+    /// plain create (which would give an empty sandbox). Panics on a breach.
+    pub async fn check_bridge_without_the_lifecycle_extension_answers_unsupported() {
+        for fake in [
+            Self::start_without_lifecycle().await,
+            Self::start_plain().await,
+        ] {
+            let provider = corral_provider_testkit::harness::contracted::<A>(fake.config());
+            let caps = corral_provider::SandboxProvider::capabilities(&provider).clone();
+            let ctx = fake.context();
+            let fail = |what: &str, e: corral_provider::ProviderError| -> ! {
+                panic!("{}: {what} failed: {e}", A::PROVIDER)
+            };
+            let spec = corral_provider::CreateSpec {
+                operation_id: corral_domain::OperationId::new(),
+                request: CreateSandboxRequest::standard(A::PROVIDER, None, None),
+                timeout_seconds: None,
+            };
+            let id = corral_provider::SandboxProvider::create(&provider, &ctx, &spec)
+                .await
+                .unwrap_or_else(|e| fail("create", e))
+                .native_id;
+            let sandboxes = fake.handle.sandbox_count();
+            let unsupported =
+                |what: &str, extension: &str, r: Option<corral_provider::ProviderError>| match r {
+                    Some(corral_provider::ProviderError::Unsupported { reason, .. })
+                        if reason.contains(extension) && reason.contains("bridge-contract") => {}
+                    other => panic!(
+                        "{}: {what} on a bridge without the lifecycle extension gave {other:?}",
+                        A::PROVIDER
+                    ),
+                };
+            use corral_provider::SandboxProvider as _;
+            if caps.supports_explicit_stop {
+                unsupported(
+                    "stop",
+                    "stop-and-resume",
+                    provider.stop(&ctx, &id).await.err(),
+                );
+                unsupported(
+                    "resume",
+                    "stop-and-resume",
+                    provider.resume(&ctx, &id).await.err(),
+                );
+            }
+            if caps.supports_snapshots {
+                let snap = corral_provider::SnapshotSpec {
+                    snapshot_id: corral_domain::SnapshotId::new(A::PROVIDER),
+                    name: None,
+                };
+                unsupported(
+                    "snapshot",
+                    "snapshots",
+                    provider.snapshot(&ctx, &id, &snap).await.err(),
+                );
+                unsupported(
+                    "get_snapshot",
+                    "snapshots",
+                    provider.get_snapshot(&ctx, "snap-1").await.err(),
+                );
+                unsupported(
+                    "delete_snapshot",
+                    "snapshots",
+                    provider.delete_snapshot(&ctx, "snap-1").await.err(),
+                );
+            }
+            if caps.supports_restore {
+                let mut again = spec.clone();
+                again.operation_id = corral_domain::OperationId::new();
+                unsupported(
+                    "restore",
+                    "snapshots",
+                    provider.restore(&ctx, &again, "snap-1").await.err(),
+                );
+                assert_eq!(
+                    fake.handle.sandbox_count(),
+                    sandboxes,
+                    "{}: a restore on a bridge without the extension created a sandbox",
+                    A::PROVIDER
+                );
+            }
+            // The sandbox itself still works.
+            let out = provider
+                .exec(&ctx, &id, &corral_provider::ExecSpec::new("echo ok"))
+                .await
+                .unwrap_or_else(|e| fail("exec", e));
+            assert_eq!(out.stdout, b"ok\n", "{}", A::PROVIDER);
         }
     }
 }

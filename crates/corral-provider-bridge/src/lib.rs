@@ -14,6 +14,9 @@
 //! | delete | `DELETE /v1/sandbox/{id}` |
 //! | exec | `POST …/exec {"argv": ["sh", "-c", <cwd/env prelude + command>], "timeout_ms"}` → SSE |
 //! | read / write file | `GET` / `PUT …/file/{path}`, raw bytes; the parent is checked with `test -d` first |
+//! | stop / resume | `POST …/stop`, `POST …/resume` *(lifecycle extension)* → `{"id", "running", "state"}`; absent → `Unsupported` naming the extension |
+//! | snapshot / get / delete | `POST …/snapshots {"tag", "name"}`, `GET` / `DELETE /v1/snapshots/{sid}` *(lifecycle extension)* → `{"id", "status", "size_bytes"}` |
+//! | restore | `POST /v1/snapshots/{sid}/restore {"tag": <operation id>}` *(lifecycle extension)* → `{"id"}`, a new sandbox found by its tag like a create's |
 //! | commands | the process routes *(extension)*: `POST …/process`, `GET …/process/{id}/logs` (SSE from offsets), `POST`/`DELETE …/stdin`, `POST …/kill {signal}`, `GET …/process/{id}`; a bridge without them, and a command with stdin on a bridge that has none, get the exec wrapper (`process.rs`) |
 //!
 //! **Pinning.** A URL from the call's context is reached only at the addresses the server's
@@ -39,13 +42,13 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use base64::Engine as _;
 use corral_domain::{
-    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal,
+    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal, SnapshotStatus,
 };
 use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
     CallContext, CommandEvents, CommandSpec, CreateSpec, ExecOutput, ExecSpec, ExposeSecret as _,
-    ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider, Started,
-    commands_via_exec, files,
+    ObservedSandbox, ObservedSnapshot, OutputOffsets, ProviderError, Result, SandboxProvider,
+    SnapshotSpec, Started, commands_via_exec, files,
 };
 use corral_provider_http::{HttpConfig, map_body_error, path_segment, read_file_body};
 
@@ -82,7 +85,11 @@ pub struct BridgeProvider {
 
 fn observed(info: api::SandboxInfo) -> ObservedSandbox {
     ObservedSandbox {
-        status: status(info.running),
+        status: info
+            .state
+            .as_deref()
+            .and_then(state)
+            .unwrap_or_else(|| status(info.running)),
         operation_id: info.tag.and_then(|t| t.parse::<OperationId>().ok()),
         native_id: info.id,
     }
@@ -96,6 +103,75 @@ fn status(running: bool) -> SandboxStatus {
     } else {
         SandboxStatus::Paused
     }
+}
+
+/// The lifecycle extension's finer `state`; `None` for a value Corral does not know (the
+/// running bit then decides).
+fn state(s: &str) -> Option<SandboxStatus> {
+    use api::states;
+    Some(match s {
+        states::CREATING => SandboxStatus::Creating,
+        states::STARTING => SandboxStatus::Starting,
+        states::RUNNING => SandboxStatus::Running,
+        states::PAUSED => SandboxStatus::Paused,
+        states::STOPPING => SandboxStatus::Stopping,
+        states::STOPPED => SandboxStatus::Stopped,
+        states::FAILED => SandboxStatus::Failed,
+        _ => return None,
+    })
+}
+
+/// A snapshot's `status`; `None` for a value outside the contract.
+fn snapshot_status(s: &str) -> Option<SnapshotStatus> {
+    match s {
+        "creating" => Some(SnapshotStatus::Creating),
+        "ready" => Some(SnapshotStatus::Ready),
+        "failed" => Some(SnapshotStatus::Failed),
+        _ => None,
+    }
+}
+
+/// The two optional lifecycle extensions, as their refusals name them.
+const STOP_EXTENSION: &str = "stop-and-resume";
+const SNAPSHOT_EXTENSION: &str = "snapshots";
+
+/// A refusal of a lifecycle route: the route absent (404 without a contract code, 405, 501)
+/// is `Unsupported` naming the missing extension, whatever the kind's capabilities promise;
+/// `snapshot_not_found` is the snapshot unknown; the rest as every other route.
+fn lifecycle_error(
+    r: client::Refusal,
+    provider: Provider,
+    ctx: &CallContext,
+    operation: &'static str,
+    extension: &'static str,
+    id: &str,
+) -> ProviderError {
+    if r.route_absent() {
+        let said = if r.code().as_deref() == Some(codes::LIFECYCLE_UNSUPPORTED) {
+            format!(" (it said: {})", r.1)
+        } else {
+            String::new()
+        };
+        return redacted(
+            ctx,
+            ProviderError::Unsupported {
+                provider,
+                operation,
+                reason: format!(
+                    "this bridge does not implement the `{extension}` lifecycle extension of \
+                     the bridge contract (docs/bridge-contract.md){said}; deploy a bridge that \
+                     does"
+                ),
+            },
+        );
+    }
+    if r.code().as_deref() == Some(codes::SNAPSHOT_NOT_FOUND) {
+        return ProviderError::NotFound {
+            provider,
+            resource: format!("snapshot {id}"),
+        };
+    }
+    redacted(ctx, r.into_error(provider, id))
 }
 
 /// `/file/<segments>` for an absolute `path`, each segment percent-encoded; a relative path,
@@ -171,6 +247,78 @@ impl BridgeProvider {
         })
     }
 
+    /// A create's (or a restore's) answer: a new sandbox of this call's operation.
+    fn created(&self, spec: &CreateSpec, created: api::Created) -> Result<ObservedSandbox> {
+        if !api::is_sandbox_id(&created.id) {
+            return Err(ProviderError::Protocol {
+                provider: self.provider,
+                message: "the bridge answered a sandbox id outside `^[a-z2-7]{1,128}$`".into(),
+            });
+        }
+        Ok(ObservedSandbox {
+            // A bridge without the tag extension does not echo it: the sandbox is still ours.
+            operation_id: Some(spec.operation_id),
+            native_id: created.id,
+            // The bridge accepted it; any call reaches it (Cloudflare starts the container on
+            // the first one).
+            status: SandboxStatus::Running,
+        })
+    }
+
+    /// A stop's or a resume's answer, which must be about `native_id` and in a state the
+    /// operation leads to (`expected`).
+    fn lifecycle_answer(
+        &self,
+        native_id: &str,
+        info: api::SandboxInfo,
+        operation: &str,
+        expected: impl Fn(SandboxStatus) -> bool,
+    ) -> Result<ObservedSandbox> {
+        let protocol = |message: String| ProviderError::Protocol {
+            provider: self.provider,
+            message,
+        };
+        if info.id != native_id {
+            return Err(protocol(format!(
+                "the bridge answered a {operation} about another sandbox"
+            )));
+        }
+        let Some(seen) = info.state.as_deref().and_then(state) else {
+            return Err(protocol(format!(
+                "the bridge answered a {operation} without a known `state`"
+            )));
+        };
+        if !expected(seen) {
+            return Err(protocol(format!(
+                "the bridge answered a {operation} with state `{seen}`"
+            )));
+        }
+        Ok(observed(info))
+    }
+
+    /// A snapshot as the contract answers it, checked.
+    fn snapshot_answer(&self, info: api::SnapshotInfo) -> Result<ObservedSnapshot> {
+        let protocol = |message: &str| ProviderError::Protocol {
+            provider: self.provider,
+            message: message.into(),
+        };
+        if !api::is_snapshot_id(&info.id) {
+            return Err(protocol(
+                "the bridge answered a snapshot id outside `^[A-Za-z0-9_-]{1,128}$`",
+            ));
+        }
+        let Some(status) = snapshot_status(&info.status) else {
+            return Err(protocol(
+                "the bridge answered a snapshot status other than creating, ready or failed",
+            ));
+        };
+        Ok(ObservedSnapshot {
+            native_id: info.id,
+            status,
+            size_bytes: info.size_bytes,
+        })
+    }
+
     async fn is_dir(&self, ctx: &CallContext, native_id: &str, dir: &str) -> Result<bool> {
         let mut spec = ExecSpec::new(format!("test -d {}", shell_quote(dir)));
         spec.timeout = PARENT_CHECK_TIMEOUT;
@@ -194,20 +342,109 @@ impl SandboxProvider for BridgeProvider {
             .client
             .create(ctx, &spec.operation_id.to_string())
             .await?;
-        if !api::is_sandbox_id(&created.id) {
+        self.created(spec, created)
+    }
+
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let info = self.client.stop(ctx, native_id).await.map_err(|r| {
+            lifecycle_error(r, self.provider, ctx, "stop", STOP_EXTENSION, native_id)
+        })?;
+        self.lifecycle_answer(native_id, info, "stop", SandboxStatus::is_stopped)
+    }
+
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let info = self.client.resume(ctx, native_id).await.map_err(|r| {
+            lifecycle_error(r, self.provider, ctx, "resume", STOP_EXTENSION, native_id)
+        })?;
+        self.lifecycle_answer(native_id, info, "resume", |s| {
+            matches!(s, SandboxStatus::Starting | SandboxStatus::Running)
+        })
+    }
+
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &SnapshotSpec,
+    ) -> Result<ObservedSnapshot> {
+        let body = api::SnapshotRequest {
+            tag: Some(spec.snapshot_id.to_string()),
+            name: spec.name.clone(),
+        };
+        let info = self
+            .client
+            .snapshot(ctx, native_id, &body)
+            .await
+            .map_err(|r| {
+                lifecycle_error(
+                    r,
+                    self.provider,
+                    ctx,
+                    "snapshot",
+                    SNAPSHOT_EXTENSION,
+                    native_id,
+                )
+            })?;
+        self.snapshot_answer(info)
+    }
+
+    async fn get_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<ObservedSnapshot> {
+        let info = self.client.get_snapshot(ctx, snapshot).await.map_err(|r| {
+            lifecycle_error(
+                r,
+                self.provider,
+                ctx,
+                "get_snapshot",
+                SNAPSHOT_EXTENSION,
+                snapshot,
+            )
+        })?;
+        if info.id != snapshot {
             return Err(ProviderError::Protocol {
                 provider: self.provider,
-                message: "the bridge answered a sandbox id outside `^[a-z2-7]{1,128}$`".into(),
+                message: "the bridge answered another snapshot than the one asked".into(),
             });
         }
-        Ok(ObservedSandbox {
-            // A bridge without the tag extension does not echo it: the sandbox is still ours.
-            operation_id: Some(spec.operation_id),
-            native_id: created.id,
-            // The bridge accepted it; any call reaches it (Cloudflare starts the container on
-            // the first one).
-            status: SandboxStatus::Running,
-        })
+        self.snapshot_answer(info)
+    }
+
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        self.client
+            .delete_snapshot(ctx, snapshot)
+            .await
+            .map_err(|r| {
+                lifecycle_error(
+                    r,
+                    self.provider,
+                    ctx,
+                    "delete_snapshot",
+                    SNAPSHOT_EXTENSION,
+                    snapshot,
+                )
+            })
+    }
+
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        let created = self
+            .client
+            .restore(ctx, snapshot, &spec.operation_id.to_string())
+            .await
+            .map_err(|r| {
+                lifecycle_error(
+                    r,
+                    self.provider,
+                    ctx,
+                    "restore",
+                    SNAPSHOT_EXTENSION,
+                    snapshot,
+                )
+            })?;
+        self.created(spec, created)
     }
 
     async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
@@ -581,6 +818,50 @@ macro_rules! bridge_adapter {
             ) -> ::corral_provider::Result<Vec<::corral_provider::ObservedSandbox>> {
                 self.0.find_by_operation_id(ctx, operation_id).await
             }
+            async fn stop(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+            ) -> ::corral_provider::Result<::corral_provider::ObservedSandbox> {
+                self.0.stop(ctx, native_id).await
+            }
+            async fn resume(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+            ) -> ::corral_provider::Result<::corral_provider::ObservedSandbox> {
+                self.0.resume(ctx, native_id).await
+            }
+            async fn snapshot(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                native_id: &str,
+                spec: &::corral_provider::SnapshotSpec,
+            ) -> ::corral_provider::Result<::corral_provider::ObservedSnapshot> {
+                self.0.snapshot(ctx, native_id, spec).await
+            }
+            async fn get_snapshot(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                snapshot: &str,
+            ) -> ::corral_provider::Result<::corral_provider::ObservedSnapshot> {
+                self.0.get_snapshot(ctx, snapshot).await
+            }
+            async fn delete_snapshot(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                snapshot: &str,
+            ) -> ::corral_provider::Result<()> {
+                self.0.delete_snapshot(ctx, snapshot).await
+            }
+            async fn restore(
+                &self,
+                ctx: &::corral_provider::CallContext,
+                spec: &::corral_provider::CreateSpec,
+                snapshot: &str,
+            ) -> ::corral_provider::Result<::corral_provider::ObservedSandbox> {
+                self.0.restore(ctx, spec, snapshot).await
+            }
             async fn start_command<'a>(
                 &'a self,
                 ctx: &'a ::corral_provider::CallContext,
@@ -660,5 +941,40 @@ mod tests {
     fn the_running_bit_maps_to_running_or_paused() {
         assert_eq!(status(true), SandboxStatus::Running);
         assert_eq!(status(false), SandboxStatus::Paused);
+    }
+
+    #[test]
+    fn a_known_state_wins_over_the_running_bit_and_an_unknown_one_does_not() {
+        let info = |running: bool, state: Option<&str>| api::SandboxInfo {
+            id: "abc".into(),
+            running,
+            tag: None,
+            state: state.map(str::to_owned),
+        };
+        for (wire, want) in [
+            ("creating", SandboxStatus::Creating),
+            ("starting", SandboxStatus::Starting),
+            ("running", SandboxStatus::Running),
+            ("paused", SandboxStatus::Paused),
+            ("stopping", SandboxStatus::Stopping),
+            ("stopped", SandboxStatus::Stopped),
+            ("failed", SandboxStatus::Failed),
+        ] {
+            assert_eq!(observed(info(false, Some(wire))).status, want, "{wire}");
+            assert_eq!(want.as_str(), wire);
+        }
+        assert_eq!(
+            observed(info(true, Some("hibernating"))).status,
+            SandboxStatus::Running
+        );
+        assert_eq!(observed(info(false, None)).status, SandboxStatus::Paused);
+        for (wire, want) in [
+            ("creating", Some(SnapshotStatus::Creating)),
+            ("ready", Some(SnapshotStatus::Ready)),
+            ("failed", Some(SnapshotStatus::Failed)),
+            ("deleted", None),
+        ] {
+            assert_eq!(snapshot_status(wire), want, "{wire}");
+        }
     }
 }

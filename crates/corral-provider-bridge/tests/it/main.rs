@@ -4,6 +4,7 @@
 //! pinning, credentials).
 
 mod fake_checks;
+mod lifecycle;
 mod props;
 mod traps;
 
@@ -32,9 +33,10 @@ fn caps() -> ProviderCapabilities {
         supports_env: true,
         output_streams: OutputStreams::Separate,
         supports_persistent_resume: false,
-        supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        // The fake serves the lifecycle extension: the conformance suite runs it all.
+        supports_explicit_stop: true,
+        supports_snapshots: true,
+        supports_restore: true,
         supports_delete: true,
         images: Vec::new(),
         commands: corral_domain::CommandCapabilities::emulated(),
