@@ -6,9 +6,10 @@
 //!
 //! Retries follow the error taxonomy: only codes marked retryable (and, for requests that
 //! are safe to repeat, a connection that failed before an answer) are retried, with
-//! exponential backoff and full jitter, waiting at least what `Retry-After` asks. Creates and
-//! command starts carry an `Idempotency-Key` made once per call and reused by its retries, so
-//! a retried create never makes a second sandbox; an outcome the server could not confirm
+//! exponential backoff and full jitter, waiting at least what `Retry-After` asks. Creates,
+//! snapshots, forks and command starts carry an `Idempotency-Key` made once per call and
+//! reused by its retries, so a retried create never makes a second sandbox (nor a snapshot a
+//! second snapshot, nor a fork extra copies); an outcome the server could not confirm
 //! surfaces as [`Error::CreateOutcomeUnknown`] or [`Error::IdempotencyOutcomeUnknown`] with
 //! the operation id to reconcile by. A command's output is a stream that reconnects by
 //! itself with `Last-Event-ID`, so a dropped connection loses and repeats nothing.
@@ -51,9 +52,10 @@ mod retry;
 use std::time::Duration;
 
 use corral_domain::{
-    Command, CommandId, CommandPage, CommandResult, CommandState, CreateSandboxRequest, OutputPage,
-    ProviderCatalog, ReadFileInput, ReadFileResult, RunCommandInput, Sandbox, SandboxId,
-    SandboxPage, SignalInput, StartCommandInput, StdinInput, StdinResult, WriteFileInput,
+    Command, CommandId, CommandPage, CommandResult, CommandState, CreateSandboxRequest,
+    CreateSnapshotInput, ForkInput, ForkResult, OutputPage, ProviderCatalog, ReadFileInput,
+    ReadFileResult, RunCommandInput, Sandbox, SandboxId, SandboxPage, SignalInput, Snapshot,
+    SnapshotId, SnapshotPage, StartCommandInput, StdinInput, StdinResult, WriteFileInput,
     WriteFileResult,
 };
 use reqwest::{Method, RequestBuilder};
@@ -316,6 +318,133 @@ impl Client {
         self.call(
             Method::DELETE,
             &format!("/v1/sandboxes/{id}"),
+            None::<&()>,
+            None,
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// `POST /v1/sandboxes/{id}/stop`: answers the sandbox, `stopping` or `stopped`. Its
+    /// files are kept; calls on it are `sandbox_stopped` until it is resumed (unless it was
+    /// created with `autoResume`). Stopping a stopped sandbox answers it as it is, so a lost
+    /// answer is retried.
+    pub async fn stop_sandbox(&self, id: &SandboxId) -> Result<Sandbox> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{id}/stop"),
+            None::<&()>,
+            None,
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// `POST /v1/sandboxes/{id}/resume`: answers the sandbox, `starting` or `running`.
+    /// Resuming a running sandbox answers it as it is, so a lost answer is retried.
+    pub async fn resume_sandbox(&self, id: &SandboxId) -> Result<Sandbox> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{id}/resume"),
+            None::<&()>,
+            None,
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// `POST /v1/sandboxes/{id}/snapshots`: answers the snapshot (`creating` while the
+    /// provider works, then `ready`: read it with [`Client::get_snapshot`]). A fresh
+    /// `Idempotency-Key` is reused by every retry of this call: at most one snapshot, however
+    /// often it is retried.
+    pub async fn create_snapshot(
+        &self,
+        id: &SandboxId,
+        input: &CreateSnapshotInput,
+    ) -> Result<Snapshot> {
+        let key = idempotency_key();
+        self.create_snapshot_with_key(id, input, &key).await
+    }
+
+    /// [`Client::create_snapshot`] with a key of the caller's choosing (to retry across
+    /// processes).
+    pub async fn create_snapshot_with_key(
+        &self,
+        id: &SandboxId,
+        input: &CreateSnapshotInput,
+        key: &str,
+    ) -> Result<Snapshot> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{id}/snapshots"),
+            Some(input),
+            Some(key),
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// `POST /v1/sandboxes/{id}/fork`: snapshots the sandbox and restores that snapshot into
+    /// `input.count` new sandboxes (default 1). A fresh `Idempotency-Key` is reused by every
+    /// retry of this call, so a retry never makes extra copies.
+    pub async fn fork_sandbox(&self, id: &SandboxId, input: &ForkInput) -> Result<ForkResult> {
+        let key = idempotency_key();
+        self.fork_sandbox_with_key(id, input, &key).await
+    }
+
+    /// [`Client::fork_sandbox`] with a key of the caller's choosing.
+    pub async fn fork_sandbox_with_key(
+        &self,
+        id: &SandboxId,
+        input: &ForkInput,
+        key: &str,
+    ) -> Result<ForkResult> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{id}/fork"),
+            Some(input),
+            Some(key),
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// `GET /v1/snapshots`: one page of the project's snapshots, newest first, tombstones
+    /// included.
+    pub async fn list_snapshots(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<SnapshotPage> {
+        let path = with_query(
+            "/v1/snapshots",
+            &[
+                ("cursor", cursor),
+                ("limit", limit.map(|l| l.to_string()).as_deref()),
+            ],
+        );
+        self.call(Method::GET, &path, None::<&()>, None, Repeat::Safe)
+            .await
+    }
+
+    /// `GET /v1/snapshots/{id}`.
+    pub async fn get_snapshot(&self, id: &SnapshotId) -> Result<Snapshot> {
+        self.call(
+            Method::GET,
+            &format!("/v1/snapshots/{id}"),
+            None::<&()>,
+            None,
+            Repeat::Safe,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/snapshots/{id}`: answers the tombstone (status `deleted`); deleting a
+    /// tombstone answers it again.
+    pub async fn delete_snapshot(&self, id: &SnapshotId) -> Result<Snapshot> {
+        self.call(
+            Method::DELETE,
+            &format!("/v1/snapshots/{id}"),
             None::<&()>,
             None,
             Repeat::Safe,
