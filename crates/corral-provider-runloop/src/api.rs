@@ -35,8 +35,97 @@ pub struct DevboxCreateParameters {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LaunchParameters {
     /// Seconds after which the devbox shuts down (deleted). Default 3600, maximum 172800.
+    /// Ignored by Runloop once an `after_idle` policy is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_alive_time_seconds: Option<u64>,
+    /// Idle policy and resume triggers (`LifecycleConfigurationParameters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleConfigurationParameters>,
+}
+
+/// `LifecycleConfigurationParameters`, the field Corral sets (the description prefers it to
+/// the deprecated top-level `launch_parameters.after_idle`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleConfigurationParameters {
+    /// What happens after the devbox has been idle for a while.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_idle: Option<IdleConfigurationParameters>,
+}
+
+/// `IdleConfigurationParameters`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleConfigurationParameters {
+    /// Idle seconds before `on_idle` (`int32`).
+    pub idle_time_seconds: u32,
+    /// What to do then.
+    pub on_idle: IdleAction,
+}
+
+/// `IdleAction`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleAction {
+    /// Shut the devbox down (permanent).
+    Shutdown,
+    /// Suspend it (the disk is kept; `resume` boots it again).
+    Suspend,
+}
+
+/// `POST /v1/devboxes/{id}/snapshot_disk_async` body (`DevboxSnapshotRequest`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevboxSnapshotRequest {
+    /// A name for the snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// User metadata: Corral tags its snapshot id here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+/// `DevboxDiskSnapshotView`, the fields Corral reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DevboxDiskSnapshotView {
+    /// Snapshot id (what `snapshot_id` on a create names).
+    pub id: String,
+    /// The devbox it was taken of.
+    #[serde(default)]
+    pub source_devbox_id: Option<String>,
+    /// User metadata.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// Size in bytes, "relative to the base blueprint".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+}
+
+/// `DevboxSnapshotStatus`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // The provider's documented values, one each.
+pub enum DevboxSnapshotStatus {
+    InProgress,
+    Error,
+    Complete,
+    Deleted,
+    /// A value this adapter does not know yet, as sent.
+    #[serde(untagged)]
+    Other(String),
+}
+
+/// `GET /v1/devboxes/disk_snapshots/{id}/status` (`DevboxSnapshotAsyncStatusView`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DevboxSnapshotAsyncStatusView {
+    /// Where the snapshot operation is.
+    pub status: DevboxSnapshotStatus,
+    /// The snapshot, once complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<DevboxDiskSnapshotView>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
 }
 
 /// `DevboxViewStatus`: the published description's values, and `scheduled` and `queued`,

@@ -1,8 +1,8 @@
 //! Runloop's honest capabilities.
 
 use corral_domain::{
-    CommandCapabilities, CommandResume, ImageMode, OutputStreams, PricingEvidence, PricingRate,
-    Provider, ProviderCapabilities, RateUnit, Signal, TimeoutMode,
+    CommandCapabilities, CommandResume, ImageMode, LifecycleCapabilities, OutputStreams,
+    PricingEvidence, PricingRate, Provider, ProviderCapabilities, RateUnit, Signal, TimeoutMode,
 };
 
 /// `keep_alive_time_seconds` when none is sent: one hour.
@@ -18,7 +18,15 @@ const READ_ON: &str = "2026-08-22";
 /// The capabilities Corral advertises for Runloop.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
-        lifecycle: corral_domain::LifecycleCapabilities::default(),
+        lifecycle: LifecycleCapabilities {
+            // "Note this will not snapshot memory state such as running processes" (suspend,
+            // `POST /v1/devboxes/{id}/suspend`); resume says processes must be restarted.
+            stop_keeps_memory: false,
+            // Disk snapshots (`snapshot_disk_async`) hold the disk only.
+            snapshot_keeps_memory: false,
+            // `launch_parameters.lifecycle.after_idle {idle_time_seconds, on_idle: suspend}`.
+            native_idle_stop: true,
+        },
         provider: Provider::Runloop,
         display_name: "Runloop".into(),
         pricing: PricingEvidence {
@@ -71,9 +79,12 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // Suspend keeps the disk (not memory) and the same id.
         supports_persistent_resume: true,
-        supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        // stop → `suspend`, resume → `resume`.
+        supports_explicit_stop: true,
+        // `snapshot_disk_async` + `disk_snapshots/{id}/status` + `disk_snapshots/{id}/delete`.
+        supports_snapshots: true,
+        // A create with `snapshot_id`.
+        supports_restore: true,
         supports_delete: true,
         // Native executions: stdin as text through `send_std_in`, `kill` only, and SSE output
         // streams that resume at a byte offset.

@@ -9,9 +9,9 @@ use corral_provider_http::{ProviderHttp, multipart_form, path_segment, read_at_m
 
 use crate::api::{
     DevboxAsyncExecutionDetailView, DevboxCreateExecutionParameters, DevboxCreateParameters,
-    DevboxDownloadFileParameters, DevboxKillExecutionRequest, DevboxListView,
-    DevboxSendStdInRequest, DevboxSendStdInResult, DevboxStartExecutionParameters, DevboxView,
-    DevboxWaitForCommandRequest,
+    DevboxDiskSnapshotView, DevboxDownloadFileParameters, DevboxKillExecutionRequest,
+    DevboxListView, DevboxSendStdInRequest, DevboxSendStdInResult, DevboxSnapshotAsyncStatusView,
+    DevboxSnapshotRequest, DevboxStartExecutionParameters, DevboxView, DevboxWaitForCommandRequest,
 };
 
 /// The Runloop REST API at one base URL.
@@ -23,6 +23,11 @@ pub(crate) struct Client {
 /// `/v1/devboxes/{id}`, with the id as one encoded segment.
 fn devbox(id: &str) -> String {
     format!("/v1/devboxes/{}", path_segment(id))
+}
+
+/// `/v1/devboxes/disk_snapshots/{id}`, with the id as one encoded segment.
+fn disk_snapshot(id: &str) -> String {
+    format!("/v1/devboxes/disk_snapshots/{}", path_segment(id))
 }
 
 /// `/v1/devboxes/{id}/executions/{eid}`, both as encoded segments.
@@ -83,6 +88,52 @@ impl Client {
             .http
             .authed_query(ctx, Method::POST, &path, &[("force", "true")])?;
         self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /v1/devboxes/{id}/suspend`: the disk is snapshotted and kept, processes end
+    /// (`400` when the devbox is not running).
+    pub(crate) async fn suspend_devbox(&self, ctx: &CallContext, id: &str) -> Result<DevboxView> {
+        let path = format!("{}/suspend", devbox(id));
+        let req = self.http.authed(ctx, Method::POST, &path)?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /v1/devboxes/{id}/resume` (`400` when the devbox is not suspended).
+    pub(crate) async fn resume_devbox(&self, ctx: &CallContext, id: &str) -> Result<DevboxView> {
+        let path = format!("{}/resume", devbox(id));
+        let req = self.http.authed(ctx, Method::POST, &path)?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /v1/devboxes/{id}/snapshot_disk_async`: starts a disk snapshot and answers at
+    /// once; [`Client::snapshot_status`] follows it.
+    pub(crate) async fn snapshot_disk_async(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &DevboxSnapshotRequest,
+    ) -> Result<DevboxDiskSnapshotView> {
+        let path = format!("{}/snapshot_disk_async", devbox(id));
+        let req = self.http.authed(ctx, Method::POST, &path)?.json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `GET /v1/devboxes/disk_snapshots/{id}/status`.
+    pub(crate) async fn snapshot_status(
+        &self,
+        ctx: &CallContext,
+        snapshot_id: &str,
+    ) -> Result<DevboxSnapshotAsyncStatusView> {
+        let path = format!("{}/status", disk_snapshot(snapshot_id));
+        let req = self.http.authed(ctx, Method::GET, &path)?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /v1/devboxes/disk_snapshots/{id}/delete` (`404` unknown, `409` not complete).
+    pub(crate) async fn delete_snapshot(&self, ctx: &CallContext, snapshot_id: &str) -> Result<()> {
+        let path = format!("{}/delete", disk_snapshot(snapshot_id));
+        let req = self.http.authed(ctx, Method::POST, &path)?;
+        self.http.send_empty(ctx, req).await
     }
 
     /// `POST /v1/devboxes/{id}/execute?last_n=`; the whole exchange may take `limit`.

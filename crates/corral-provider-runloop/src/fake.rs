@@ -19,6 +19,15 @@
 //! they end once the execution completed and all was sent, or after an idle time without
 //! output ([`Fake::set_stream_idle`]).
 //!
+//! Lifecycle as Runloop describes it: `suspend` (a running devbox only; its processes end, its
+//! home is kept) answers `suspending`, then `suspended` at the next observation; `resume` (a
+//! suspended devbox only) answers `resuming`, then `running`; a devbox that is not running
+//! refuses executions and files. `lifecycle.after_idle` suspends (or shuts down) a devbox left
+//! without executions, file calls or `keep_alive` for `idle_time_seconds`.
+//! `snapshot_disk_async` copies the home at the call and reads `in_progress` once, then
+//! `complete`; a create with `snapshot_id` starts its home from that copy; deleting a
+//! snapshot (complete only, `409` otherwise) removes the copy and leaves status `deleted`.
+//!
 //! [`Fake::start`] serves it on loopback; [`Fake::config`] and [`Fake::context`] point the
 //! adapter at it, and its [`Harness`] implementation runs the shared suites.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)] // Test double: a poisoned lock is a bug; error responses are returned early by value.
@@ -26,7 +35,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -88,7 +97,12 @@ struct Execution {
 
 struct Devbox {
     view: Value,
+    /// The devbox's disk: kept across a suspend, gone at shutdown.
     dir: Option<tempfile::TempDir>,
+    /// `lifecycle.after_idle`: idle seconds and the action (`suspend` or `shutdown`).
+    after_idle: Option<(u64, String)>,
+    /// The last call that used the devbox (an execution, a file), for the idle policy.
+    active_at: Instant,
     /// The devbox's processes: dropping the table (at shutdown) kills them.
     processes: Option<Processes>,
     executions: HashMap<String, Arc<Execution>>,
@@ -96,9 +110,18 @@ struct Devbox {
     command_ids: HashMap<String, String>,
 }
 
+/// A disk snapshot: a copy of the devbox's directory made when it was asked for.
+struct Snapshot {
+    view: Value,
+    /// `in_progress` (for one observation), `complete` or `deleted`.
+    status: &'static str,
+    dir: Option<tempfile::TempDir>,
+}
+
 #[derive(Default)]
 struct Inner {
     devboxes: HashMap<String, Devbox>,
+    snapshots: HashMap<String, Snapshot>,
     order: Vec<String>,
     next: u64,
 }
@@ -151,6 +174,21 @@ fn router_with_idle(api_key: &str, idle: Arc<Mutex<Duration>>) -> Router {
         .route("/v1/devboxes", post(create).get(list))
         .route("/v1/devboxes/{id}", get(get_devbox))
         .route("/v1/devboxes/{id}/shutdown", post(shutdown))
+        .route("/v1/devboxes/{id}/suspend", post(suspend))
+        .route("/v1/devboxes/{id}/resume", post(resume))
+        .route("/v1/devboxes/{id}/keep_alive", post(keep_alive))
+        .route(
+            "/v1/devboxes/{id}/snapshot_disk_async",
+            post(snapshot_disk_async),
+        )
+        .route(
+            "/v1/devboxes/disk_snapshots/{id}/status",
+            get(snapshot_status),
+        )
+        .route(
+            "/v1/devboxes/disk_snapshots/{id}/delete",
+            post(delete_snapshot),
+        )
         .route("/v1/devboxes/{id}/execute", post(execute))
         .route("/v1/devboxes/{id}/execute_async", post(execute_async))
         .route("/v1/devboxes/{id}/executions/{eid}", get(get_execution))
@@ -227,12 +265,19 @@ async fn create(State(fake): State<Api>, body: Bytes) -> Response {
         return bad("metadata must be a map of strings");
     }
     let mut launch = json!({});
+    let mut after_idle = None;
     if let Some(lp) = map.get("launch_parameters").filter(|v| !v.is_null()) {
         let Some(lp_map) = lp.as_object() else {
             return bad("launch_parameters must be an object");
         };
         if let Err(r) = only_fields(lp_map, LAUNCH_FIELDS) {
             return r;
+        }
+        if let Some(lc) = lp_map.get("lifecycle").filter(|v| !v.is_null()) {
+            match idle_policy(lc) {
+                Ok(policy) => after_idle = policy,
+                Err(r) => return r,
+            }
         }
         if let Some(k) = lp_map.get("keep_alive_time_seconds") {
             match k.as_u64() {
@@ -251,6 +296,22 @@ async fn create(State(fake): State<Api>, body: Bytes) -> Response {
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let mut inner = fake.inner.lock().unwrap();
+    // A devbox booted from a disk snapshot starts with a copy of that disk.
+    if let Some(snapshot) = map.get("snapshot_id").and_then(Value::as_str) {
+        match inner.snapshots.get(snapshot) {
+            Some(Snapshot {
+                status: "complete",
+                dir: Some(disk),
+                ..
+            }) => {
+                if let Err(e) = copy_tree(disk.path(), dir.path()) {
+                    return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+                }
+            }
+            Some(_) => return bad("Snapshot is not complete"),
+            None => return error(StatusCode::NOT_FOUND, "Snapshot not found."),
+        }
+    }
     inner.next += 1;
     let id = format!("dbx_fake{:08}", inner.next);
     let view = json!({
@@ -271,6 +332,8 @@ async fn create(State(fake): State<Api>, body: Bytes) -> Response {
         Devbox {
             view: view.clone(),
             dir: Some(dir),
+            after_idle,
+            active_at: Instant::now(),
             processes: Some(Processes::default()),
             executions: HashMap::new(),
             command_ids: HashMap::new(),
@@ -285,13 +348,261 @@ async fn get_devbox(State(fake): State<Api>, UrlPath(id): UrlPath<String>) -> Re
     let Some(d) = inner.devboxes.get_mut(&id) else {
         return not_found();
     };
-    // Booting takes one observation.
-    if d.view["status"] == "provisioning" {
+    // Booting, suspending and resuming each take one observation.
+    let next = match d.view["status"].as_str() {
+        Some("provisioning" | "resuming") => Some("running"),
+        Some("suspending") => Some("suspended"),
+        _ => None,
+    };
+    if let Some(next) = next {
         let view = d.view.clone();
-        d.view["status"] = json!("running");
+        transition(d, next);
         return axum::Json(view).into_response();
     }
+    idle_check(d);
     axum::Json(d.view.clone()).into_response()
+}
+
+/// Moves `d` to `status`, noting the transition as Runloop's view does.
+fn transition(d: &mut Devbox, status: &str) {
+    d.view["status"] = json!(status);
+    if let Some(t) = d.view["state_transitions"].as_array_mut() {
+        t.push(json!({"status": status, "transition_time_ms": 1_790_000_050_000u64}));
+    }
+}
+
+/// Runloop's idle policy: a running devbox with no execution running and no call using it
+/// for `idle_time_seconds` is suspended (its processes end, its disk is kept) or shut down.
+fn idle_check(d: &mut Devbox) {
+    let Some((secs, action)) = d.after_idle.clone() else {
+        return;
+    };
+    let busy = d.executions.values().any(|e| e.process.exit().is_none());
+    if d.view["status"] != "running" || busy {
+        return;
+    }
+    if d.active_at.elapsed() < Duration::from_secs(secs) {
+        return;
+    }
+    d.processes = None;
+    if action == "suspend" {
+        transition(d, "suspended");
+    } else {
+        transition(d, "shutdown");
+        d.view["shutdown_reason"] = json!("idle");
+        d.dir = None;
+    }
+}
+
+/// Checks `launch_parameters.lifecycle` and answers its idle policy.
+fn idle_policy(lifecycle: &Value) -> Result<Option<(u64, String)>, Response> {
+    let Some(lc) = lifecycle.as_object() else {
+        return Err(bad("lifecycle must be an object"));
+    };
+    only_fields(lc, &["after_idle", "resume_triggers"])?;
+    let Some(after) = lc.get("after_idle").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let Some(after) = after.as_object() else {
+        return Err(bad("after_idle must be an object"));
+    };
+    only_fields(after, &["idle_time_seconds", "on_idle"])?;
+    let secs = after
+        .get("idle_time_seconds")
+        .and_then(Value::as_u64)
+        .filter(|s| i32::try_from(*s).is_ok())
+        .ok_or_else(|| bad("idle_time_seconds is required and must be an int32"))?;
+    match after.get("on_idle").and_then(Value::as_str) {
+        Some(action @ ("suspend" | "shutdown")) => Ok(Some((secs, action.to_owned()))),
+        _ => Err(bad("on_idle is required: shutdown or suspend")),
+    }
+}
+
+/// Copies the tree at `from` into the existing directory `to` (files, directories, links).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            std::fs::create_dir(&dst)?;
+            copy_tree(&src, &dst)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of the files under `dir`.
+fn tree_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(k) if k.is_dir() => tree_size(&e.path()),
+            Ok(k) if k.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// `POST /v1/devboxes/{id}/suspend`: the disk is saved, processes end; `suspending` until
+/// the next observation. A devbox that is not running is refused, as Runloop does.
+async fn suspend(State(fake): State<Api>, UrlPath(id): UrlPath<String>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let Some(d) = inner.devboxes.get_mut(&id) else {
+        return not_found();
+    };
+    idle_check(d);
+    if d.view["status"] != "running" {
+        return bad("Devbox is not running.");
+    }
+    // Memory is not kept: every process ends.
+    d.processes = None;
+    transition(d, "suspending");
+    axum::Json(d.view.clone()).into_response()
+}
+
+/// `POST /v1/devboxes/{id}/resume`: boots the saved disk again; `resuming` until the next
+/// observation. A devbox that is not suspended is refused, as Runloop does.
+async fn resume(State(fake): State<Api>, UrlPath(id): UrlPath<String>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let Some(d) = inner.devboxes.get_mut(&id) else {
+        return not_found();
+    };
+    idle_check(d);
+    if d.view["status"] != "suspended" {
+        return bad("Devbox is not suspended.");
+    }
+    d.processes = Some(Processes::default());
+    d.active_at = Instant::now();
+    transition(d, "resuming");
+    axum::Json(d.view.clone()).into_response()
+}
+
+/// `POST /v1/devboxes/{id}/keep_alive`: resets the idle timer of a running devbox.
+async fn keep_alive(State(fake): State<Api>, UrlPath(id): UrlPath<String>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let Some(d) = inner.devboxes.get_mut(&id) else {
+        return not_found();
+    };
+    idle_check(d);
+    if d.view["status"] != "running" {
+        return bad("Devbox is not running.");
+    }
+    d.active_at = Instant::now();
+    axum::Json(json!({})).into_response()
+}
+
+/// `POST /v1/devboxes/{id}/snapshot_disk_async`: the disk as it is now is copied at once;
+/// the status says `in_progress` for one observation, then `complete`.
+async fn snapshot_disk_async(
+    State(fake): State<Api>,
+    UrlPath(id): UrlPath<String>,
+    body: Bytes,
+) -> Response {
+    let map = if body.is_empty() {
+        serde_json::Map::new()
+    } else {
+        match json_body(&body) {
+            Ok(m) => m,
+            Err(r) => return r,
+        }
+    };
+    if let Err(r) = only_fields(&map, &["name", "metadata", "commit_message"]) {
+        return r;
+    }
+    for field in ["name", "commit_message"] {
+        if map
+            .get(field)
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+        {
+            return bad(format!("{field} must be a string"));
+        }
+    }
+    if map
+        .get("metadata")
+        .is_some_and(|v| !v.is_null() && !string_map(v))
+    {
+        return bad("metadata must be a map of strings");
+    }
+    let mut inner = fake.inner.lock().unwrap();
+    let home = match running_dir(&mut inner, &id) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let disk = tempfile::tempdir().expect("temp dir");
+    if let Err(e) = copy_tree(&home, disk.path()) {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string());
+    }
+    inner.next += 1;
+    let sid = format!("snp_fake{:08}", inner.next);
+    let view = json!({
+        "id": sid,
+        "name": map.get("name").cloned().unwrap_or(Value::Null),
+        "create_time_ms": 1_790_000_060_000u64,
+        "metadata": map.get("metadata").filter(|v| !v.is_null()).cloned().unwrap_or(json!({})),
+        "source_devbox_id": id,
+        "source_blueprint_id": null,
+        "commit_message": map.get("commit_message").cloned().unwrap_or(Value::Null),
+        "size_bytes": null,
+    });
+    if let Some(d) = inner.devboxes.get_mut(&id) {
+        d.active_at = Instant::now();
+    }
+    inner.snapshots.insert(
+        sid,
+        Snapshot {
+            view: view.clone(),
+            status: "in_progress",
+            dir: Some(disk),
+        },
+    );
+    axum::Json(view).into_response()
+}
+
+/// `GET /v1/devboxes/disk_snapshots/{id}/status`.
+async fn snapshot_status(State(fake): State<Api>, UrlPath(sid): UrlPath<String>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let Some(snap) = inner.snapshots.get_mut(&sid) else {
+        return error(StatusCode::NOT_FOUND, "Snapshot not found.");
+    };
+    let answer = match snap.status {
+        "in_progress" => {
+            snap.status = "complete";
+            json!({"status": "in_progress", "snapshot": null, "error_message": null})
+        }
+        "complete" => {
+            if let Some(disk) = &snap.dir {
+                snap.view["size_bytes"] = json!(tree_size(disk.path()));
+            }
+            json!({"status": "complete", "snapshot": snap.view, "error_message": null})
+        }
+        other => json!({"status": other, "snapshot": null, "error_message": null}),
+    };
+    axum::Json(answer).into_response()
+}
+
+/// `POST /v1/devboxes/disk_snapshots/{id}/delete`: only a complete snapshot (`409`
+/// otherwise); its disk is gone, its status says `deleted`, and a second delete is `404`.
+async fn delete_snapshot(State(fake): State<Api>, UrlPath(sid): UrlPath<String>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    match inner.snapshots.get_mut(&sid) {
+        Some(snap) if snap.status == "complete" => {
+            snap.status = "deleted";
+            snap.dir = None;
+            axum::Json(json!({})).into_response()
+        }
+        Some(snap) if snap.status == "in_progress" => error(
+            StatusCode::CONFLICT,
+            "Only successfully created snapshots can be deleted.",
+        ),
+        _ => error(StatusCode::NOT_FOUND, "Snapshot not found."),
+    }
 }
 
 async fn list(State(fake): State<Api>, Query(q): Query<HashMap<String, String>>) -> Response {
@@ -351,10 +662,17 @@ async fn shutdown(
     axum::Json(d.view.clone()).into_response()
 }
 
-fn running_dir(inner: &Inner, id: &str) -> Result<PathBuf, Response> {
-    let d = inner.devboxes.get(id).ok_or_else(not_found)?;
+/// The home of a devbox that can take a call (which counts as activity for the idle
+/// policy); a suspended, suspending or resuming devbox refuses it, as Runloop does.
+fn running_dir(inner: &mut Inner, id: &str) -> Result<PathBuf, Response> {
+    let d = inner.devboxes.get_mut(id).ok_or_else(not_found)?;
+    idle_check(d);
     match (&d.view["status"], &d.dir) {
-        (s, Some(dir)) if s == "running" || s == "provisioning" => Ok(dir.path().to_owned()),
+        (s, Some(dir)) if s == "running" || s == "provisioning" => {
+            let home = dir.path().to_owned();
+            d.active_at = Instant::now();
+            Ok(home)
+        }
         _ => Err(bad("Devbox is not running")),
     }
 }
@@ -414,7 +732,7 @@ fn spawn(
     stdin: bool,
 ) -> Result<(String, Arc<Execution>), Response> {
     let mut inner = fake.inner.lock().unwrap();
-    let dir = running_dir(&inner, id)?;
+    let dir = running_dir(&mut inner, id)?;
     inner.next += 1;
     let eid = format!("exe_fake{:08}", inner.next);
     let d = inner.devboxes.get_mut(id).ok_or_else(not_found)?;
@@ -804,7 +1122,7 @@ async fn download_file(
     let Some(path) = map.get("path").and_then(Value::as_str) else {
         return bad("path is required");
     };
-    let home = match running_dir(&fake.inner.lock().unwrap(), &id) {
+    let home = match running_dir(&mut fake.inner.lock().unwrap(), &id) {
         Ok(d) => d,
         Err(r) => return r,
     };
@@ -852,7 +1170,7 @@ async fn upload_file(
     let Some(file) = parts.iter().find(|p| p.name == "file") else {
         return bad("file is required");
     };
-    let home = match running_dir(&fake.inner.lock().unwrap(), &id) {
+    let home = match running_dir(&mut fake.inner.lock().unwrap(), &id) {
         Ok(d) => d,
         Err(r) => return r,
     };

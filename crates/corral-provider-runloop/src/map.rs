@@ -1,8 +1,8 @@
 //! Runloop's statuses in Corral's vocabulary.
 
-use corral_domain::SandboxStatus;
+use corral_domain::{SandboxStatus, SnapshotStatus};
 
-use crate::api::DevboxStatus;
+use crate::api::{DevboxSnapshotStatus, DevboxStatus};
 
 use crate::P;
 
@@ -17,15 +17,34 @@ pub(crate) fn status(status: &DevboxStatus, shutdown_reason: Option<&str>) -> Sa
         | DevboxStatus::Provisioning
         | DevboxStatus::Initializing => SandboxStatus::Creating,
         DevboxStatus::Running => SandboxStatus::Running,
-        // Suspended devboxes keep their disk and resume on request.
-        DevboxStatus::Suspending | DevboxStatus::Suspended | DevboxStatus::Resuming => {
-            SandboxStatus::Paused
-        }
+        // Suspend is Corral's stop: the disk is kept, processes end, `resume` boots it again
+        // (asked for, or by Runloop's idle policy: both are a stop).
+        DevboxStatus::Suspending => SandboxStatus::Stopping,
+        DevboxStatus::Suspended => SandboxStatus::Stopped,
+        DevboxStatus::Resuming => SandboxStatus::Starting,
         DevboxStatus::Failure => SandboxStatus::Failed,
         DevboxStatus::Shutdown => shutdown(shutdown_reason),
         DevboxStatus::Other(value) => {
             tracing::warn!(provider = %P, status = %value, "unknown devbox status, treated as creating");
             SandboxStatus::Creating
+        }
+    }
+}
+
+/// `DevboxSnapshotStatus` → the snapshot's status; `None` for `deleted`, which the port
+/// answers as `NotFound` (Runloop no longer has anything to restore).
+///
+/// An unknown value is logged and treated as still in progress: not restorable yet, and not
+/// given up on.
+pub(crate) fn snapshot_status(status: &DevboxSnapshotStatus) -> Option<SnapshotStatus> {
+    match status {
+        DevboxSnapshotStatus::InProgress => Some(SnapshotStatus::Creating),
+        DevboxSnapshotStatus::Complete => Some(SnapshotStatus::Ready),
+        DevboxSnapshotStatus::Error => Some(SnapshotStatus::Failed),
+        DevboxSnapshotStatus::Deleted => None,
+        DevboxSnapshotStatus::Other(value) => {
+            tracing::warn!(provider = %P, status = %value, "unknown disk snapshot status, treated as in progress");
+            Some(SnapshotStatus::Creating)
         }
     }
 }
@@ -59,9 +78,9 @@ mod tests {
             ("provisioning", SandboxStatus::Creating),
             ("initializing", SandboxStatus::Creating),
             ("running", SandboxStatus::Running),
-            ("suspending", SandboxStatus::Paused),
-            ("suspended", SandboxStatus::Paused),
-            ("resuming", SandboxStatus::Paused),
+            ("suspending", SandboxStatus::Stopping),
+            ("suspended", SandboxStatus::Stopped),
+            ("resuming", SandboxStatus::Starting),
             ("failure", SandboxStatus::Failed),
             ("shutdown", SandboxStatus::Expired),
             ("hibernating-someday", SandboxStatus::Creating),
@@ -88,6 +107,22 @@ mod tests {
                 SandboxStatus::Expired,
                 "{reason}"
             );
+        }
+    }
+
+    #[test]
+    fn every_documented_snapshot_status_maps() {
+        let cases = [
+            ("in_progress", Some(SnapshotStatus::Creating)),
+            ("complete", Some(SnapshotStatus::Ready)),
+            ("error", Some(SnapshotStatus::Failed)),
+            ("deleted", None),
+            ("compacting-someday", Some(SnapshotStatus::Creating)),
+        ];
+        for (wire, want) in cases {
+            let parsed: DevboxSnapshotStatus =
+                serde_json::from_str(&format!("\"{wire}\"")).unwrap();
+            assert_eq!(snapshot_status(&parsed), want, "{wire}");
         }
     }
 }

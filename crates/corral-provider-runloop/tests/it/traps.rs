@@ -694,3 +694,235 @@ async fn output_travels_as_text_so_bytes_that_are_not_utf8_arrive_replaced() {
     // Valid UTF-8 is kept whole; the stray byte is replaced by U+FFFD.
     assert_eq!(String::from_utf8(out).unwrap(), "café \u{fffd}!");
 }
+
+#[tokio::test]
+async fn stop_is_suspend_which_refuses_exec_until_resume_and_is_idempotent() {
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    let stopped = runloop.stop(&ctx(), &id).await.unwrap();
+    assert_eq!(stopped.status, SandboxStatus::Stopping, "suspending");
+    let r = &server.log().matching(&Method::POST, "/suspend")[0];
+    assert_eq!(r.path, format!("/v1/devboxes/{id}/suspend"));
+    assert_eq!(
+        runloop.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Stopping
+    );
+    assert_eq!(
+        runloop.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Stopped
+    );
+    // Runloop refuses a call on a suspended devbox; so does exec here.
+    let refused = runloop.exec(&ctx(), &id, &ExecSpec::new("true")).await;
+    assert!(
+        matches!(refused, Err(ProviderError::InvalidRequest { .. })),
+        "{refused:?}"
+    );
+    // A second suspend is refused by Runloop (400): the adapter answers the devbox as it is.
+    server.log().clear();
+    let again = runloop.stop(&ctx(), &id).await.unwrap();
+    assert_eq!(again.status, SandboxStatus::Stopped);
+    let calls: Vec<String> = server
+        .log()
+        .all()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            format!("POST /v1/devboxes/{id}/suspend"),
+            format!("GET /v1/devboxes/{id}"),
+        ]
+    );
+    let resumed = runloop.resume(&ctx(), &id).await.unwrap();
+    assert_eq!(resumed.status, SandboxStatus::Starting, "resuming");
+    assert_eq!(
+        runloop.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Starting
+    );
+    assert_eq!(
+        runloop.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Running
+    );
+    // Resuming a running devbox is refused by Runloop (400 "not suspended"): answered as is.
+    assert_eq!(
+        runloop.resume(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Running
+    );
+    runloop.delete(&ctx(), &id).await.unwrap();
+}
+
+#[tokio::test]
+async fn idle_stop_is_runloops_own_idle_suspend_in_the_launch_parameters() {
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    // The domain bounds idleStopSeconds (60 s at least) before the adapter; the adapter hands
+    // on what it is given, so a 1 s policy shows the fake's idle suspend within the test.
+    let spec = CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::Runloop(corral_domain::StandardCreate {
+            idle_stop_seconds: Some(1),
+            ..Default::default()
+        }),
+        timeout_seconds: Some(600),
+    };
+    let created = runloop.create(&ctx(), &spec).await.unwrap();
+    let b = body(&server.log().matching(&Method::POST, "/v1/devboxes")[0]);
+    assert_eq!(
+        b["launch_parameters"]["lifecycle"],
+        serde_json::json!({"after_idle": {"idle_time_seconds": 1, "on_idle": "suspend"}}),
+        "lifecycle.after_idle, which the description prefers to the top-level after_idle"
+    );
+    assert!(b["launch_parameters"].get("after_idle").is_none());
+    // Runloop ignores keep_alive_time_seconds once after_idle is set; it is sent all the same.
+    assert_eq!(b["launch_parameters"]["keep_alive_time_seconds"], 600);
+    let id = created.native_id;
+    runloop.get(&ctx(), &id).await.unwrap();
+    // An exec is activity: the devbox stays up while it is used.
+    let out = runloop
+        .exec(&ctx(), &id, &ExecSpec::new("printf kept > idle-file"))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, 0);
+    assert_eq!(
+        runloop.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Running
+    );
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(
+        runloop.get(&ctx(), &id).await.unwrap().status,
+        SandboxStatus::Stopped,
+        "idle past idle_time_seconds: suspended by Runloop itself"
+    );
+    runloop.resume(&ctx(), &id).await.unwrap();
+    runloop.get(&ctx(), &id).await.unwrap();
+    let out = runloop
+        .exec(&ctx(), &id, &ExecSpec::new("cat idle-file"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"kept", "the disk survives an idle suspend");
+    // Without idleStopSeconds there is no lifecycle block at all.
+    server.log().clear();
+    runloop
+        .create(&ctx(), &self::spec(None, Some(600)))
+        .await
+        .unwrap();
+    let b = body(&server.log().all()[0]);
+    assert!(b["launch_parameters"].get("lifecycle").is_none(), "{b}");
+    runloop.delete(&ctx(), &id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_disk_snapshot_is_asynchronous_tagged_and_followed_on_its_status_endpoint() {
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    let snapshot_id = corral_domain::SnapshotId::new(Provider::Runloop);
+    let snap = runloop
+        .snapshot(
+            &ctx(),
+            &id,
+            &corral_provider::SnapshotSpec {
+                snapshot_id,
+                name: Some("before".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(snap.status, corral_domain::SnapshotStatus::Creating);
+    let r = &server.log().all()[0];
+    assert_eq!(r.path, format!("/v1/devboxes/{id}/snapshot_disk_async"));
+    let b = body(r);
+    assert_eq!(b["name"], "before");
+    assert_eq!(
+        b["metadata"][corral_provider_runloop::SNAPSHOT_ID_METADATA_KEY],
+        snapshot_id.to_string()
+    );
+    // A snapshot not complete yet cannot be deleted (409): that stays a refusal.
+    let early = runloop.delete_snapshot(&ctx(), &snap.native_id).await;
+    assert!(
+        matches!(early, Err(ProviderError::InvalidRequest { .. })),
+        "{early:?}"
+    );
+    let first = runloop.get_snapshot(&ctx(), &snap.native_id).await.unwrap();
+    assert_eq!(first.status, corral_domain::SnapshotStatus::Creating);
+    let ready = runloop.get_snapshot(&ctx(), &snap.native_id).await.unwrap();
+    assert_eq!(ready.status, corral_domain::SnapshotStatus::Ready);
+    assert!(ready.size_bytes.is_some());
+    assert!(
+        server
+            .log()
+            .all()
+            .iter()
+            .any(|r| r.path == format!("/v1/devboxes/disk_snapshots/{}/status", snap.native_id))
+    );
+    // Deleted: Runloop's status says `deleted`, which the port reads as NotFound; a second
+    // delete is Runloop's 404.
+    runloop
+        .delete_snapshot(&ctx(), &snap.native_id)
+        .await
+        .unwrap();
+    let gone = runloop.get_snapshot(&ctx(), &snap.native_id).await;
+    assert!(
+        matches!(gone, Err(ProviderError::NotFound { .. })),
+        "{gone:?}"
+    );
+    let twice = runloop.delete_snapshot(&ctx(), &snap.native_id).await;
+    assert!(
+        matches!(twice, Err(ProviderError::NotFound { .. })),
+        "{twice:?}"
+    );
+    runloop.delete(&ctx(), &id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_restore_is_a_create_with_snapshot_id_tagged_like_any_create() {
+    let (fake, runloop) = setup().await;
+    let server = fake.server();
+    let id = running(server, &runloop).await;
+    let snap = runloop
+        .snapshot(
+            &ctx(),
+            &id,
+            &corral_provider::SnapshotSpec {
+                snapshot_id: corral_domain::SnapshotId::new(Provider::Runloop),
+                name: None,
+            },
+        )
+        .await
+        .unwrap();
+    while runloop
+        .get_snapshot(&ctx(), &snap.native_id)
+        .await
+        .unwrap()
+        .status
+        != corral_domain::SnapshotStatus::Ready
+    {}
+    server.log().clear();
+    let spec = spec(Some("bpt_ignored"), Some(900));
+    let made = runloop
+        .restore(&ctx(), &spec, &snap.native_id)
+        .await
+        .unwrap();
+    assert_eq!(made.operation_id, Some(spec.operation_id));
+    let b = body(&server.log().matching(&Method::POST, "/v1/devboxes")[0]);
+    assert_eq!(b["snapshot_id"], snap.native_id.as_str());
+    assert!(
+        b.get("blueprint_id").is_none() && b.get("blueprint_name").is_none(),
+        "Runloop takes one source: {b}"
+    );
+    assert_eq!(
+        b["metadata"][OPERATION_ID_METADATA_KEY],
+        spec.operation_id.to_string()
+    );
+    assert_eq!(b["launch_parameters"]["keep_alive_time_seconds"], 900);
+    // A snapshot Runloop does not know is its 404.
+    let unknown = runloop.restore(&ctx(), &spec, "snp_nope").await;
+    assert!(
+        matches!(unknown, Err(ProviderError::NotFound { .. })),
+        "{unknown:?}"
+    );
+    runloop.delete(&ctx(), &made.native_id).await.unwrap();
+    runloop.delete(&ctx(), &id).await.unwrap();
+}
