@@ -1,5 +1,11 @@
-//! E2B's control API: create (answers once the sandbox runs), connect, get, list with a
-//! metadata filter and `nextToken` paging, kill and set-timeout, over Corral's use cases.
+//! E2B's control API: create (answers once the sandbox runs), connect (resuming a paused
+//! sandbox), get, list with metadata and state filters and `nextToken` paging, pause, the
+//! legacy resume, kill and set-timeout, over Corral's use cases.
+//!
+//! A pause is Corral's stop (on providers whose capabilities allow it) and its state is
+//! Corral's: a `stopping`, `stopped` or `paused` sandbox is E2B's `paused`. No timeout runs
+//! while paused, as with E2B: the door moves the sandbox's end out of its sweep's reach
+//! ([`paused_end`]), and a connect that resumes it gives it a new lifetime.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,7 +16,10 @@ use corral_domain::{CreateSandboxRequest, RunCommandInput, Sandbox, SandboxId, S
 use corral_registry::{E2bFilter, E2bRecord, ProjectId};
 use corral_service::{Caller, InlineAccess};
 
-use crate::wire::{ConnectRequest, NewSandbox, SandboxCreated, SandboxDetail, TimeoutRequest};
+use crate::wire::{
+    ConnectRequest, NewSandbox, PauseRequest, ResumeRequest, SandboxCreated, SandboxDetail,
+    TimeoutRequest,
+};
 use crate::{DEFAULT_TIMEOUT_SECONDS, E2bError, ENVD_VERSION, FrontDoor, fs};
 
 /// E2B's SDKs read a client id nobody uses; Corral has none.
@@ -25,6 +34,63 @@ const NATIVE_LIFETIME_DAYS: i64 = 36_525;
 
 /// Largest page of `GET /v2/sandboxes` (E2B's own cap).
 const MAX_LIMIT: u32 = 100;
+
+/// How many registry pages a list with a `state` filter reads for one answer before it
+/// answers a short page with its `nextToken` (the SDK's paginator reads on).
+const STATE_SCAN_PAGES: usize = 20;
+
+/// E2B's legacy resume's default lifetime (its description's `ResumedSandbox.timeout`).
+const RESUME_DEFAULT_TIMEOUT_SECONDS: u64 = 15;
+
+/// Whether Corral's `status` is E2B's `paused`: stopping, stopped, or asleep at its provider.
+pub fn is_paused(status: SandboxStatus) -> bool {
+    matches!(
+        status,
+        SandboxStatus::Stopping | SandboxStatus::Stopped | SandboxStatus::Paused
+    )
+}
+
+/// E2B's `state` of a sandbox whose Corral status is `status`.
+pub fn e2b_state(status: SandboxStatus) -> &'static str {
+    if is_paused(status) {
+        "paused"
+    } else {
+        "running"
+    }
+}
+
+/// The end the door gives a sandbox it pauses: past every end a live sandbox has (the
+/// longest, [`NATIVE_LIFETIME_DAYS`] from when it was first seen), so the sweep leaves it and
+/// [`is_paused_end`] tells it apart. Not a real end: a connect that resumes it replaces it.
+pub fn paused_end(now: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
+    now + chrono::Duration::days(2 * NATIVE_LIFETIME_DAYS)
+}
+
+/// Whether `end` is one [`paused_end`] gave (a century of margin either way).
+pub fn is_paused_end(end: chrono::DateTime<Utc>, now: chrono::DateTime<Utc>) -> bool {
+    end > now + chrono::Duration::days(NATIVE_LIFETIME_DAYS)
+}
+
+/// Which states a list asks for: (running, paused).
+fn wanted_states(raw: Option<&str>) -> Result<(bool, bool), E2bError> {
+    let Some(raw) = raw.filter(|s| !s.trim().is_empty()) else {
+        return Ok((true, true));
+    };
+    let (mut running, mut paused) = (false, false);
+    for s in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match s {
+            "running" => running = true,
+            "paused" => paused = true,
+            other => {
+                return Err(E2bError::invalid(format!(
+                    "unknown state '{}': running or paused",
+                    other.chars().take(40).collect::<String>()
+                )));
+            }
+        }
+    }
+    Ok((running, paused))
+}
 
 /// A create's answer, whether it replayed an earlier one, and where the sandbox is.
 #[derive(Debug, Clone)]
@@ -75,6 +141,11 @@ fn sandbox_id(id: &str) -> Result<SandboxId, E2bError> {
             id.chars().take(80).collect::<String>()
         ))
     })
+}
+
+/// `secs` seconds as a duration (saturating).
+fn seconds(secs: u64) -> chrono::Duration {
+    chrono::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
 fn registry_err(e: corral_registry::RegistryError) -> E2bError {
@@ -142,7 +213,13 @@ impl FrontDoor {
         }
     }
 
-    fn detail(&self, project: ProjectId, record: &E2bRecord, with_token: bool) -> SandboxDetail {
+    fn detail(
+        &self,
+        project: ProjectId,
+        record: &E2bRecord,
+        state: &'static str,
+        with_token: bool,
+    ) -> SandboxDetail {
         SandboxDetail {
             template_id: record.template_id.clone(),
             sandbox_id: record.sandbox_id.to_string(),
@@ -152,7 +229,7 @@ impl FrontDoor {
             cpu_count: 0,
             memory_mb: 0,
             disk_size_mb: 0,
-            state: "running",
+            state,
             envd_version: ENVD_VERSION.to_owned(),
             metadata: record.metadata.clone(),
             envd_access_token: with_token.then(|| {
@@ -227,21 +304,8 @@ impl FrontDoor {
     }
 
     /// Waits (bounded) until a `creating` sandbox runs; a failed create is an error.
-    async fn wait_running(
-        &self,
-        caller: &Caller,
-        mut sandbox: Sandbox,
-    ) -> Result<Sandbox, E2bError> {
-        let until = tokio::time::Instant::now() + READY_WAIT;
-        let mut pause = Duration::from_millis(100);
-        while sandbox.status == SandboxStatus::Creating && tokio::time::Instant::now() < until {
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(2));
-            sandbox = self
-                .service()
-                .get(caller, InlineAccess::default(), &sandbox.id.to_string())
-                .await?;
-        }
+    async fn wait_running(&self, caller: &Caller, sandbox: Sandbox) -> Result<Sandbox, E2bError> {
+        let sandbox = self.wait_settled(caller, sandbox).await?;
         match sandbox.status {
             SandboxStatus::Running | SandboxStatus::Creating => Ok(sandbox),
             other => Err(E2bError::Service {
@@ -250,6 +314,30 @@ impl FrontDoor {
                 )),
             }),
         }
+    }
+
+    /// Waits (bounded by [`READY_WAIT`]) while the sandbox is on its way somewhere
+    /// (`creating`, `starting`, `stopping`); the sandbox as last seen.
+    async fn wait_settled(
+        &self,
+        caller: &Caller,
+        mut sandbox: Sandbox,
+    ) -> Result<Sandbox, E2bError> {
+        let until = tokio::time::Instant::now() + READY_WAIT;
+        let mut pause = Duration::from_millis(100);
+        while matches!(
+            sandbox.status,
+            SandboxStatus::Creating | SandboxStatus::Starting | SandboxStatus::Stopping
+        ) && tokio::time::Instant::now() < until
+        {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+            sandbox = self
+                .service()
+                .get(caller, InlineAccess::default(), &sandbox.id.to_string())
+                .await?;
+        }
+        Ok(sandbox)
     }
 
     /// E2B's processes start in the default user's home, and relative paths resolve there;
@@ -275,20 +363,25 @@ impl FrontDoor {
         }
     }
 
-    /// The door's record of a live sandbox, made on first use for a sandbox created through
-    /// Corral's own API (its template is then its provider), so any of the project's
-    /// sandboxes can be connected to. Deleted or ended sandboxes are not found.
-    async fn live_record(&self, caller: &Caller, id: &str) -> Result<E2bRecord, E2bError> {
+    /// The door's record of a live sandbox (running or paused) and its Corral status, the
+    /// record made on first use for a sandbox created through Corral's own API (its template
+    /// is then its provider), so any of the project's sandboxes can be connected to. Deleted
+    /// or ended sandboxes are not found.
+    async fn live_record(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<(E2bRecord, SandboxStatus), E2bError> {
         let sid = sandbox_id(id)?;
         let sandbox = self
             .service()
             .get(caller, InlineAccess::default(), id)
             .await?;
         if sandbox.deleted_at.is_some()
-            || !matches!(
+            || !(matches!(
                 sandbox.status,
-                SandboxStatus::Running | SandboxStatus::Creating
-            )
+                SandboxStatus::Running | SandboxStatus::Creating | SandboxStatus::Starting
+            ) || is_paused(sandbox.status))
         {
             return Err(E2bError::not_found(format!("sandbox '{sid}' not found")));
         }
@@ -303,7 +396,7 @@ impl FrontDoor {
                     "sandbox '{sid}' reached the end of its timeout"
                 )));
             }
-            return Ok(r);
+            return Ok((r, sandbox.status));
         }
         let now = Utc::now();
         let record = E2bRecord {
@@ -319,42 +412,166 @@ impl FrontDoor {
             created_at: now,
         };
         registry.put_e2b(&record).await.map_err(registry_err)?;
-        Ok(registry
+        let record = registry
             .get_e2b(caller.project_id(), sid)
             .await
             .map_err(registry_err)?
-            .unwrap_or(record))
+            .unwrap_or(record);
+        Ok((record, sandbox.status))
     }
 
-    /// `POST /sandboxes/{id}/connect` (and v2): the sandbox's token, its timeout extended to
-    /// at least `timeout` from now (E2B's rule: connect never shortens it).
-    pub async fn connect(
+    /// Resumes a paused sandbox (Corral's resume) and waits until it runs; a `stopping` one
+    /// is first let stop. The provider's refusal (no stop and resume) is E2B's 400.
+    async fn resume_running(&self, caller: &Caller, id: &str) -> Result<(), E2bError> {
+        let sandbox = self
+            .service()
+            .get(caller, InlineAccess::default(), id)
+            .await?;
+        let mut sandbox = self.wait_settled(caller, sandbox).await?;
+        if is_paused(sandbox.status) {
+            let resumed = self
+                .service()
+                .resume(caller, InlineAccess::default(), id)
+                .await?;
+            sandbox = self.wait_settled(caller, resumed).await?;
+        }
+        match sandbox.status {
+            SandboxStatus::Running => Ok(()),
+            other => Err(E2bError::Service {
+                source: corral_service::error::ServiceError::ProviderUnavailable {
+                    message: format!("sandbox '{id}' is {other} instead of running"),
+                    retry_after: Some(5),
+                },
+            }),
+        }
+    }
+
+    /// Sets the door's end of `record` to `end`.
+    async fn set_end(
+        &self,
+        caller: &Caller,
+        record: &mut E2bRecord,
+        end: chrono::DateTime<Utc>,
+    ) -> Result<(), E2bError> {
+        self.service()
+            .registry()
+            .set_e2b_end(caller.project_id(), record.sandbox_id, end)
+            .await
+            .map_err(registry_err)?;
+        record.end_at = end;
+        Ok(())
+    }
+
+    /// `POST /sandboxes/{id}/pause`: Corral's stop, answered once the sandbox is stopped
+    /// (E2B's 204). A paused sandbox is E2B's 409; a provider without stop and resume is
+    /// refused (400) before anything is changed. Its running commands end with it.
+    pub async fn pause(&self, caller: &Caller, id: &str, body: &[u8]) -> Result<(), E2bError> {
+        let _: PauseRequest = parse_body(body)?;
+        let (mut record, status) = self.live_record(caller, id).await?;
+        if is_paused(status) {
+            return Err(E2bError::Conflict {
+                message: format!("sandbox '{}' is already paused", record.sandbox_id),
+            });
+        }
+        let stopping = self
+            .service()
+            .stop(caller, InlineAccess::default(), id)
+            .await?;
+        // No timeout runs while it is paused, as with E2B's.
+        self.set_end(caller, &mut record, paused_end(Utc::now()))
+            .await?;
+        let settled = self.wait_settled(caller, stopping).await?;
+        if is_paused(settled.status) {
+            Ok(())
+        } else {
+            Err(E2bError::Service {
+                source: corral_service::error::ServiceError::internal(format!(
+                    "the sandbox is {} instead of paused",
+                    settled.status
+                )),
+            })
+        }
+    }
+
+    /// `POST /sandboxes/{id}/resume` (E2B's legacy resume, deprecated for connect): resumes a
+    /// paused sandbox for `timeout` seconds (default 15); a running one is E2B's 409.
+    pub async fn resume(
         &self,
         caller: &Caller,
         id: &str,
         body: &[u8],
     ) -> Result<SandboxCreated, E2bError> {
-        let req: ConnectRequest = parse_body(body)?;
-        let mut record = self.live_record(caller, id).await?;
-        if let Some(t) = req.timeout {
-            let t = self.check_timeout(t)?;
-            let end = Utc::now() + chrono::Duration::seconds(i64::try_from(t).unwrap_or(i64::MAX));
-            if end > record.end_at {
-                self.service()
-                    .registry()
-                    .set_e2b_end(caller.project_id(), record.sandbox_id, end)
-                    .await
-                    .map_err(registry_err)?;
-                record.end_at = end;
-            }
+        let req: ResumeRequest = parse_body(body)?;
+        if req.auto_pause == Some(true) {
+            return Err(E2bError::Unsupported {
+                message: "autoPause is not supported by Corral's E2B front door".into(),
+            });
         }
+        let timeout = self.check_timeout(req.timeout.unwrap_or(RESUME_DEFAULT_TIMEOUT_SECONDS))?;
+        let (mut record, status) = self.live_record(caller, id).await?;
+        if !is_paused(status) {
+            return Err(E2bError::Conflict {
+                message: format!("sandbox '{}' is already running", record.sandbox_id),
+            });
+        }
+        self.resume_running(caller, id).await?;
+        let end = Utc::now() + seconds(timeout);
+        self.set_end(caller, &mut record, end).await?;
         Ok(self.created(caller.project_id(), &record))
     }
 
-    /// `GET /sandboxes/{id}`.
+    /// `POST /sandboxes/{id}/connect` (and v2): the sandbox's token, its timeout extended to
+    /// at least `timeout` from now (E2B's rule: connect never shortens it). A paused sandbox
+    /// is resumed first (answered once it runs) and lives `timeout` seconds (default 300)
+    /// from now; whether it was resumed (E2B's 201, else 200).
+    pub async fn connect(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: &[u8],
+    ) -> Result<(SandboxCreated, bool), E2bError> {
+        let req: ConnectRequest = parse_body(body)?;
+        let timeout = req.timeout.map(|t| self.check_timeout(t)).transpose()?;
+        let (mut record, status) = self.live_record(caller, id).await?;
+        let resumed = is_paused(status);
+        if resumed {
+            self.resume_running(caller, id).await?;
+        }
+        let now = Utc::now();
+        // A sandbox the door paused (resumed now, or elsewhere since) starts a new lifetime.
+        let end = if resumed || is_paused_end(record.end_at, now) {
+            Some(now + seconds(timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS)))
+        } else {
+            timeout
+                .map(|t| now + seconds(t))
+                .filter(|end| *end > record.end_at)
+        };
+        if let Some(end) = end {
+            self.set_end(caller, &mut record, end).await?;
+        }
+        Ok((self.created(caller.project_id(), &record), resumed))
+    }
+
+    /// `GET /sandboxes/{id}`: `running` or `paused`.
     pub async fn get(&self, caller: &Caller, id: &str) -> Result<SandboxDetail, E2bError> {
-        let record = self.live_record(caller, id).await?;
-        Ok(self.detail(caller.project_id(), &record, true))
+        let (record, status) = self.live_record(caller, id).await?;
+        Ok(self.detail(caller.project_id(), &record, e2b_state(status), true))
+    }
+
+    /// Corral's status of a door sandbox, from the registry (no provider call); an unknown
+    /// one reads as running, as the door listed every sandbox before pauses existed.
+    async fn status_of(
+        &self,
+        project: ProjectId,
+        sandbox: SandboxId,
+    ) -> Result<SandboxStatus, E2bError> {
+        Ok(self
+            .service()
+            .registry()
+            .sandbox(project, sandbox)
+            .await
+            .map_err(registry_err)?
+            .map_or(SandboxStatus::Running, |r| r.status))
     }
 
     /// `GET /v2/sandboxes`: the project's running door sandboxes, newest first, with every
@@ -370,25 +587,7 @@ impl FrontDoor {
                 "limit must be from 1 to {MAX_LIMIT}"
             )));
         }
-        if let Some(states) = &query.state {
-            let mut wants_running = false;
-            for s in states.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                match s {
-                    "running" => wants_running = true,
-                    "paused" => {}
-                    other => {
-                        return Err(E2bError::invalid(format!(
-                            "unknown state '{}': running or paused",
-                            other.chars().take(40).collect::<String>()
-                        )));
-                    }
-                }
-            }
-            // Corral never pauses a sandbox: asking only for paused ones finds none.
-            if !wants_running {
-                return Ok((Vec::new(), None));
-            }
-        }
+        let (want_running, want_paused) = wanted_states(query.state.as_deref())?;
         let started_after = query
             .started_after
             .as_deref()
@@ -414,28 +613,36 @@ impl FrontDoor {
             started_after,
             oldest_first,
         };
-        let page = self
-            .service()
-            .registry()
-            .list_e2b_matching(
-                caller.project_id(),
-                &filter,
-                limit,
-                query.next_token.as_deref(),
-            )
-            .await
-            .map_err(|e| match e {
-                corral_registry::RegistryError::InvalidCursor => {
-                    E2bError::invalid("nextToken is not one this server gave")
+        let project = caller.project_id();
+        let mut cursor = query.next_token.clone();
+        // The state is Corral's status, not the door's record: a page is filtered after it
+        // is read, and pages that keep nothing are read past (up to STATE_SCAN_PAGES).
+        for _ in 0..STATE_SCAN_PAGES {
+            let page = self
+                .service()
+                .registry()
+                .list_e2b_matching(project, &filter, limit, cursor.as_deref())
+                .await
+                .map_err(|e| match e {
+                    corral_registry::RegistryError::InvalidCursor => {
+                        E2bError::invalid("nextToken is not one this server gave")
+                    }
+                    e => registry_err(e),
+                })?;
+            let mut items = Vec::with_capacity(page.records.len());
+            for r in &page.records {
+                let paused = is_paused(self.status_of(project, r.sandbox_id).await?);
+                if (paused && want_paused) || (!paused && want_running) {
+                    let state = if paused { "paused" } else { "running" };
+                    items.push(self.detail(project, r, state, false));
                 }
-                e => registry_err(e),
-            })?;
-        let items = page
-            .records
-            .iter()
-            .map(|r| self.detail(caller.project_id(), r, false))
-            .collect();
-        Ok((items, page.next))
+            }
+            if !items.is_empty() || page.next.is_none() {
+                return Ok((items, page.next));
+            }
+            cursor = page.next;
+        }
+        Ok((Vec::new(), cursor))
     }
 
     /// `DELETE /sandboxes/{id}`: 204; an unknown or already deleted sandbox is not found.
@@ -468,14 +675,18 @@ impl FrontDoor {
         let req: TimeoutRequest = serde_json::from_slice(body)
             .map_err(|e| E2bError::invalid(format!("request body has an error: {e}")))?;
         let t = self.check_timeout(req.timeout)?;
-        let record = self.live_record(caller, id).await?;
-        let end = Utc::now() + chrono::Duration::seconds(i64::try_from(t).unwrap_or(i64::MAX));
-        self.service()
-            .registry()
-            .set_e2b_end(caller.project_id(), record.sandbox_id, end)
+        let (mut record, status) = self.live_record(caller, id).await?;
+        // A paused sandbox has no timeout running; the connect that resumes it sets one.
+        if is_paused(status) {
+            return Err(E2bError::Conflict {
+                message: format!(
+                    "sandbox '{}' is paused: connect resumes it with a timeout",
+                    record.sandbox_id
+                ),
+            });
+        }
+        self.set_end(caller, &mut record, Utc::now() + seconds(t))
             .await
-            .map_err(registry_err)?;
-        Ok(())
     }
 
     /// Ends the door's sandboxes whose timeout has passed (at most `limit`); how many.

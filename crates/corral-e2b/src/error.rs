@@ -36,6 +36,13 @@ pub enum E2bError {
         /// What.
         message: String,
     },
+    /// The sandbox is not in the state the call needs (a pause of a paused sandbox, a
+    /// legacy resume of a running one): E2B's 409.
+    #[snafu(display("{message}"))]
+    Conflict {
+        /// Why.
+        message: String,
+    },
     /// The operation cannot be done in the current state (a closed stdin).
     #[snafu(display("{message}"))]
     FailedPrecondition {
@@ -84,15 +91,21 @@ impl E2bError {
         match self {
             E2bError::Unauthenticated { .. } => 401,
             E2bError::NotFound { .. } => 404,
+            E2bError::Conflict { .. } => 409,
             E2bError::InvalidArgument { .. }
             | E2bError::Unsupported { .. }
             | E2bError::FailedPrecondition { .. } => 400,
             E2bError::Fs { code, .. } => connect_status(code),
             E2bError::Service { source } => match source.code() {
-                ErrorCode::InvalidSandboxId | ErrorCode::SandboxNotFound => 404,
+                ErrorCode::InvalidSandboxId
+                | ErrorCode::SandboxNotFound
+                | ErrorCode::SnapshotNotFound => 404,
+                // A paused sandbox: E2B's proxy answers 409.
+                ErrorCode::SandboxStopped => 409,
                 // E2B answers what it cannot do with a 400; 422/403 are Corral's spellings.
                 ErrorCode::ProviderInvalidRequest
                 | ErrorCode::ProviderOperationUnavailable
+                | ErrorCode::CapabilityUnsupported
                 | ErrorCode::ProviderProfileNotFound
                 | ErrorCode::FileOperationFailed
                 | ErrorCode::FileNotUtf8
@@ -109,18 +122,26 @@ impl E2bError {
             E2bError::NotFound { .. } => "not_found",
             E2bError::InvalidArgument { .. } => "invalid_argument",
             E2bError::Unsupported { .. } => "unimplemented",
-            E2bError::FailedPrecondition { .. } => "failed_precondition",
+            E2bError::FailedPrecondition { .. } | E2bError::Conflict { .. } => {
+                "failed_precondition"
+            }
             E2bError::Fs { code, .. } => code,
             E2bError::Service { source } => match source.code() {
                 ErrorCode::InvalidRequest
                 | ErrorCode::InvalidFileContent
                 | ErrorCode::InvalidIdempotencyKey
                 | ErrorCode::ProviderInvalidRequest => "invalid_argument",
-                ErrorCode::InvalidSandboxId | ErrorCode::SandboxNotFound => "not_found",
+                ErrorCode::InvalidSandboxId
+                | ErrorCode::SandboxNotFound
+                | ErrorCode::SnapshotNotFound => "not_found",
                 ErrorCode::MissingApiKey | ErrorCode::AuthenticationError => "unauthenticated",
                 ErrorCode::RateLimited | ErrorCode::PayloadTooLarge => "resource_exhausted",
                 ErrorCode::RequestTimeout => "deadline_exceeded",
-                ErrorCode::ProviderOperationUnavailable => "unimplemented",
+                ErrorCode::ProviderOperationUnavailable | ErrorCode::CapabilityUnsupported => {
+                    "unimplemented"
+                }
+                // A paused sandbox's envd cannot be reached until it is resumed.
+                ErrorCode::SandboxStopped => "failed_precondition",
                 ErrorCode::ProviderUnavailable
                 | ErrorCode::SandboxRegistryUnavailable
                 | ErrorCode::IdempotencyUnavailable

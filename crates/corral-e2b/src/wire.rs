@@ -39,7 +39,9 @@ impl NewSandbox {
     /// The first requested feature Corral cannot provide, named for the error message.
     pub fn unsupported(&self) -> Option<&'static str> {
         if self.auto_pause == Some(true) {
-            return Some("autoPause (Corral sandboxes are not paused)");
+            return Some(
+                "autoPause (a sandbox is killed at its timeout; pause it yourself with POST /sandboxes/{id}/pause)",
+            );
         }
         if self.volume_mounts.as_ref().is_some_and(|v| !v.is_empty()) {
             return Some("volumeMounts");
@@ -100,7 +102,7 @@ pub struct SandboxDetail {
     /// Not known across providers: 0.
     #[serde(rename = "diskSizeMB")]
     pub disk_size_mb: u32,
-    /// `running` (a paused state does not exist in Corral).
+    /// `running`, or `paused` once paused (a Corral sandbox that is stopping or stopped).
     pub state: &'static str,
     /// See [`SandboxCreated::envd_version`].
     pub envd_version: String,
@@ -129,6 +131,28 @@ pub struct ConnectRequest {
     /// Seconds from now (extends, never shortens).
     #[serde(default)]
     pub timeout: Option<u64>,
+}
+
+/// `POST /sandboxes/{id}/pause` (optional body).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseRequest {
+    /// Whether memory is kept (E2B's default) or only the filesystem. Accepted; what a pause
+    /// keeps is the provider's (`docs/compat/e2b.md`).
+    #[serde(default)]
+    pub memory: Option<bool>,
+}
+
+/// `POST /sandboxes/{id}/resume` (deprecated by E2B for connect; optional body).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeRequest {
+    /// Seconds from now until the resumed sandbox ends (E2B's default: 15).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Pause instead of kill at the timeout (refused, as at create).
+    #[serde(default)]
+    pub auto_pause: Option<bool>,
 }
 
 /// E2B's control-plane error body.

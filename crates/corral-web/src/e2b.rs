@@ -40,6 +40,8 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
             .route("/sandboxes/{id}", web::get().to(get))
             .route("/sandboxes/{id}", web::delete().to(kill))
             .route("/sandboxes/{id}/timeout", web::post().to(set_timeout))
+            .route("/sandboxes/{id}/pause", web::post().to(pause))
+            .route("/sandboxes/{id}/resume", web::post().to(resume))
             .route("/sandboxes/{id}/connect", web::post().to(connect_sandbox))
             .route(
                 "/v2/sandboxes/{id}/connect",
@@ -97,6 +99,8 @@ fn marked(mut resp: HttpResponse, e: &E2bError) -> HttpResponse {
         E2bError::InvalidArgument { .. } | E2bError::FailedPrecondition { .. } => {
             ErrorCode::InvalidRequest
         }
+        // The only conflicts: paused already, or running already.
+        E2bError::Conflict { .. } => ErrorCode::SandboxStopped,
     };
     resp.extensions_mut().insert(ResponseCode(code));
     resp
@@ -249,7 +253,36 @@ async fn connect_sandbox(
         front.connect(&caller, &path, &body).await
     };
     match run.await {
-        Ok(c) => no_store(json_ok(StatusCode::OK, &c)),
+        // E2B: 201 when the connect resumed a paused sandbox, 200 when it was running.
+        Ok((c, true)) => no_store(json_ok(StatusCode::CREATED, &c)),
+        Ok((c, false)) => no_store(json_ok(StatusCode::OK, &c)),
+        Err(e) => control_error(&e),
+    }
+}
+
+/// `POST /sandboxes/{id}/pause`: 204 once paused; 409 when it was paused already.
+async fn pause(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
+    let run = async {
+        let (front, caller) = control_caller(&req).await?;
+        let body = body(&req, payload, CONTROL_BODY).await?;
+        front.pause(&caller, &path, &body).await
+    };
+    match run.await {
+        Ok(()) => HttpResponse::NoContent().finish(),
+        Err(e) => control_error(&e),
+    }
+}
+
+/// `POST /sandboxes/{id}/resume` (E2B's deprecated resume): 201 once it runs; 409 when it
+/// was running already.
+async fn resume(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
+    let run = async {
+        let (front, caller) = control_caller(&req).await?;
+        let body = body(&req, payload, CONTROL_BODY).await?;
+        front.resume(&caller, &path, &body).await
+    };
+    match run.await {
+        Ok(c) => no_store(json_ok(StatusCode::CREATED, &c)),
         Err(e) => control_error(&e),
     }
 }
@@ -366,7 +399,7 @@ async fn set_timeout(
     }
 }
 
-/// Pause, resume, snapshots, fork, refreshes: E2B features Corral does not offer.
+/// Snapshots, fork, refreshes and anything else: E2B features the door does not offer.
 async fn unsupported_action(req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let run = async {
         control_caller(&req).await?;
