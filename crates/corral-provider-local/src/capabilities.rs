@@ -9,7 +9,8 @@ pub const MAX_TIMEOUT_SECONDS: u64 = 30 * 24 * 60 * 60;
 
 /// What `local` can do with its default configuration: one fixed image (the host's system
 /// directories), a lifetime in seconds (absent: persists until deleted), separate streams,
-/// cwd and env, state that persists across commands and server restarts, permanent delete.
+/// cwd and env, state that persists across commands and server restarts, permanent delete,
+/// stop and resume (files kept, processes ended), snapshots of the filesystem and restores.
 pub fn capabilities() -> ProviderCapabilities {
     with_images(false)
 }
@@ -18,7 +19,13 @@ pub fn capabilities() -> ProviderCapabilities {
 /// one by name; without it, the host's system directories as before).
 pub(crate) fn with_images(images: bool) -> ProviderCapabilities {
     ProviderCapabilities {
-        lifecycle: corral_domain::LifecycleCapabilities::default(),
+        // Stop keeps the files only (every process ends); a snapshot is a copy of the
+        // sandbox's filesystem image; idle stops are Corral's sweep.
+        lifecycle: corral_domain::LifecycleCapabilities {
+            stop_keeps_memory: false,
+            snapshot_keeps_memory: false,
+            native_idle_stop: false,
+        },
         provider: Provider::Local,
         display_name: "Local (this machine)".into(),
         pricing: PricingEvidence {
@@ -42,9 +49,11 @@ pub(crate) fn with_images(images: bool) -> ProviderCapabilities {
         supports_env: true,
         output_streams: OutputStreams::Separate,
         supports_persistent_resume: true,
-        supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        supports_explicit_stop: true,
+        // Both need the sandbox's own filesystem image (a root server with loop devices):
+        // `LocalProvider::new` turns them off where there are none.
+        supports_snapshots: true,
+        supports_restore: true,
         supports_delete: true,
         images: Vec::new(),
         // Native: the sandbox's init runs each command as a job of its own, its output in

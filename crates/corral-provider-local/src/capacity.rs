@@ -118,6 +118,22 @@ pub(crate) struct Held {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refused(pub(crate) String);
 
+/// Whether `disk` more bytes of `project` (a snapshot's) fit beside `held`: the disk caps
+/// only (a snapshot is no live sandbox).
+pub(crate) fn admit_disk(
+    caps: &LocalCapacity,
+    held: &[Held],
+    project: Option<&str>,
+    disk: u64,
+) -> Result<(), Refused> {
+    // The same caps as a sandbox's, with no live sandbox to count.
+    let unlimited = LocalCapacity {
+        sandboxes_per_project: u64::MAX,
+        ..*caps
+    };
+    admit(&unlimited, held, project, disk)
+}
+
 /// Whether a new sandbox of `project` reserving `disk` bytes fits beside `held`.
 pub(crate) fn admit(
     caps: &LocalCapacity,

@@ -123,18 +123,18 @@ impl Disks {
         self.size
     }
 
-    /// Whether the volume that holds `dir` has room for one more image, keeping the reserve.
-    pub(crate) fn check_space(&self, dir: &Path) -> Result<(), Error> {
+    /// Whether the volume that holds `dir` has room for `bytes` more, keeping the reserve.
+    pub(crate) fn check_room(&self, dir: &Path, bytes: u64) -> Result<(), Error> {
         let stat = rustix::fs::statvfs(dir).map_err(|e| Error::Io {
             what: "measure the free space of",
             path: dir.to_owned(),
             source: e.into(),
         })?;
         let free = stat.f_bavail.saturating_mul(stat.f_frsize);
-        if free < self.size.saturating_add(self.reserve) {
+        if free < bytes.saturating_add(self.reserve) {
             return Err(Error::NoSpace {
                 path: dir.to_owned(),
-                size: self.size,
+                size: bytes,
                 free,
                 reserve: self.reserve,
             });
@@ -142,57 +142,32 @@ impl Disks {
         Ok(())
     }
 
-    /// Makes `dir/disk.img` and mounts it on `fs_root` (an empty directory). The caller
+    /// Makes `dir/disk.img` and mounts it on `fs_root` (an empty directory): a new
+    /// filesystem, or a copy of the image `from` (a snapshot's; its own size). The caller
     /// serialises creates, so the free-space check and the allocation go together.
-    pub(crate) fn create(&self, dir: &Path, fs_root: &Path) -> Result<(), Error> {
-        self.check_space(dir)?;
-        let template = self.template()?;
-        let image = dir.join(IMAGE);
-        let file = fs::File::create_new(&image).context(IoSnafu {
-            what: "create",
-            path: &image,
-        })?;
-        let io = |what: &'static str| {
-            let path = image.clone();
-            move |e: rustix::io::Errno| Error::Io {
-                what,
-                path,
-                source: e.into(),
-            }
+    pub(crate) fn create(
+        &self,
+        dir: &Path,
+        fs_root: &Path,
+        from: Option<&Path>,
+    ) -> Result<(), Error> {
+        let source = match from {
+            Some(image) => image.to_owned(),
+            None => self.template()?,
         };
-        // The whole size, allocated now (unwritten extents: fast, and they read as zeros),
-        // then only the blocks the template has data in, copied over them: the filesystem
-        // is the template's, and every block of the image is reserved on the volume.
-        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, self.size)
-            .map_err(io("allocate"))?;
-        let from = fs::File::open(&template).context(IoSnafu {
-            what: "open",
-            path: &template,
-        })?;
-        for (start, end) in data_regions(&from).map_err(io("read the template for"))? {
-            let mut at_from = start;
-            let mut at_to = start;
-            while at_from < end {
-                let len = usize::try_from(end - at_from).unwrap_or(usize::MAX);
-                let n = rustix::fs::copy_file_range(
-                    &from,
-                    Some(&mut at_from),
-                    &file,
-                    Some(&mut at_to),
-                    len,
-                )
-                .map_err(io("copy the template into"))?;
-                if n == 0 {
-                    break;
-                }
-            }
-        }
-        // Durable before the sandbox's metadata (written last) says it exists.
-        file.sync_data().context(IoSnafu {
-            what: "sync",
-            path: &image,
-        })?;
-        drop(file);
+        let size = match from {
+            Some(image) => fs::metadata(image)
+                .context(IoSnafu {
+                    what: "measure",
+                    path: image,
+                })?
+                .len(),
+            None => self.size,
+        };
+        self.check_room(dir, size)?;
+        let image = dir.join(IMAGE);
+        // Every block of the image reserved on the volume (a clone's shared blocks aside).
+        copy_image(&source, &image, Some(size))?;
         mount(dir, fs_root)?;
         // A sandbox root starts empty, as without an image.
         let _ = fs::remove_dir(fs_root.join("lost+found"));
@@ -253,6 +228,146 @@ impl Disks {
             let _ = fs::remove_file(&tmp);
         }
         made.map(|()| self.template.clone())
+    }
+}
+
+/// How [`copy_image`] copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Copied {
+    /// A reflink clone (`FICLONE`): the copy shares the source's blocks until either writes.
+    Reflink,
+    /// The blocks that hold data, copied (`copy_file_range`); holes stay holes.
+    Sparse,
+}
+
+/// Copies the image `from` to the new file `to` (which must not exist) and syncs it: a
+/// reflink clone where the filesystem supports it (Btrfs, XFS), else its data regions.
+/// `allocate`: every block of that many bytes is reserved too (a sandbox's image), else the
+/// copy holds only the data (a snapshot). A failure removes what was made.
+pub(crate) fn copy_image(from: &Path, to: &Path, allocate: Option<u64>) -> Result<Copied, Error> {
+    let source = fs::File::open(from).context(IoSnafu {
+        what: "open",
+        path: from,
+    })?;
+    let file = fs::File::create_new(to).context(IoSnafu {
+        what: "create",
+        path: to,
+    })?;
+    let copied = (|| {
+        let io = |what: &'static str| {
+            let path = to.to_owned();
+            move |e: rustix::io::Errno| Error::Io {
+                what,
+                path,
+                source: e.into(),
+            }
+        };
+        let len = source
+            .metadata()
+            .context(IoSnafu {
+                what: "measure",
+                path: from,
+            })?
+            .len();
+        let how = if rustix::fs::ioctl_ficlone(&file, &source).is_ok() {
+            Copied::Reflink
+        } else {
+            // Not supported here (ext4, or another volume): copy what holds data. The
+            // length first, so trailing holes are kept.
+            file.set_len(len).context(IoSnafu {
+                what: "size",
+                path: to,
+            })?;
+            if let Some(size) = allocate {
+                // Unwritten extents (fast, read as zeros); the data is copied over them.
+                rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size)
+                    .map_err(io("allocate"))?;
+            }
+            for (start, end) in data_regions(&source).map_err(io("read the source of"))? {
+                let mut at_from = start;
+                let mut at_to = start;
+                while at_from < end {
+                    let n = usize::try_from(end - at_from).unwrap_or(usize::MAX);
+                    let n = rustix::fs::copy_file_range(
+                        &source,
+                        Some(&mut at_from),
+                        &file,
+                        Some(&mut at_to),
+                        n,
+                    )
+                    .map_err(io("copy into"))?;
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
+            Copied::Sparse
+        };
+        if let (Copied::Reflink, Some(size)) = (how, allocate) {
+            // Holes of the clone reserved; its shared blocks are not (see the module docs).
+            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size)
+                .map_err(io("allocate"))?;
+        }
+        // Durable before anything records that the copy exists.
+        file.sync_all().context(IoSnafu {
+            what: "sync",
+            path: to,
+        })?;
+        Ok(how)
+    })();
+    if copied.is_err() {
+        drop(file);
+        let _ = fs::remove_file(to);
+    }
+    copied
+}
+
+/// Bytes of the volume `path` takes (its allocated blocks).
+pub(crate) fn allocated_bytes(path: &Path) -> u64 {
+    fs::symlink_metadata(path).map_or(0, |m| m.blocks().saturating_mul(512))
+}
+
+/// A sandbox's filesystem frozen (`FIFREEZE`): every write into it waits, and everything
+/// written before is on its image, until this is dropped (`FITHAW`).
+pub(crate) struct Frozen {
+    dir: fs::File,
+    path: PathBuf,
+}
+
+impl Frozen {
+    /// Freezes the filesystem mounted on `fs_root`.
+    pub(crate) fn new(fs_root: &Path) -> Result<Self, Error> {
+        let dir = fs::File::open(fs_root).context(IoSnafu {
+            what: "open",
+            path: fs_root,
+        })?;
+        crate::sys::freeze(rustix::fd::AsFd::as_fd(&dir)).context(IoSnafu {
+            what: "freeze",
+            path: fs_root,
+        })?;
+        Ok(Self {
+            dir,
+            path: fs_root.to_owned(),
+        })
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if let Err(e) = crate::sys::thaw(rustix::fd::AsFd::as_fd(&self.dir)) {
+            tracing::error!(path = %self.path.display(), error = %e, "cannot thaw a sandbox's filesystem");
+        }
+    }
+}
+
+/// Thaws the filesystem mounted on `fs_root` if it is frozen (left so by a server that died
+/// while it snapshotted). Best effort: one that is not frozen answers `EINVAL`.
+pub(crate) fn thaw(fs_root: &Path) {
+    if !is_mount_point(fs_root) {
+        return;
+    }
+    if let Ok(dir) = fs::File::open(fs_root) {
+        let _ = crate::sys::thaw(rustix::fd::AsFd::as_fd(&dir));
     }
 }
 

@@ -152,6 +152,7 @@ mod pool;
 mod procs;
 mod running;
 mod seccomp;
+mod snapshots;
 mod store;
 mod sys;
 
@@ -162,11 +163,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use corral_domain::{
-    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal,
+    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal, SnapshotStatus,
 };
 use corral_provider::{
     CallContext, CommandEvents, CommandSpec, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    OutputOffsets, ProviderError, Result, SandboxProvider, Started, TaggedPage, TaggedSandbox,
+    ObservedSnapshot, OutputOffsets, ProviderError, Result, SandboxProvider, SnapshotSpec, Started,
+    TaggedPage, TaggedSandbox,
 };
 
 pub use capabilities::{MAX_TIMEOUT_SECONDS, capabilities};
@@ -394,6 +396,7 @@ pub struct LocalProvider {
 /// What command threads and blocking tasks share.
 struct Shared {
     store: Store,
+    snapshots: snapshots::Snapshots,
     capacity: LocalCapacity,
     images: images::Images,
     cgroups: Option<cgroup::Cgroups>,
@@ -483,6 +486,10 @@ impl Shared {
             }
             return Ok((meta, SandboxStatus::Expired));
         }
+        // A stopped sandbox's image stays unmounted until it is resumed.
+        if meta.stopped {
+            return Ok((meta, SandboxStatus::Stopped));
+        }
         // After a reboot the sandbox's filesystem must be mounted again before its root
         // is used: otherwise commands would write to the bare mount point, unlimited.
         disk::ensure_mounted(&store.dir(id), &store.fs_root(id)).map_err(|e| {
@@ -491,15 +498,179 @@ impl Shared {
         Ok((meta, SandboxStatus::Running))
     }
 
-    /// The metadata of sandbox `id` if it exists and has not expired, or `NotFound`.
+    /// The metadata of sandbox `id` if it exists, has not expired and is not stopped;
+    /// otherwise `NotFound`, or `InvalidRequest` when stopped.
     fn live(&self, id: &str) -> Result<Metadata> {
-        match self.observe(id)? {
-            (_, SandboxStatus::Expired) => Err(ProviderError::NotFound {
-                provider: Provider::Local,
-                resource: format!("sandbox {id} (it has expired)"),
-            }),
-            (meta, _) => Ok(meta),
+        let (meta, status) = self.observe(id)?;
+        usable(id, status)?;
+        Ok(meta)
+    }
+
+    /// The record of sandbox `id` if it exists and has not expired (nothing is mounted,
+    /// started or cleaned up: callers hold its setup lock, under which `observe`'s clean-up
+    /// of an expired sandbox must not run).
+    fn recorded(&self, id: &str) -> Result<Metadata> {
+        let meta = self
+            .store
+            .load(id)
+            .map_err(|e| unavailable(format!("cannot read sandbox {id}: {e}")))?
+            .ok_or_else(|| not_found(id))?;
+        if meta.expired_at(store::now_unix()) {
+            return Err(expired(id));
         }
+        Ok(meta)
+    }
+
+    /// What every sandbox and snapshot holds, for the capacity caps.
+    fn held(&self) -> Result<Vec<capacity::Held>> {
+        let mut held = self
+            .store
+            .held()
+            .map_err(|e| unavailable(format!("cannot count the sandboxes: {e}")))?;
+        held.extend(self.snapshots.held());
+        Ok(held)
+    }
+
+    /// Stops sandbox `id` (see [`SandboxProvider::stop`]): recorded as stopped first, so
+    /// no init starts on it from then on; then its init, every process and its cgroup go,
+    /// and its image is unmounted (its loop device with it). Every step runs again on a
+    /// stopped sandbox, so a stop that failed half-way is finished by the next one.
+    /// Blocking.
+    fn stop(&self, id: &str) -> Result<Metadata> {
+        let fail = |e: String| unavailable(format!("cannot stop sandbox {id}: {e}"));
+        let fs_root = self.store.fs_root(id);
+        let meta = {
+            // The same lock an init's start holds: one under way finishes first (and is
+            // stopped below), and none starts after.
+            let _setup = lock::FileLock::exclusive(&lock::setup_lock_path(&fs_root))
+                .map_err(|e| fail(format!("cannot lock its setup: {e}")))?;
+            let mut meta = self.recorded(id)?;
+            if !meta.stopped {
+                meta.stopped = true;
+                self.store.save(&meta).map_err(|e| fail(e.to_string()))?;
+            }
+            meta
+        };
+        // Not under the setup lock: a start waiting for it holds this sandbox's slot of
+        // `inits`, which stopping the init takes.
+        self.stop_init(id);
+        end_processes(self.cgroups.as_ref(), &self.store, id, &meta).map_err(&fail)?;
+        let _setup = lock::FileLock::exclusive(&lock::setup_lock_path(&fs_root))
+            .map_err(|e| fail(format!("cannot lock its setup: {e}")))?;
+        // A resume that came in meanwhile has mounted it again for its own use.
+        if self
+            .store
+            .load(id)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.stopped)
+        {
+            disk::unmount(&fs_root).map_err(|e| fail(e.to_string()))?;
+        }
+        Ok(meta)
+    }
+
+    /// Resumes sandbox `id`: its image mounted again, then recorded as running. Its init
+    /// starts on first use, as a new sandbox's. Blocking.
+    fn resume(&self, id: &str) -> Result<Metadata> {
+        let fail = |e: String| unavailable(format!("cannot resume sandbox {id}: {e}"));
+        let fs_root = self.store.fs_root(id);
+        let _setup = lock::FileLock::exclusive(&lock::setup_lock_path(&fs_root))
+            .map_err(|e| fail(format!("cannot lock its setup: {e}")))?;
+        let mut meta = self.recorded(id)?;
+        if meta.stopped {
+            disk::ensure_mounted(&self.store.dir(id), &fs_root)
+                .map_err(|e| fail(format!("cannot mount its filesystem: {e}")))?;
+            meta.stopped = false;
+            self.store.save(&meta).map_err(|e| fail(e.to_string()))?;
+        }
+        Ok(meta)
+    }
+
+    /// Takes snapshot `spec` of sandbox `id`: a copy of its image, consistent (a running
+    /// sandbox's filesystem is frozen while it is copied; a stopped one's is unmounted),
+    /// made under a temporary name and named only when complete. Blocking.
+    fn snapshot(&self, id: &str, spec: &SnapshotSpec) -> Result<snapshots::SnapshotMeta> {
+        let fail = |e: String| unavailable(format!("cannot snapshot sandbox {id}: {e}"));
+        let dir = self.store.dir(id);
+        let fs_root = self.store.fs_root(id);
+        let image = dir.join(disk::IMAGE);
+        // No stop, resume or init start while it is copied.
+        let _setup = lock::FileLock::exclusive(&lock::setup_lock_path(&fs_root))
+            .map_err(|e| fail(format!("cannot lock its setup: {e}")))?;
+        let meta = self.recorded(id)?;
+        if !image.is_file() {
+            return Err(invalid(format!(
+                "sandbox {id} has no filesystem image of its own (it was made without \
+                 LocalLimits::disk_bytes), so it cannot be snapshotted"
+            )));
+        }
+        let native_id = store::new_native_id();
+        let pending = {
+            let store = &self.store;
+            let _one_at_a_time = store
+                .lock_creates()
+                .map_err(|e| fail(format!("cannot lock the sandboxes root: {e}")))?;
+            // At most what the image holds now; counted against the caps as a sandbox is.
+            let bytes = disk::allocated_bytes(&image);
+            if let Some(disks) = &self.disks {
+                disks
+                    .check_room(&store.root(), bytes)
+                    .map_err(|e| fail(e.to_string()))?;
+            }
+            capacity::admit_disk(
+                &self.capacity,
+                &self.held()?,
+                meta.project.as_deref(),
+                bytes,
+            )
+            .map_err(|refused| ProviderError::CapacityExceeded {
+                provider: Provider::Local,
+                message: refused.0,
+            })?;
+            self.snapshots
+                .begin(&native_id, id)
+                .map_err(|e| fail(e.to_string()))?
+        };
+        let frozen = (!meta.stopped && disk::is_mount_point(&fs_root))
+            .then(|| disk::Frozen::new(&fs_root))
+            .transpose()
+            .map_err(|e| fail(e.to_string()))?;
+        let copied = disk::copy_image(&image, &pending.image(), None);
+        drop(frozen);
+        let copied = copied.map_err(|e| fail(e.to_string()))?;
+        let record = snapshots::SnapshotMeta {
+            native_id,
+            snapshot_id: spec.snapshot_id.to_string(),
+            name: spec.name.clone(),
+            sandbox: id.to_owned(),
+            project: meta.project.clone(),
+            created_at_unix: store::now_unix(),
+            image: meta.image.clone(),
+            image_root: meta.image_root.clone(),
+            uid: meta.uid,
+            uid_count: meta.uid_count,
+            network: meta.network,
+            size_bytes: disk::allocated_bytes(&pending.image()),
+            copied: match copied {
+                disk::Copied::Reflink => "reflink",
+                disk::Copied::Sparse => "sparse",
+            }
+            .into(),
+        };
+        pending.finish(&record).map_err(|e| fail(e.to_string()))?;
+        Ok(record)
+    }
+
+    /// The ready snapshot `id`, or `NotFound`. Blocking.
+    fn load_snapshot(&self, id: &str) -> Result<snapshots::SnapshotMeta> {
+        if !store::is_native_id(id) {
+            return Err(snapshot_not_found(id));
+        }
+        self.snapshots
+            .load(id)
+            .map_err(|e| unavailable(e.to_string()))?
+            .ok_or_else(|| snapshot_not_found(id))
     }
 
     /// The running init of sandbox `id`, if it has one: this provider's, or one found
@@ -526,6 +697,16 @@ impl Shared {
             let control = self.store.control_socket(id);
             if let Some(running) = Init::connect(&control) {
                 return Ok(running);
+            }
+            // Checked under the lock a stop takes to record it.
+            if self
+                .store
+                .load(id)
+                .ok()
+                .flatten()
+                .is_some_and(|m| m.stopped)
+            {
+                return Err("the sandbox is stopped".into());
             }
             // A command never starts on the bare mount point of an unmounted image.
             disk::ensure_mounted(&self.store.dir(id), &fs_root)
@@ -720,6 +901,42 @@ fn unavailable(message: impl Into<String>) -> ProviderError {
     }
 }
 
+fn expired(id: &str) -> ProviderError {
+    ProviderError::NotFound {
+        provider: Provider::Local,
+        resource: format!("sandbox {id} (it has expired)"),
+    }
+}
+
+fn snapshot_not_found(id: &str) -> ProviderError {
+    ProviderError::NotFound {
+        provider: Provider::Local,
+        resource: format!("snapshot {id}"),
+    }
+}
+
+/// Whether a sandbox of `status` can run commands and serve files: an expired one is
+/// `NotFound`; a stopped one is refused until it is resumed (never mounted behind the
+/// caller's back).
+fn usable(id: &str, status: SandboxStatus) -> Result<()> {
+    match status {
+        SandboxStatus::Expired => Err(expired(id)),
+        s if s.is_stopped() => Err(invalid(format!("sandbox {id} is stopped; resume it first"))),
+        _ => Ok(()),
+    }
+}
+
+/// The status a sandbox's record says, at `now` (without mounting or probing anything).
+fn recorded_status(meta: &Metadata, now: u64) -> SandboxStatus {
+    if meta.expired_at(now) {
+        SandboxStatus::Expired
+    } else if meta.stopped {
+        SandboxStatus::Stopped
+    } else {
+        SandboxStatus::Running
+    }
+}
+
 fn not_found(id: &str) -> ProviderError {
     ProviderError::NotFound {
         provider: Provider::Local,
@@ -770,6 +987,17 @@ impl LocalProvider {
         })?;
         store.empty_trash();
         store.remove_unfinished();
+        let snapshots = snapshots::Snapshots::open(&store.root()).map_err(|e| {
+            unavailable(format!(
+                "the snapshot directory under {} cannot be created: {e}",
+                config.root.display()
+            ))
+        })?;
+        // Snapshots a crash interrupted: under the create lock, which every snapshot holds
+        // while it starts, so one of another process sharing the root is never taken for one.
+        if let Ok(_one_at_a_time) = store.lock_creates() {
+            snapshots.clean(|sandbox| disk::thaw(&store.fs_root(sandbox)));
+        }
         let as_root = rustix::process::geteuid().is_root();
         let program = match config.init.clone() {
             Some(p) => Ok(p),
@@ -877,8 +1105,14 @@ impl LocalProvider {
         }
         let mut caps = capabilities::with_images(images.any());
         caps.images = images.names();
+        // Snapshots copy a sandbox's own image, and restores need images to copy into.
+        if disks.is_err() {
+            caps.supports_snapshots = false;
+            caps.supports_restore = false;
+        }
         let shared = Shared {
             store,
+            snapshots,
             capacity,
             images,
             cgroups: cgroups.ok(),
@@ -954,15 +1188,11 @@ impl LocalProvider {
         )?)
     }
 
-    /// The metadata of a sandbox that exists and has not expired, or `NotFound`.
+    /// The metadata of a sandbox that exists, has not expired and is not stopped
+    /// ([`usable`]).
     async fn live(&self, native_id: &str) -> Result<Metadata> {
         let (meta, status) = self.observe(native_id).await?;
-        if status == SandboxStatus::Expired {
-            return Err(ProviderError::NotFound {
-                provider: Provider::Local,
-                resource: format!("sandbox {native_id} (it has expired)"),
-            });
-        }
+        usable(native_id, status)?;
         Ok(meta)
     }
 
@@ -985,6 +1215,18 @@ impl LocalProvider {
         spec: &CreateSpec,
         local: &LocalCreate,
     ) -> Result<ObservedSandbox> {
+        self.create_from(ctx, spec, local, None).await
+    }
+
+    /// A create, or with `from` a restore: the new sandbox's image a copy of that
+    /// snapshot's, its image (name and root) the snapshotted sandbox's.
+    async fn create_from(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        local: &LocalCreate,
+        from: Option<snapshots::SnapshotMeta>,
+    ) -> Result<ObservedSandbox> {
         self.ready()?;
         if let Some(t) = spec.timeout_seconds
             && !(1..=MAX_TIMEOUT_SECONDS).contains(&t)
@@ -994,6 +1236,10 @@ impl LocalProvider {
             )));
         }
         let image = match spec.request.image() {
+            // A restore's layer sits on the image it was written over.
+            _ if from.is_some() => from
+                .as_ref()
+                .and_then(|f| Some((f.image.clone()?, f.image_root.clone()?))),
             None => None,
             Some(name) => match self.shared.images.get(name) {
                 None if !self.shared.images.any() => {
@@ -1038,6 +1284,7 @@ impl LocalProvider {
             image: image.as_ref().map(|(name, _)| name.clone()),
             image_root: image.map(|(_, root)| root),
             disk_bytes: None,
+            stopped: false,
         };
         let shared = self.shared.clone();
         let meta = blocking(move || {
@@ -1048,16 +1295,28 @@ impl LocalProvider {
             let _one_at_a_time = store
                 .lock_creates()
                 .map_err(|e| unavailable(format!("cannot lock the sandboxes root: {e}")))?;
+            let source = from.as_ref().map(|f| shared.snapshots.image(&f.native_id));
+            // A snapshot's image is as large as its sandbox's was.
+            let disk = match (&shared.disks, &source) {
+                (None, Some(_)) => {
+                    return Err(unavailable(
+                        "restoring a snapshot needs sandbox filesystem images, which this \
+                         server does not make (LocalLimits::disk_bytes, root)",
+                    ));
+                }
+                (None, None) => 0,
+                (Some(disks), None) => disks.size(),
+                (Some(_), Some(image)) => std::fs::metadata(image)
+                    .map_err(|e| unavailable(format!("cannot read the snapshot's image: {e}")))?
+                    .len(),
+            };
             // Nothing is made for a create the volume or a cap has no room for.
             if let Some(disks) = &shared.disks {
-                disks.check_space(&store.root()).map_err(|e| {
+                disks.check_room(&store.root(), disk).map_err(|e| {
                     unavailable(format!("cannot create the sandbox directory: {e}"))
                 })?;
             }
-            let disk = shared.disks.as_ref().map_or(0, disk::Disks::size);
-            let held = store
-                .held()
-                .map_err(|e| unavailable(format!("cannot count the sandboxes: {e}")))?;
+            let held = shared.held()?;
             capacity::admit(&shared.capacity, &held, record.project.as_deref(), disk).map_err(
                 |refused| ProviderError::CapacityExceeded {
                     provider: Provider::Local,
@@ -1073,15 +1332,33 @@ impl LocalProvider {
                 );
                 record.uid_count = Some(IDS_PER_SANDBOX);
             }
-            store.create(&record, shared.disks.as_ref()).map_err(|e| {
-                // Without its metadata the directory is not a sandbox; clean it up.
-                let _ = store.delete(&record.native_id);
-                unavailable(format!("cannot create the sandbox directory: {e}"))
-            })?;
+            let restored = source
+                .as_deref()
+                .zip(from.as_ref())
+                .map(|(image, f)| store::Restored {
+                    image,
+                    uid: f.uid,
+                    uid_count: f.uid_count.unwrap_or(1),
+                });
+            store
+                .create(&record, shared.disks.as_ref(), restored.as_ref())
+                .map_err(|e| {
+                    // Without its metadata the directory is not a sandbox; clean it up.
+                    let _ = store.delete(&record.native_id);
+                    unavailable(format!("cannot create the sandbox directory: {e}"))
+                })?;
             Ok::<_, ProviderError>(record)
         })
         .await??;
         Ok(observed(&meta, SandboxStatus::Running))
+    }
+}
+
+fn observed_snapshot(meta: &snapshots::SnapshotMeta) -> ObservedSnapshot {
+    ObservedSnapshot {
+        native_id: meta.native_id.clone(),
+        status: SnapshotStatus::Ready,
+        size_bytes: Some(meta.size_bytes),
     }
 }
 
@@ -1311,6 +1588,92 @@ impl SandboxProvider for LocalProvider {
         .await?
     }
 
+    async fn stop(&self, _ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        self.ready()?;
+        if !store::is_native_id(native_id) {
+            return Err(not_found(native_id));
+        }
+        // Its running execs end now rather than when their init goes.
+        self.running.cancel_all(native_id);
+        let shared = self.shared.clone();
+        let id = native_id.to_owned();
+        let meta = blocking(move || shared.stop(&id)).await??;
+        Ok(observed(&meta, SandboxStatus::Stopped))
+    }
+
+    async fn resume(&self, _ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        self.ready()?;
+        if !store::is_native_id(native_id) {
+            return Err(not_found(native_id));
+        }
+        let shared = self.shared.clone();
+        let id = native_id.to_owned();
+        let meta = blocking(move || shared.resume(&id)).await??;
+        Ok(observed(&meta, SandboxStatus::Running))
+    }
+
+    async fn snapshot(
+        &self,
+        _ctx: &CallContext,
+        native_id: &str,
+        spec: &SnapshotSpec,
+    ) -> Result<ObservedSnapshot> {
+        self.ready()?;
+        if !store::is_native_id(native_id) {
+            return Err(not_found(native_id));
+        }
+        let shared = self.shared.clone();
+        let (id, spec) = (native_id.to_owned(), spec.clone());
+        let made = blocking(move || shared.snapshot(&id, &spec)).await??;
+        Ok(observed_snapshot(&made))
+    }
+
+    async fn get_snapshot(&self, _ctx: &CallContext, snapshot: &str) -> Result<ObservedSnapshot> {
+        self.ready()?;
+        let shared = self.shared.clone();
+        let id = snapshot.to_owned();
+        let found = blocking(move || shared.load_snapshot(&id)).await??;
+        Ok(observed_snapshot(&found))
+    }
+
+    /// One that is not there (never made, or deleted) is `Ok`, as the port asks.
+    async fn delete_snapshot(&self, _ctx: &CallContext, snapshot: &str) -> Result<()> {
+        self.ready()?;
+        if !store::is_native_id(snapshot) {
+            return Ok(());
+        }
+        let shared = self.shared.clone();
+        let id = snapshot.to_owned();
+        blocking(move || {
+            shared
+                .snapshots
+                .delete(&id)
+                .map_err(|e| unavailable(format!("cannot delete snapshot {id}: {e}")))
+        })
+        .await?
+    }
+
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        self.ready()?;
+        let shared = self.shared.clone();
+        let id = snapshot.to_owned();
+        let from = blocking(move || shared.load_snapshot(&id)).await??;
+        let network = match &spec.request {
+            corral_domain::CreateSandboxRequest::Local(l) => l.network.unwrap_or(false),
+            _ => false,
+        };
+        let local = LocalCreate {
+            project: ctx.project().map(str::to_owned),
+            network,
+        };
+        self.create_from(ctx, spec, &local, Some(from)).await
+    }
+
     async fn exec(
         &self,
         ctx: &CallContext,
@@ -1439,14 +1802,7 @@ impl SandboxProvider for LocalProvider {
             Ok(all
                 .iter()
                 .filter(|m| m.operation_id == wanted)
-                .map(|m| {
-                    let status = if m.expired_at(now) {
-                        SandboxStatus::Expired
-                    } else {
-                        SandboxStatus::Running
-                    };
-                    observed(m, status)
-                })
+                .map(|m| observed(m, recorded_status(m, now)))
                 .collect())
         })
         .await?
@@ -1479,14 +1835,7 @@ impl SandboxProvider for LocalProvider {
                 sandboxes: all
                     .iter()
                     .map(|m| TaggedSandbox {
-                        observed: observed(
-                            m,
-                            if m.expired_at(now) {
-                                SandboxStatus::Expired
-                            } else {
-                                SandboxStatus::Running
-                            },
-                        ),
+                        observed: observed(m, recorded_status(m, now)),
                         project: m.project.clone(),
                     })
                     .collect(),

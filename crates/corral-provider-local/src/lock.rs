@@ -27,6 +27,14 @@ impl FileLock {
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
         Ok(Self { _file: file })
     }
+
+    /// The lock on `path` if no process holds it now; `None` if one does, or there is no
+    /// such file (never created).
+    pub(crate) fn try_existing(path: &Path) -> Option<Self> {
+        let file = fs::OpenOptions::new().write(true).open(path).ok()?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        Some(Self { _file: file })
+    }
 }
 
 /// The lock held while the sandbox whose root is `fs_root` is set up (its init started).

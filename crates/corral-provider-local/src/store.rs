@@ -88,6 +88,10 @@ pub(crate) struct Metadata {
     /// there (absent: no image, or a sandbox made before this was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) disk_bytes: Option<u64>,
+    /// Stopped (`SandboxProvider::stop`): nothing of it runs, its image is unmounted, and no
+    /// init may start until a resume clears this. Kept here so it survives a restart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) stopped: bool,
 }
 
 /// First host uid given to a sandbox: far above the ranges distributions hand to users and
@@ -215,19 +219,30 @@ impl Store {
     }
 
     /// Creates the directory tree of a new sandbox (its root on a filesystem of its own when
-    /// `disks` is given), then records `meta` (last, atomically).
+    /// `disks` is given; a copy of a snapshot's image when `from` is), then records `meta`
+    /// (last, atomically).
     pub(crate) fn create(
         &self,
         meta: &Metadata,
         disks: Option<&crate::disk::Disks>,
+        from: Option<&Restored<'_>>,
     ) -> std::io::Result<()> {
         let dir = self.dir(&meta.native_id);
         fs::create_dir(&dir)?;
         if let Some(disks) = disks {
             fs::create_dir(dir.join(FS))?;
             disks
-                .create(&dir, &dir.join(FS))
+                .create(&dir, &dir.join(FS), from.map(|f| f.image))
                 .map_err(std::io::Error::other)?;
+        }
+        // The copy's files belong to the snapshotted sandbox's host ids: they become this
+        // one's, which no other sandbox shares.
+        if let (Some(from), Some(new)) = (from, meta.uid)
+            && let Some(old) = from.uid
+            && old != new
+        {
+            let count = meta.uid_count.unwrap_or(1).min(from.uid_count);
+            shift_ids(&dir.join(FS), old, new, count)?;
         }
         if meta.image_root.is_some() {
             prepare_layers(&dir, meta.uid)?;
@@ -316,6 +331,15 @@ impl Store {
         Ok(out)
     }
 
+    /// Records `meta` again (atomically), as a stop or resume changes it.
+    pub(crate) fn save(&self, meta: &Metadata) -> std::io::Result<()> {
+        write_atomically(
+            &self.dir(&meta.native_id),
+            META,
+            &serde_json::to_vec_pretty(meta)?,
+        )
+    }
+
     /// Removes the sandbox's files but keeps its metadata, so it reads as expired.
     pub(crate) fn reclaim_files(&self, id: &str) -> std::io::Result<()> {
         let fs_root = self.fs_root(id);
@@ -386,6 +410,45 @@ impl Store {
     }
 }
 
+/// What a restore copies a new sandbox from: a snapshot's image, and the first host id and
+/// count of the sandbox it was taken of (its files are owned by those).
+#[derive(Debug)]
+pub(crate) struct Restored<'a> {
+    pub(crate) image: &'a Path,
+    pub(crate) uid: Option<u32>,
+    pub(crate) uid_count: u32,
+}
+
+/// Gives every file under `fs_root` (itself included) owned by host ids `old ..  old + count`
+/// the same ids from `new` on. Symlinks are not followed and nothing else is mounted there:
+/// the tree is a new sandbox's that nothing runs in yet, so no process can swap a directory
+/// for a symlink meanwhile. `chown` clears the setuid and setgid bits, which are put back.
+fn shift_ids(fs_root: &Path, old: u32, new: u32, count: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let shift = |id: u32| {
+        id.checked_sub(old)
+            .filter(|off| *off < count)
+            .map_or(id, |off| new.saturating_add(off))
+    };
+    let mut stack = vec![fs_root.to_owned()];
+    while let Some(path) = stack.pop() {
+        let meta = fs::symlink_metadata(&path)?;
+        let (uid, gid) = (shift(meta.uid()), shift(meta.gid()));
+        if (uid, gid) != (meta.uid(), meta.gid()) {
+            std::os::unix::fs::lchown(&path, Some(uid), Some(gid))?;
+            if !meta.file_type().is_symlink() && meta.mode() & 0o6000 != 0 {
+                fs::set_permissions(&path, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+            }
+        }
+        if meta.is_dir() {
+            for entry in fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Makes a sandbox root: `workspace` (home and default cwd) and a sticky, world-writable
 /// `tmp`, as on any Linux system, owned by the sandbox's uid (root inside).
 fn prepare_fs_root(fs_root: &Path, uid: Option<u32>) -> std::io::Result<()> {
@@ -422,7 +485,7 @@ fn prepare_layers(dir: &Path, uid: Option<u32>) -> std::io::Result<()> {
 
 /// Writes `dir/name` through a temporary file in the same directory and a rename, so a
 /// reader sees the old content or the new, never a part.
-fn write_atomically(dir: &Path, name: &str, content: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(dir: &Path, name: &str, content: &[u8]) -> std::io::Result<()> {
     let tmp = dir.join(format!(".{name}.{}", new_native_id()));
     let result = (|| {
         let mut file = fs::File::create_new(&tmp)?;
@@ -470,6 +533,7 @@ mod tests {
             image: None,
             image_root: None,
             disk_bytes: None,
+            stopped: false,
         };
         assert!(!meta.expired_at(109));
         assert!(meta.expired_at(110));

@@ -1,7 +1,7 @@
 //! The crate's only `unsafe` code: creating processes (fork, clone, execve) in the sandbox
 //! init, the few system calls no safe wrapper covers (`mount_setattr`, `close_range`,
-//! `unshare`, the loop-device ioctls, a signal disposition), and registering a descriptor
-//! with tokio's reactor.
+//! `unshare`, the loop-device ioctls, `FIFREEZE` and `FITHAW`, a signal disposition), and
+//! registering a descriptor with tokio's reactor.
 //!
 //! Every function here is safe to call: the preconditions the kernel or libc put on them
 //! are either checked at run time or carried by a value that proves them. The one that
@@ -253,6 +253,35 @@ struct LoopConfig {
     block_size: u32,
     info: LoopInfo64,
     reserved: [u64; 8],
+}
+
+/// `FIFREEZE` (`_IOWR('X', 119, int)`), from `linux/fs.h`; libc does not define it.
+const FIFREEZE: libc::c_ulong = 0xC004_5877;
+/// `FITHAW` (`_IOWR('X', 120, int)`).
+const FITHAW: libc::c_ulong = 0xC004_5878;
+
+/// Freezes the filesystem `file` is on (`FIFREEZE`): its dirty data is written out, and
+/// every write waits until [`thaw`].
+pub(crate) fn freeze(file: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: FIFREEZE reads no argument (the kernel ignores it); `file` is a valid
+    // descriptor for the duration of the call.
+    let ret = unsafe { libc::ioctl(file.as_raw_fd(), FIFREEZE, 0) };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Thaws the filesystem `file` is on (`FITHAW`); `EINVAL` if it was not frozen.
+pub(crate) fn thaw(file: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: FITHAW reads no argument; `file` is a valid descriptor for the call.
+    let ret = unsafe { libc::ioctl(file.as_raw_fd(), FITHAW, 0) };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// The number of a free loop device (`LOOP_CTL_GET_FREE` on `/dev/loop-control`), which

@@ -1,5 +1,6 @@
 //! Every scenario of the shared conformance suite (`Conformance::run_all` runs the same
-//! ones), each a test of its own: sandboxes, exec, files, and commands as durable jobs.
+//! ones), each a test of its own: sandboxes, exec, files, commands as durable jobs, and the
+//! lifecycle (stop and resume, snapshot and restore, forks).
 
 use corral_provider_testkit::Conformance;
 
@@ -38,6 +39,9 @@ scenarios!(
     command_outlives_its_start_call,
     command_output_that_is_not_utf8_survives,
     a_started_command_is_found_by_its_id,
+    stop_then_resume_keeps_a_file,
+    snapshot_then_restore_sees_the_old_content,
+    forks_are_independent,
 );
 
 /// The whole suite in one run, as an embedder would call it.

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // Test helpers report by panicking.
 //! Integration tests of the local provider: conformance, escapes, persistence, concurrency,
-//! deadlines and output.
+//! deadlines and output, stop and resume, snapshots and restores.
 
 mod capacity;
 mod commands;
@@ -12,6 +12,7 @@ mod images;
 mod lifecycle;
 mod network;
 mod non_root;
+mod snapshots;
 mod threads;
 
 use corral_domain::{CreateSandboxRequest, OperationId, Provider};
