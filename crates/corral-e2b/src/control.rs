@@ -770,4 +770,44 @@ mod tests {
         assert!(parse_metadata_filter(Some("k=%zz")).is_err());
         assert!(parse_metadata_filter(None).unwrap().is_empty());
     }
+
+    #[test]
+    fn a_stopping_stopped_or_asleep_sandbox_is_e2bs_paused() {
+        for status in SandboxStatus::ALL {
+            let want = matches!(
+                status,
+                SandboxStatus::Stopping | SandboxStatus::Stopped | SandboxStatus::Paused
+            );
+            assert_eq!(is_paused(status), want, "{status}");
+            assert_eq!(e2b_state(status), if want { "paused" } else { "running" });
+        }
+    }
+
+    #[test]
+    fn a_paused_end_is_past_every_live_end_and_told_apart() {
+        let now = Utc::now();
+        assert!(is_paused_end(paused_end(now), now));
+        // Still told apart long after the pause.
+        let later = now + chrono::Duration::days(NATIVE_LIFETIME_DAYS - 1);
+        assert!(is_paused_end(paused_end(now), later));
+        // A native sandbox's end (its lifetime from first sight) and an E2B timeout are not.
+        let native = now + chrono::Duration::days(NATIVE_LIFETIME_DAYS);
+        assert!(!is_paused_end(native, now));
+        assert!(!is_paused_end(now + seconds(86_400), now));
+    }
+
+    #[test]
+    fn a_list_asks_for_running_paused_or_both() {
+        assert_eq!(wanted_states(None).unwrap(), (true, true));
+        assert_eq!(wanted_states(Some("")).unwrap(), (true, true));
+        assert_eq!(wanted_states(Some("paused")).unwrap(), (false, true));
+        assert_eq!(wanted_states(Some("running")).unwrap(), (true, false));
+        assert_eq!(
+            wanted_states(Some("running, paused")).unwrap(),
+            (true, true)
+        );
+        let e = wanted_states(Some("running,asleep")).unwrap_err();
+        assert_eq!(e.http_status(), 400);
+        assert!(e.to_string().contains("asleep"), "{e}");
+    }
 }

@@ -187,3 +187,30 @@ pub fn connect_status(code: &str) -> u16 {
         _ => 500,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_failures_answer_in_e2bs_forms() {
+        let paused = E2bError::Conflict {
+            message: "sandbox 'x' is already paused".into(),
+        };
+        assert_eq!(paused.http_status(), 409);
+        assert_eq!(paused.body().code, 409);
+        // A provider without stop: E2B's "not supported" (400), envd's `unimplemented`.
+        let unsupported = E2bError::from(ServiceError::CapabilityUnsupported {
+            message: "provider `vercel` cannot stop a sandbox".into(),
+        });
+        assert_eq!(unsupported.http_status(), 400);
+        assert_eq!(unsupported.connect_code(), "unimplemented");
+        // A command on a paused sandbox: 409, and a Connect error the SDK raises.
+        let stopped = E2bError::from(ServiceError::SandboxStopped {
+            message: "sandbox is stopped".into(),
+        });
+        assert_eq!(stopped.http_status(), 409);
+        assert_eq!(stopped.connect_code(), "failed_precondition");
+        assert_eq!(stopped.connect_status(), 400);
+    }
+}

@@ -299,10 +299,11 @@ async fn get(req: HttpRequest, path: web::Path<String>) -> HttpResponse {
 }
 
 /// `GET /v2/sandboxes`' query parameters; any other is ignored, as E2B's API does.
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 struct ListParams {
     metadata: Option<String>,
+    /// Every `state` given, comma-joined: the JavaScript SDK sends `state=running,paused`,
+    /// the Python SDK `state=running&state=paused`.
     state: Option<String>,
     limit: Option<String>,
     next_token: Option<String>,
@@ -311,13 +312,38 @@ struct ListParams {
     order: Option<String>,
 }
 
+impl ListParams {
+    fn parse(query: &str) -> Result<Self, E2bError> {
+        let pairs = web::Query::<Vec<(String, String)>>::from_query(query)
+            .map_err(|e| E2bError::invalid(format!("malformed query: {e}")))?
+            .into_inner();
+        let mut p = ListParams::default();
+        for (k, v) in pairs {
+            match k.as_str() {
+                "state" => {
+                    p.state = Some(match p.state.take() {
+                        Some(before) => format!("{before},{v}"),
+                        None => v,
+                    });
+                }
+                "metadata" => p.metadata = Some(v),
+                "limit" => p.limit = Some(v),
+                "nextToken" => p.next_token = Some(v),
+                "template" => p.template = Some(v),
+                "startedAfter" => p.started_after = Some(v),
+                "order" => p.order = Some(v),
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
+}
+
 async fn list(
     req: &HttpRequest,
 ) -> Result<(Vec<corral_e2b::wire::SandboxDetail>, Option<String>), E2bError> {
     let (front, caller) = control_caller(req).await?;
-    let params = web::Query::<ListParams>::from_query(req.query_string())
-        .map_err(|e| E2bError::invalid(format!("malformed query: {e}")))?
-        .into_inner();
+    let params = ListParams::parse(req.query_string())?;
     let limit = params
         .limit
         .map(|l| {
@@ -611,5 +637,23 @@ async fn filesystem(
     match run.await {
         Ok(v) => json_ok(StatusCode::OK, &v),
         Err(e) => rpc_error(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListParams;
+
+    #[test]
+    fn a_lists_states_come_comma_joined_or_repeated() {
+        let js = ListParams::parse("state=running%2Cpaused&limit=5").unwrap();
+        assert_eq!(js.state.as_deref(), Some("running,paused"));
+        assert_eq!(js.limit.as_deref(), Some("5"));
+        let py = ListParams::parse("state=running&state=paused&metadata=k%3Dv").unwrap();
+        assert_eq!(py.state.as_deref(), Some("running,paused"));
+        assert_eq!(py.metadata.as_deref(), Some("k=v"));
+        let none = ListParams::parse("nextToken=abc&other=1").unwrap();
+        assert_eq!(none.state, None);
+        assert_eq!(none.next_token.as_deref(), Some("abc"));
     }
 }

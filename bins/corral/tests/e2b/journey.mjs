@@ -184,6 +184,31 @@ async function journey() {
   equal((await other.commands.run('echo again')).stdout, 'again\n', 'connected handle')
   step('Sandbox.connect from a new handle runs commands')
 
+  const marker = `paused-${runId}.txt`
+  await sbx.files.write(marker, 'kept across the pause')
+  equal(await sbx.pause(), true, 'pause')
+  equal(await sbx.pause(), false, "a second pause says 'already paused' (409)")
+  equal(await sbx.isRunning(), false, 'isRunning while paused')
+  const mine = { journey: runId }
+  const paused = await Sandbox.list({ query: { metadata: mine, state: ['paused'] } }).nextItems()
+  equal(
+    paused.map((s) => s.sandboxId),
+    [sbx.sandboxId],
+    'listed as paused',
+  )
+  equal(paused[0].state, 'paused', 'listed state')
+  equal(
+    await Sandbox.list({ query: { metadata: mine, state: ['running'] } }).nextItems(),
+    [],
+    'listed as running while paused',
+  )
+  equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'getInfo while paused')
+  const resumed = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 120_000 })
+  equal(await resumed.files.read(marker), 'kept across the pause', 'a file kept across the pause')
+  equal(await sbx.isRunning(), true, 'isRunning after connect')
+  equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running', 'getInfo after connect')
+  step('pause (a second one: already paused), listed as paused; Sandbox.connect resumes it with its files')
+
   equal(await sbx.isRunning(), true, 'isRunning before kill')
   const running = await sbx.commands.run('sleep 60', { background: true })
   await sbx.kill()

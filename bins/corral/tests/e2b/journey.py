@@ -7,8 +7,8 @@ SDK's default. The template is argv[1] (default `base`).
 
 create → commands.run (exit code, stderr apart, CommandExitException) → a background command
 with streamed output, stdin and kill → files write/read/list/exists/rename/remove (relative
-paths under /home/user) → list with a metadata filter → set_timeout → connect → kill, and
-is_running()/get_info() after it. Prints one line per step and exits non-zero on the first
+paths under /home/user) → list with a metadata filter → set_timeout → connect → pause (a file
+kept; listed paused) → connect resumes it → kill, and is_running()/get_info() after it. Prints one line per step and exits non-zero on the first
 failure.
 """
 
@@ -23,6 +23,7 @@ from e2b import (
     Sandbox,
     SandboxException,
     SandboxQuery,
+    SandboxState,
     TimeoutException,
 )
 
@@ -146,6 +147,24 @@ step("set_timeout extends the sandbox's end; get_info shows it")
 other = Sandbox.connect(sbx.sandbox_id)
 assert other.commands.run("echo again").stdout == "again\n"
 step("Sandbox.connect from a new handle runs commands")
+
+marker = f"paused-{run_id}.txt"
+sbx.files.write(marker, "kept across the pause")
+assert sbx.pause() is True
+assert sbx.pause() is False, "a second pause did not say 'already paused' (409)"
+assert sbx.is_running() is False
+mine = {"journey": run_id}
+paused = list(Sandbox.list(query=SandboxQuery(metadata=mine, state=[SandboxState.PAUSED])).next_items())
+assert [s.sandbox_id for s in paused] == [sbx.sandbox_id], paused
+assert paused[0].state == SandboxState.PAUSED, paused[0].state
+running_now = list(Sandbox.list(query=SandboxQuery(metadata=mine, state=[SandboxState.RUNNING])).next_items())
+assert running_now == [], running_now
+assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.PAUSED
+resumed = Sandbox.connect(sbx.sandbox_id, timeout=120)
+assert resumed.files.read(marker) == "kept across the pause"
+assert sbx.is_running() is True
+assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.RUNNING
+step("pause (a second one: already paused), listed as paused; Sandbox.connect resumes it with its files")
 
 assert sbx.is_running() is True
 running = sbx.commands.run("sleep 60", background=True)

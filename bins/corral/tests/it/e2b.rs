@@ -83,8 +83,8 @@ impl Sdk {
     /// The line a journey that passed ends with.
     fn passed(&self) -> &'static str {
         match self {
-            Sdk::Python(_) => "e2b journey: 16 steps passed",
-            Sdk::Js(_) => "e2b js journey: 16 steps passed",
+            Sdk::Python(_) => "e2b journey: 17 steps passed",
+            Sdk::Js(_) => "e2b js journey: 17 steps passed",
         }
     }
 }
@@ -361,14 +361,14 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
     let (status, body) = door
         .call(
             reqwest::Method::POST,
-            &format!("/sandboxes/{a_id}/pause"),
+            &format!("/sandboxes/{a_id}/snapshots"),
             &[("X-API-KEY", &door.key)],
-            None,
+            Some(json!({})),
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(
-        body["message"].as_str().unwrap().contains("pause"),
+        body["message"].as_str().unwrap().contains("snapshots"),
         "{body}"
     );
 
@@ -683,5 +683,180 @@ async fn a_projects_own_template_decides_where_an_e2b_create_is_made() {
         &[],
     );
     let (status, _) = create("team-tools").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_a_sandbox_connect_resumes_it_and_the_list_tells_them_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = local_server(tmp.path(), "");
+    let door = Door::new(&server);
+    let key = door.key.clone();
+    let auth = [("X-API-KEY", key.as_str())];
+    let paused = door
+        .create(json!({"templateID": "base", "metadata": {"n": "p"}}))
+        .await;
+    let running = door
+        .create(json!({"templateID": "base", "metadata": {"n": "r"}}))
+        .await;
+    let (p_id, p_token) = (
+        paused["sandboxID"].as_str().unwrap(),
+        paused["envdAccessToken"].as_str().unwrap(),
+    );
+    let r_id = running["sandboxID"].as_str().unwrap();
+    let post = |path: String, body: Option<Value>| {
+        let door = &door;
+        async move {
+            door.call(reqwest::Method::POST, &path, &auth, body)
+                .await
+        }
+    };
+    let get = |path: String| {
+        let door = &door;
+        async move { door.call(reqwest::Method::GET, &path, &auth, None).await }
+    };
+    let ids = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sandboxID"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    // A file to find after the resume.
+    let (status, body) = door
+        .rpc(
+            "/process.Process/List",
+            p_id,
+            Some(p_token),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let up = door
+        .client
+        .post(format!("{}/e2b/files?path=/home/user/kept.txt", door.base))
+        .header("E2b-Sandbox-Id", p_id)
+        .header("X-Access-Token", p_token)
+        .header("Content-Type", "application/octet-stream")
+        .body("kept across the pause")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(up.status(), StatusCode::OK);
+
+    // The legacy resume of a running sandbox: E2B's 409.
+    let (status, body) = post(format!("/sandboxes/{p_id}/resume"), None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["code"], 409, "{body}");
+
+    // Pause: 204 once stopped (Corral's stop), 409 the second time.
+    let (status, body) = post(format!("/sandboxes/{p_id}/pause"), Some(json!({}))).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let native = door
+        .client
+        .get(format!("{}/v1/sandboxes/{p_id}", door.base))
+        .bearer_auth(&door.key)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(native["status"], "stopped", "{native}");
+    let (status, body) = post(format!("/sandboxes/{p_id}/pause"), None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+
+    // Get and list say paused; the state filter tells them apart.
+    let (status, detail) = get(format!("/sandboxes/{p_id}")).await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    assert_eq!(detail["state"], "paused", "{detail}");
+    let (_, only_paused) = get("/v2/sandboxes?state=paused".into()).await;
+    assert_eq!(ids(&only_paused), vec![p_id.to_owned()], "{only_paused}");
+    assert_eq!(only_paused[0]["state"], "paused");
+    let (_, only_running) = get("/v2/sandboxes?state=running".into()).await;
+    assert_eq!(ids(&only_running), vec![r_id.to_owned()], "{only_running}");
+    let (_, both) = get("/v2/sandboxes?state=running%2Cpaused".into()).await;
+    assert_eq!(both.as_array().unwrap().len(), 2, "{both}");
+    let (_, all) = get("/v2/sandboxes".into()).await;
+    assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
+    let (status, body) = get("/v2/sandboxes?state=asleep".into()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // While paused: no timeout to set, and envd refuses work (the sandbox is stopped).
+    let (status, body) = post(
+        format!("/sandboxes/{p_id}/timeout"),
+        Some(json!({"timeout": 60})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, body) = door
+        .rpc(
+            "/filesystem.Filesystem/Stat",
+            p_id,
+            Some(p_token),
+            json!({"path": "/home/user/kept.txt"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["code"], "failed_precondition", "{body}");
+
+    // Connect resumes it (201) with a new lifetime; a second connect finds it running (200).
+    let (status, connected) = post(
+        format!("/v2/sandboxes/{p_id}/connect"),
+        Some(json!({"timeout": 120})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{connected}");
+    assert_eq!(connected["sandboxID"], p_id);
+    assert_eq!(connected["envdAccessToken"], p_token);
+    let (_, detail) = get(format!("/sandboxes/{p_id}")).await;
+    assert_eq!(detail["state"], "running", "{detail}");
+    let end = chrono::DateTime::parse_from_rfc3339(detail["endAt"].as_str().unwrap()).unwrap();
+    let left = end.timestamp() - chrono::Utc::now().timestamp();
+    assert!((60..=125).contains(&left), "{detail}");
+    let (status, body) = post(
+        format!("/sandboxes/{p_id}/connect"),
+        Some(json!({"timeout": 60})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let kept = door
+        .client
+        .get(format!("{}/e2b/files?path=/home/user/kept.txt", door.base))
+        .header("E2b-Sandbox-Id", p_id)
+        .header("X-Access-Token", p_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kept.status(), StatusCode::OK);
+    assert_eq!(kept.text().await.unwrap(), "kept across the pause");
+
+    // The legacy resume after another pause: 201 and E2B's `Sandbox`.
+    let (status, body) = post(format!("/sandboxes/{p_id}/pause"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, body) = post(
+        format!("/sandboxes/{p_id}/resume"),
+        Some(json!({"timeout": 60})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["sandboxID"], p_id, "{body}");
+    let (_, detail) = get(format!("/sandboxes/{p_id}")).await;
+    assert_eq!(detail["state"], "running", "{detail}");
+
+    // Killed while paused: gone, as any killed sandbox.
+    let (status, body) = post(format!("/sandboxes/{r_id}/pause"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, _) = door
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/sandboxes/{r_id}"),
+            &auth,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = post(format!("/sandboxes/{r_id}/connect"), Some(json!({"timeout": 60}))).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
