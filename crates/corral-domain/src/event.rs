@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CommandId, CommandState, Provider, SandboxId, SandboxStatus, Timestamp};
+use crate::{CommandId, CommandState, Provider, SandboxId, SandboxStatus, SnapshotId, Timestamp};
 
 /// What an event reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -30,6 +30,21 @@ pub enum EventType {
     /// (`provider`, `nativeId`; `sandboxId` when a tombstone still names it).
     #[serde(rename = "sandbox.orphan_found")]
     SandboxOrphanFound,
+    /// A sandbox stopped (`status` `stopped`, `reason`: `requested`, `idle` or `observed`);
+    /// reported beside the `sandbox.status_changed` of the same change.
+    #[serde(rename = "sandbox.stopped")]
+    SandboxStopped,
+    /// A stopped (or stopping, or starting) sandbox is running again (`status` `running`,
+    /// `reason`: `requested`, `auto_resume` or `observed`); reported beside the
+    /// `sandbox.status_changed` of the same change.
+    #[serde(rename = "sandbox.resumed")]
+    SandboxResumed,
+    /// A snapshot became ready (`snapshotId`, `sandboxId`: the sandbox it was taken of).
+    #[serde(rename = "snapshot.created")]
+    SnapshotCreated,
+    /// A snapshot was deleted by request (`snapshotId`, `sandboxId`).
+    #[serde(rename = "snapshot.deleted")]
+    SnapshotDeleted,
     /// The provider confirmed a command's start.
     #[serde(rename = "command.started")]
     CommandStarted,
@@ -40,12 +55,16 @@ pub enum EventType {
 
 impl EventType {
     /// Every type.
-    pub const ALL: [EventType; 7] = [
+    pub const ALL: [EventType; 11] = [
         EventType::SandboxCreated,
         EventType::SandboxStatusChanged,
         EventType::SandboxDeleted,
         EventType::SandboxVanished,
         EventType::SandboxOrphanFound,
+        EventType::SandboxStopped,
+        EventType::SandboxResumed,
+        EventType::SnapshotCreated,
+        EventType::SnapshotDeleted,
         EventType::CommandStarted,
         EventType::CommandExited,
     ];
@@ -58,6 +77,10 @@ impl EventType {
             EventType::SandboxDeleted => "sandbox.deleted",
             EventType::SandboxVanished => "sandbox.vanished",
             EventType::SandboxOrphanFound => "sandbox.orphan_found",
+            EventType::SandboxStopped => "sandbox.stopped",
+            EventType::SandboxResumed => "sandbox.resumed",
+            EventType::SnapshotCreated => "snapshot.created",
+            EventType::SnapshotDeleted => "snapshot.deleted",
             EventType::CommandStarted => "command.started",
             EventType::CommandExited => "command.exited",
         }
@@ -81,7 +104,8 @@ impl FromStr for EventType {
     }
 }
 
-/// Why a sandbox's status changed.
+/// Why a sandbox's status changed (`reason` of `sandbox.status_changed`, `sandbox.stopped`
+/// and `sandbox.resumed`).
 pub mod reason {
     /// Corral asked the provider (a get, a list refresh, the reconciler) and saw a new status.
     pub const OBSERVED: &str = "observed";
@@ -90,6 +114,12 @@ pub mod reason {
     /// The provider no longer has the sandbox, and neither a delete here nor its lifetime
     /// explains it (`sandbox.vanished`).
     pub const VANISHED: &str = "vanished";
+    /// A client asked for it (a stop or resume request).
+    pub const REQUESTED: &str = "requested";
+    /// Corral stopped the sandbox after it was idle for its `idleStopSeconds`.
+    pub const IDLE: &str = "idle";
+    /// Corral resumed a stopped sandbox because a request needed it running (`autoResume`).
+    pub const AUTO_RESUME: &str = "auto_resume";
 }
 
 /// One lifecycle event. `id` orders a project's events (gaps are possible where retention
@@ -103,8 +133,9 @@ pub struct LifecycleEvent {
     /// What happened.
     #[serde(rename = "type")]
     pub kind: EventType,
-    /// The sandbox it happened to (or that runs the command); `null` for
-    /// `sandbox.orphan_found` when no record here names the provider's sandbox.
+    /// The sandbox it happened to (or that runs the command, or that a snapshot was taken
+    /// of); `null` for `sandbox.orphan_found` when no record here names the provider's
+    /// sandbox.
     #[serde(default)]
     pub sandbox_id: Option<SandboxId>,
     /// The provider holding the sandbox (`sandbox.orphan_found`).
@@ -116,13 +147,19 @@ pub struct LifecycleEvent {
     /// The command, for `command.*` events.
     #[serde(default)]
     pub command_id: Option<CommandId>,
+    /// The snapshot, for `snapshot.*` events.
+    #[serde(default)]
+    pub snapshot_id: Option<SnapshotId>,
     /// The sandbox's status after the event (`sandbox.*` events).
     #[serde(default)]
     pub status: Option<SandboxStatus>,
-    /// The status before it (`sandbox.status_changed`).
+    /// The status before it (`sandbox.status_changed`, `sandbox.stopped`, `sandbox.resumed`,
+    /// `sandbox.vanished`).
     #[serde(default)]
     pub previous_status: Option<SandboxStatus>,
-    /// Why the status changed (`sandbox.status_changed`): `observed` or `create_failed`.
+    /// Why the status changed (`sandbox.status_changed`, `sandbox.stopped`,
+    /// `sandbox.resumed`, `sandbox.vanished`): `observed`, `create_failed`, `vanished`,
+    /// `requested`, `idle` or `auto_resume`.
     #[serde(default)]
     pub reason: Option<String>,
     /// How the command ended (`command.exited`).

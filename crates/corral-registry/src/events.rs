@@ -9,7 +9,7 @@
 
 use corral_domain::{
     CommandId, CommandState, EventType, LifecycleEvent, Provider, SandboxId, SandboxStatus,
-    Timestamp,
+    SnapshotId, Timestamp,
 };
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -37,6 +37,7 @@ pub(crate) struct NewEventRow {
     pub(crate) exit_code: Option<i32>,
     pub(crate) duration_ms: Option<i64>,
     pub(crate) occurred_at: i64,
+    pub(crate) snapshot_id: Option<String>,
 }
 
 impl NewEventRow {
@@ -58,6 +59,7 @@ impl NewEventRow {
             exit_code: None,
             duration_ms: None,
             occurred_at: at,
+            snapshot_id: None,
         }
     }
 
@@ -75,6 +77,36 @@ impl NewEventRow {
             previous_status: Some(from.to_owned()),
             reason: Some(reason.to_owned()),
             ..NewEventRow::new(project, EventType::SandboxStatusChanged, sandbox, at)
+        }
+    }
+
+    /// A `sandbox.stopped` or `sandbox.resumed` event (`kind`), reported beside the
+    /// `sandbox.status_changed` of the same change.
+    pub(crate) fn stopped_or_resumed(
+        kind: EventType,
+        project: &str,
+        sandbox: &str,
+        (from, to): (&str, &str),
+        reason: &str,
+        at: i64,
+    ) -> Self {
+        NewEventRow {
+            kind: kind.as_str().to_owned(),
+            ..NewEventRow::status_changed(project, sandbox, from, to, reason, at)
+        }
+    }
+
+    /// A `snapshot.*` event (`kind`) about `snapshot`, taken of `sandbox`.
+    pub(crate) fn snapshot(
+        kind: EventType,
+        project: &str,
+        snapshot: &str,
+        sandbox: &str,
+        at: i64,
+    ) -> Self {
+        NewEventRow {
+            snapshot_id: Some(snapshot.to_owned()),
+            ..NewEventRow::new(project, kind, sandbox, at)
         }
     }
 }
@@ -145,6 +177,7 @@ struct EventRow {
     exit_code: Option<i32>,
     duration_ms: Option<i64>,
     occurred_at: i64,
+    snapshot_id: Option<String>,
 }
 
 fn corrupt(what: &str) -> RegistryError {
@@ -175,6 +208,10 @@ impl EventRow {
             command_id: self
                 .command_id
                 .map(|c| c.parse::<CommandId>().map_err(|_| corrupt("command id")))
+                .transpose()?,
+            snapshot_id: self
+                .snapshot_id
+                .map(|s| s.parse::<SnapshotId>().map_err(|_| corrupt("snapshot id")))
                 .transpose()?,
             status: status(self.status, "status")?,
             previous_status: status(self.previous_status, "previous status")?,

@@ -103,6 +103,7 @@ mod registry;
 mod rows;
 pub mod schema;
 mod secret;
+mod snapshots;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod usage;
@@ -122,13 +123,14 @@ pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
 pub use migrations::versions as migration_versions;
 pub use model::{
-    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput,
-    ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage,
-    Verification,
+    ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, NewSnapshot,
+    ProfileInput, ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxLifecycle,
+    SandboxRecord, SandboxRecordPage, SnapshotRecord, SnapshotRecordPage, Verification,
 };
 pub use reaper::{MAX_ORPHANS_LISTED, Orphan};
 pub use registry::{LAST_USE_PRECISION, ListCursor, Registry, cursor_pattern};
 pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey, api_key_id};
+pub use snapshots::snapshot_cursor_pattern;
 pub use usage::{Lifecycles, MAX_USAGE_SANDBOXES, UsageLog};
 pub use webhooks::{
     AttemptOutcome, DeliveryRecord, EndpointTarget, MAX_WEBHOOKS_PER_PROJECT, secret_bytes,

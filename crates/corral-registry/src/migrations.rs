@@ -65,6 +65,10 @@ const SQLITE: &[Migration] = &[
         version: "0013_create_failures",
         up: include_str!("../migrations/sqlite/0013_create_failures/up.sql"),
     },
+    Migration {
+        version: "0014_lifecycle",
+        up: include_str!("../migrations/sqlite/0014_lifecycle/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -115,6 +119,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0013_create_failures",
         up: include_str!("../migrations/postgres/0013_create_failures/up.sql"),
+    },
+    Migration {
+        version: "0014_lifecycle",
+        up: include_str!("../migrations/postgres/0014_lifecycle/up.sql"),
     },
 ];
 

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use corral_domain::{
     OperationId, ParseIdError, Provider, ProviderContext, Sandbox, SandboxId, SandboxListItem,
-    SandboxMetadata, SandboxStatus, Timestamp,
+    SandboxMetadata, SandboxStatus, Snapshot, SnapshotId, SnapshotPage, SnapshotStatus, Timestamp,
 };
 use secrecy::SecretString;
 use ulid::Ulid;
@@ -224,6 +224,18 @@ pub struct NewSandbox {
     pub metadata: SandboxMetadata,
 }
 
+/// What a sandbox is created with for its lifecycle (stop, resume, restore); the default is
+/// none of it: no auto-resume, no idle stop, not restored from a snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SandboxLifecycle {
+    /// Whether a request to the sandbox while it is stopped resumes it.
+    pub auto_resume: bool,
+    /// Stop it after this many seconds without activity (`None`: never).
+    pub idle_stop_seconds: Option<u64>,
+    /// The snapshot it was restored from, if any.
+    pub snapshot_id: Option<SnapshotId>,
+}
+
 /// One sandbox record (tombstones included).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxRecord {
@@ -252,6 +264,15 @@ pub struct SandboxRecord {
     /// Why a tombstone ended (`None` on live records and on tombstones made before this was
     /// recorded).
     pub end_reason: Option<EndReason>,
+    /// Whether a request to the sandbox while it is stopped resumes it.
+    pub auto_resume: bool,
+    /// Stop it after this many seconds without activity (`None`: never).
+    pub idle_stop_seconds: Option<u64>,
+    /// The snapshot it was restored from, if any.
+    pub snapshot_id: Option<SnapshotId>,
+    /// Its last known activity ([`Registry::touch_activity`](crate::Registry::touch_activity),
+    /// a resume); starts at `created_at` and never moves back.
+    pub last_activity_at: Timestamp,
 }
 
 /// Why a sandbox's record became a tombstone.
@@ -287,6 +308,15 @@ impl SandboxRecord {
         self.id.provider()
     }
 
+    /// What it was created with for its lifecycle.
+    pub fn lifecycle(&self) -> SandboxLifecycle {
+        SandboxLifecycle {
+            auto_resume: self.auto_resume,
+            idle_stop_seconds: self.idle_stop_seconds,
+            snapshot_id: self.snapshot_id,
+        }
+    }
+
     /// The logical create operation.
     pub fn operation_id(&self) -> OperationId {
         self.metadata.operation_id
@@ -303,9 +333,9 @@ impl SandboxRecord {
             updated_at: self.updated_at,
             status_observed_at: self.status_observed_at,
             deleted_at: self.deleted_at,
-            auto_resume: false,
-            idle_stop_seconds: None,
-            snapshot_id: None,
+            auto_resume: self.auto_resume,
+            idle_stop_seconds: self.idle_stop_seconds,
+            snapshot_id: self.snapshot_id,
         }
     }
 
@@ -318,9 +348,9 @@ impl SandboxRecord {
             metadata: self.metadata.clone(),
             status_observed_at: Some(self.status_observed_at),
             deleted_at: self.deleted_at,
-            auto_resume: false,
-            idle_stop_seconds: None,
-            snapshot_id: None,
+            auto_resume: self.auto_resume,
+            idle_stop_seconds: self.idle_stop_seconds,
+            snapshot_id: self.snapshot_id,
         }
     }
 }
@@ -345,6 +375,87 @@ impl SandboxRecordPage {
     pub fn into_page(self) -> corral_domain::SandboxPage {
         corral_domain::SandboxPage {
             items: self.items.into_iter().map(SandboxListItem::from).collect(),
+            next_cursor: self.next_cursor,
+        }
+    }
+}
+
+/// A new snapshot record, inserted (status `creating`) before the provider is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSnapshot {
+    /// The id given to the client (its provider is the sandbox's).
+    pub id: SnapshotId,
+    /// The owning project.
+    pub project_id: ProjectId,
+    /// The sandbox it is taken of (a record of the same project).
+    pub sandbox_id: SandboxId,
+    /// The name given by the client, if any (the caller validates it).
+    pub name: Option<String>,
+}
+
+/// One snapshot record (tombstones included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRecord {
+    /// The public id.
+    pub id: SnapshotId,
+    /// The owning project.
+    pub project_id: ProjectId,
+    /// The sandbox it was taken of.
+    pub sandbox_id: SandboxId,
+    /// The provider's own id, once the provider answered.
+    pub native_id: Option<String>,
+    /// The name given at creation, if any.
+    pub name: Option<String>,
+    /// Where it is in its life.
+    pub status: SnapshotStatus,
+    /// Its size in bytes, where the provider reports it.
+    pub size_bytes: Option<u64>,
+    /// Why it failed (`failed` only).
+    pub failure: Option<String>,
+    /// When it was asked for.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// When it was deleted (tombstones only).
+    pub deleted_at: Option<Timestamp>,
+}
+
+impl SnapshotRecord {
+    /// The provider holding it.
+    pub fn provider(&self) -> Provider {
+        self.id.provider()
+    }
+
+    /// The wire view.
+    pub fn to_snapshot(&self) -> Snapshot {
+        Snapshot {
+            id: self.id,
+            sandbox_id: self.sandbox_id,
+            provider: self.provider(),
+            name: self.name.clone(),
+            status: self.status,
+            size_bytes: self.size_bytes,
+            failure: self.failure.clone(),
+            created_at: self.created_at,
+            deleted_at: self.deleted_at,
+        }
+    }
+}
+
+/// One page of snapshot records, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRecordPage {
+    /// The records (tombstones included).
+    pub items: Vec<SnapshotRecord>,
+    /// The cursor of the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+impl SnapshotRecordPage {
+    /// The wire page.
+    pub fn into_page(self) -> SnapshotPage {
+        SnapshotPage {
+            items: self.items.iter().map(SnapshotRecord::to_snapshot).collect(),
             next_cursor: self.next_cursor,
         }
     }

@@ -20,8 +20,8 @@ use crate::error::{RegistryError, Result, db_error};
 use crate::events::{NewEventRow, append_event};
 use crate::model::{
     ApiKeyInfo, ApiKeyOptions, CreateState, EndReason, NewApiKey, NewSandbox, ProfileInput,
-    ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxRecord, SandboxRecordPage,
-    Verification,
+    ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxLifecycle, SandboxRecord,
+    SandboxRecordPage, Verification,
 };
 use crate::rows::{ApiKeyRow, ProfileRow, ProjectRow, SandboxRow, VerificationRow};
 use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};
@@ -61,11 +61,23 @@ fn json<T: serde::Serialize>(value: &T) -> Result<String> {
     })
 }
 
-/// Cursor format: `<createdAt micros>_<sandbox id>`, the keyset position of the last record
-/// of the page. Opaque to clients, but of a documented form ([`cursor_pattern`]) so that every
-/// string of that form is accepted and every other refused.
-fn encode_cursor(created_at: i64, id: &str) -> String {
+/// Cursor format: `<createdAt micros>_<id>`, the keyset position of the last record of the
+/// page (sandboxes here, snapshots in `snapshots.rs`). Opaque to clients, but of a documented
+/// form ([`cursor_pattern`]) so that every string of that form is accepted and every other
+/// refused.
+pub(crate) fn encode_cursor(created_at: i64, id: &str) -> String {
     format!("{created_at}_{id}")
+}
+
+/// Splits a cursor into its `createdAt` microseconds and its id text (not yet parsed);
+/// [`RegistryError::InvalidCursor`] unless the first part is 1–18 digits.
+pub(crate) fn split_cursor(cursor: &str) -> Result<(i64, &str)> {
+    let (created, id) = cursor.split_once('_').ok_or(RegistryError::InvalidCursor)?;
+    if created.is_empty() || created.len() > 18 || !created.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(RegistryError::InvalidCursor);
+    }
+    let created_at_micros: i64 = created.parse().map_err(|_| RegistryError::InvalidCursor)?;
+    Ok((created_at_micros, id))
 }
 
 /// The position a sandbox listing's `nextCursor` names: the keyset of the last record of the
@@ -82,12 +94,7 @@ pub struct ListCursor {
 impl ListCursor {
     /// Parses a client's cursor; any other form is [`RegistryError::InvalidCursor`].
     pub fn parse(cursor: &str) -> Result<Self> {
-        let (created, id) = cursor.split_once('_').ok_or(RegistryError::InvalidCursor)?;
-        if created.is_empty() || created.len() > 18 || !created.bytes().all(|b| b.is_ascii_digit())
-        {
-            return Err(RegistryError::InvalidCursor);
-        }
-        let created_at_micros: i64 = created.parse().map_err(|_| RegistryError::InvalidCursor)?;
+        let (created_at_micros, id) = split_cursor(cursor)?;
         let id: SandboxId = id.parse().map_err(|_| RegistryError::InvalidCursor)?;
         Ok(Self {
             created_at_micros,
@@ -713,6 +720,20 @@ impl Registry {
         new: NewSandbox,
         expires_at: Option<Timestamp>,
     ) -> Result<SandboxRecord> {
+        self.insert_sandbox_with(new, expires_at, SandboxLifecycle::default())
+            .await
+    }
+
+    /// [`Registry::insert_sandbox_until`] with what the sandbox is created with for its
+    /// lifecycle (auto-resume, idle stop, the snapshot it is restored from). Its last activity
+    /// starts at its creation. An idle stop too long to add to a timestamp (past 292 000
+    /// years) is [`RegistryError::InvalidInput`]; callers check the API's limits.
+    pub async fn insert_sandbox_with(
+        &self,
+        new: NewSandbox,
+        expires_at: Option<Timestamp>,
+        lifecycle: SandboxLifecycle,
+    ) -> Result<SandboxRecord> {
         let now = self.db.now();
         let record = SandboxRecord {
             id: new.id,
@@ -727,6 +748,10 @@ impl Registry {
             deleted_at: None,
             expires_at,
             end_reason: None,
+            auto_resume: lifecycle.auto_resume,
+            idle_stop_seconds: lifecycle.idle_stop_seconds,
+            snapshot_id: lifecycle.snapshot_id,
+            last_activity_at: now,
         };
         let row = SandboxRow::from_record(&record)?;
         let stored = row.clone().into_record()?;
@@ -758,7 +783,8 @@ impl Registry {
                 match &mut conn {
                     PooledConnection::Sqlite(c) => {
                         // One blocking task for the whole import, in one `BEGIN IMMEDIATE`
-                        // transaction; 12 columns × 500 rows stays below SQLite's bind limit.
+                        // transaction; 18 columns × 500 rows stays below SQLite's bind limit
+                        // (32 766).
                         c.spawn_blocking(move |c| {
                             c.immediate_transaction(|c| {
                                 for chunk in rows.chunks(500) {
@@ -777,7 +803,7 @@ impl Registry {
                         use diesel_async::AsyncConnection as _;
                         let rows = &rows;
                         c.transaction(async |c| {
-                            // 12 columns × 1000 rows stays below PostgreSQL's 65535 binds.
+                            // 18 columns × 1000 rows stays below PostgreSQL's 65535 binds.
                             for chunk in rows.chunks(1000) {
                                 diesel_async::RunQueryDsl::execute(
                                     diesel::insert_into(sandboxes::table).values(chunk),
@@ -971,6 +997,7 @@ impl Registry {
 
     /// Caches a status observed at `observed_at`. Ignored for tombstones and when a newer
     /// observation is already stored. [`RegistryError::NotFound`] if absent.
+    /// [`Registry::record_status_for`] with reason `observed`.
     pub async fn record_status(
         &self,
         project: ProjectId,
@@ -978,9 +1005,28 @@ impl Registry {
         status: SandboxStatus,
         observed_at: Timestamp,
     ) -> Result<SandboxRecord> {
+        self.record_status_for(project, id, status, observed_at, event_reason::OBSERVED)
+            .await
+    }
+
+    /// Stores `status` as of `at` for `reason` (one of [`corral_domain::event_reason`]), in one
+    /// transaction with the events it causes: when the status changed, `sandbox.status_changed`;
+    /// besides, `sandbox.stopped` when it became `stopped`, and `sandbox.resumed` when it
+    /// became `running` from `stopped`, `stopping` or `starting` (each with `reason`). Becoming
+    /// `running` is activity: the last activity moves up to `at`. Ignored for tombstones and
+    /// when a newer observation is already stored. [`RegistryError::NotFound`] if absent.
+    pub async fn record_status_for(
+        &self,
+        project: ProjectId,
+        id: SandboxId,
+        status: SandboxStatus,
+        at: Timestamp,
+        reason: &str,
+    ) -> Result<SandboxRecord> {
         let (project, id) = (project.to_string(), id.to_string());
-        let observed = to_micros(observed_at);
+        let observed = to_micros(at);
         let now = to_micros(self.db.now());
+        let reason = reason.to_owned();
         let (p, i) = (project.clone(), id.clone());
         // A read of the stored status first, in the same write transaction, so a change is
         // reported exactly once, with what it changed from; a second read only when the update
@@ -1000,6 +1046,16 @@ impl Registry {
             let Some(old) = old else {
                 return Ok(None);
             };
+            let changed = old != status.as_str();
+            if changed && status == SandboxStatus::Running {
+                // Only ever forward, in the statement itself, so a concurrent
+                // `touch_activity` with a later time is never overwritten.
+                diesel::update(target.filter(sandboxes::last_activity_at.lt(observed)))
+                    .set(sandboxes::last_activity_at.eq(observed))
+                    .execute(c)
+                    .await
+                    .map_err(db_error)?;
+            }
             let row: Option<SandboxRow> = diesel::update(target)
                 .set((
                     sandboxes::status.eq(status.as_str()),
@@ -1011,18 +1067,36 @@ impl Registry {
                 .await
                 .optional()
                 .map_err(db_error)?;
-            if row.is_some() && old != status.as_str() {
+            if row.is_some() && changed {
+                let change = (old.as_str(), status.as_str());
                 append_event!(
                     c,
                     NewEventRow::status_changed(
-                        &project,
-                        &id,
-                        &old,
-                        status.as_str(),
-                        event_reason::OBSERVED,
-                        observed,
+                        &project, &id, change.0, change.1, &reason, observed,
                     )
                 );
+                let resumed_from = [
+                    SandboxStatus::Stopped,
+                    SandboxStatus::Stopping,
+                    SandboxStatus::Starting,
+                ];
+                let also = match status {
+                    SandboxStatus::Stopped => Some(EventType::SandboxStopped),
+                    SandboxStatus::Running
+                        if resumed_from.iter().any(|s| s.as_str() == old.as_str()) =>
+                    {
+                        Some(EventType::SandboxResumed)
+                    }
+                    _ => None,
+                };
+                if let Some(kind) = also {
+                    append_event!(
+                        c,
+                        NewEventRow::stopped_or_resumed(
+                            kind, &project, &id, change, &reason, observed,
+                        )
+                    );
+                }
             }
             Ok::<_, RegistryError>(row)
         })?;
@@ -1030,6 +1104,64 @@ impl Registry {
             Some(row) => row.into_record(),
             None => self.fetch_existing(&p, &i).await,
         }
+    }
+
+    /// Records activity on the sandbox at `at`: its last activity becomes the later of the
+    /// stored one and `at` (never earlier). One `UPDATE`, no event, so it is cheap enough for
+    /// every request that reaches a sandbox; a tombstone or an absent record is left alone,
+    /// without an error.
+    pub async fn touch_activity(
+        &self,
+        project: ProjectId,
+        id: SandboxId,
+        at: Timestamp,
+    ) -> Result<()> {
+        let (project, id) = (project.to_string(), id.to_string());
+        let at = to_micros(at);
+        run!(self, |c| {
+            diesel::update(
+                sandboxes::table
+                    .filter(sandboxes::project_id.eq(&project))
+                    .filter(sandboxes::id.eq(&id))
+                    .filter(sandboxes::deleted_at.is_null())
+                    .filter(sandboxes::last_activity_at.lt(at)),
+            )
+            .set(sandboxes::last_activity_at.eq(at))
+            .execute(c)
+            .await
+            .map_err(db_error)
+        })?;
+        Ok(())
+    }
+
+    /// Up to `limit` sandboxes, across projects, due for an idle stop at `now`: not deleted,
+    /// `running`, with an idle stop whose seconds have passed since their last activity
+    /// (`lastActivityAt + idleStopSeconds <= now`); the longest idle first.
+    pub async fn idle_sandboxes(&self, now: Timestamp, limit: u32) -> Result<Vec<SandboxRecord>> {
+        use diesel::IntoSql as _;
+        use diesel::sql_types::{BigInt, Nullable};
+        let now = to_micros(now);
+        let rows: Vec<SandboxRow> = run!(self, |c| {
+            sandboxes::table
+                .filter(sandboxes::idle_stop_seconds.is_not_null())
+                .filter(sandboxes::deleted_at.is_null())
+                .filter(sandboxes::status.eq(SandboxStatus::Running.as_str()))
+                // `last + idle * 10^6 <= now` spelled as a subtraction from `now`: stored idle
+                // stops are at most i64::MAX / 10^6 seconds, so neither side can overflow.
+                .filter(
+                    sandboxes::last_activity_at
+                        .nullable()
+                        .le(now.into_sql::<Nullable<BigInt>>()
+                            - sandboxes::idle_stop_seconds * 1_000_000_i64),
+                )
+                .order((sandboxes::last_activity_at.asc(), sandboxes::id.asc()))
+                .limit(i64::from(limit))
+                .select(SandboxRow::as_select())
+                .load(c)
+                .await
+                .map_err(db_error)
+        })?;
+        rows.into_iter().map(SandboxRow::into_record).collect()
     }
 
     /// Marks the sandbox deleted (status `deleted`, `deletedAt` now). Idempotent: a second call

@@ -2,14 +2,20 @@
 
 use diesel::prelude::*;
 
-use corral_domain::{Provider, ProviderContext, SandboxId, SandboxMetadata, SandboxStatus};
+use corral_domain::{
+    Provider, ProviderContext, SandboxId, SandboxMetadata, SandboxStatus, SnapshotId,
+    SnapshotStatus,
+};
 
 use crate::db::from_micros;
 use crate::error::{RegistryError, Result};
 use crate::model::{
-    ApiKeyInfo, CreateState, EndReason, Project, ProjectId, SandboxRecord, Verification,
+    ApiKeyInfo, CreateState, EndReason, Project, ProjectId, SandboxRecord, SnapshotRecord,
+    Verification,
 };
-use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};
+use crate::schema::{
+    api_keys, profile_verifications, projects, provider_profiles, sandboxes, snapshots,
+};
 
 fn corrupt(what: &str) -> RegistryError {
     RegistryError::Internal {
@@ -138,6 +144,31 @@ pub(crate) struct SandboxRow {
     pub(crate) deleted_at: Option<i64>,
     pub(crate) expires_at: Option<i64>,
     pub(crate) end_reason: Option<String>,
+    pub(crate) auto_resume: bool,
+    pub(crate) idle_stop_seconds: Option<i64>,
+    pub(crate) snapshot_id: Option<String>,
+    pub(crate) last_activity_at: i64,
+}
+
+/// The longest idle stop the registry stores, in seconds: its microseconds must fit an `i64`
+/// so the idle sweep's arithmetic cannot overflow in SQL (far beyond any limit a caller sets).
+const MAX_STORED_IDLE_STOP_SECONDS: u64 = (i64::MAX / 1_000_000) as u64;
+
+/// `seconds` as stored, or [`RegistryError::InvalidInput`] past what the idle sweep can add.
+pub(crate) fn idle_stop_column(seconds: Option<u64>) -> Result<Option<i64>> {
+    seconds
+        .map(|s| {
+            if s > MAX_STORED_IDLE_STOP_SECONDS {
+                return Err(RegistryError::InvalidInput {
+                    message: format!(
+                        "idle_stop_seconds must be at most {MAX_STORED_IDLE_STOP_SECONDS}"
+                    ),
+                });
+            }
+            // At most i64::MAX / 10^6, checked just above.
+            Ok(s as i64)
+        })
+        .transpose()
 }
 
 impl SandboxRow {
@@ -167,6 +198,10 @@ impl SandboxRow {
             deleted_at: r.deleted_at.map(|t| t.timestamp_micros()),
             expires_at: r.expires_at.map(|t| t.timestamp_micros()),
             end_reason: r.end_reason.map(|e| e.as_str().to_owned()),
+            auto_resume: r.auto_resume,
+            idle_stop_seconds: idle_stop_column(r.idle_stop_seconds)?,
+            snapshot_id: r.snapshot_id.map(|s| s.to_string()),
+            last_activity_at: r.last_activity_at.timestamp_micros(),
         })
     }
 
@@ -194,6 +229,66 @@ impl SandboxRow {
                 .end_reason
                 .map(|e| EndReason::parse(&e).ok_or_else(|| corrupt("end reason")))
                 .transpose()?,
+            auto_resume: self.auto_resume,
+            idle_stop_seconds: self
+                .idle_stop_seconds
+                .map(|s| u64::try_from(s).map_err(|_| corrupt("idle stop")))
+                .transpose()?,
+            snapshot_id: self
+                .snapshot_id
+                .map(|s| s.parse::<SnapshotId>().map_err(|_| corrupt("snapshot id")))
+                .transpose()?,
+            last_activity_at: from_micros(self.last_activity_at)?,
         })
     }
+}
+
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
+#[diesel(table_name = snapshots, treat_none_as_default_value = false)]
+#[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
+pub(crate) struct SnapshotRow {
+    pub(crate) id: String,
+    pub(crate) project_id: String,
+    pub(crate) sandbox_id: String,
+    pub(crate) native_id: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) status: String,
+    pub(crate) size_bytes: Option<i64>,
+    pub(crate) failure: Option<String>,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+    pub(crate) deleted_at: Option<i64>,
+}
+
+impl SnapshotRow {
+    pub(crate) fn into_record(self) -> Result<SnapshotRecord> {
+        Ok(SnapshotRecord {
+            id: self
+                .id
+                .parse::<SnapshotId>()
+                .map_err(|_| corrupt("snapshot id"))?,
+            project_id: parse_project_id(&self.project_id)?,
+            sandbox_id: self
+                .sandbox_id
+                .parse::<SandboxId>()
+                .map_err(|_| corrupt("sandbox id"))?,
+            native_id: self.native_id,
+            name: self.name,
+            status: SnapshotStatus::parse(&self.status)
+                .ok_or_else(|| corrupt("snapshot status"))?,
+            size_bytes: self
+                .size_bytes
+                .map(|s| u64::try_from(s).map_err(|_| corrupt("snapshot size")))
+                .transpose()?,
+            failure: self.failure,
+            created_at: from_micros(self.created_at)?,
+            updated_at: from_micros(self.updated_at)?,
+            deleted_at: self.deleted_at.map(from_micros).transpose()?,
+        })
+    }
+}
+
+/// A size as stored: sizes past `i64::MAX` bytes (8 EiB) are kept as that.
+pub(crate) fn size_column(bytes: Option<u64>) -> Option<i64> {
+    bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX))
 }

@@ -64,6 +64,10 @@ diesel::table! {
         reconcile_attempted_at -> Nullable<BigInt>,
         expires_at -> Nullable<BigInt>,
         end_reason -> Nullable<Text>,
+        auto_resume -> Bool,
+        idle_stop_seconds -> Nullable<BigInt>,
+        snapshot_id -> Nullable<Text>,
+        last_activity_at -> BigInt,
     }
 }
 
@@ -159,6 +163,7 @@ diesel::table! {
         exit_code -> Nullable<Integer>,
         duration_ms -> Nullable<BigInt>,
         occurred_at -> BigInt,
+        snapshot_id -> Nullable<Text>,
     }
 }
 
@@ -256,3 +261,21 @@ diesel::table! {
 }
 
 diesel::allow_tables_to_appear_in_same_query!(e2b_sandboxes, sandboxes);
+
+diesel::table! {
+    snapshots (id) {
+        id -> Text,
+        project_id -> Text,
+        sandbox_id -> Text,
+        native_id -> Nullable<Text>,
+        name -> Nullable<Text>,
+        status -> Text,
+        size_bytes -> Nullable<BigInt>,
+        failure -> Nullable<Text>,
+        created_at -> BigInt,
+        updated_at -> BigInt,
+        deleted_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(snapshots, sandboxes);

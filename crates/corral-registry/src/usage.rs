@@ -1,12 +1,13 @@
 //! What usage estimates are computed from: each sandbox's recorded statuses, read from the
 //! lifecycle event log (every `sandbox.*` event that carries a status: created, status
-//! changed, deleted), in the log's order. The computation itself is pure and lives in
+//! changed, deleted, vanished — but not stopped and resumed, which repeat the status change
+//! beside them), in the log's order. The computation itself is pure and lives in
 //! `corral_domain::usage`.
 
 use std::collections::BTreeMap;
 
 use corral_domain::usage::{SandboxLifecycle, StatusMark};
-use corral_domain::{SandboxId, SandboxStatus, Timestamp};
+use corral_domain::{EventType, SandboxId, SandboxStatus, Timestamp};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
@@ -117,6 +118,12 @@ impl UsageLog {
                 .filter(ev::project_id.eq(&project))
                 .filter(ev::sandbox_id.eq_any(&wanted))
                 .filter(ev::kind.like("sandbox.%"))
+                // `sandbox.stopped` and `sandbox.resumed` repeat the status of the
+                // `sandbox.status_changed` appended with them: one mark per change.
+                .filter(ev::kind.ne_all([
+                    EventType::SandboxStopped.as_str(),
+                    EventType::SandboxResumed.as_str(),
+                ]))
                 .filter(ev::occurred_at.lt(to_us))
                 .filter(ev::status.is_not_null())
                 .order(ev::seq.asc())

@@ -233,6 +233,10 @@ pub(crate) async fn pagination_visits_ten_thousand_records_once_newest_first_wit
                 deleted_at: deleted.then_some(created_at),
                 expires_at: None,
                 end_reason: deleted.then_some(corral_registry::EndReason::Deleted),
+                auto_resume: false,
+                idle_stop_seconds: None,
+                snapshot_id: None,
+                last_activity_at: created_at,
             }
         })
         .collect();
