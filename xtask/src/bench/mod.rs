@@ -1370,6 +1370,10 @@ async fn seed(world: &World, n: usize) -> Result<(), String> {
                 deleted_at: deleted.then_some(at),
                 expires_at: None,
                 end_reason: None,
+                auto_resume: false,
+                idle_stop_seconds: None,
+                snapshot_id: None,
+                last_activity_at: at,
             }
         })
         .collect();
