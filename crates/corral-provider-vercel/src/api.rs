@@ -29,6 +29,96 @@ pub struct CreateSandboxRequest {
     /// Up to five tags: Corral tags the operation id here.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// Where the filesystem comes from: Corral's restore sends a snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
+}
+
+/// `source` of a create: only the `snapshot` kind is sent by Corral (git and tarball sources
+/// exist too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Source {
+    /// A new sandbox whose filesystem starts as the snapshot's.
+    Snapshot {
+        /// The snapshot's id.
+        #[serde(rename = "snapshotId")]
+        snapshot_id: String,
+    },
+}
+
+/// `PATCH /v2/sandboxes/{name}` body, as far as Corral uses it: the whole tag map replaces
+/// the sandbox's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSandboxRequest {
+    /// The sandbox's tags, all of them.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// `{sandbox, routes?}`: the answer of `PATCH` and `DELETE /v2/sandboxes/{name}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxResponse {
+    /// The sandbox.
+    pub sandbox: Sandbox,
+}
+
+/// `POST /v2/sandboxes/sessions/{sessionId}/stop` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StopSessionResponse {
+    /// The stopped session.
+    pub session: Session,
+    /// Its sandbox.
+    #[serde(default)]
+    pub sandbox: Option<Sandbox>,
+}
+
+/// `POST /v2/sandboxes/sessions/{sessionId}/snapshot` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSnapshotRequest {
+    /// Milliseconds until the snapshot expires (Vercel's default: 30 days); `0` never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration: Option<u64>,
+}
+
+/// `Snapshot.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // The provider's documented values, one each.
+pub enum SnapshotState {
+    Created,
+    Deleted,
+    Failed,
+    /// A value this adapter does not know yet, as sent.
+    #[serde(untagged)]
+    Other(String),
+}
+
+/// `Snapshot`: a point-in-time copy of a session's filesystem.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// Its id: what a create's `source` and the snapshot endpoints name.
+    pub id: String,
+    /// Its status.
+    pub status: SnapshotState,
+    /// Its size.
+    #[serde(default)]
+    pub size_bytes: Option<u64>,
+    /// The session it was taken from.
+    #[serde(default)]
+    pub source_session_id: String,
+}
+
+/// `{snapshot, session}` (create) and `{snapshot}` (get, delete).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotResponse {
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// The session it was taken from, terminated by the snapshot (create only).
+    #[serde(default)]
+    pub session: Option<Session>,
 }
 
 /// `Session.status` (also used for `Sandbox.status`): the SDK's validator enum, a superset of

@@ -19,7 +19,16 @@ const READ_ON: &str = "2026-08-22";
 /// The capabilities Corral advertises for Vercel Sandbox.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
-        lifecycle: corral_domain::LifecycleCapabilities::default(),
+        // A stop ends the VM (`POST …/sessions/{id}/stop`) and keeps only the filesystem, as
+        // the snapshot Vercel takes of a persistent sandbox; a resume boots a new session
+        // from it. A snapshot (`POST …/sessions/{id}/snapshot`) is the filesystem alone. No
+        // idle stop is handed to Vercel: a session ends at its timeout, idle or not
+        // (research/providers-part1.md §4.2, §4.3).
+        lifecycle: corral_domain::LifecycleCapabilities {
+            stop_keeps_memory: false,
+            snapshot_keeps_memory: false,
+            native_idle_stop: false,
+        },
         provider: Provider::Vercel,
         display_name: "Vercel Sandbox".into(),
         pricing: PricingEvidence {
@@ -54,9 +63,11 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // Persistent sandboxes snapshot their filesystem on stop and resume on use.
         supports_persistent_resume: true,
-        supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        // Stop, resume (a new session from the stop's filesystem snapshot), snapshots and
+        // creates from them (`source: {type: "snapshot"}`).
+        supports_explicit_stop: true,
+        supports_snapshots: true,
+        supports_restore: true,
         supports_delete: true,
         // Detached commands: stdin with offsets, any POSIX signal by number, logs that replay
         // from the start.

@@ -10,9 +10,10 @@ use corral_provider_http::{Failure, ProviderHttp, path_segment, read_at_most};
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    CommandResponse, CommandsResponse, CreateSandboxRequest, KillCommandRequest, ReadFileRequest,
-    RunCommandRequest, SandboxAndSessionResponse, SandboxesPaginationResponse, WriteStdinRequest,
-    WriteStdinResponse,
+    CommandResponse, CommandsResponse, CreateSandboxRequest, CreateSnapshotRequest,
+    KillCommandRequest, ReadFileRequest, RunCommandRequest, SandboxAndSessionResponse,
+    SandboxResponse, SandboxesPaginationResponse, SnapshotResponse, StopSessionResponse,
+    UpdateSandboxRequest, WriteStdinRequest, WriteStdinResponse,
 };
 
 /// Who the call is for: the team and the project (the credential travels in the context).
@@ -363,5 +364,92 @@ impl Client {
             .body(tarball);
         let _: serde_json::Value = self.json_or_failure(ctx, req).await?;
         Ok(())
+    }
+
+    /// `PATCH /v2/sandboxes/{name}?projectId=` with the whole tag map.
+    pub(crate) async fn update_tags(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        name: &str,
+        body: &UpdateSandboxRequest,
+    ) -> Result<SandboxResponse> {
+        let path = format!("/v2/sandboxes/{}", path_segment(name));
+        let req = self
+            .scoped(
+                ctx,
+                Method::PATCH,
+                &path,
+                scope,
+                &[("projectId", scope.project_id)],
+            )?
+            .json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /v2/sandboxes/sessions/{sessionId}/stop`: answers once the session stopped (a
+    /// persistent sandbox's filesystem snapshotted).
+    pub(crate) async fn stop_session(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+    ) -> Result<StopSessionResponse, Failure> {
+        let req = self
+            .scoped(
+                ctx,
+                Method::POST,
+                &session_path(session_id, "/stop"),
+                scope,
+                &[],
+            )
+            .map_err(failure)?;
+        self.json_or_failure(ctx, req).await
+    }
+
+    /// `POST /v2/sandboxes/sessions/{sessionId}/snapshot`: the snapshot; the session is
+    /// terminated by it.
+    pub(crate) async fn snapshot_session(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        session_id: &str,
+        body: &CreateSnapshotRequest,
+    ) -> Result<SnapshotResponse, Failure> {
+        let req = self
+            .scoped(
+                ctx,
+                Method::POST,
+                &session_path(session_id, "/snapshot"),
+                scope,
+                &[],
+            )
+            .map_err(failure)?
+            .json(body);
+        self.json_or_failure(ctx, req).await
+    }
+
+    /// `GET /v2/sandboxes/snapshots/{snapshotId}`.
+    pub(crate) async fn get_snapshot(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        snapshot_id: &str,
+    ) -> Result<SnapshotResponse> {
+        let path = format!("/v2/sandboxes/snapshots/{}", path_segment(snapshot_id));
+        let req = self.scoped(ctx, Method::GET, &path, scope, &[])?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `DELETE /v2/sandboxes/snapshots/{snapshotId}`.
+    pub(crate) async fn delete_snapshot(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        snapshot_id: &str,
+    ) -> Result<SnapshotResponse> {
+        let path = format!("/v2/sandboxes/snapshots/{}", path_segment(snapshot_id));
+        let req = self.scoped(ctx, Method::DELETE, &path, scope, &[])?;
+        self.http.send_json(ctx, req).await
     }
 }

@@ -20,7 +20,12 @@
 //! 400, as Vercel's model refuses it; a command no longer running is a 400).
 //! `…/stdin` (for a command started with `attachStdin`) takes `{data, offset, close}`: bytes
 //! the command already received are skipped, an offset past them is a 409, and the answer
-//! is `{bytesWritten}`. A stopped session's commands die with it; `fs/write` un-gzips and un-tars the body (a malformed archive
+//! is `{bytesWritten}`. A stopped session's commands die with it. `PATCH /v2/sandboxes/{name}`
+//! replaces `tags` (at most five) and `persistent`. `POST …/sessions/{id}/snapshot` copies the
+//! sandbox directory (later writes are not in it) and terminates the session, as Vercel's
+//! does; `GET`/`DELETE /v2/sandboxes/snapshots/{id}` read and delete it (404 afterwards); a
+//! create with `source: {type: "snapshot", snapshotId}` starts from a copy of it (404 for an
+//! unknown snapshot); `fs/write` un-gzips and un-tars the body (a malformed archive
 //! is a 400); `fs/read` answers `application/octet-stream` or 404.
 //!
 //! [`Fake::start`] serves it on loopback; [`Fake::config`] and [`Fake::context`] point the
@@ -121,6 +126,8 @@ struct Inner {
     sessions: HashMap<String, String>,
     /// Commands by id, with their session id.
     commands: HashMap<String, (String, Arc<Cmd>)>,
+    /// Snapshots by id: their JSON and a copy of the sandbox directory when taken.
+    snapshots: HashMap<String, (Value, tempfile::TempDir)>,
     next: u64,
 }
 
@@ -238,9 +245,16 @@ fn router_with(fake: Api) -> Router {
         .route("/v2/sandboxes", post(create_v2).get(list))
         .route(
             "/v2/sandboxes/{name}",
-            get(get_sandbox).delete(delete_sandbox),
+            get(get_sandbox)
+                .delete(delete_sandbox)
+                .patch(update_sandbox),
         )
         .route("/v2/sandboxes/sessions/{sid}/stop", post(stop))
+        .route("/v2/sandboxes/sessions/{sid}/snapshot", post(snapshot))
+        .route(
+            "/v2/sandboxes/snapshots/{id}",
+            get(get_snapshot).delete(delete_snapshot),
+        )
         .route(
             "/v2/sandboxes/sessions/{sid}/cmd",
             post(run_cmd).get(list_cmds),
@@ -334,14 +348,33 @@ fn create(State(fake): State<Api>, body: Bytes, v2: bool) -> Response {
         return bad(format!("unknown runtime `{r}`"));
     }
     let tags = map.get("tags").cloned().unwrap_or(json!({}));
-    let tags_ok = tags
-        .as_object()
-        .is_some_and(|t| t.len() <= 5 && t.values().all(Value::is_string));
-    if !tags_ok {
+    if !tags_ok(&tags) {
         return bad("`tags` must be at most 5 string values");
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let mut inner = fake.inner.lock().unwrap();
+    match map.get("source") {
+        None => {}
+        Some(source) => {
+            let snapshot_id = match source.as_object() {
+                Some(o) if o.get("type") == Some(&json!("snapshot")) && o.len() == 2 => {
+                    o.get("snapshotId").and_then(Value::as_str)
+                }
+                // Git and tarball sources exist too; Corral sends none, so the fake has none.
+                _ => None,
+            };
+            let Some(snapshot_id) = snapshot_id else {
+                return bad("`source` must be {type: \"snapshot\", snapshotId}");
+            };
+            let Some((_, copy)) = inner.snapshots.get(snapshot_id) else {
+                return not_found("Snapshot");
+            };
+            // The new sandbox's filesystem starts as the snapshot's.
+            if let Err(e) = copy_dir(copy.path(), dir.path()) {
+                return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e);
+            }
+        }
+    }
     let name = inner.next_id("sandbox-");
     let sid = inner.next_id("sess_");
     let session = session_json(&sid, dir.path(), timeout, "pending");
@@ -496,6 +529,28 @@ fn running_session(inner: &Inner, sid: &str) -> Result<(String, PathBuf), Respon
     Ok((name.clone(), sbx.dir.path().to_owned()))
 }
 
+/// Stops the running session `sid` of sandbox `name`: its VM ends, and the commands it ran
+/// with it (returned, to be killed once the lock is released).
+fn end_session(inner: &mut Inner, name: &str, sid: &str) -> Vec<Arc<Cmd>> {
+    let sbx = inner.sandboxes.get_mut(name).unwrap();
+    sbx.session["status"] = json!("stopped");
+    sbx.sandbox["status"] = json!("stopped");
+    inner
+        .commands
+        .values()
+        .filter(|(s, _)| *s == sid)
+        .map(|(_, c)| c.clone())
+        .collect()
+}
+
+async fn kill_all(dying: Vec<Arc<Cmd>>) {
+    for c in dying {
+        let _ = c.process.signal(9).await;
+    }
+}
+
+/// Blocks until the session stopped, as Vercel's does (a persistent sandbox keeps its
+/// filesystem for the next session).
 async fn stop(State(fake): State<Api>, UrlPath(sid): UrlPath<String>) -> Response {
     let (answer, dying) = {
         let mut inner = fake.inner.lock().unwrap();
@@ -503,23 +558,162 @@ async fn stop(State(fake): State<Api>, UrlPath(sid): UrlPath<String>) -> Respons
             Ok(x) => x,
             Err(r) => return r,
         };
-        let sbx = inner.sandboxes.get_mut(&name).unwrap();
-        sbx.session["status"] = json!("stopped");
-        sbx.sandbox["status"] = json!("stopped");
+        let dying = end_session(&mut inner, &name, &sid);
+        let sbx = &inner.sandboxes[&name];
         let answer = json!({ "session": sbx.session, "sandbox": sbx.sandbox });
-        // The session's VM stops: its commands die with it.
-        let dying: Vec<Arc<Cmd>> = inner
-            .commands
-            .values()
-            .filter(|(s, _)| *s == sid)
-            .map(|(_, c)| c.clone())
-            .collect();
         (answer, dying)
     };
-    for c in dying {
-        let _ = c.process.signal(9).await;
-    }
+    kill_all(dying).await;
     axum::Json(answer).into_response()
+}
+
+fn tags_ok(tags: &Value) -> bool {
+    tags.as_object()
+        .is_some_and(|t| t.len() <= 5 && t.values().all(Value::is_string))
+}
+
+/// Copies the directory `from` into the existing directory `to`, attributes kept.
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from.join("."))
+        .arg(to)
+        .status()
+        .map_err(|e| format!("cannot run cp: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cp -a failed: {status}"))
+    }
+}
+
+const UPDATE_FIELDS: &[&str] = &[
+    "persistent",
+    "resources",
+    "timeout",
+    "networkPolicy",
+    "tags",
+    "ports",
+    "snapshotExpiration",
+    "keepLastSnapshots",
+    "currentSnapshotId",
+    "region",
+    "failoverRegions",
+];
+
+/// `PATCH /v2/sandboxes/{name}`: the fake keeps `tags` (the whole map replaces the old one)
+/// and `persistent`; other known fields are accepted and ignored.
+async fn update_sandbox(
+    State(fake): State<Api>,
+    UrlPath(name): UrlPath<String>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = project_from_query(&q, "projectId") {
+        return r;
+    }
+    let map = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    if let Err(r) = only_fields(&map, UPDATE_FIELDS) {
+        return r;
+    }
+    if let Some(tags) = map.get("tags")
+        && !tags_ok(tags)
+    {
+        return bad("`tags` must be at most 5 string values");
+    }
+    if map.get("persistent").is_some_and(|p| !p.is_boolean()) {
+        return bad("`persistent` must be a boolean");
+    }
+    let mut inner = fake.inner.lock().unwrap();
+    let Some(sbx) = inner.sandboxes.get_mut(&name) else {
+        return not_found("Sandbox");
+    };
+    for field in ["tags", "persistent"] {
+        if let Some(v) = map.get(field) {
+            sbx.sandbox[field] = v.clone();
+        }
+    }
+    axum::Json(json!({ "sandbox": sbx.sandbox })).into_response()
+}
+
+/// `POST …/sessions/{sid}/snapshot {expiration?}`: the session must be running; its
+/// directory is copied (what is written later is not in the snapshot), then the session is
+/// terminated, as Vercel's is.
+async fn snapshot(State(fake): State<Api>, UrlPath(sid): UrlPath<String>, body: Bytes) -> Response {
+    // The body is optional.
+    let map = if body.is_empty() {
+        Map::new()
+    } else {
+        match json_object(&body) {
+            Ok(m) => m,
+            Err(r) => return r,
+        }
+    };
+    if let Err(r) = only_fields(&map, &["expiration"]) {
+        return r;
+    }
+    if map.get("expiration").is_some_and(|e| e.as_u64().is_none()) {
+        return bad("`expiration` must be a non-negative integer of milliseconds");
+    }
+    let (answer, dying) = {
+        let mut inner = fake.inner.lock().unwrap();
+        let (name, dir) = match running_session(&inner, &sid) {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let copy = tempfile::tempdir().expect("temp dir");
+        if let Err(e) = copy_dir(&dir, copy.path()) {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e);
+        }
+        let id = inner.next_id("snap_");
+        let snapshot = json!({
+            "id": id, "sourceSessionId": sid, "region": "iad1", "status": "created",
+            "sizeBytes": dir_size(copy.path()), "createdAt": NOW_MS, "updatedAt": NOW_MS,
+            "lastUsedAt": NOW_MS, "expiresAt": NOW_MS + 30 * 24 * 3600 * 1000,
+        });
+        inner.snapshots.insert(id, (snapshot.clone(), copy));
+        let dying = end_session(&mut inner, &name, &sid);
+        let session = inner.sandboxes[&name].session.clone();
+        (json!({ "snapshot": snapshot, "session": session }), dying)
+    };
+    kill_all(dying).await;
+    axum::Json(answer).into_response()
+}
+
+/// The bytes of the regular files under `dir`.
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
+async fn get_snapshot(State(fake): State<Api>, UrlPath(id): UrlPath<String>) -> Response {
+    match fake.inner.lock().unwrap().snapshots.get(&id) {
+        Some((snapshot, _)) => axum::Json(json!({ "snapshot": snapshot })).into_response(),
+        None => not_found("Snapshot"),
+    }
+}
+
+/// Deletes the snapshot and its copy; it is not found afterwards.
+async fn delete_snapshot(State(fake): State<Api>, UrlPath(id): UrlPath<String>) -> Response {
+    match fake.inner.lock().unwrap().snapshots.remove(&id) {
+        Some((mut snapshot, _copy)) => {
+            snapshot["status"] = json!("deleted");
+            axum::Json(json!({ "snapshot": snapshot })).into_response()
+        }
+        None => not_found("Snapshot"),
+    }
 }
 
 fn string_map(v: &Value) -> Option<BTreeMap<String, String>> {

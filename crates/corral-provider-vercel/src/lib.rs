@@ -40,10 +40,20 @@
 //!   `POST …/fs/write` with a **gzipped tarball** of the one file (`x-cwd: /`). Tar extraction
 //!   would create missing parents, so a write first checks its parent through exec.
 //!
+//! - **stop** → tag `corral-stopped` (`PATCH /v2/sandboxes/{name}`), then
+//!   `POST …/sessions/{id}/stop`: the VM ends, the filesystem is kept as the snapshot Vercel
+//!   takes of a persistent sandbox. The tag tells an explicit stop (held until `resume`) from
+//!   a session that timed out (`paused`, resumed on use). **resume** → the tag removed, then
+//!   `GET …?resume=true`: a new session from that filesystem (no memory or process survives).
+//! - **snapshot** → `POST …/sessions/{id}/snapshot` (Vercel then terminates the session: the
+//!   sandbox is paused and its next use boots from the snapshot); **get/delete_snapshot** →
+//!   `GET`/`DELETE /v2/sandboxes/snapshots/{id}`; **restore** → a create with
+//!   `source: {type: "snapshot", snapshotId}`, tagged as a create is.
+//!
 //! Configuration ([`VercelConfig`], `[providers.vercel]`): `base_url` and the `http` table.
 //!
-//! Unsupported through Corral's port: stop, snapshots, restore, ports and network policies
-//! (Vercel has them; Corral does not drive them yet).
+//! Unsupported through Corral's port: ports and network policies (Vercel has them; Corral does
+//! not drive them yet); a stop or a snapshot that keeps memory (Vercel has neither).
 
 pub mod api;
 mod capabilities;
@@ -88,6 +98,9 @@ pub const OPERATION_ID_TAG: &str = "corral-operation-id";
 pub const DEPLOYMENT_TAG: &str = "corral-deployment";
 /// The tag carrying the Corral project the sandbox was made for.
 pub const PROJECT_TAG: &str = "corral-project";
+/// The tag marking a sandbox Corral stopped: Vercel reports a stop and a session timeout
+/// alike (`stopped`), and only an explicit stop must wait for an explicit resume.
+pub const STOPPED_TAG: &str = "corral-stopped";
 /// Vercel's public API.
 pub const DEFAULT_BASE_URL: &str = "https://api.vercel.com";
 /// `image` values sent as `runtime` rather than as a container image.
@@ -163,14 +176,35 @@ fn scope(ctx: &CallContext) -> Result<Scope<'_>> {
     })
 }
 
+/// Whether Corral stopped the sandbox (it carries [`STOPPED_TAG`]).
+fn held(sandbox: &Sandbox) -> bool {
+    sandbox.tags.contains_key(STOPPED_TAG)
+}
+
+/// The refusal of a call that would resume a sandbox Corral stopped.
+fn stopped(name: &str) -> ProviderError {
+    ProviderError::InvalidRequest {
+        provider: P,
+        message: format!("sandbox {name} is stopped: resume it first"),
+    }
+}
+
 fn observed(sandbox: &Sandbox) -> ObservedSandbox {
     ObservedSandbox {
         native_id: sandbox.name.clone(),
-        status: map::status(&sandbox.status, sandbox.persistent),
+        status: map::status(&sandbox.status, sandbox.persistent, held(sandbox)),
         operation_id: sandbox
             .tags
             .get(OPERATION_ID_TAG)
             .and_then(|s| s.parse().ok()),
+    }
+}
+
+fn observed_snapshot(snapshot: &api::Snapshot) -> corral_provider::ObservedSnapshot {
+    corral_provider::ObservedSnapshot {
+        native_id: snapshot.id.clone(),
+        status: map::snapshot_status(&snapshot.status),
+        size_bytes: snapshot.size_bytes,
     }
 }
 
@@ -209,6 +243,7 @@ pub fn create_body(spec: &CreateSpec, project_id: &str) -> CreateSandboxRequest 
         // sandboxes that sleep and resume, and older defaults (and the official mock) differ.
         persistent: Some(true),
         tags: [(OPERATION_ID_TAG.to_owned(), spec.operation_id.to_string())].into(),
+        source: None,
     }
 }
 
@@ -372,16 +407,43 @@ impl VercelProvider {
                 return Ok(s);
             }
         }
-        let resp = self
+        // A sandbox Corral stopped stays stopped until `resume`: look before resuming.
+        let seen = self
             .client
-            .get_sandbox(ctx, scope, name, true)
+            .get_sandbox(ctx, scope, name, false)
             .await
             .map_err(|f| f.error)?;
+        let resp = if seen.session.status == api::SessionStatus::Running {
+            seen
+        } else if held(&seen.sandbox) {
+            return Err(stopped(name));
+        } else {
+            self.client
+                .get_sandbox(ctx, scope, name, true)
+                .await
+                .map_err(|f| f.error)?
+        };
         self.remember(scope, name, &resp.session);
         Ok(SessionRef {
             id: resp.session.id,
             cwd: resp.session.cwd,
         })
+    }
+
+    /// Replaces the sandbox's tags with `tags` (`PATCH` takes the whole map).
+    async fn retag(
+        &self,
+        ctx: &CallContext,
+        scope: Scope<'_>,
+        name: &str,
+        tags: std::collections::BTreeMap<String, String>,
+    ) -> Result<Sandbox> {
+        let body = api::UpdateSandboxRequest { tags };
+        Ok(self
+            .client
+            .update_tags(ctx, scope, name, &body)
+            .await?
+            .sandbox)
     }
 
     async fn exec_in(
@@ -623,6 +685,163 @@ impl SandboxProvider for VercelProvider {
         // The filter is Vercel's; the tag is checked again by the contract wrapper
         // (`corral_provider::Contracted`), which reads it from `operation_id`.
         Ok(sandboxes.iter().map(observed).collect())
+    }
+
+    /// Tags the sandbox stopped, then `POST …/sessions/{id}/stop`: the VM ends (processes
+    /// and memory with it) and Vercel snapshots the filesystem, which `resume` boots a new
+    /// session from. A non-persistent sandbox would lose its filesystem: refused.
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let scope = scope(ctx)?;
+        let seen = self
+            .client
+            .get_sandbox(ctx, scope, native_id, false)
+            .await
+            .map_err(|f| f.error)?;
+        if !seen.sandbox.persistent {
+            return Err(ProviderError::InvalidRequest {
+                provider: P,
+                message: format!(
+                    "sandbox {native_id} is not persistent: Vercel discards its filesystem when \
+                     it stops, so it could not resume"
+                ),
+            });
+        }
+        // Tagged first: should the stop fail, the sandbox is at worst held for a resume.
+        let mut sandbox = seen.sandbox;
+        if !held(&sandbox) {
+            let mut tags = sandbox.tags.clone();
+            tags.insert(STOPPED_TAG.to_owned(), "true".to_owned());
+            sandbox = self.retag(ctx, scope, native_id, tags).await?;
+        }
+        self.forget(scope, native_id);
+        if !matches!(
+            seen.session.status,
+            api::SessionStatus::Pending | api::SessionStatus::Running
+        ) {
+            sandbox.status = seen.session.status;
+            return Ok(observed(&sandbox));
+        }
+        match self.client.stop_session(ctx, scope, &seen.session.id).await {
+            Ok(resp) => {
+                let mut after = resp.sandbox.unwrap_or(sandbox);
+                after.status = resp.session.status;
+                // The answer may predate the tag: it is on the sandbox now.
+                after.tags.insert(STOPPED_TAG.to_owned(), "true".to_owned());
+                Ok(observed(&after))
+            }
+            // It stopped meanwhile (its timeout): it is as a stop leaves it.
+            Err(f) if map::session_gone(&f) => self.get(ctx, native_id).await,
+            Err(f) => Err(f.error),
+        }
+    }
+
+    /// Removes the stop tag, then `GET …?resume=true`: a **new session** boots from the
+    /// filesystem the stop saved (no process or memory survives). Resuming a running sandbox
+    /// answers it as it is.
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let scope = scope(ctx)?;
+        let seen = self
+            .client
+            .get_sandbox(ctx, scope, native_id, false)
+            .await
+            .map_err(|f| f.error)?;
+        // Untagged first: should the resume fail, the sandbox resumes on its next use.
+        let mut sandbox = seen.sandbox;
+        if held(&sandbox) {
+            let mut tags = sandbox.tags.clone();
+            tags.remove(STOPPED_TAG);
+            sandbox = self.retag(ctx, scope, native_id, tags).await?;
+        }
+        if seen.session.status == api::SessionStatus::Running {
+            self.remember(scope, native_id, &seen.session);
+            sandbox.status = seen.session.status;
+            return Ok(observed(&sandbox));
+        }
+        let resp = self
+            .client
+            .get_sandbox(ctx, scope, native_id, true)
+            .await
+            .map_err(|f| f.error)?;
+        if resp.session.status == api::SessionStatus::Running {
+            self.remember(scope, native_id, &resp.session);
+        }
+        let mut after = resp.sandbox;
+        after.tags.remove(STOPPED_TAG);
+        Ok(observed(&after))
+    }
+
+    /// `POST …/sessions/{id}/snapshot` on the running session (a paused sandbox is resumed
+    /// first, a stopped one refused). Vercel **terminates the session** once the snapshot is
+    /// made: the sandbox is then paused and its next use boots a new session from the
+    /// snapshot; running commands end.
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        _spec: &corral_provider::SnapshotSpec,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        let scope = scope(ctx)?;
+        let body = api::CreateSnapshotRequest::default();
+        let mut refresh = false;
+        let made = loop {
+            let session = self.session(ctx, scope, native_id, refresh).await?;
+            match self
+                .client
+                .snapshot_session(ctx, scope, &session.id, &body)
+                .await
+            {
+                Ok(made) => break made,
+                Err(f) if !refresh && map::session_gone(&f) => refresh = true,
+                Err(f) => return Err(f.error),
+            }
+        };
+        self.forget(scope, native_id);
+        Ok(observed_snapshot(&made.snapshot))
+    }
+
+    /// `GET /v2/sandboxes/snapshots/{id}`; one Vercel reports `deleted` is not found.
+    async fn get_snapshot(
+        &self,
+        ctx: &CallContext,
+        snapshot: &str,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        let scope = scope(ctx)?;
+        let found = self.client.get_snapshot(ctx, scope, snapshot).await?;
+        let observed = observed_snapshot(&found.snapshot);
+        if observed.status == corral_domain::SnapshotStatus::Deleted {
+            return Err(ProviderError::NotFound {
+                provider: P,
+                resource: format!("snapshot {snapshot} (deleted)"),
+            });
+        }
+        Ok(observed)
+    }
+
+    /// `DELETE /v2/sandboxes/snapshots/{id}`.
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        let scope = scope(ctx)?;
+        self.client.delete_snapshot(ctx, scope, snapshot).await?;
+        Ok(())
+    }
+
+    /// A create (`POST /v3/sandboxes`) with `source: {type: "snapshot", snapshotId}`, tagged
+    /// as `create` tags. The snapshot is the filesystem: no runtime or image is sent.
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        let scope = scope(ctx)?;
+        let mut body = tagged_create_body(ctx, spec, scope.project_id);
+        body.runtime = None;
+        body.image = None;
+        body.source = Some(api::Source::Snapshot {
+            snapshot_id: snapshot.to_owned(),
+        });
+        let resp = self.client.create_sandbox(ctx, scope, &body).await?;
+        self.remember(scope, &resp.sandbox.name, &resp.session);
+        Ok(observed(&resp.sandbox))
     }
 
     async fn start_command<'a>(

@@ -1,22 +1,25 @@
 //! Vercel's statuses and error codes in Corral's vocabulary.
 
-use corral_domain::SandboxStatus;
+use corral_domain::{SandboxStatus, SnapshotStatus};
 use corral_provider_http::Failure;
 
-use crate::api::{ErrorResponse, SessionStatus};
+use crate::api::{ErrorResponse, SessionStatus, SnapshotState};
 
 use crate::P;
 
 /// `Sandbox.status` → the normalized status.
 ///
 /// A stopped (or stopping, snapshotting) *persistent* sandbox keeps its filesystem and resumes
-/// on the next command: `paused`. A stopped non-persistent one has lost it: `stopped`. An
-/// unknown value is logged and treated as still starting: not usable yet and not terminal, so
-/// Corral keeps observing rather than giving the sandbox up.
-pub(crate) fn status(status: &SessionStatus, persistent: bool) -> SandboxStatus {
+/// on the next command: `paused`. One Corral stopped (`held`: it carries the stop tag) is
+/// `stopping`, then `stopped`, and resumes only when asked. A stopped non-persistent one has
+/// lost its filesystem: `stopped`. An unknown value is logged and treated as still starting:
+/// not usable yet and not terminal, so Corral keeps observing rather than giving the sandbox up.
+pub(crate) fn status(status: &SessionStatus, persistent: bool, held: bool) -> SandboxStatus {
     match status {
         SessionStatus::Pending => SandboxStatus::Creating,
         SessionStatus::Running => SandboxStatus::Running,
+        SessionStatus::Stopping | SessionStatus::Snapshotting if held => SandboxStatus::Stopping,
+        SessionStatus::Stopped if held => SandboxStatus::Stopped,
         SessionStatus::Stopping | SessionStatus::Stopped | SessionStatus::Snapshotting => {
             if persistent {
                 SandboxStatus::Paused
@@ -28,6 +31,21 @@ pub(crate) fn status(status: &SessionStatus, persistent: bool) -> SandboxStatus 
         SessionStatus::Other(value) => {
             tracing::warn!(provider = %P, status = %value, "unknown sandbox status, treated as creating");
             SandboxStatus::Creating
+        }
+    }
+}
+
+/// `Snapshot.status` → the normalized snapshot status. Vercel answers a snapshot once it is
+/// made (`created`); an unknown value is logged and treated as still being made, so Corral
+/// keeps observing it.
+pub(crate) fn snapshot_status(state: &SnapshotState) -> SnapshotStatus {
+    match state {
+        SnapshotState::Created => SnapshotStatus::Ready,
+        SnapshotState::Failed => SnapshotStatus::Failed,
+        SnapshotState::Deleted => SnapshotStatus::Deleted,
+        SnapshotState::Other(value) => {
+            tracing::warn!(provider = %P, status = %value, "unknown snapshot status, treated as creating");
+            SnapshotStatus::Creating
         }
     }
 }
@@ -60,22 +78,39 @@ mod tests {
     #[test]
     fn every_documented_status_maps_and_unknown_values_do_not_fail() {
         let cases = [
-            ("pending", true, SandboxStatus::Creating),
-            ("running", true, SandboxStatus::Running),
-            ("stopping", true, SandboxStatus::Paused),
-            ("stopped", true, SandboxStatus::Paused),
-            ("snapshotting", true, SandboxStatus::Paused),
-            ("stopped", false, SandboxStatus::Stopped),
-            ("failed", true, SandboxStatus::Failed),
-            ("aborted", false, SandboxStatus::Failed),
-            ("brand_new_state", true, SandboxStatus::Creating),
+            ("pending", true, false, SandboxStatus::Creating),
+            ("running", true, false, SandboxStatus::Running),
+            ("running", true, true, SandboxStatus::Running),
+            ("stopping", true, false, SandboxStatus::Paused),
+            ("stopped", true, false, SandboxStatus::Paused),
+            ("snapshotting", true, false, SandboxStatus::Paused),
+            ("stopping", true, true, SandboxStatus::Stopping),
+            ("snapshotting", true, true, SandboxStatus::Stopping),
+            ("stopped", true, true, SandboxStatus::Stopped),
+            ("stopped", false, false, SandboxStatus::Stopped),
+            ("failed", true, false, SandboxStatus::Failed),
+            ("aborted", false, false, SandboxStatus::Failed),
+            ("brand_new_state", true, false, SandboxStatus::Creating),
         ];
-        for (wire, persistent, want) in cases {
+        for (wire, persistent, held, want) in cases {
             let parsed: SessionStatus = serde_json::from_str(&format!("\"{wire}\"")).unwrap();
-            assert_eq!(status(&parsed, persistent), want, "{wire}");
+            assert_eq!(status(&parsed, persistent, held), want, "{wire}");
         }
         let unknown: SessionStatus = serde_json::from_str("\"brand_new_state\"").unwrap();
         assert_eq!(unknown, SessionStatus::Other("brand_new_state".into()));
+    }
+
+    #[test]
+    fn every_documented_snapshot_status_maps() {
+        for (wire, want) in [
+            ("created", SnapshotStatus::Ready),
+            ("failed", SnapshotStatus::Failed),
+            ("deleted", SnapshotStatus::Deleted),
+            ("brand_new_state", SnapshotStatus::Creating),
+        ] {
+            let parsed: SnapshotState = serde_json::from_str(&format!("\"{wire}\"")).unwrap();
+            assert_eq!(snapshot_status(&parsed), want, "{wire}");
+        }
     }
 
     #[test]

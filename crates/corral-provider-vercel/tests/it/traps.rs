@@ -805,3 +805,215 @@ mod commands {
         assert_eq!(String::from_utf8(out).unwrap(), "café \u{fffd}!");
     }
 }
+
+/// Stop, resume, snapshots and restores: how Vercel's sessions shape them.
+mod lifecycle {
+    use super::*;
+    use corral_domain::{SnapshotId, SnapshotStatus};
+    use corral_provider::SnapshotSpec;
+    use corral_provider_vercel::STOPPED_TAG;
+
+    fn snap() -> SnapshotSpec {
+        SnapshotSpec {
+            snapshot_id: SnapshotId::new(Provider::Vercel),
+            name: None,
+        }
+    }
+
+    fn resumes(server: &FakeServer) -> usize {
+        server
+            .log()
+            .all()
+            .iter()
+            .filter(|r| param(r, "resume").as_deref() == Some("true"))
+            .count()
+    }
+
+    #[tokio::test]
+    async fn an_explicit_stop_is_held_until_resume_while_a_timed_out_session_resumes_on_use() {
+        let (fake, vercel) = setup().await;
+        let server = fake.server();
+        let id = running(&vercel).await;
+        server.log().clear();
+        let stopped = vercel.stop(&ctx(), &id).await.unwrap();
+        assert_eq!(stopped.status, SandboxStatus::Stopped);
+        // The mark is a tag, set before the session's own stop.
+        let patch = &server.log().matching(&Method::PATCH, "/v2/sandboxes/")[0];
+        assert_eq!(body(patch)["tags"][STOPPED_TAG], "true");
+        assert_eq!(
+            body(patch)["tags"][OPERATION_ID_TAG].as_str().map(str::len),
+            Some(OperationId::new().to_string().len()),
+            "the other tags are sent again: PATCH replaces the whole map"
+        );
+        let order: Vec<Method> = server
+            .log()
+            .all()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/stop") || r.method == Method::PATCH)
+            .map(|r| r.method)
+            .collect();
+        assert_eq!(
+            order,
+            [Method::PATCH, Method::POST],
+            "tagged before the stop"
+        );
+
+        // Held: exec does not resume it behind the client's back.
+        server.log().clear();
+        match vercel.exec(&ctx(), &id, &ExecSpec::new("true")).await {
+            Err(ProviderError::InvalidRequest { message, .. }) => {
+                assert!(message.contains("resume it first"), "{message}");
+            }
+            other => panic!("exec on a stopped sandbox answered {other:?}"),
+        }
+        assert_eq!(resumes(server), 0, "no resume was asked of Vercel");
+
+        let resumed = vercel.resume(&ctx(), &id).await.unwrap();
+        assert_eq!(resumed.status, SandboxStatus::Running);
+        assert_eq!(resumes(server), 1);
+        assert_eq!(
+            vercel
+                .exec(&ctx(), &id, &ExecSpec::new("true"))
+                .await
+                .unwrap()
+                .exit_code,
+            0
+        );
+
+        // A session that ends by itself (its timeout) is paused and resumes on use.
+        let sid = session_of(server.log().matching(&Method::POST, "/cmd").last().unwrap());
+        stop_session(server, &sid).await;
+        assert_eq!(
+            vercel.get(&ctx(), &id).await.unwrap().status,
+            SandboxStatus::Paused
+        );
+        assert_eq!(
+            vercel
+                .exec(&ctx(), &id, &ExecSpec::new("true"))
+                .await
+                .unwrap()
+                .exit_code,
+            0
+        );
+        vercel.delete(&ctx(), &id).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_stop_that_would_discard_the_filesystem_is_refused() {
+        let (fake, vercel) = setup().await;
+        let id = running(&vercel).await;
+        // Made non-persistent outside Corral.
+        let resp = corral_provider_http::reqwest::Client::new()
+            .patch(format!(
+                "{}/v2/sandboxes/{id}?teamId={TEAM_ID}&projectId={PROJECT_ID}",
+                fake.base_url()
+            ))
+            .bearer_auth(API_KEY)
+            .json(&serde_json::json!({ "persistent": false }))
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success());
+        fake.server().log().clear();
+        match vercel.stop(&ctx(), &id).await {
+            Err(ProviderError::InvalidRequest { message, .. }) => {
+                assert!(message.contains("not persistent"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            fake.server()
+                .log()
+                .matching(&Method::POST, "/stop")
+                .is_empty()
+        );
+        vercel.delete(&ctx(), &id).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_ends_the_session_and_the_next_use_boots_a_new_one() {
+        let (fake, vercel) = setup().await;
+        let server = fake.server();
+        let id = running(&vercel).await;
+        vercel
+            .exec(&ctx(), &id, &ExecSpec::new("printf one > f"))
+            .await
+            .unwrap();
+        let first = session_of(server.log().matching(&Method::POST, "/cmd").last().unwrap());
+        let made = vercel.snapshot(&ctx(), &id, &snap()).await.unwrap();
+        assert_eq!(made.status, SnapshotStatus::Ready, "Vercel answers it made");
+        assert!(made.size_bytes.is_some_and(|n| n >= 3));
+        let call = &server.log().matching(&Method::POST, "/snapshot")[0];
+        assert_eq!(
+            call.path,
+            format!("/v2/sandboxes/sessions/{first}/snapshot")
+        );
+        assert_eq!(body(call), serde_json::json!({}));
+        // Vercel terminated the session: paused, not held.
+        assert_eq!(
+            vercel.get(&ctx(), &id).await.unwrap().status,
+            SandboxStatus::Paused
+        );
+        let out = vercel
+            .exec(&ctx(), &id, &ExecSpec::new("cat f"))
+            .await
+            .unwrap();
+        assert_eq!(out.stdout, b"one");
+        let last = session_of(server.log().matching(&Method::POST, "/cmd").last().unwrap());
+        assert_ne!(last, first, "a new session");
+
+        let got = vercel.get_snapshot(&ctx(), &made.native_id).await.unwrap();
+        assert_eq!(got, made);
+        vercel
+            .delete_snapshot(&ctx(), &made.native_id)
+            .await
+            .unwrap();
+        assert!(matches!(
+            vercel.get_snapshot(&ctx(), &made.native_id).await,
+            Err(ProviderError::NotFound { .. })
+        ));
+        vercel.delete(&ctx(), &id).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_restore_is_a_tagged_create_from_a_snapshot_source_without_image() {
+        let (fake, vercel) = setup().await;
+        let server = fake.server();
+        let id = running(&vercel).await;
+        let made = vercel.snapshot(&ctx(), &id, &snap()).await.unwrap();
+        server.log().clear();
+        let spec = spec(Some("node24"), Some(600));
+        let copy = vercel
+            .restore(&ctx(), &spec, &made.native_id)
+            .await
+            .unwrap();
+        assert_ne!(copy.native_id, id);
+        assert_eq!(copy.operation_id, Some(spec.operation_id));
+        let creates = server.log().matching(&Method::POST, "/v3/sandboxes");
+        assert_eq!(
+            creates.len(),
+            1,
+            "the snapshot is the filesystem: no runtime, so v3"
+        );
+        let sent = body(&creates[0]);
+        assert_eq!(
+            sent["source"],
+            serde_json::json!({ "type": "snapshot", "snapshotId": made.native_id })
+        );
+        assert!(sent.get("runtime").is_none() && sent.get("image").is_none());
+        assert_eq!(sent["timeout"], 600_000);
+        assert_eq!(
+            sent["tags"][OPERATION_ID_TAG],
+            spec.operation_id.to_string()
+        );
+
+        // An unknown snapshot is not found.
+        match vercel.restore(&ctx(), &spec, "snap_nope").await {
+            Err(ProviderError::NotFound { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        for s in [copy.native_id, id] {
+            vercel.delete(&ctx(), &s).await.unwrap();
+        }
+    }
+}
