@@ -92,6 +92,36 @@ pub struct SandboxDetail {
     pub metadata: Option<BTreeMap<String, String>>,
 }
 
+/// `ConnectSandbox`: the body of `POST /sandboxes/{sandboxID}/connect`, which resumes a
+/// paused sandbox (or answers a running one as it is, only extending its lifetime).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectSandbox {
+    /// Seconds from now after which the sandbox expires (required).
+    pub timeout: u32,
+}
+
+/// `SandboxSnapshotRequest`: the body of `POST /sandboxes/{sandboxID}/snapshots`. Corral
+/// never names a snapshot (see `docs/providers/e2b.md`): a named one's id carries the team
+/// namespace (`team-slug/name:tag`), and a name already used adds a build to that template.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSnapshotRequest {
+    /// The snapshot template's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// `SnapshotInfo`: a snapshot (a template E2B can create sandboxes from).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotInfo {
+    /// The snapshot template's id with its tag (`<templateID>:default` when unnamed): what a
+    /// create names as `templateID`.
+    #[serde(rename = "snapshotID")]
+    pub snapshot_id: String,
+    /// Its full names, empty when unnamed.
+    #[serde(default)]
+    pub names: Vec<String>,
+}
+
 /// `Error`: the control API's error body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Error {

@@ -19,7 +19,21 @@ const READ_ON: &str = "2025-12-17";
 /// The capabilities.
 pub fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
-        lifecycle: corral_domain::LifecycleCapabilities::default(),
+        // Source: `provider-apis/e2b/openapi.yml` (`/sandboxes/{sandboxID}/pause`,
+        // `/connect`, `/snapshots`, `/snapshots`, `/templates/{templateID}`, `NewSandbox`).
+        lifecycle: corral_domain::LifecycleCapabilities {
+            // A pause keeps memory and processes unless `memory: false` is sent; Corral sends
+            // no body, so E2B's default (`true`) applies.
+            stop_keeps_memory: true,
+            // The description says a snapshot is made "from the sandbox's current state" and
+            // does not say that memory is in it (only the fork's description does): not
+            // claimed until confirmed.
+            snapshot_keeps_memory: false,
+            // E2B has no idle stop: `autoPause` pauses when the lifetime (`timeout`, counted
+            // from the create or the last `connect`/`timeout` call, not from the last
+            // activity) runs out. Corral's idle sweep stops E2B sandboxes.
+            native_idle_stop: false,
+        },
         provider: Provider::E2b,
         display_name: "E2B".into(),
         pricing: PricingEvidence {
@@ -47,9 +61,13 @@ pub fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // Pause keeps memory and filesystem; connect resumes.
         supports_persistent_resume: true,
-        supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        // Stop: `POST /sandboxes/{id}/pause`; resume: `POST /sandboxes/{id}/connect`.
+        supports_explicit_stop: true,
+        // `POST /sandboxes/{id}/snapshots` makes a template; `GET /snapshots?name=` finds it
+        // and `DELETE /templates/{id}` deletes it.
+        supports_snapshots: true,
+        // A restore is `POST /sandboxes` with the snapshot's id as `templateID`.
+        supports_restore: true,
         supports_delete: true,
         // Native: envd's process service (Start, Connect, List, SendInput, CloseStdin), the
         // command in a process group of its own so every signal reaches all of it; Connect

@@ -20,6 +20,9 @@ pub(crate) const OPERATION_KEY: &str = "corral_operation_id";
 pub(crate) const DEPLOYMENT_KEY: &str = "corral_deployment";
 /// The metadata key carrying the Corral project the sandbox was made for.
 pub(crate) const PROJECT_KEY: &str = "corral_project";
+/// The metadata key carrying the lifetime (seconds) Corral asked for at create: a resume
+/// (`connect`, whose `timeout` is required) gives the sandbox that lifetime again.
+pub(crate) const TIMEOUT_KEY: &str = "corral_timeout";
 /// The control API's credential header.
 pub(crate) const API_KEY_AUTH: Auth = Auth::Header("X-API-Key");
 /// envd's per-sandbox token header.
@@ -108,6 +111,23 @@ pub(crate) fn check_id(native_id: &str) -> Result<()> {
     }
 }
 
+/// Snapshot ids of unnamed snapshots are `<templateID>:<tag>`: a sandbox id's characters
+/// plus one `:`. Anything else (a named snapshot's `team/name:tag` among them) is not one
+/// Corral made.
+pub(crate) fn check_snapshot_id(snapshot_id: &str) -> Result<()> {
+    let (template, tag) = snapshot_id
+        .split_once(':')
+        .unwrap_or((snapshot_id, "default"));
+    if check_id(template).is_ok() && check_id(tag).is_ok() {
+        Ok(())
+    } else {
+        Err(ProviderError::NotFound {
+            provider: P,
+            resource: "snapshot (malformed id)".into(),
+        })
+    }
+}
+
 impl Client {
     /// `http` must present the call's credential as [`API_KEY_AUTH`].
     pub(crate) fn new(
@@ -154,6 +174,71 @@ impl Client {
         let req = self
             .http
             .authed(ctx, Method::DELETE, &format!("/sandboxes/{id}"))?;
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /sandboxes/{sandboxID}/pause` (no body: memory is kept, E2B's default). `204`
+    /// once paused; `409` when it already is (or is in another transition).
+    pub(crate) async fn pause_sandbox(&self, ctx: &CallContext, id: &str) -> Result<()> {
+        check_id(id)?;
+        let req = self
+            .http
+            .authed(ctx, Method::POST, &format!("/sandboxes/{id}/pause"))?;
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /sandboxes/{sandboxID}/connect`: resumes a paused sandbox (`201`) or answers a
+    /// running one (`200`, its lifetime only extended).
+    pub(crate) async fn connect_sandbox(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &api::ConnectSandbox,
+    ) -> Result<api::Sandbox> {
+        check_id(id)?;
+        let req = self
+            .http
+            .authed(ctx, Method::POST, &format!("/sandboxes/{id}/connect"))?
+            .json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /sandboxes/{sandboxID}/snapshots` (`201 SnapshotInfo`, synchronous).
+    pub(crate) async fn create_snapshot(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &api::SandboxSnapshotRequest,
+    ) -> Result<api::SnapshotInfo> {
+        check_id(id)?;
+        let req = self
+            .http
+            .authed(ctx, Method::POST, &format!("/sandboxes/{id}/snapshots"))?
+            .json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `GET /snapshots?name=<snapshotID>&limit=100`: the snapshots of that name or id.
+    pub(crate) async fn find_snapshots(
+        &self,
+        ctx: &CallContext,
+        snapshot_id: &str,
+    ) -> Result<Vec<api::SnapshotInfo>> {
+        check_snapshot_id(snapshot_id)?;
+        let query = [("name", snapshot_id), ("limit", PAGE_LIMIT)];
+        let req = self
+            .http
+            .authed_query(ctx, Method::GET, "/snapshots", &query)?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `DELETE /templates/{templateID}` with the snapshot's id (E2B parses the tag off): a
+    /// snapshot is a template. `204`; `404` for one E2B does not know.
+    pub(crate) async fn delete_template(&self, ctx: &CallContext, snapshot_id: &str) -> Result<()> {
+        check_snapshot_id(snapshot_id)?;
+        let req = self
+            .http
+            .authed(ctx, Method::DELETE, &format!("/templates/{snapshot_id}"))?;
         self.http.send_empty(ctx, req).await
     }
 

@@ -6,6 +6,17 @@
 //! `/process.Process/Start`. Commands run on the host (no isolation) in a per-sandbox
 //! temporary directory.
 //!
+//! The lifecycle is E2B's (`provider-apis/e2b/openapi.yml`, with the API's handlers for the
+//! status codes the description leaves out): `POST /sandboxes/{id}/pause` (`204`; `409` when
+//! already paused) freezes the sandbox's processes, and its envd host then answers `409 The
+//! sandbox is paused` as E2B's proxy does; a paused sandbox does not expire;
+//! `POST /sandboxes/{id}/connect` resumes it (`201`, a new lifetime) or answers a running one
+//! (`200`, its lifetime only extended). `POST /sandboxes/{id}/snapshots` copies the sandbox's
+//! directory into a snapshot template (`<templateID>:default`; `404` for a paused sandbox,
+//! which E2B's orchestrator does not hold), `GET /snapshots?name=` lists it, a create naming
+//! it as `templateID` starts from a copy of that copy, and `DELETE /templates/{id}` removes
+//! it (`404` once gone).
+//!
 //! Two of E2B's behaviours are on by default or one knob away, so the adapter cannot pass
 //! without handling them:
 //! - the metadata listing answers pages of at most [`PAGE_SIZE`] sandboxes (E2B: `limit`, at
@@ -72,6 +83,15 @@ struct Sandbox {
     domain: Option<String>,
     /// What its envd runs (killed with the sandbox).
     processes: Arc<EnvdProcesses>,
+    /// `paused` (a pause froze its processes); else `running`.
+    paused: bool,
+}
+
+/// A snapshot template: a copy of a sandbox's directory.
+struct Snapshot {
+    seq: usize,
+    source: String,
+    dir: tempfile::TempDir,
 }
 
 impl Sandbox {
@@ -84,6 +104,8 @@ impl Sandbox {
 #[derive(Default)]
 struct Inner {
     sandboxes: Mutex<HashMap<String, Sandbox>>,
+    /// Snapshot templates by template id (without the tag).
+    snapshots: Mutex<HashMap<String, Snapshot>>,
     next: AtomicUsize,
     chunk: AtomicUsize,
     page_size: AtomicUsize,
@@ -243,14 +265,15 @@ fn authorized(headers: &HeaderMap) -> Result<(), Response> {
     }
 }
 
-/// Removes expired sandboxes, as E2B kills them at the end of their lifetime.
+/// Removes expired sandboxes, as E2B kills them at the end of their lifetime (a paused
+/// sandbox has none: it stays until killed).
 fn reap(inner: &Inner) {
     let now = Instant::now();
     inner
         .sandboxes
         .lock()
         .unwrap()
-        .retain(|_, s| s.expires > now);
+        .retain(|_, s| s.paused || s.expires > now);
 }
 
 fn detail(id: &str, s: &Sandbox, with_token: bool) -> Value {
@@ -265,7 +288,7 @@ fn detail(id: &str, s: &Sandbox, with_token: bool) -> Value {
         "diskSizeMB": 2048,
         "envdVersion": s.envd_version,
         "metadata": s.metadata,
-        "state": "running",
+        "state": if s.paused { "paused" } else { "running" },
         "domain": s.domain,
     });
     if with_token {
@@ -278,6 +301,11 @@ fn control_router(inner: Shared) -> Router {
     Router::new()
         .route("/sandboxes", post(create))
         .route("/sandboxes/{id}", get(get_one).delete(kill))
+        .route("/sandboxes/{id}/pause", post(pause))
+        .route("/sandboxes/{id}/connect", post(connect_sandbox))
+        .route("/sandboxes/{id}/snapshots", post(snapshot))
+        .route("/snapshots", get(list_snapshots))
+        .route("/templates/{id}", axum::routing::delete(delete_template))
         .route("/v2/sandboxes", get(list))
         .with_state(inner)
 }
@@ -335,6 +363,13 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
     let id = format!("i{n:04}fake{}", std::process::id());
     let token = format!("envd-token-{n}-{}", corral_domain::OperationId::new());
     let dir = tempfile::tempdir().expect("temp dir");
+    // A snapshot template starts the sandbox from its files; any other template is empty.
+    let (template, _tag) = template_id
+        .split_once(':')
+        .unwrap_or((template_id, "default"));
+    if let Some(snap) = inner.snapshots.lock().unwrap().get(template) {
+        copy_dir(snap.dir.path(), dir.path()).expect("copy the snapshot");
+    }
     let secure = v.get("secure").and_then(Value::as_bool).unwrap_or(false);
     let envd_version = inner.envd_version.lock().unwrap().clone();
     let domain = inner.domain.lock().unwrap().clone();
@@ -349,6 +384,7 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         timeout_seconds: timeout,
         domain: domain.clone(),
         processes: Arc::default(),
+        paused: false,
     };
     inner.sandboxes.lock().unwrap().insert(id.clone(), sandbox);
     let mut out = json!({
@@ -396,6 +432,267 @@ async fn kill(
         Some(_) => StatusCode::NO_CONTENT.into_response(),
         None => error(StatusCode::NOT_FOUND, format!("sandbox \"{id}\" not found")),
     }
+}
+
+/// The 404 of a sandbox E2B does not hold.
+fn no_sandbox(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("sandbox \"{id}\" doesn't exist or you don't have access to it"),
+    )
+}
+
+/// An optional JSON body: absent, or an object (`Err`: the 400).
+fn optional_object(body: &[u8]) -> Result<Value, Response> {
+    if body.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(Value::is_object)
+        .ok_or_else(|| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "request body has an error: doesn't match schema",
+            )
+        })
+}
+
+/// Sends `signal` to every process of a sandbox's envd (SIGSTOP on pause, SIGCONT on
+/// resume: a pause keeps memory and processes).
+async fn signal_all(processes: &EnvdProcesses, signal: i32) {
+    for info in processes.table.list() {
+        if let Some(p) = processes.table.get(info.pid) {
+            let _ = p.signal(signal).await;
+        }
+    }
+}
+
+/// `POST /sandboxes/{id}/pause` (`SandboxPauseRequest`, optional): `204` once paused, `409`
+/// when already paused.
+async fn pause(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let req = match optional_object(&body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if req.get("memory").is_some_and(|m| !m.is_boolean()) {
+        return error(StatusCode::BAD_REQUEST, "\"memory\" must be a boolean");
+    }
+    reap(&inner);
+    let processes = {
+        let mut sandboxes = inner.sandboxes.lock().unwrap();
+        let Some(s) = sandboxes.get_mut(&id) else {
+            return no_sandbox(&id);
+        };
+        if s.paused {
+            return error(
+                StatusCode::CONFLICT,
+                format!("Error pausing sandbox - sandbox '{id}' is already paused"),
+            );
+        }
+        s.paused = true;
+        s.processes.clone()
+    };
+    signal_all(&processes, 19).await;
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `POST /sandboxes/{id}/connect` (`ConnectSandbox`, `timeout` required): `201` after
+/// resuming a paused sandbox with a new lifetime, `200` for a running one (its lifetime only
+/// extended).
+async fn connect_sandbox(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "request body has an error: value is required but missing",
+        );
+    };
+    let Some(timeout) = v
+        .get("timeout")
+        .and_then(Value::as_u64)
+        .filter(|t| *t <= i32::MAX as u64)
+    else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "request body has an error: property \"timeout\" is missing or not an int32 >= 0",
+        );
+    };
+    reap(&inner);
+    let (status, out, processes) = {
+        let mut sandboxes = inner.sandboxes.lock().unwrap();
+        let Some(s) = sandboxes.get_mut(&id) else {
+            return no_sandbox(&id);
+        };
+        let until = Instant::now() + Duration::from_secs(timeout);
+        let resumed = s.paused;
+        if resumed {
+            s.paused = false;
+            s.expires = until;
+            s.timeout_seconds = timeout;
+        } else {
+            s.expires = s.expires.max(until);
+        }
+        let out = json!({
+            "templateID": s.template_id,
+            "sandboxID": id,
+            "clientID": "6532622b",
+            "envdVersion": s.envd_version,
+            "envdAccessToken": s.token,
+            "domain": s.domain,
+        });
+        let status = if resumed {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        (status, out, resumed.then(|| s.processes.clone()))
+    };
+    if let Some(processes) = processes {
+        signal_all(&processes, 18).await;
+    }
+    (status, axum::Json(out)).into_response()
+}
+
+/// `POST /sandboxes/{id}/snapshots` (`SandboxSnapshotRequest`, required): a copy of the
+/// running sandbox's directory as a new snapshot template, `201 SnapshotInfo`.
+async fn snapshot(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Error when parsing request: value is required but missing",
+        );
+    };
+    if req.get("name").is_some_and(|n| !n.is_string()) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Error when parsing request: \"name\" must be a string",
+        );
+    }
+    if req.get("name").is_some() {
+        // A named snapshot's id is `team-slug/name:tag`: not modelled, Corral never names one.
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the fake makes unnamed snapshots only",
+        );
+    }
+    reap(&inner);
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        let sandboxes = inner.sandboxes.lock().unwrap();
+        // E2B's orchestrator holds running sandboxes only: a paused one is not found.
+        let Some(s) = sandboxes.get(&id).filter(|s| !s.paused) else {
+            return no_sandbox(&id);
+        };
+        copy_dir(s.dir.path(), dir.path()).expect("copy the sandbox");
+    }
+    let n = inner.next.fetch_add(1, Ordering::SeqCst);
+    let template = format!("s{n:04}snap{}", std::process::id());
+    inner.snapshots.lock().unwrap().insert(
+        template.clone(),
+        Snapshot {
+            seq: n,
+            source: id,
+            dir,
+        },
+    );
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({"snapshotID": format!("{template}:default"), "names": []})),
+    )
+        .into_response()
+}
+
+/// `GET /snapshots?sandboxID=&name=&limit=`: the team's snapshots, newest first (one page:
+/// the fake never holds more than a page of them).
+async fn list_snapshots(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    if let Some(l) = q.get("limit")
+        && !matches!(l.parse::<usize>(), Ok(1..=100))
+    {
+        return error(StatusCode::BAD_REQUEST, "limit must be between 1 and 100");
+    }
+    // `name` is a name or id, optionally tag-qualified.
+    let wanted = q
+        .get("name")
+        .map(|n| n.split_once(':').map_or(n.as_str(), |(t, _)| t).to_owned());
+    let snapshots = inner.snapshots.lock().unwrap();
+    let mut found: Vec<(&String, &Snapshot)> = snapshots
+        .iter()
+        .filter(|(t, s)| {
+            wanted.as_ref().is_none_or(|w| w == *t)
+                && q.get("sandboxID").is_none_or(|id| *id == s.source)
+        })
+        .collect();
+    found.sort_by_key(|(_, s)| std::cmp::Reverse(s.seq));
+    let items: Vec<Value> = found
+        .iter()
+        .map(|(t, _)| json!({"snapshotID": format!("{t}:default"), "names": []}))
+        .collect();
+    axum::Json(items).into_response()
+}
+
+/// `DELETE /templates/{templateID}` (the tag, if any, parsed off): `204`, `404` when unknown.
+async fn delete_template(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let template = id.split_once(':').map_or(id.as_str(), |(t, _)| t);
+    match inner.snapshots.lock().unwrap().remove(template) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("Template '{id}' not found")),
+    }
+}
+
+/// Copies a directory tree (files, directories, symbolic links as links).
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 async fn list(
@@ -530,18 +827,29 @@ fn sandbox_envd(inner: &Inner, headers: &HeaderMap) -> Result<Envd, Response> {
         .get("x-access-token")
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "missing access token"))?;
-    inner
-        .sandboxes
-        .lock()
-        .unwrap()
-        .values()
-        .find(|s| s.token == token)
-        .map(|s| Envd {
-            dir: s.dir.path().to_owned(),
-            processes: s.processes.clone(),
-            needs_user: s.needs_user(),
-        })
-        .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "invalid access token"))
+    let sandboxes = inner.sandboxes.lock().unwrap();
+    let (id, s) = sandboxes
+        .iter()
+        .find(|(_, s)| s.token == token)
+        .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "invalid access token"))?;
+    if s.paused {
+        // E2B's proxy, for a paused sandbox without auto-resume.
+        return Err((
+            StatusCode::CONFLICT,
+            axum::Json(json!({
+                "sandboxId": id,
+                "message": "The sandbox is paused",
+                "code": 409,
+                "canAutoResume": false,
+            })),
+        )
+            .into_response());
+    }
+    Ok(Envd {
+        dir: s.dir.path().to_owned(),
+        processes: s.processes.clone(),
+        needs_user: s.needs_user(),
+    })
 }
 
 /// Checks the user a Connect call names (`Authorization: Basic base64("<user>:")`): it must

@@ -19,9 +19,9 @@
 //! Mapping: `image` is the `templateID` (default [`E2bConfig::default_template`]); the
 //! lifetime is `timeout` in seconds and is **always sent** (the request's, else the advertised
 //! default of 300 s), because E2B kills a sandbox created without one after 15 s. The operation
-//! id is stored in `metadata.corral_operation_id`. States: `running` → running, `paused` →
-//! paused (an undocumented one is logged and read as creating); a killed or expired sandbox
-//! answers 404. Commands run as `/bin/bash -l -c
+//! id is stored in `metadata.corral_operation_id` (the lifetime in `corral_timeout`). States:
+//! `running` → running, `paused` → stopped (an undocumented one is logged and read as
+//! creating); a killed or expired sandbox answers 404. Commands run as `/bin/bash -l -c
 //! <command>` with `cwd` and `envs`, stdout and stderr separate; the command deadline is sent
 //! as `Connect-Timeout-Ms` and enforced locally as well.
 //!
@@ -33,8 +33,12 @@
 //! only the wrapper), and the wrapper records the exit status for after envd forgot the
 //! process. Capabilities: stdin, every signal, `resume: live_only`, not emulated.
 //!
-//! Unsupported through Corral: pause/resume, snapshots and auto-pause (the capabilities say
-//! what E2B itself can do). No context beyond the API key is needed.
+//! Lifecycle: stop is `POST /sandboxes/{id}/pause` (memory kept; its `409` for a paused
+//! sandbox is idempotent success), resume `POST /sandboxes/{id}/connect` with the create's
+//! lifetime, snapshot `POST /sandboxes/{id}/snapshots` (an unnamed snapshot template, ready
+//! when answered), get `GET /snapshots?name=`, delete `DELETE /templates/{id}`, restore a
+//! create with the snapshot as `templateID`. No native idle stop (`autoPause` acts at the end
+//! of the lifetime, not on idleness). No context beyond the API key is needed.
 //!
 //! Configuration ([`E2bConfig`], `[providers.e2b]` in the server's file): `base_url`,
 //! `envd_url_template`, `default_domain`, `default_template`, `trusted_hosts` and the `http`
@@ -60,11 +64,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Signal};
+use corral_domain::{
+    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal, SnapshotStatus,
+};
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
-    ExecOutput, ExecSpec, ExposeSecret as _, ObservedSandbox, OutputOffsets, ProviderError, Result,
-    SandboxProvider, SecretString, Started, TaggedPage, TaggedSandbox, files,
+    ExecOutput, ExecSpec, ExposeSecret as _, ObservedSandbox, ObservedSnapshot, OutputOffsets,
+    ProviderError, Result, SandboxProvider, SecretString, SnapshotSpec, Started, TaggedPage,
+    TaggedSandbox, files,
 };
 use corral_provider_http::{
     HttpConfig, ProviderHttp, TrustedHosts, collect_pages, map_body_error, read_file_body,
@@ -72,7 +79,7 @@ use corral_provider_http::{
 use futures::StreamExt as _;
 
 use crate::client::{
-    API_KEY_AUTH, Client, DEPLOYMENT_KEY, Envd, OPERATION_KEY, PROJECT_KEY, envd_user,
+    API_KEY_AUTH, Client, DEPLOYMENT_KEY, Envd, OPERATION_KEY, PROJECT_KEY, TIMEOUT_KEY, envd_user,
 };
 
 pub(crate) const P: Provider = Provider::E2b;
@@ -220,6 +227,42 @@ impl E2bProvider {
             detail.envd_access_token,
             &detail.envd_version,
         )
+    }
+
+    /// `POST /sandboxes` from `template` (a template, or a snapshot's id: snapshots are
+    /// templates), tagged with the operation id and the lifetime asked for.
+    async fn create_from(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        template: String,
+    ) -> Result<ObservedSandbox> {
+        let timeout = lifetime(
+            spec.timeout_seconds
+                .or(spec.request.timeout())
+                .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS),
+        )?;
+        let mut metadata = tags(ctx, &spec.operation_id);
+        metadata.insert(TIMEOUT_KEY.to_owned(), timeout.to_string());
+        let body = api::NewSandbox {
+            template_id: template,
+            timeout,
+            secure: Some(true),
+            metadata,
+        };
+        let created = self.client.create_sandbox(ctx, &body).await?;
+        // The sandbox exists now: failing to remember its envd must not hide that.
+        let _ = self.remember(
+            &created.sandbox_id,
+            created.domain.as_deref(),
+            created.envd_access_token,
+            &created.envd_version,
+        );
+        Ok(ObservedSandbox {
+            native_id: created.sandbox_id,
+            status: SandboxStatus::Running,
+            operation_id: Some(spec.operation_id),
+        })
     }
 
     fn observed(detail: &api::SandboxDetail) -> ObservedSandbox {
@@ -414,36 +457,11 @@ impl SandboxProvider for E2bProvider {
     }
 
     async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
-        let timeout = spec
-            .timeout_seconds
-            .or(spec.request.timeout())
-            .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
-        let timeout = u32::try_from(timeout).map_err(|_| ProviderError::InvalidRequest {
-            provider: P,
-            message: format!("timeout {timeout} is out of range"),
-        })?;
-        let body = api::NewSandbox {
-            template_id: spec
-                .request
-                .image()
-                .map_or_else(|| self.default_template.clone(), str::to_owned),
-            timeout,
-            secure: Some(true),
-            metadata: tags(ctx, &spec.operation_id),
-        };
-        let created = self.client.create_sandbox(ctx, &body).await?;
-        // The sandbox exists now: failing to remember its envd must not hide that.
-        let _ = self.remember(
-            &created.sandbox_id,
-            created.domain.as_deref(),
-            created.envd_access_token,
-            &created.envd_version,
-        );
-        Ok(ObservedSandbox {
-            native_id: created.sandbox_id,
-            status: corral_domain::SandboxStatus::Running,
-            operation_id: Some(spec.operation_id),
-        })
+        let template = spec
+            .request
+            .image()
+            .map_or_else(|| self.default_template.clone(), str::to_owned);
+        self.create_from(ctx, spec, template).await
     }
 
     async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
@@ -516,6 +534,123 @@ impl SandboxProvider for E2bProvider {
             .await
             .map_err(|e| e.for_file(path))?;
         Ok(())
+    }
+
+    /// `POST /sandboxes/{id}/pause`, memory kept; E2B answers once it is paused. Its `409`
+    /// for a sandbox already paused is read back with a get: paused is this stop's answer.
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        match self.client.pause_sandbox(ctx, native_id).await {
+            Ok(()) => {}
+            Err(conflict @ ProviderError::InvalidRequest { .. }) => {
+                let detail = self.client.get_sandbox(ctx, native_id).await?;
+                let seen = Self::observed(&detail);
+                return if seen.status.is_stopped() {
+                    Ok(seen)
+                } else {
+                    Err(conflict)
+                };
+            }
+            Err(e) => return Err(e),
+        }
+        // The pause is done when E2B answers 204: observe it as it is now.
+        let detail = self.client.get_sandbox(ctx, native_id).await?;
+        Ok(Self::observed(&detail))
+    }
+
+    /// `POST /sandboxes/{id}/connect` for a paused sandbox, with the lifetime it was created
+    /// with (`corral_timeout`, else the default): E2B answers once it runs. A running one is
+    /// answered as it is, without a call that would extend its lifetime.
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let detail = self.client.get_sandbox(ctx, native_id).await?;
+        let seen = Self::observed(&detail);
+        if seen.status == SandboxStatus::Running {
+            return Ok(seen);
+        }
+        let timeout = detail
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get(TIMEOUT_KEY))
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
+        let body = api::ConnectSandbox {
+            timeout: lifetime(timeout)?,
+        };
+        let resumed = self.client.connect_sandbox(ctx, native_id, &body).await?;
+        let _ = self.remember(
+            native_id,
+            resumed.domain.as_deref(),
+            resumed.envd_access_token,
+            &resumed.envd_version,
+        );
+        Ok(ObservedSandbox {
+            status: SandboxStatus::Running,
+            ..seen
+        })
+    }
+
+    /// `POST /sandboxes/{id}/snapshots`, unnamed (see [`api::SandboxSnapshotRequest`]): E2B
+    /// answers `201` once the snapshot template exists, so it is `ready` at once. E2B answers
+    /// `404` for a paused sandbox too (its orchestrator holds running ones only): a get tells
+    /// that apart from a sandbox that is gone, which must not be reported as `NotFound`.
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        _spec: &SnapshotSpec,
+    ) -> Result<ObservedSnapshot> {
+        let made = match self
+            .client
+            .create_snapshot(ctx, native_id, &api::SandboxSnapshotRequest::default())
+            .await
+        {
+            Ok(made) => made,
+            Err(gone @ ProviderError::NotFound { .. }) => {
+                let seen = Self::observed(&self.client.get_sandbox(ctx, native_id).await?);
+                return Err(if seen.status.is_stopped() {
+                    ProviderError::InvalidRequest {
+                        provider: P,
+                        message: format!(
+                            "E2B snapshots running sandboxes only and this one is {}: resume it first",
+                            seen.status
+                        ),
+                    }
+                } else {
+                    gone
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(ready_snapshot(made))
+    }
+
+    /// `GET /snapshots?name=<id>`: the one with that id, else `NotFound`.
+    async fn get_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<ObservedSnapshot> {
+        self.client
+            .find_snapshots(ctx, snapshot)
+            .await?
+            .into_iter()
+            .find(|s| s.snapshot_id == snapshot)
+            .map(ready_snapshot)
+            .ok_or_else(|| ProviderError::NotFound {
+                provider: P,
+                resource: format!("snapshot {}", corral_provider::excerpt(snapshot, 80)),
+            })
+    }
+
+    /// `DELETE /templates/{snapshotID}`: a snapshot is a template.
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        self.client.delete_template(ctx, snapshot).await
+    }
+
+    /// `POST /sandboxes` with the snapshot as its `templateID`, tagged like a create.
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        client::check_snapshot_id(snapshot)?;
+        self.create_from(ctx, spec, snapshot.to_owned()).await
     }
 
     /// The v2 listing filtered by the deployment's metadata tag, one E2B page per call (the
@@ -750,6 +885,26 @@ impl SandboxProvider for E2bProvider {
         let known = self.running_pid(ctx, &envd, command_id).await?.is_some()
             || self.recorded_exit(ctx, &envd, command_id).await?.is_some();
         Ok(known.then(|| command_id.to_string()))
+    }
+}
+
+/// A lifetime in E2B's int32 seconds.
+fn lifetime(seconds: u64) -> Result<u32> {
+    u32::try_from(seconds)
+        .ok()
+        .filter(|t| i32::try_from(*t).is_ok())
+        .ok_or_else(|| ProviderError::InvalidRequest {
+            provider: P,
+            message: format!("timeout {seconds} is out of range"),
+        })
+}
+
+/// A snapshot E2B answered: it exists once answered (E2B has no snapshot states).
+fn ready_snapshot(info: api::SnapshotInfo) -> ObservedSnapshot {
+    ObservedSnapshot {
+        native_id: info.snapshot_id,
+        status: SnapshotStatus::Ready,
+        size_bytes: None,
     }
 }
 

@@ -13,14 +13,20 @@ use crate::P;
 /// orchestrator also has the transitions `pausing`, `snapshotting` and `killing` (research
 /// part 1 §1, not exposed, mapped in case they leak). Anything else is logged and read as
 /// `creating`: not known to be usable yet, not terminal, so the service keeps observing.
+///
+/// `paused` is `stopped`, not `paused`: whether Corral paused it (`stop`) or E2B's auto-pause
+/// did, nothing runs in it and it does not wake on use (Corral never turns E2B's
+/// `autoResume` on, and envd's host answers `409 The sandbox is paused`) — an explicit
+/// resume (`connect`) brings it back, memory and processes included.
 pub(crate) fn status(state: &str) -> SandboxStatus {
     match state {
         "running" => SandboxStatus::Running,
-        "paused" => SandboxStatus::Paused,
+        "paused" => SandboxStatus::Stopped,
         // A snapshot returns to `running`; a pause ends `paused`.
         "snapshotting" => SandboxStatus::Running,
-        "pausing" => SandboxStatus::Paused,
-        "killing" => SandboxStatus::Stopped,
+        "pausing" => SandboxStatus::Stopping,
+        // Being killed: it will never run again.
+        "killing" => SandboxStatus::Expired,
         unknown => {
             tracing::warn!(
                 provider = %P,
@@ -108,10 +114,10 @@ mod tests {
     #[test]
     fn every_documented_state_maps_and_unknown_ones_do_not_fail() {
         assert_eq!(status("running"), SandboxStatus::Running);
-        assert_eq!(status("paused"), SandboxStatus::Paused);
-        assert_eq!(status("pausing"), SandboxStatus::Paused);
+        assert_eq!(status("paused"), SandboxStatus::Stopped);
+        assert_eq!(status("pausing"), SandboxStatus::Stopping);
         assert_eq!(status("snapshotting"), SandboxStatus::Running);
-        assert_eq!(status("killing"), SandboxStatus::Stopped);
+        assert_eq!(status("killing"), SandboxStatus::Expired);
         assert_eq!(status("something-new"), SandboxStatus::Creating);
     }
 

@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider};
-use corral_provider::{Adapter, CreateSpec, ExecSpec, ProviderError, SandboxProvider};
+use corral_domain::{
+    CreateSandboxRequest, OperationId, Provider, SandboxStatus, SnapshotId, SnapshotStatus,
+};
+use corral_provider::{
+    Adapter, CreateSpec, ExecSpec, ProviderError, SandboxProvider, SnapshotSpec,
+};
 use corral_provider_e2b::E2bProvider;
 use corral_provider_e2b::connect::Decoder;
 use corral_provider_e2b::fake::{
@@ -660,4 +664,176 @@ fn an_envd_template_off_the_trusted_hosts_fails_at_construction() {
         matches!(err, ProviderError::InvalidRequest { .. }),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn stopping_a_paused_sandbox_reads_e2bs_409_as_the_stop_it_asked_for() {
+    let (fake, p) = crate::world().await;
+    let s = p.create(&ctx(), &spec(Some(120))).await.unwrap();
+    let stopped = p.stop(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(stopped.status, SandboxStatus::Stopped);
+    assert_eq!(stopped.operation_id, s.operation_id);
+    let pauses = fake.server().log().matching(&Method::POST, "/pause");
+    assert_eq!(pauses.len(), 1);
+    assert_eq!(pauses[0].path, format!("/sandboxes/{}/pause", s.native_id));
+    assert_eq!(pauses[0].headers["x-api-key"], API_KEY);
+
+    // E2B answers a second pause `409 … is already paused`: the adapter reads the sandbox
+    // back and answers it stopped.
+    let again = p.stop(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(again.status, SandboxStatus::Stopped);
+    assert_eq!(
+        fake.server().log().matching(&Method::POST, "/pause").len(),
+        2
+    );
+
+    // A paused sandbox's envd host answers 409: exec is refused, not run.
+    let err = p
+        .exec(&ctx(), &s.native_id, &ExecSpec::new("echo hi"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+
+    // An unknown sandbox stays NotFound.
+    let err = p.stop(&ctx(), "inope0000000000000000").await.unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn resume_connects_with_the_lifetime_of_the_create_and_leaves_a_running_one_alone() {
+    let (fake, p) = crate::world().await;
+    let s = p.create(&ctx(), &spec(Some(120))).await.unwrap();
+    // A running sandbox: answered as it is, no connect (which would extend its lifetime).
+    let running = p.resume(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(running.status, SandboxStatus::Running);
+    assert!(
+        fake.server()
+            .log()
+            .matching(&Method::POST, "/connect")
+            .is_empty()
+    );
+
+    p.stop(&ctx(), &s.native_id).await.unwrap();
+    let resumed = p.resume(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(resumed.status, SandboxStatus::Running);
+    let connects = fake.server().log().matching(&Method::POST, "/connect");
+    assert_eq!(connects.len(), 1);
+    assert_eq!(
+        connects[0].path,
+        format!("/sandboxes/{}/connect", s.native_id)
+    );
+    // `timeout` is required by `ConnectSandbox`: the create's lifetime, from its metadata.
+    assert_eq!(
+        body_json(&connects[0].body),
+        serde_json::json!({"timeout": 120})
+    );
+    assert_eq!(fake.lifetime_of(&s.native_id), Some(120));
+    let out = p
+        .exec(&ctx(), &s.native_id, &ExecSpec::new("echo back"))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"back\n");
+}
+
+#[tokio::test]
+async fn a_snapshot_is_an_unnamed_template_restored_by_create_and_deleted_as_a_template() {
+    let (fake, p) = crate::world().await;
+    let s = p.create(&ctx(), &spec(None)).await.unwrap();
+    let snap_spec = SnapshotSpec {
+        snapshot_id: SnapshotId::new(Provider::E2b),
+        name: Some("my name".into()),
+    };
+    let snap = p.snapshot(&ctx(), &s.native_id, &snap_spec).await.unwrap();
+    // E2B answers 201 once the template exists: ready at once, no size reported.
+    assert_eq!(snap.status, SnapshotStatus::Ready);
+    assert_eq!(snap.size_bytes, None);
+    assert!(snap.native_id.ends_with(":default"), "{}", snap.native_id);
+    let posts = fake.server().log().matching(&Method::POST, "/snapshots");
+    assert_eq!(
+        posts[0].path,
+        format!("/sandboxes/{}/snapshots", s.native_id)
+    );
+    // Never named: a named snapshot's id carries `team-slug/`, and a reused name would add a
+    // build to another snapshot's template.
+    assert_eq!(body_json(&posts[0].body), serde_json::json!({}));
+
+    let seen = p.get_snapshot(&ctx(), &snap.native_id).await.unwrap();
+    assert_eq!(seen, snap);
+    let gets = fake.server().log().matching(&Method::GET, "/snapshots");
+    assert!(
+        gets[0]
+            .query
+            .as_deref()
+            .unwrap()
+            .contains(&format!("name={}", snap.native_id.replace(':', "%3A"))),
+        "{:?}",
+        gets[0].query
+    );
+
+    let restore = spec(Some(60));
+    let copy = p.restore(&ctx(), &restore, &snap.native_id).await.unwrap();
+    let creates = fake.server().log().matching(&Method::POST, "/sandboxes");
+    let body = body_json(&creates.last().unwrap().body);
+    assert_eq!(body["templateID"], snap.native_id.as_str());
+    assert_eq!(
+        body["metadata"]["corral_operation_id"],
+        restore.operation_id.to_string()
+    );
+    assert_eq!(copy.operation_id, Some(restore.operation_id));
+
+    p.delete_snapshot(&ctx(), &snap.native_id).await.unwrap();
+    let deletes = fake.server().log().matching(&Method::DELETE, "/templates/");
+    assert_eq!(deletes[0].path, format!("/templates/{}", snap.native_id));
+    let err = p.get_snapshot(&ctx(), &snap.native_id).await.unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+    // The adapter answers E2B's 404 as NotFound (the contract wrapper makes it Ok).
+    let err = p
+        .delete_snapshot(&ctx(), &snap.native_id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn snapshotting_a_stopped_sandbox_is_refused_not_reported_as_gone() {
+    let (_fake, p) = crate::world().await;
+    let s = p.create(&ctx(), &spec(None)).await.unwrap();
+    p.stop(&ctx(), &s.native_id).await.unwrap();
+    let snap_spec = SnapshotSpec {
+        snapshot_id: SnapshotId::new(Provider::E2b),
+        name: None,
+    };
+    // E2B answers 404 (its orchestrator holds running sandboxes only); the sandbox exists.
+    let err = p
+        .snapshot(&ctx(), &s.native_id, &snap_spec)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+    // A sandbox that is really gone stays NotFound.
+    let err = p
+        .snapshot(&ctx(), "inope0000000000000000", &snap_spec)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_paused_sandbox_outlives_its_lifetime_until_resumed() {
+    let (fake, p) = crate::world().await;
+    let s = p.create(&ctx(), &spec(Some(1))).await.unwrap();
+    p.stop(&ctx(), &s.native_id).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    // E2B keeps paused sandboxes until they are killed.
+    assert_eq!(
+        p.get(&ctx(), &s.native_id).await.unwrap().status,
+        SandboxStatus::Stopped
+    );
+    p.resume(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(fake.lifetime_of(&s.native_id), Some(1));
 }
