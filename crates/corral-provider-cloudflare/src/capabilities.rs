@@ -13,7 +13,12 @@ const READ_ON: &str = "2026-08-22";
 /// What the `cloudflare` bridge kind can do through Corral's bridge contract.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
-        lifecycle: corral_domain::LifecycleCapabilities::default(),
+        // A backup holds directories' files, never memory; no stop, so no idle stop.
+        lifecycle: corral_domain::LifecycleCapabilities {
+            stop_keeps_memory: false,
+            snapshot_keeps_memory: false,
+            native_idle_stop: false,
+        },
         provider: Provider::Cloudflare,
         display_name: "Cloudflare Sandbox (bridge)".into(),
         pricing: PricingEvidence {
@@ -43,9 +48,14 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // The container sleeps after `sleepAfter` idle (default 10 minutes) and its disk resets: no persistent resume.
         supports_persistent_resume: false,
+        // No explicit stop: the container sleeps on its own after `sleepAfter`, losing its disk.
         supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        // The contract's lifecycle extension (a bridge without it answers `Unsupported`
+        // naming it): the bridge backs the sandbox's directories up (the SDK's directory
+        // backups to R2, or the Worker's `persist` tar of `/workspace`) and restores them
+        // into a new sandbox (`restoreBackup`, or `hydrate`).
+        supports_snapshots: true,
+        supports_restore: true,
         supports_delete: true,
         // The bridge's process routes (an extension of the contract): stdin with offsets,
         // every signal, logs from byte offsets. A bridge without them, and a command with

@@ -13,8 +13,14 @@
 //! through the exec wrapper on one without them (or, for a command with stdin, on one whose
 //! processes take none): stdin, every signal and resume by offset either way.
 //!
+//! Snapshots and restores go through the contract's lifecycle extension: a Cloudflare bridge
+//! backs the sandbox's directories up (the SDK's directory backups to R2, or the Worker's
+//! `persist` tar of `/workspace`) and restores them into a new sandbox. What a snapshot holds
+//! is those directories (at least `/workspace`, where commands run), not the image's other
+//! paths, and never memory. A bridge without the extension answers `Unsupported` naming it.
+//!
 //! Unsupported: choosing an image or a lifetime per sandbox (both are set inside the bridge),
-//! pause, resume, stop and snapshots (not part of the contract).
+//! and stop and resume (the container only sleeps on its own, and its disk resets then).
 
 mod capabilities;
 

@@ -31,7 +31,11 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // A Deno sandbox is ephemeral and killed at its timeout: no persistent resume.
         supports_persistent_resume: false,
+        // No pause or stop: a sandbox is killed at its timeout.
         supports_explicit_stop: false,
+        // Deno snapshots are read-only images of a volume, not of a running sandbox, and a
+        // sandbox booted from one has no volume to snapshot again: a bridge cannot serve the
+        // contract's lifecycle extension honestly.
         supports_snapshots: false,
         supports_restore: false,
         supports_delete: true,

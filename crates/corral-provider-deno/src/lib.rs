@@ -14,7 +14,10 @@
 //! processes take none): stdin, every signal and resume by offset either way.
 //!
 //! Unsupported: choosing an image or a lifetime per sandbox (both are set inside the bridge),
-//! pause, resume, stop and snapshots (not part of the contract).
+//! stop and resume (Deno sandboxes have no pause; they are killed at their timeout), and
+//! snapshots and restores: Deno's snapshots are read-only images of a *volume*, not of a
+//! running sandbox, and a sandbox booted from one has no volume to snapshot again, so the
+//! contract's lifecycle extension cannot be served honestly by a Deno bridge.
 
 mod capabilities;
 

@@ -13,7 +13,13 @@ const READ_ON: &str = "2026-08-22";
 /// What the `modal` bridge kind can do through Corral's bridge contract.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
-        lifecycle: corral_domain::LifecycleCapabilities::default(),
+        // A filesystem snapshot holds files only; memory snapshots need `enable_snapshot` at
+        // create and are not promised for every Modal bridge. No stop, so no idle stop.
+        lifecycle: corral_domain::LifecycleCapabilities {
+            stop_keeps_memory: false,
+            snapshot_keeps_memory: false,
+            native_idle_stop: false,
+        },
         provider: Provider::Modal,
         display_name: "Modal Sandboxes (bridge)".into(),
         pricing: PricingEvidence {
@@ -39,11 +45,15 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_cwd: true,
         supports_env: true,
         output_streams: OutputStreams::Separate,
-        // A terminated Modal sandbox cannot be restarted; state survives only through snapshots, which the contract does not expose: no persistent resume.
+        // A terminated Modal sandbox cannot be restarted; state survives only through snapshots: no persistent resume.
         supports_persistent_resume: false,
+        // No pause and no restart of a terminated sandbox: no stop that resumes.
         supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        // The contract's lifecycle extension (a bridge without it answers `Unsupported`
+        // naming it): `snapshot_filesystem()` makes an image of the sandbox's filesystem, and
+        // a restore creates a new sandbox from that image.
+        supports_snapshots: true,
+        supports_restore: true,
         supports_delete: true,
         // The bridge's process routes (an extension of the contract): stdin with offsets,
         // every signal, logs from byte offsets. A bridge without them, and a command with

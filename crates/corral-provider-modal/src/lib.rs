@@ -13,8 +13,13 @@
 //! through the exec wrapper on one without them (or, for a command with stdin, on one whose
 //! processes take none): stdin, every signal and resume by offset either way.
 //!
+//! Snapshots and restores go through the contract's lifecycle extension: a Modal bridge takes
+//! a filesystem snapshot (`Sandbox.snapshot_filesystem()`, an image) and restores it as a new
+//! sandbox created from that image. Memory snapshots need `enable_snapshot` at create and are
+//! not promised. A bridge without the extension answers `Unsupported` naming it.
+//!
 //! Unsupported: choosing an image or a lifetime per sandbox (both are set inside the bridge),
-//! pause, resume, stop and snapshots (not part of the contract).
+//! and stop and resume (a terminated Modal sandbox cannot be restarted; there is no pause).
 
 mod capabilities;
 

@@ -41,3 +41,17 @@ fn commands_are_the_bridges_processes_with_stdin_every_signal_and_offsets() {
     assert_eq!(caps.signals, corral_domain::Signal::ALL);
     assert_eq!(caps.resume, corral_domain::CommandResume::ProviderOffset);
 }
+
+#[tokio::test]
+async fn a_bridge_without_the_lifecycle_extension_answers_unsupported_naming_it() {
+    Fake::check_bridge_without_the_lifecycle_extension_answers_unsupported().await;
+}
+
+#[test]
+fn snapshots_are_filesystem_images_restored_as_new_sandboxes_and_there_is_no_stop() {
+    let p = ModalProvider::from_config(Default::default()).unwrap();
+    let caps = p.capabilities();
+    assert!(caps.supports_snapshots && caps.supports_restore && caps.supports_fork());
+    assert!(!caps.supports_explicit_stop);
+    assert!(!caps.lifecycle.snapshot_keeps_memory);
+}
