@@ -14,6 +14,7 @@ const READ_ON: &str = "2026-11-23";
 /// What Sprites can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        // Nothing to qualify: no stop, no snapshot (above).
         lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Sprites,
         display_name: "Fly Sprites".into(),
@@ -55,9 +56,18 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // The disk persists across warm and cold sleeps.
         supports_persistent_resume: true,
+        // No stop or suspend endpoint: a sprite sleeps by itself when idle and wakes on use
+        // (provider-apis/sprites/openapi.json has none; research part 2 §6.2 "stop/pause:
+        // none").
         supports_explicit_stop: false,
-        // Checkpoints of the writable overlay, and restore.
+        // Checkpoints (`POST /v1/sprites/{name}/checkpoint`, `GET …/checkpoints[/{id}]`) are
+        // not offered as snapshots: the description has no way to delete one, and one is
+        // usable only by the sprite it was taken of.
         supports_snapshots: false,
+        // `POST …/checkpoints/{id}/restore` rewinds the same sprite in place (its processes
+        // stop), and a create (`CreateSpriteRequest`: `name`, `url_settings`) takes no
+        // checkpoint: a new sandbox cannot start from one (openapi.json; research part 2
+        // §6.2).
         supports_restore: false,
         supports_delete: true,
         // Native exec sessions: re-attach streams only new output; the kill endpoint follows
