@@ -100,3 +100,22 @@ pub struct InstanceExecResponse {
     /// Standard error, as text.
     pub stderr: String,
 }
+
+/// Body of `POST /instance/{id}/snapshot` (the SDK's `Instance.snapshot`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotInstanceRequest {
+    /// User metadata for the snapshot.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// `Snapshot` (fields Corral does not use are ignored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The snapshot id (`snapshot_…`): what `POST /instance?snapshot_id=` boots.
+    pub id: String,
+    /// `pending`, `ready`, `failed`, `deleting` or `deleted` (kept as text: the enum may grow).
+    pub status: String,
+    /// User metadata.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}

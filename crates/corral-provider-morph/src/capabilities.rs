@@ -7,7 +7,18 @@ use corral_domain::{
 /// What Morph Cloud can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
-        lifecycle: corral_domain::LifecycleCapabilities::default(),
+        lifecycle: corral_domain::LifecycleCapabilities {
+            // "`pause` keeps memory and disk" (research part 2 §8.3, from the SDK's
+            // `ttl_action` and Morph's pause documentation).
+            stop_keeps_memory: true,
+            // Unconfirmed: pause is described as taking a snapshot and billing counts
+            // `snapshot_memory_time`, but no source read says an instance started from a
+            // snapshot resumes its processes. False until a live check shows it.
+            snapshot_keeps_memory: false,
+            // Morph has no idle policy: `ttl_seconds` counts from the start, `wake_on` only
+            // wakes. Corral's own sweep stops idle sandboxes here.
+            native_idle_stop: false,
+        },
         provider: Provider::Morph,
         display_name: "Morph Cloud".into(),
         pricing: PricingEvidence {
@@ -34,10 +45,13 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // Pause keeps memory and disk; resume continues the same instance.
         supports_persistent_resume: true,
-        // Morph's "stop" is deletion; pausing is not a stop.
-        supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        // Corral's stop is Morph's pause (`POST /instance/{id}/pause`), its resume `…/resume`;
+        // Morph's own "stop" is deletion and is not used for it.
+        supports_explicit_stop: true,
+        // `POST /instance/{id}/snapshot`, `GET`/`DELETE /snapshot/{id}`.
+        supports_snapshots: true,
+        // An instance started from the snapshot (`POST /instance?snapshot_id=`).
+        supports_restore: true,
         supports_delete: true,
         images: Vec::new(),
         commands: corral_domain::CommandCapabilities::emulated(),

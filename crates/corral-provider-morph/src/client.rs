@@ -6,7 +6,10 @@ use corral_provider::{CallContext, Result};
 use corral_provider_http::reqwest::Method;
 use corral_provider_http::{ProviderHttp, path_segment as segment};
 
-use crate::api::{ExecRequest, Instance, InstanceExecResponse, InstanceList, StartInstanceRequest};
+use crate::api::{
+    ExecRequest, Instance, InstanceExecResponse, InstanceList, Snapshot, SnapshotInstanceRequest,
+    StartInstanceRequest,
+};
 
 /// Morph's REST API at one base URL (`https://cloud.morph.so/api`).
 #[derive(Debug, Clone)]
@@ -72,6 +75,49 @@ impl Client {
         let req = self
             .http
             .authed(ctx, Method::DELETE, &format!("/instance/{}", segment(id)))?;
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /instance/{id}/pause`: memory and disk are saved; an instance already paused is
+    /// answered unchanged. The answer's body is not read (the SDK reads the instance again).
+    pub(crate) async fn pause_instance(&self, ctx: &CallContext, id: &str) -> Result<()> {
+        let path = format!("/instance/{}/pause", segment(id));
+        let req = self.http.authed(ctx, Method::POST, &path)?;
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /instance/{id}/resume`. The answer's body is not read, as for pause.
+    pub(crate) async fn resume_instance(&self, ctx: &CallContext, id: &str) -> Result<()> {
+        let path = format!("/instance/{}/resume", segment(id));
+        let req = self.http.authed(ctx, Method::POST, &path)?;
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /instance/{id}/snapshot` → the new `Snapshot` (possibly still `pending`).
+    pub(crate) async fn snapshot_instance(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &SnapshotInstanceRequest,
+    ) -> Result<Snapshot> {
+        let path = format!("/instance/{}/snapshot", segment(id));
+        let req = self.http.authed(ctx, Method::POST, &path)?.json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `GET /snapshot/{id}`.
+    pub(crate) async fn get_snapshot(&self, ctx: &CallContext, id: &str) -> Result<Snapshot> {
+        let req = self
+            .http
+            .authed(ctx, Method::GET, &format!("/snapshot/{}", segment(id)))?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `DELETE /snapshot/{id}`.
+    pub(crate) async fn delete_snapshot(&self, ctx: &CallContext, id: &str) -> Result<()> {
+        let req = self
+            .http
+            .authed(ctx, Method::DELETE, &format!("/snapshot/{}", segment(id)))?;
         self.http.send_empty(ctx, req).await
     }
 

@@ -6,6 +6,16 @@
 //! per-instance temporary directory (SSH-exec semantics); there is no file
 //! endpoint, as on Morph. A new instance is `pending` until it is first observed, then `ready`.
 //! A TTL runs from the start: at expiry `stop` deletes the instance and `pause` pauses it.
+//!
+//! Lifecycle, as the SDK (`morphcloud/api.py`) and Morph's pause documentation describe it:
+//! `pause` is synchronous (a `ready` instance is `paused` when it answers; a paused one is
+//! answered unchanged) and a paused instance refuses exec; `resume` makes a paused instance
+//! `ready` (an instance that is not paused is refused with `409`: Morph does not document this
+//! case). `POST /instance/{id}/snapshot` copies the instance's directory at the call and
+//! answers a `Snapshot` that is `pending` until it is first read (`GET /snapshot/{id}`), then
+//! `ready`; an instance started from it (`POST /instance?snapshot_id=`) gets a copy of that
+//! directory; `DELETE /snapshot/{id}` removes it (then `404`). Snapshot ids the fake did not
+//! make are base images: their instances start with an empty directory.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,10 +43,17 @@ struct FakeInstance {
     started: Instant,
 }
 
+/// A snapshot taken of an instance: a copy of its directory.
+struct FakeSnapshot {
+    dir: tempfile::TempDir,
+    body: Value,
+}
+
 struct Shared {
     api_key: String,
     next: AtomicU64,
     instances: Mutex<HashMap<String, FakeInstance>>,
+    snapshots: Mutex<HashMap<String, FakeSnapshot>>,
 }
 
 type St = State<Arc<Shared>>;
@@ -133,6 +150,22 @@ async fn start_instance(
     let Ok(dir) = tempfile::tempdir() else {
         return detail(StatusCode::INTERNAL_SERVER_ERROR, "no temp dir");
     };
+    // An instance started from a snapshot the fake took starts with a copy of its directory.
+    let image_id = {
+        let snapshots = lock_snapshots(&shared);
+        match snapshots.get(snapshot_id.as_str()) {
+            Some(snap) if snap.body["status"] != "ready" => {
+                return detail(StatusCode::CONFLICT, "Snapshot is not ready");
+            }
+            Some(snap) => {
+                if let Err(e) = copy_tree(snap.dir.path(), dir.path()) {
+                    return detail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+                }
+                snap.body["refs"]["image_id"].clone()
+            }
+            None => json!("morphvm-minimal"),
+        }
+    };
     let id = format!(
         "morphvm_{:08x}",
         shared.next.fetch_add(1, Ordering::Relaxed)
@@ -144,7 +177,7 @@ async fn start_instance(
         "created": created,
         "status": "pending",
         "spec": { "vcpus": 1, "memory": 4096, "disk_size": 8192 },
-        "refs": { "snapshot_id": snapshot_id, "image_id": "morphvm-minimal" },
+        "refs": { "snapshot_id": snapshot_id, "image_id": image_id },
         "networking": { "internal_ip": "10.0.0.2", "http_services": [] },
         "ttl": {
             "ttl_seconds": ttl_seconds,
@@ -248,17 +281,176 @@ async fn exec(State(shared): St, Path(id): Path<String>, body: Bytes) -> Respons
     }
 }
 
+#[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
+fn lock_snapshots(shared: &Shared) -> std::sync::MutexGuard<'_, HashMap<String, FakeSnapshot>> {
+    shared.snapshots.lock().expect("snapshots lock")
+}
+
+/// Copies the tree at `from` into the existing directory `to` (files, directories, links).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            std::fs::create_dir(&dst)?;
+            copy_tree(&src, &dst)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// `POST /instance/{id}/pause`: synchronous; a paused instance is answered unchanged.
+async fn pause_instance(State(shared): St, Path(id): Path<String>) -> Response {
+    let mut instances = lock(&shared);
+    let Some(inst) = instances.get_mut(&id) else {
+        return detail(StatusCode::NOT_FOUND, "Instance not found");
+    };
+    match inst.body["status"].as_str() {
+        Some("ready") => inst.body["status"] = json!("paused"),
+        Some("paused") => {}
+        _ => return detail(StatusCode::CONFLICT, "Instance is not ready"),
+    }
+    axum::Json(inst.body.clone()).into_response()
+}
+
+/// `POST /instance/{id}/resume`: a paused instance is `ready` again.
+async fn resume_instance(State(shared): St, Path(id): Path<String>) -> Response {
+    let mut instances = lock(&shared);
+    let Some(inst) = instances.get_mut(&id) else {
+        return detail(StatusCode::NOT_FOUND, "Instance not found");
+    };
+    if inst.body["status"] != "paused" {
+        return detail(StatusCode::CONFLICT, "Instance is not paused");
+    }
+    inst.body["status"] = json!("ready");
+    axum::Json(inst.body.clone()).into_response()
+}
+
+/// `POST /instance/{id}/snapshot[?digest=]` `{metadata?, ttl_seconds?}`.
+async fn snapshot_instance(
+    State(shared): St,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    if let Some(k) = query.keys().find(|k| k.as_str() != "digest") {
+        return invalid(&["query", k], "Unknown query parameter");
+    }
+    let body: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return invalid(&["body"], "Input should be a valid dictionary"),
+        }
+    };
+    let metadata = match &body["metadata"] {
+        Value::Null => json!({}),
+        Value::Object(m) if m.values().all(Value::is_string) => Value::Object(m.clone()),
+        _ => return invalid(&["body", "metadata"], "Input should be a dict of strings"),
+    };
+    let ttl_seconds = match &body["ttl_seconds"] {
+        Value::Null => None,
+        v => match v.as_u64() {
+            Some(s) if s > 0 => Some(s),
+            _ => {
+                return invalid(
+                    &["body", "ttl_seconds"],
+                    "ttl_seconds must be greater than zero",
+                );
+            }
+        },
+    };
+    let (home, image_id) = {
+        let instances = lock(&shared);
+        let Some(inst) = instances.get(&id) else {
+            return detail(StatusCode::NOT_FOUND, "Instance not found");
+        };
+        if inst.body["status"] != "ready" && inst.body["status"] != "paused" {
+            return detail(StatusCode::CONFLICT, "Instance is not ready");
+        }
+        (
+            inst.dir.path().to_owned(),
+            inst.body["refs"]["image_id"].clone(),
+        )
+    };
+    let Ok(dir) = tempfile::tempdir() else {
+        return detail(StatusCode::INTERNAL_SERVER_ERROR, "no temp dir");
+    };
+    if let Err(e) = copy_tree(&home, dir.path()) {
+        return detail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    }
+    let sid = format!(
+        "snapshot_fake{:08x}",
+        shared.next.fetch_add(1, Ordering::Relaxed)
+    );
+    let created = now();
+    let snapshot = json!({
+        "id": sid,
+        "object": "snapshot",
+        "created": created,
+        "status": "pending",
+        "spec": { "vcpus": 1, "memory": 4096, "disk_size": 8192 },
+        "refs": { "image_id": image_id },
+        "digest": query.get("digest"),
+        "metadata": metadata,
+        "ttl": {
+            "ttl_seconds": ttl_seconds,
+            "ttl_expire_at": ttl_seconds.map(|s| created + s),
+        },
+    });
+    lock_snapshots(&shared).insert(
+        sid,
+        FakeSnapshot {
+            dir,
+            body: snapshot.clone(),
+        },
+    );
+    axum::Json(snapshot).into_response()
+}
+
+/// `GET /snapshot/{id}`: `pending` for the first read, then `ready`.
+async fn get_snapshot(State(shared): St, Path(id): Path<String>) -> Response {
+    let mut snapshots = lock_snapshots(&shared);
+    let Some(snap) = snapshots.get_mut(&id) else {
+        return detail(StatusCode::NOT_FOUND, "Snapshot not found");
+    };
+    let seen = snap.body.clone();
+    if snap.body["status"] == "pending" {
+        snap.body["status"] = json!("ready");
+    }
+    axum::Json(seen).into_response()
+}
+
+/// `DELETE /snapshot/{id}`: the copy is removed.
+async fn delete_snapshot(State(shared): St, Path(id): Path<String>) -> Response {
+    match lock_snapshots(&shared).remove(&id) {
+        Some(_) => axum::Json(json!({})).into_response(),
+        None => detail(StatusCode::NOT_FOUND, "Snapshot not found"),
+    }
+}
+
 /// Morph's API as an axum router accepting only `api_key`.
 pub fn router(api_key: &str) -> Router {
     let shared = Arc::new(Shared {
         api_key: api_key.to_owned(),
         next: AtomicU64::new(1),
         instances: Mutex::new(HashMap::new()),
+        snapshots: Mutex::new(HashMap::new()),
     });
     let api = Router::new()
         .route("/instance", post(start_instance).get(list_instances))
         .route("/instance/{id}", get(get_instance).delete(delete_instance))
         .route("/instance/{id}/exec", post(exec))
+        .route("/instance/{id}/pause", post(pause_instance))
+        .route("/instance/{id}/resume", post(resume_instance))
+        .route("/instance/{id}/snapshot", post(snapshot_instance))
+        .route("/snapshot/{id}", get(get_snapshot).delete(delete_snapshot))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), auth))
         .with_state(shared);
     // Morph's base URL carries the `/api` prefix.

@@ -10,10 +10,17 @@
 //! | create (`image` = snapshot id) | `POST /instance?snapshot_id=…` `{metadata, ttl_seconds, ttl_action: "stop"}` |
 //! | `timeout` (seconds) | `ttl_seconds`: whole seconds from the start; at expiry `ttl_action` `stop` deletes the instance (absent: runs until deleted) |
 //! | operation id | `metadata.corral_operation_id`; found with `GET /instance?metadata[corral_operation_id]=…` |
-//! | get | `GET /instance/{id}`; `pending`→creating, `ready`→running, `paused`→paused, `saving`→running, `error`→failed |
+//! | get | `GET /instance/{id}`; `pending`→creating, `ready`→running, `paused`→stopped, `saving`→running, `error`→failed |
 //! | delete | `DELETE /instance/{id}` (permanent; the SDK calls it "stop") |
 //! | exec | `POST /instance/{id}/exec {"command": ["<quoted command line>"]}` → `{exit_code, stdout, stderr}` |
 //! | files | no REST file API (the SDK uses SFTP): read and write go through exec with [`corral_provider::files_via_exec`] |
+//! | stop / resume | `POST /instance/{id}/pause` / `…/resume` (memory and disk kept), then `GET /instance/{id}` |
+//! | snapshot | `POST /instance/{id}/snapshot {metadata: {corral_snapshot_id}}` → `Snapshot` (`pending` → `ready`), followed with `GET /snapshot/{id}` |
+//! | delete snapshot | `DELETE /snapshot/{id}` |
+//! | restore | `POST /instance?snapshot_id=<snapshot>`, tagged like a create |
+//!
+//! Morph has no idle policy (`ttl_seconds` counts from the start), so `idleStopSeconds` is
+//! Corral's own sweep here.
 //!
 //! Exec takes a `command` list that Morph runs through a shell when it has one element (the SDKs
 //! send `exec("a && b")` as `["a && b"]`), so the adapter sends one quoted line,
@@ -37,11 +44,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use corral_domain::{OperationId, Provider, ProviderCapabilities};
+use corral_domain::{OperationId, Provider, ProviderCapabilities, SandboxStatus};
 use corral_provider::shell::{self, shell_quote};
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CreateSpec, ExecOutput, ExecSpec, ObservedSandbox,
-    ProviderError, Result, SandboxProvider, TaggedPage, TaggedSandbox,
+    ObservedSnapshot, ProviderError, Result, SandboxProvider, SnapshotSpec, TaggedPage,
+    TaggedSandbox,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp};
 
@@ -51,6 +59,10 @@ pub use api::TtlAction;
 pub const DEFAULT_BASE_URL: &str = "https://cloud.morph.so/api";
 /// The metadata key that carries Corral's operation id.
 pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
+/// The metadata key carrying Corral's snapshot id on a snapshot.
+pub const SNAPSHOT_ID_METADATA_KEY: &str = "corral_snapshot_id";
+/// The metadata key carrying the snapshot's name, when the client gave one.
+pub const SNAPSHOT_NAME_METADATA_KEY: &str = "corral_snapshot_name";
 /// The metadata key carrying the Corral deployment that made the instance (the reaper's tag).
 pub const DEPLOYMENT_METADATA_KEY: &str = "corral_deployment";
 /// The metadata key carrying the Corral project the instance was made for.
@@ -169,6 +181,49 @@ fn capped(text: String, cap: usize) -> (Vec<u8>, bool) {
     out.finish()
 }
 
+impl MorphProvider {
+    /// `POST /instance?snapshot_id=…`, tagged with the operation id, deployment and project:
+    /// a create (from the image's snapshot) and a restore (from a snapshot Corral took) alike.
+    async fn start_from(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot_id: &str,
+    ) -> Result<ObservedSandbox> {
+        let mut metadata = BTreeMap::from([(
+            OPERATION_ID_METADATA_KEY.to_owned(),
+            spec.operation_id.to_string(),
+        )]);
+        if let Some(d) = ctx.deployment() {
+            metadata.insert(DEPLOYMENT_METADATA_KEY.to_owned(), d.to_owned());
+        }
+        if let Some(p) = ctx.project() {
+            metadata.insert(PROJECT_METADATA_KEY.to_owned(), p.to_owned());
+        }
+        let body = api::StartInstanceRequest {
+            metadata,
+            ttl_seconds: spec.timeout_seconds,
+            // Explicit, although it is Morph's default: Corral's lifetime ends the sandbox.
+            ttl_action: spec.timeout_seconds.map(|_| api::TtlAction::Stop),
+        };
+        let instance = self.client.start_instance(ctx, snapshot_id, &body).await?;
+        Ok(observed(instance))
+    }
+}
+
+fn observed_snapshot(snapshot: &api::Snapshot) -> Result<ObservedSnapshot> {
+    let status = map::snapshot_status(&snapshot.status).ok_or_else(|| ProviderError::NotFound {
+        provider: P,
+        resource: format!("snapshot {}", snapshot.id),
+    })?;
+    Ok(ObservedSnapshot {
+        native_id: snapshot.id.clone(),
+        status,
+        // Morph's `Snapshot` has no size.
+        size_bytes: None,
+    })
+}
+
 #[async_trait]
 impl SandboxProvider for MorphProvider {
     fn provider(&self) -> Provider {
@@ -189,24 +244,7 @@ impl SandboxProvider for MorphProvider {
                 provider: P,
                 message: "`image` (the id of the Morph snapshot to start from) is required".into(),
             })?;
-        let mut metadata = BTreeMap::from([(
-            OPERATION_ID_METADATA_KEY.to_owned(),
-            spec.operation_id.to_string(),
-        )]);
-        if let Some(d) = ctx.deployment() {
-            metadata.insert(DEPLOYMENT_METADATA_KEY.to_owned(), d.to_owned());
-        }
-        if let Some(p) = ctx.project() {
-            metadata.insert(PROJECT_METADATA_KEY.to_owned(), p.to_owned());
-        }
-        let body = api::StartInstanceRequest {
-            metadata,
-            ttl_seconds: spec.timeout_seconds,
-            // Explicit, although it is Morph's default: Corral's lifetime ends the sandbox.
-            ttl_action: spec.timeout_seconds.map(|_| api::TtlAction::Stop),
-        };
-        let instance = self.client.start_instance(ctx, &snapshot_id, &body).await?;
-        Ok(observed(instance))
+        self.start_from(ctx, spec, &snapshot_id).await
     }
 
     async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
@@ -256,6 +294,66 @@ impl SandboxProvider for MorphProvider {
             }
             Err(e) => Err(e),
         }
+    }
+
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        // Pause is synchronous (memory and disk are saved before it answers) and answers an
+        // instance already paused unchanged; the instance is then read, as the SDK does.
+        self.client.pause_instance(ctx, native_id).await?;
+        self.get(ctx, native_id).await
+    }
+
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        match self.client.resume_instance(ctx, native_id).await {
+            Ok(()) => self.get(ctx, native_id).await,
+            // What Morph answers for resuming an instance that is not paused is not documented:
+            // a refusal of an instance that runs already is the answer "running".
+            Err(e @ ProviderError::InvalidRequest { .. }) => {
+                let seen = self.get(ctx, native_id).await?;
+                match seen.status {
+                    SandboxStatus::Running | SandboxStatus::Starting => Ok(seen),
+                    _ => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &SnapshotSpec,
+    ) -> Result<ObservedSnapshot> {
+        let mut metadata = BTreeMap::from([(
+            SNAPSHOT_ID_METADATA_KEY.to_owned(),
+            spec.snapshot_id.to_string(),
+        )]);
+        if let Some(name) = &spec.name {
+            metadata.insert(SNAPSHOT_NAME_METADATA_KEY.to_owned(), name.clone());
+        }
+        let body = api::SnapshotInstanceRequest { metadata };
+        let snapshot = self.client.snapshot_instance(ctx, native_id, &body).await?;
+        observed_snapshot(&snapshot)
+    }
+
+    async fn get_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<ObservedSnapshot> {
+        observed_snapshot(&self.client.get_snapshot(ctx, snapshot).await?)
+    }
+
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        // An unknown snapshot (404) is `Ok` through the contract wrapper.
+        self.client.delete_snapshot(ctx, snapshot).await
+    }
+
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        // Morph starts instances from snapshots: a restore is a start from Corral's snapshot.
+        self.start_from(ctx, spec, snapshot).await
     }
 
     /// `GET /instance?metadata[corral_deployment]=…`: Morph answers the whole filtered list

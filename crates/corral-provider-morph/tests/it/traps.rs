@@ -202,3 +202,128 @@ async fn exec_output_over_the_cap_is_cut_and_flagged_per_stream() {
     assert_eq!((out.stdout.len(), out.stderr.len()), (100, 100));
     assert_eq!(out.exit_code, 0);
 }
+
+#[tokio::test]
+async fn stop_is_pause_read_back_and_a_paused_instance_refuses_exec() {
+    let (fake, provider) = setup().await;
+    let server = fake.server();
+    let id = running(&provider).await;
+    server.log().clear();
+    let stopped = provider.stop(&ctx(), &id).await.unwrap();
+    // Pause is synchronous: the instance reads `paused` (Corral's `stopped`) at once.
+    assert_eq!(stopped.status, corral_domain::SandboxStatus::Stopped);
+    let calls: Vec<String> = server
+        .log()
+        .all()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            format!("POST /api/instance/{id}/pause"),
+            format!("GET /api/instance/{id}"),
+        ],
+        "pause, then the instance read back (the SDK does the same); never DELETE, Morph's \"stop\""
+    );
+    let refused = provider.exec(&ctx(), &id, &ExecSpec::new("true")).await;
+    assert!(
+        matches!(
+            refused,
+            Err(corral_provider::ProviderError::InvalidRequest { .. })
+        ),
+        "{refused:?}"
+    );
+    // Pausing a paused instance answers it unchanged.
+    assert_eq!(
+        provider.stop(&ctx(), &id).await.unwrap().status,
+        corral_domain::SandboxStatus::Stopped
+    );
+    assert_eq!(
+        provider.resume(&ctx(), &id).await.unwrap().status,
+        corral_domain::SandboxStatus::Running
+    );
+    // Resuming an instance that runs is not documented; the fake refuses it (409) and the
+    // adapter reads the instance: running is the answer.
+    server.log().clear();
+    assert_eq!(
+        provider.resume(&ctx(), &id).await.unwrap().status,
+        corral_domain::SandboxStatus::Running
+    );
+    assert_eq!(server.log().all().len(), 2);
+    provider.delete(&ctx(), &id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_snapshot_is_tagged_followed_and_restored_by_starting_an_instance_from_it() {
+    let (fake, provider) = setup().await;
+    let server = fake.server();
+    let id = running(&provider).await;
+    server.log().clear();
+    let snapshot_id = corral_domain::SnapshotId::new(corral_domain::Provider::Morph);
+    let snap = provider
+        .snapshot(
+            &ctx(),
+            &id,
+            &corral_provider::SnapshotSpec {
+                snapshot_id,
+                name: Some("before".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        snap.status,
+        corral_domain::SnapshotStatus::Creating,
+        "pending"
+    );
+    let r = &server.log().all()[0];
+    assert_eq!(r.path, format!("/api/instance/{id}/snapshot"));
+    assert_eq!(
+        body(r),
+        json!({"metadata": {
+            "corral_snapshot_id": snapshot_id.to_string(),
+            "corral_snapshot_name": "before",
+        }})
+    );
+    let first = provider
+        .get_snapshot(&ctx(), &snap.native_id)
+        .await
+        .unwrap();
+    assert_eq!(first.status, corral_domain::SnapshotStatus::Creating);
+    let ready = provider
+        .get_snapshot(&ctx(), &snap.native_id)
+        .await
+        .unwrap();
+    assert_eq!(ready.status, corral_domain::SnapshotStatus::Ready);
+    server.log().clear();
+    let s = spec(None, Some(300));
+    let copy = provider.restore(&ctx(), &s, &snap.native_id).await.unwrap();
+    assert_eq!(copy.operation_id, Some(s.operation_id));
+    let r = &server.log().matching(&Method::POST, "/api/instance")[0];
+    assert_eq!(r.path, "/api/instance");
+    assert_eq!(
+        r.query.as_deref(),
+        Some(format!("snapshot_id={}", snap.native_id).as_str()),
+        "the snapshot, not the configured default image"
+    );
+    assert_eq!(
+        body(r),
+        json!({
+            "metadata": { "corral_operation_id": s.operation_id.to_string() },
+            "ttl_seconds": 300,
+            "ttl_action": "stop",
+        })
+    );
+    provider
+        .delete_snapshot(&ctx(), &snap.native_id)
+        .await
+        .unwrap();
+    let gone = provider.get_snapshot(&ctx(), &snap.native_id).await;
+    assert!(
+        matches!(gone, Err(corral_provider::ProviderError::NotFound { .. })),
+        "{gone:?}"
+    );
+    provider.delete(&ctx(), &copy.native_id).await.unwrap();
+    provider.delete(&ctx(), &id).await.unwrap();
+}
