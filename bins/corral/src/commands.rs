@@ -120,6 +120,9 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     // Takes over commands whose capture's owner died (or that ran when this process last
     // stopped), at once and then every few seconds.
     let _captures = service.spawn_command_supervisor(COMMAND_SUPERVISOR_INTERVAL);
+    // Stops sandboxes idle past their `idleStopSeconds` and settles snapshots still being
+    // made, every few seconds.
+    let _lifecycle = service.spawn_lifecycle_sweeper(LIFECYCLE_SWEEP_INTERVAL);
     // Delivers due webhook deliveries (the outbox in the database), every second.
     let _webhooks = service.spawn_webhook_dispatcher(std::time::Duration::from_secs(1));
     let control = server::control(&settings, registry, service.clone())?;
@@ -188,6 +191,10 @@ const E2B_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5
 
 /// How often the server looks for commands whose capture needs an owner.
 const COMMAND_SUPERVISOR_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How often idle sandboxes are looked for (an idle stop is at most this late; the shortest
+/// `idleStopSeconds` is a minute).
+const LIFECYCLE_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn print_first_key(settings: &Settings, project: &Project, key: &str) {
     let host = settings.listen.replace("0.0.0.0", "127.0.0.1");

@@ -20,6 +20,7 @@ mod error;
 mod hashing;
 mod identity;
 mod legal;
+mod lifecycle;
 mod limits;
 mod mail;
 mod profiles;

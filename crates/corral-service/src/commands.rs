@@ -170,6 +170,7 @@ impl Service {
         input: StartCommandInput,
     ) -> Result<Created, ServiceError> {
         let rec = self.record(caller, sandbox).await?;
+        let rec = self.ready_for_work(caller, rec, sandbox).await?;
         let native = self.live_native(&rec, sandbox)?.to_owned();
         let p = rec.provider();
         let provider = self.provider(p)?.clone();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use corral_domain::{CreateSandboxRequest, OperationId, SandboxId, SandboxMetadata, SandboxStatus};
 use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyKey};
 use corral_provider::{CallContext, CreateSpec, ProviderError, SandboxProvider};
-use corral_registry::{CreateState, NewSandbox, SandboxRecord};
+use corral_registry::{CreateState, NewSandbox, SandboxLifecycle, SandboxRecord};
 
 use tracing::Instrument as _;
 
@@ -72,6 +72,11 @@ impl Service {
             ServiceError::invalid(format!("provider `{p}` is not configured on this server"))
         })?;
         request.validate(provider.capabilities())?;
+        // A restore names a ready snapshot of this project, checked before anything is kept.
+        let restore_from = match request.snapshot() {
+            Some(snapshot) => Some(self.restorable(caller, snapshot).await?),
+            None => None,
+        };
         let key = idempotency_key
             .map(IdempotencyKey::parse)
             .transpose()
@@ -96,7 +101,14 @@ impl Service {
         let Some(key) = key else {
             self.check_quota(caller, p).await?;
             return self
-                .run_create(caller, provider, access, request, None, OperationId::new())
+                .run_create(
+                    caller,
+                    provider,
+                    access,
+                    (request, restore_from),
+                    None,
+                    OperationId::new(),
+                )
                 .await;
         };
         let store = &self.inner.idempotency;
@@ -119,8 +131,15 @@ impl Service {
                     return Err(idempotency_error(e));
                 }
                 fail_point!("create.after_attach");
-                self.run_create(caller, provider, access, request, Some(claim), op)
-                    .await
+                self.run_create(
+                    caller,
+                    provider,
+                    access,
+                    (request, restore_from),
+                    Some(claim),
+                    op,
+                )
+                .await
             }
             ClaimOutcome::Replay(stored) => Ok(Created {
                 status: 200,
@@ -151,14 +170,32 @@ impl Service {
         }
     }
 
-    /// Records the sandbox, then runs the provider create in its own task and waits for it up
-    /// to `create_wait`.
+    /// A create that restores a snapshot (a fork's copy), without a key: the sandbox as the
+    /// registry holds it once the create answered.
+    pub(crate) async fn create_restoring(
+        &self,
+        caller: &Caller,
+        inline: InlineAccess,
+        request: CreateSandboxRequest,
+    ) -> Result<corral_domain::Sandbox, ServiceError> {
+        let created = self.create(caller, inline, None, request).await?;
+        let made: corral_domain::Sandbox = serde_json::from_str(&created.body).map_err(|_| {
+            ServiceError::internal("a create answered something else than a sandbox")
+        })?;
+        Ok(self
+            .record(caller, &made.id.to_string())
+            .await?
+            .to_sandbox())
+    }
+
+    /// Records the sandbox, then runs the provider create (or, with a native snapshot id, the
+    /// restore) in its own task and waits for it up to `create_wait`.
     async fn run_create(
         &self,
         caller: &Caller,
         provider: Arc<dyn SandboxProvider>,
         access: Access,
-        request: CreateSandboxRequest,
+        (request, restore_from): (CreateSandboxRequest, Option<String>),
         claim: Option<Claim>,
         op: OperationId,
     ) -> Result<Created, ServiceError> {
@@ -182,10 +219,15 @@ impl Service {
             .effective_timeout(provider.capabilities())
             .and_then(|t| chrono::Duration::try_seconds(i64::try_from(t).ok()?))
             .map(|t| self.inner.registry.database().now() + t);
+        let lifecycle = SandboxLifecycle {
+            auto_resume: request.auto_resume(),
+            idle_stop_seconds: request.idle_stop_seconds(),
+            snapshot_id: request.snapshot(),
+        };
         let rec = match self
             .inner
             .registry
-            .insert_sandbox_until(new, expires_at)
+            .insert_sandbox_with(new, expires_at, lifecycle)
             .await
         {
             Ok(rec) => rec,
@@ -208,7 +250,7 @@ impl Service {
         let task = tokio::spawn(
             async move {
                 let _flight = flight;
-                this.finish_create(rec, provider, access.ctx, spec, claim)
+                this.finish_create(rec, provider, access.ctx, (spec, restore_from), claim)
                     .await
             }
             .instrument(tracing::Span::current()),
@@ -229,7 +271,7 @@ impl Service {
         rec: SandboxRecord,
         provider: Arc<dyn SandboxProvider>,
         ctx: CallContext,
-        spec: CreateSpec,
+        (spec, restore_from): (CreateSpec, Option<String>),
         mut claim: Option<Claim>,
     ) -> Result<Created, ServiceError> {
         let p = provider.provider();
@@ -237,7 +279,13 @@ impl Service {
         let registry = &self.inner.registry;
         let store = &self.inner.idempotency;
         let ctx = ctx.with_timeout(CREATE_DEADLINE);
-        let call = tokio::time::timeout(CREATE_DEADLINE, provider.create(&ctx, &spec));
+        let made = async {
+            match &restore_from {
+                Some(snapshot) => provider.restore(&ctx, &spec, snapshot).await,
+                None => provider.create(&ctx, &spec).await,
+            }
+        };
+        let call = tokio::time::timeout(CREATE_DEADLINE, made);
         let result = match claim.as_mut() {
             // Held for as long as the provider works: if the lease ran out mid-call, a same-key
             // retry (or the reconciler) would take the key over, find nothing yet, and past the

@@ -25,6 +25,7 @@ mod create;
 pub mod error;
 pub mod events;
 mod failpoint;
+pub mod lifecycle;
 pub mod limiter;
 pub mod metrics;
 pub mod reaper;

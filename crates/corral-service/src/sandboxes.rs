@@ -269,6 +269,7 @@ impl Service {
         input: RunCommandInput,
     ) -> Result<CommandResult, ServiceError> {
         let rec = self.record(caller, id).await?;
+        let rec = self.ready_for_work(caller, rec, id).await?;
         let native = self.live_native(&rec, id)?.to_owned();
         let p = rec.provider();
         let provider = self.provider(p)?.clone();
@@ -319,6 +320,7 @@ impl Service {
     ) -> Result<ReadFileResult, ServiceError> {
         input.validate()?;
         let rec = self.record(caller, id).await?;
+        let rec = self.ready_for_work(caller, rec, id).await?;
         let native = self.live_native(&rec, id)?.to_owned();
         let p = rec.provider();
         let provider = self.provider(p)?.clone();
@@ -356,6 +358,7 @@ impl Service {
     ) -> Result<WriteFileResult, ServiceError> {
         let content = input.decode()?;
         let rec = self.record(caller, id).await?;
+        let rec = self.ready_for_work(caller, rec, id).await?;
         let native = self.live_native(&rec, id)?.to_owned();
         let p = rec.provider();
         let provider = self.provider(p)?.clone();

@@ -7,7 +7,7 @@
 /// Operational endpoints (health, readiness, metrics, the document itself: `ops.rs`)
 /// are outside the contract and outside the document.
 pub fn api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
-    use crate::{commands, events, sandbox, usage, webhooks};
+    use crate::{commands, events, lifecycle, sandbox, usage, webhooks};
     cfg.service(sandbox::create_sandbox)
         .service(sandbox::list_sandboxes)
         .service(sandbox::get_sandbox)
@@ -16,6 +16,13 @@ pub fn api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
         .service(sandbox::read_file)
         .service(sandbox::write_file)
         .service(sandbox::list_providers)
+        .service(lifecycle::stop_sandbox)
+        .service(lifecycle::resume_sandbox)
+        .service(lifecycle::create_snapshot)
+        .service(lifecycle::fork_sandbox)
+        .service(lifecycle::list_snapshots)
+        .service(lifecycle::get_snapshot)
+        .service(lifecycle::delete_snapshot)
         .service(commands::start_command)
         .service(commands::list_commands)
         .service(commands::get_command)

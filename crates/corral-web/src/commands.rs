@@ -37,6 +37,7 @@ impl BodyLimit for StdinBody {
 }
 
 errors!(StartErrors: ANY, ON_SANDBOX, &[
+    ErrorCode::SandboxStopped,
     ErrorCode::PayloadTooLarge,
     ErrorCode::InvalidIdempotencyKey,
     ErrorCode::IdempotencyConflict,

@@ -335,6 +335,28 @@ impl<T: DeserializeOwned + 'static, L: BodyLimit + 'static> FromRequest for Json
     }
 }
 
+/// A JSON body of at most `L::BYTES` that may be absent: an empty body (or `null`) is
+/// `T::default()` (a snapshot without a name, a fork of one copy).
+pub struct OptionalJson<T, L: BodyLimit>(pub T, PhantomData<L>);
+
+impl<T: DeserializeOwned + Default + 'static, L: BodyLimit + 'static> FromRequest
+    for OptionalJson<T, L>
+{
+    type Error = Failure;
+    type Future = LocalBoxFuture<'static, Result<Self, Failure>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        let mut payload = payload.take();
+        Box::pin(async move {
+            read_optional_json::<T>(&req, &mut payload, L::BYTES)
+                .await
+                .map(|v| OptionalJson(v.unwrap_or_default(), PhantomData))
+                .map_err(fail(&req))
+        })
+    }
+}
+
 /// A client that stops sending its body would hold a connection (and, for a slow trickle, a
 /// worker's attention) indefinitely: the body must keep arriving, a chunk at least every
 /// `BODY_IDLE`, and be complete within `BODY_TOTAL` (on unauthenticated routes, within the

@@ -38,6 +38,7 @@ pub mod edge;
 mod events;
 pub mod extract;
 pub mod head_guard;
+mod lifecycle;
 pub mod listen;
 mod mcp;
 mod middleware;

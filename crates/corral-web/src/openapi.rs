@@ -108,6 +108,7 @@ fn error_envelope() -> RefOr<Schema> {
     tags((name = "sandboxes", description = "Sandboxes on any configured provider: created idempotently, listed from the registry (tombstones included), read with a live status, used through exec and files, deleted (docs/api.md)."),
         (name = "providers", description = "The configured providers and their capabilities: what a create may ask of each, which signals and streams its commands have."),
         (name = "commands", description = "Commands as durable jobs: started at once, followed with resumable output (Server-Sent Events whose ids resume exactly), fed through stdin and signalled, on every provider (docs/commands.md)."),
+        (name = "lifecycle", description = "Stop and resume, snapshots, restores and forks, where each provider's capabilities say it can (docs/lifecycle.md)."),
         (name = "events", description = "Lifecycle events of a project's sandboxes and commands, read by cursor or followed as Server-Sent Events that resume with `Last-Event-ID` (docs/operations.md)."),
         (name = "usage", description = "Estimated running time and cost per provider and UTC day, and per sandbox: estimates from the recorded lifecycle and the providers' published rates, never a bill (docs/operations.md)."),
         (name = "control-plane", description = "Accounts, organizations, projects, API keys, provider profiles and legal releases for people in a browser: authenticated by the session cookie, never by an API key (docs/control-plane.md)."),

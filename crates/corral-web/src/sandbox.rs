@@ -23,6 +23,8 @@ use crate::reply::{Reply, caught, json_ok};
 use crate::state::AppState;
 
 errors!(CreateErrors: ANY, ON_SANDBOX, &[
+    ErrorCode::CapabilityUnsupported,
+    ErrorCode::SnapshotNotFound,
     ErrorCode::PayloadTooLarge,
     ErrorCode::InvalidIdempotencyKey,
     ErrorCode::IdempotencyConflict,
@@ -33,13 +35,15 @@ errors!(CreateErrors: ANY, ON_SANDBOX, &[
 ]);
 errors!(ListErrors: ANY);
 errors!(SandboxErrors: ANY, ON_SANDBOX);
-errors!(ExecErrors: ANY, ON_SANDBOX, &[ErrorCode::PayloadTooLarge]);
+errors!(ExecErrors: ANY, ON_SANDBOX, &[ErrorCode::PayloadTooLarge, ErrorCode::SandboxStopped]);
 errors!(ReadErrors: ANY, ON_SANDBOX, &[
+    ErrorCode::SandboxStopped,
     ErrorCode::PayloadTooLarge,
     ErrorCode::FileNotUtf8,
     ErrorCode::FileOperationFailed,
 ]);
 errors!(WriteErrors: ANY, ON_SANDBOX, &[
+    ErrorCode::SandboxStopped,
     ErrorCode::PayloadTooLarge,
     ErrorCode::InvalidFileContent,
     ErrorCode::FileOperationFailed,

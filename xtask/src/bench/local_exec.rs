@@ -24,7 +24,7 @@ pub(crate) struct Summary {
     pub(crate) mean: Duration,
 }
 
-fn summarize(mut samples: Vec<Duration>) -> Summary {
+pub(crate) fn summarize(mut samples: Vec<Duration>) -> Summary {
     samples.sort();
     // Nearest-rank percentile.
     let at = |p: usize| samples[(samples.len() * p).div_ceil(100).saturating_sub(1)];

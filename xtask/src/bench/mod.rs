@@ -10,14 +10,16 @@
 //! `proxy` (exec and get through Corral vs straight to the fake), `create` (creates with
 //! `Idempotency-Key`, replays), `list` (100 per page over 10 000 and 100 000 records, SQLite
 //! and PostgreSQL), `local` (`local` exec of `true` vs a plain spawn, at the provider and over
-//! HTTP), `memory` (RSS idle and with 1 000 execs in flight, time to ready) and `scale`
-//! (two replicas on one PostgreSQL vs one). PostgreSQL scenarios need
+//! HTTP), `memory` (RSS idle and with 1 000 execs in flight, time to ready), `scale`
+//! (two replicas on one PostgreSQL vs one) and `lifecycle` (`local` stop, resume, snapshot
+//! and a fork's copy beside a create). PostgreSQL scenarios need
 //! `--postgres postgres://user@host:port` (or `CORRAL_BENCH_POSTGRES_URL`); a database
 //! `corral_bench` there is dropped and re-created for each world.
 
 mod commands;
 mod dbstat;
 mod fake;
+mod lifecycle;
 mod load;
 mod local_exec;
 mod server;
@@ -49,7 +51,15 @@ const COMMIT_PHASE: Duration = Duration::from_secs(5);
 /// 10 s later: each counting window ends this long after its load.
 const PG_STATS_SETTLE: Duration = Duration::from_secs(11);
 const ALL: &[&str] = &[
-    "auth", "proxy", "create", "list", "local", "commands", "memory", "scale",
+    "auth",
+    "proxy",
+    "create",
+    "list",
+    "local",
+    "commands",
+    "memory",
+    "scale",
+    "lifecycle",
 ];
 
 /// What the command line asked for.
@@ -220,6 +230,7 @@ async fn run_all(opts: Options) -> Result<(), String> {
             "commands" => bench.commands().await?,
             "memory" => bench.memory().await?,
             "scale" => bench.scale().await?,
+            "lifecycle" => lifecycle::section(bench.opts.iterations).await?,
             _ => continue,
         };
         println!("{}", section.markdown);

@@ -29,6 +29,7 @@ mod faults;
 mod heads;
 mod hostile;
 mod idempotency;
+mod lifecycle;
 mod limits;
 mod load;
 mod mcp;
