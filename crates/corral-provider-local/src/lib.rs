@@ -100,6 +100,18 @@
 //! exec that finds every thread busy waits at most [`LocalConfig::exec_queue_wait`], then is
 //! refused with a retryable [`ProviderError::Unavailable`].
 //!
+//! # Stop, resume, snapshots and restores
+//!
+//! A stop records `stopped` in `meta.json` (so it survives a restart and no init starts on
+//! the sandbox), ends every process of it (init, durable commands, cgroup) and unmounts its
+//! image, releasing its loop device; its files stay. Calls that would run something or touch
+//! its files are refused until a resume mounts the image again (the init starts on first
+//! use). A snapshot is a copy of the sandbox's own image (`FICLONE` where the volume can,
+//! else its data regions), taken with the filesystem frozen (`FIFREEZE`) and kept under
+//! `<root>/.snapshots/`, named only once complete; a start removes what a crash left half
+//! made. A restore is a create over a copy of a snapshot's image, its files given the new
+//! sandbox's host ids. The `snapshots` module and `docs/providers/local.md` give the rules.
+//!
 //! Deleting a sandbox stops its init and returns once every process of the sandbox is gone;
 //! only then is its metadata removed, so its ids are never given to a new sandbox while a
 //! process still holds them. Expiry (a create's `timeout`) is enforced when the sandbox is
@@ -539,6 +551,8 @@ impl Shared {
     fn stop(&self, id: &str) -> Result<Metadata> {
         let fail = |e: String| unavailable(format!("cannot stop sandbox {id}: {e}"));
         let fs_root = self.store.fs_root(id);
+        // Known before its directory is named (the lock is a file in it).
+        self.recorded(id)?;
         let meta = {
             // The same lock an init's start holds: one under way finishes first (and is
             // stopped below), and none starts after.
@@ -575,6 +589,8 @@ impl Shared {
     fn resume(&self, id: &str) -> Result<Metadata> {
         let fail = |e: String| unavailable(format!("cannot resume sandbox {id}: {e}"));
         let fs_root = self.store.fs_root(id);
+        // Known before its directory is named (the lock is a file in it).
+        self.recorded(id)?;
         let _setup = lock::FileLock::exclusive(&lock::setup_lock_path(&fs_root))
             .map_err(|e| fail(format!("cannot lock its setup: {e}")))?;
         let mut meta = self.recorded(id)?;
@@ -595,6 +611,8 @@ impl Shared {
         let dir = self.store.dir(id);
         let fs_root = self.store.fs_root(id);
         let image = dir.join(disk::IMAGE);
+        // Known before its directory is named (the lock is a file in it).
+        self.recorded(id)?;
         // No stop, resume or init start while it is copied.
         let _setup = lock::FileLock::exclusive(&lock::setup_lock_path(&fs_root))
             .map_err(|e| fail(format!("cannot lock its setup: {e}")))?;

@@ -272,6 +272,24 @@ async fn a_restore_sees_the_snapshots_content_byte_for_byte_and_the_original_goe
 async fn a_stopped_sandbox_snapshots_and_stays_stopped() {
     let world = World::new();
     let p = &world.provider;
+    // Unknown sandboxes and snapshots are not found (not a failure to lock a directory
+    // that is not there).
+    let unknown = "0".repeat(26);
+    for result in [
+        p.stop(&ctx(), &unknown).await.map(drop),
+        p.resume(&ctx(), &unknown).await.map(drop),
+        p.snapshot(&ctx(), &unknown, &snapshot_spec())
+            .await
+            .map(drop),
+        p.get_snapshot(&ctx(), &unknown).await.map(drop),
+        p.get_snapshot(&ctx(), "../x").await.map(drop),
+    ] {
+        assert!(
+            matches!(result, Err(ProviderError::NotFound { .. })),
+            "{result:?}"
+        );
+    }
+    p.delete_snapshot(&ctx(), &unknown).await.unwrap();
     let id = world.create().await;
     world.sh(&id, "echo at-stop > /workspace/f").await;
     p.stop(&ctx(), &id).await.unwrap();
