@@ -6,6 +6,7 @@ mod e2b;
 mod events;
 mod failures;
 mod keys;
+mod lifecycle;
 mod profiles;
 mod projects;
 mod props;
