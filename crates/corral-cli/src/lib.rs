@@ -1,5 +1,6 @@
-//! Corral's client subcommands: `corral sandbox create|ls|get|rm`, `corral exec`, `corral cp`
-//! and `corral providers`, over [`corral_client`].
+//! Corral's client subcommands: `corral sandbox create|ls|get|rm|stop|resume|snapshot|fork`,
+//! `corral snapshot ls|get|rm`, `corral exec`, `corral cp` and `corral providers`, over
+//! [`corral_client`].
 //!
 //! This crate holds the clap definitions ([`ClientCommand`]) and the run functions
 //! ([`run`]); the `corral` binary only mounts them beside its server and admin subcommands,
@@ -26,7 +27,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use corral_client::Client;
-use corral_domain::{CreateSandboxRequest, Provider, SandboxId, SandboxStatus};
+use corral_domain::{
+    CreateSandboxRequest, CreateSnapshotInput, ForkInput, Provider, Sandbox, SandboxId,
+    SandboxStatus, Snapshot, SnapshotId, SnapshotStatus,
+};
 
 use crate::render::{Progress, Table};
 
@@ -52,11 +56,21 @@ pub struct Connection {
 /// The client subcommands, mounted into the `corral` binary's command list.
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
-    /// Create, list, show and delete sandboxes.
+    /// Create, list, show, stop, resume, snapshot, fork and delete sandboxes.
     Sandbox {
         /// What to do.
         #[command(subcommand)]
         command: SandboxCommand,
+        /// The server, the key, the output format.
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// List, show and delete the project's snapshots (`corral sandbox snapshot` takes one;
+    /// `corral sandbox create --snapshot` restores one).
+    Snapshot {
+        /// What to do.
+        #[command(subcommand)]
+        command: SnapshotCommand,
         /// The server, the key, the output format.
         #[command(flatten)]
         conn: Connection,
@@ -135,6 +149,17 @@ pub enum SandboxCommand {
         /// The sandbox's lifetime in seconds (where the provider takes one).
         #[arg(long)]
         timeout: Option<u64>,
+        /// Restore this snapshot (`snp_…`, on the same provider) instead of starting from an
+        /// image.
+        #[arg(long, value_name = "SNP", conflicts_with = "image")]
+        snapshot: Option<SnapshotId>,
+        /// Calls on the sandbox while it is stopped resume it first (instead of failing with
+        /// `sandbox_stopped`).
+        #[arg(long)]
+        auto_resume: bool,
+        /// Stop the sandbox after this many seconds without activity.
+        #[arg(long = "idle-stop", value_name = "SECONDS")]
+        idle_stop: Option<u64>,
         /// Answer as soon as the server accepted the create (status `creating`), without
         /// waiting for the sandbox to leave it.
         #[arg(long)]
@@ -161,6 +186,85 @@ pub enum SandboxCommand {
         /// The sandbox ids (`sbx_…`).
         #[arg(required = true)]
         ids: Vec<SandboxId>,
+    },
+    /// Stop sandboxes (their files are kept; `resume` brings them back) and wait until they
+    /// are `stopped`; prints each.
+    Stop {
+        /// The sandbox ids (`sbx_…`).
+        #[arg(required = true)]
+        ids: Vec<SandboxId>,
+        /// How long to wait, and whether to.
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Resume stopped sandboxes and wait until they are `running`; prints each.
+    Resume {
+        /// The sandbox ids (`sbx_…`).
+        #[arg(required = true)]
+        ids: Vec<SandboxId>,
+        /// How long to wait, and whether to.
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Snapshot a sandbox (idempotently, retried) and wait until the snapshot is `ready`;
+    /// prints it. Restore it with `corral sandbox create --snapshot SNP`.
+    Snapshot {
+        /// The sandbox id (`sbx_…`).
+        id: SandboxId,
+        /// A name for people (1 to 128 printable characters).
+        #[arg(long)]
+        name: Option<String>,
+        /// How long to wait, and whether to.
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Fork a sandbox: snapshot it and restore the snapshot into new sandboxes (idempotently,
+    /// retried), then wait until they have left `creating`; prints the copies.
+    Fork {
+        /// The sandbox id (`sbx_…`).
+        id: SandboxId,
+        /// How many copies (1 to 10).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=u64::from(corral_domain::limits::MAX_FORK_COUNT)))]
+        count: u64,
+        /// How long to wait, and whether to.
+        #[command(flatten)]
+        wait: Wait,
+    },
+}
+
+/// Whether and how long a lifecycle command waits for its transitional status to end.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Wait {
+    /// Answer as soon as the server accepted the request (`stopping`, `starting`,
+    /// `creating`), without waiting for it to be done.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long to wait, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub wait_seconds: u64,
+}
+
+/// `corral snapshot …`.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// List the project's snapshots, newest first (deleted ones included).
+    #[command(alias = "list")]
+    Ls {
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Show one snapshot.
+    Get {
+        /// The snapshot id (`snp_…`).
+        id: SnapshotId,
+    },
+    /// Delete snapshots at their provider; prints each tombstone.
+    #[command(alias = "delete")]
+    Rm {
+        /// The snapshot ids (`snp_…`).
+        #[arg(required = true)]
+        ids: Vec<SnapshotId>,
     },
 }
 
@@ -209,7 +313,7 @@ impl From<corral_client::Error> for Failure {
         | E::IdempotencyOutcomeUnknown { request_id, .. } = &e
         {
             message.push_str(&format!(
-                " (request {}; list the sandboxes to see whether it was made)",
+                " (request {}; list the sandboxes, or the snapshots for a snapshot, to see whether it was made)",
                 request_id.as_deref().unwrap_or("unknown")
             ));
         } else if e.is_retryable() {
@@ -251,6 +355,10 @@ async fn dispatch(command: ClientCommand) -> Result<u8, Failure> {
     match command {
         ClientCommand::Sandbox { command, conn } => {
             sandbox(&config::client(&conn)?, command, conn.json).await?;
+            Ok(0)
+        }
+        ClientCommand::Snapshot { command, conn } => {
+            snapshot(&config::client(&conn)?, command, conn.json).await?;
             Ok(0)
         }
         ClientCommand::Exec(args) => exec::exec(args).await,
@@ -360,11 +468,19 @@ async fn sandbox(client: &Client, command: SandboxCommand, json: bool) -> Result
             provider,
             image,
             timeout,
+            snapshot,
+            auto_resume,
+            idle_stop,
             no_wait,
             wait_seconds,
         } => {
-            let request = CreateSandboxRequest::standard(provider, image, timeout);
-            let progress = Progress::start(&format!("creating a {provider} sandbox"));
+            let request =
+                create_request(provider, image, timeout, snapshot, auto_resume, idle_stop);
+            let label = match snapshot {
+                Some(snp) => format!("restoring {snp}"),
+                None => format!("creating a {provider} sandbox"),
+            };
+            let progress = Progress::start(&label);
             let created = create_and_wait(client, &request, !no_wait, wait_seconds).await;
             progress.finish();
             let sandbox = created?;
@@ -422,7 +538,199 @@ async fn sandbox(client: &Client, command: SandboxCommand, json: bool) -> Result
                 render::sandboxes_table(&gone).print();
             }
         }
+        SandboxCommand::Stop { ids, wait } => {
+            let mut done = Vec::new();
+            for id in &ids {
+                let progress = Progress::start(&format!("stopping {id}"));
+                let stopped = async {
+                    let sandbox = client.stop_sandbox(id).await?;
+                    settle(client, sandbox, SandboxStatus::Stopping, wait).await
+                }
+                .await;
+                progress.finish();
+                done.push(stopped?);
+            }
+            print_sandboxes(&done, json)?;
+        }
+        SandboxCommand::Resume { ids, wait } => {
+            let mut done = Vec::new();
+            for id in &ids {
+                let progress = Progress::start(&format!("resuming {id}"));
+                let resumed = async {
+                    let sandbox = client.resume_sandbox(id).await?;
+                    settle(client, sandbox, SandboxStatus::Starting, wait).await
+                }
+                .await;
+                progress.finish();
+                done.push(resumed?);
+            }
+            print_sandboxes(&done, json)?;
+        }
+        SandboxCommand::Snapshot { id, name, wait } => {
+            let progress = Progress::start(&format!("snapshotting {id}"));
+            let taken = async {
+                let snapshot = client
+                    .create_snapshot(&id, &CreateSnapshotInput { name })
+                    .await?;
+                settle_snapshot(client, snapshot, wait).await
+            }
+            .await;
+            progress.finish();
+            let snapshot = taken?;
+            if json {
+                render::json(&snapshot)?;
+            } else {
+                render::snapshots_table(std::slice::from_ref(&snapshot)).print();
+            }
+        }
+        SandboxCommand::Fork { id, count, wait } => {
+            let progress = Progress::start(&format!("forking {id}"));
+            let forked = async {
+                let mut forked = client
+                    .fork_sandbox(&id, &ForkInput { count: Some(count) })
+                    .await?;
+                let mut copies = Vec::new();
+                for copy in forked.sandboxes {
+                    copies.push(settle(client, copy, SandboxStatus::Creating, wait).await?);
+                }
+                forked.sandboxes = copies;
+                Ok::<_, Failure>(forked)
+            }
+            .await;
+            progress.finish();
+            let forked = forked?;
+            if json {
+                render::json(&forked)?;
+            } else {
+                println!("snapshot {}", forked.snapshot_id);
+                render::sandboxes_table(&forked.sandboxes).print();
+            }
+        }
     }
+    Ok(())
+}
+
+fn print_sandboxes(items: &[Sandbox], json: bool) -> Result<(), Failure> {
+    if json {
+        render::json(&items)
+    } else {
+        render::sandboxes_table(items).print();
+        Ok(())
+    }
+}
+
+/// The create body the flags ask for: a restore when `snapshot` is given (which takes no
+/// image: clap refuses `--snapshot` with `--image`).
+pub fn create_request(
+    provider: Provider,
+    image: Option<String>,
+    timeout: Option<u64>,
+    snapshot: Option<SnapshotId>,
+    auto_resume: bool,
+    idle_stop: Option<u64>,
+) -> CreateSandboxRequest {
+    let request = CreateSandboxRequest::standard(provider, image, timeout);
+    let request = match snapshot {
+        Some(snp) => request.restoring(snp),
+        None => request,
+    };
+    request.with_lifecycle(auto_resume, idle_stop)
+}
+
+/// Polls the sandbox while it is `transitional` (with `wait`), and answers it.
+async fn settle(
+    client: &Client,
+    mut sandbox: Sandbox,
+    transitional: SandboxStatus,
+    wait: Wait,
+) -> Result<Sandbox, Failure> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait.wait_seconds);
+    while !wait.no_wait && sandbox.status == transitional {
+        if std::time::Instant::now() >= deadline {
+            return Err(still(
+                &sandbox.id.to_string(),
+                transitional.as_str(),
+                wait,
+                "sandbox",
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        sandbox = client.get_sandbox(&sandbox.id).await?;
+    }
+    Ok(sandbox)
+}
+
+/// Polls the snapshot while it is `creating` (with `wait`), and answers it.
+async fn settle_snapshot(
+    client: &Client,
+    mut snapshot: Snapshot,
+    wait: Wait,
+) -> Result<Snapshot, Failure> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait.wait_seconds);
+    while !wait.no_wait && snapshot.status == SnapshotStatus::Creating {
+        if std::time::Instant::now() >= deadline {
+            return Err(still(
+                &snapshot.id.to_string(),
+                "creating",
+                wait,
+                "snapshot",
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        snapshot = client.get_snapshot(&snapshot.id).await?;
+    }
+    Ok(snapshot)
+}
+
+fn still(id: &str, status: &str, wait: Wait, noun: &str) -> Failure {
+    Failure {
+        message: format!(
+            "{noun} {id} is still {status} after {}s (see `corral {noun} get {id}`)",
+            wait.wait_seconds
+        ),
+        code: EXIT_UNREACHABLE,
+    }
+}
+
+async fn snapshot(client: &Client, command: SnapshotCommand, json: bool) -> Result<(), Failure> {
+    let items = match command {
+        SnapshotCommand::Ls { limit } => {
+            let mut items = Vec::new();
+            let mut cursor: Option<String> = None;
+            while items.len() < limit as usize {
+                let want = (limit as usize - items.len()).min(100) as u32;
+                let page = client.list_snapshots(cursor.as_deref(), Some(want)).await?;
+                items.extend(page.items);
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            items.truncate(limit as usize);
+            if json {
+                return render::json(&items);
+            }
+            items
+        }
+        SnapshotCommand::Get { id } => {
+            let snapshot = client.get_snapshot(&id).await?;
+            if json {
+                return render::json(&snapshot);
+            }
+            vec![snapshot]
+        }
+        SnapshotCommand::Rm { ids } => {
+            let mut gone = Vec::new();
+            for id in &ids {
+                gone.push(client.delete_snapshot(id).await?);
+            }
+            if json {
+                return render::json(&gone);
+            }
+            gone
+        }
+    };
+    render::snapshots_table(&items).print();
     Ok(())
 }
 
@@ -479,4 +787,166 @@ async fn providers(client: &Client, json: bool) -> Result<(), Failure> {
     }
     table.print();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use clap::Parser;
+    use serde_json::json;
+
+    use super::*;
+
+    const SBX: &str = "sbx_local_01j9zzzzzzzzzzzzzzzzzzzzzz";
+    const SBX2: &str = "sbx_local_01j9yyyyyyyyyyyyyyyyyyyyyy";
+    const SNP: &str = "snp_local_01j9zzzzzzzzzzzzzzzzzzzzzz";
+
+    /// The client subcommands as the `corral` binary mounts them.
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: ClientCommand,
+    }
+
+    fn parse(args: &[&str]) -> Result<ClientCommand, clap::Error> {
+        Cli::try_parse_from(std::iter::once("corral").chain(args.iter().copied()))
+            .map(|c| c.command)
+    }
+
+    fn sandbox(args: &[&str]) -> SandboxCommand {
+        match parse(args).unwrap() {
+            ClientCommand::Sandbox { command, .. } => command,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn create_body(args: &[&str]) -> serde_json::Value {
+        match sandbox(args) {
+            SandboxCommand::Create {
+                provider,
+                image,
+                timeout,
+                snapshot,
+                auto_resume,
+                idle_stop,
+                ..
+            } => serde_json::to_value(create_request(
+                provider,
+                image,
+                timeout,
+                snapshot,
+                auto_resume,
+                idle_stop,
+            ))
+            .unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_definitions_are_consistent() {
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn create_restores_a_snapshot_with_the_lifecycle_flags() {
+        assert_eq!(
+            create_body(&[
+                "sandbox",
+                "create",
+                "-p",
+                "local",
+                "--snapshot",
+                SNP,
+                "--auto-resume",
+                "--idle-stop",
+                "600",
+            ]),
+            json!({"provider": "local", "snapshot": SNP, "autoResume": true, "idleStopSeconds": 600})
+        );
+        // Without them, the body is what it was before they existed.
+        assert_eq!(
+            create_body(&["sandbox", "create", "-p", "local", "--image", "alpine"]),
+            json!({"provider": "local", "image": "alpine"})
+        );
+        // A restore takes no image, and the snapshot must be a snapshot id.
+        assert!(
+            parse(&[
+                "sandbox",
+                "create",
+                "-p",
+                "local",
+                "--snapshot",
+                SNP,
+                "--image",
+                "alpine"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["sandbox", "create", "-p", "local", "--snapshot", SBX]).is_err());
+    }
+
+    #[test]
+    fn stop_resume_snapshot_and_fork_parse_their_ids_and_flags() {
+        match sandbox(&["sandbox", "stop", SBX, SBX2, "--no-wait"]) {
+            SandboxCommand::Stop { ids, wait } => {
+                assert_eq!(ids.len(), 2);
+                assert!(wait.no_wait);
+            }
+            other => panic!("{other:?}"),
+        }
+        match sandbox(&["sandbox", "resume", SBX, "--wait-seconds", "9"]) {
+            SandboxCommand::Resume { ids, wait } => {
+                assert_eq!(ids[0].to_string(), SBX);
+                assert!(!wait.no_wait);
+                assert_eq!(wait.wait_seconds, 9);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["sandbox", "stop"]).is_err());
+        match sandbox(&["sandbox", "snapshot", SBX, "--name", "before upgrade"]) {
+            SandboxCommand::Snapshot { id, name, .. } => {
+                assert_eq!(id.to_string(), SBX);
+                assert_eq!(name.as_deref(), Some("before upgrade"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match sandbox(&["sandbox", "fork", SBX]) {
+            SandboxCommand::Fork { count, .. } => assert_eq!(count, 1),
+            other => panic!("{other:?}"),
+        }
+        match sandbox(&["sandbox", "fork", SBX, "--count", "10"]) {
+            SandboxCommand::Fork { count, .. } => assert_eq!(count, 10),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["sandbox", "fork", SBX, "--count", "0"]).is_err());
+        assert!(parse(&["sandbox", "fork", SBX, "--count", "11"]).is_err());
+        assert!(parse(&["sandbox", "fork", SNP]).is_err());
+    }
+
+    #[test]
+    fn snapshot_ls_get_and_rm_parse() {
+        let snapshot = |args: &[&str]| match parse(args).unwrap() {
+            ClientCommand::Snapshot { command, conn } => (command, conn.json),
+            other => panic!("{other:?}"),
+        };
+        assert!(matches!(
+            snapshot(&["snapshot", "ls", "--limit", "5", "--json"]),
+            (SnapshotCommand::Ls { limit: 5 }, true)
+        ));
+        assert!(matches!(
+            snapshot(&["snapshot", "list"]),
+            (SnapshotCommand::Ls { limit: 100 }, false)
+        ));
+        match snapshot(&["snapshot", "get", SNP]) {
+            (SnapshotCommand::Get { id }, _) => assert_eq!(id.to_string(), SNP),
+            other => panic!("{other:?}"),
+        }
+        match snapshot(&["snapshot", "rm", SNP, SNP]) {
+            (SnapshotCommand::Rm { ids }, _) => assert_eq!(ids.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["snapshot", "rm"]).is_err());
+        assert!(parse(&["snapshot", "get", SBX]).is_err());
+    }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use corral_domain::{Sandbox, Timestamp};
+use corral_domain::{Sandbox, Snapshot, Timestamp};
 use serde::Serialize;
 
 use crate::Failure;
@@ -89,6 +89,22 @@ pub fn sandboxes_table(items: &[Sandbox]) -> Table {
     table
 }
 
+/// Snapshots as a table.
+pub fn snapshots_table(items: &[Snapshot]) -> Table {
+    let mut table = Table::new(&["ID", "SANDBOX", "NAME", "STATUS", "SIZE", "CREATED"]);
+    for s in items {
+        table.row(vec![
+            s.id.to_string(),
+            s.sandbox_id.to_string(),
+            s.name.clone().unwrap_or_default(),
+            s.status.to_string(),
+            s.size_bytes.map_or_else(String::new, |b| b.to_string()),
+            time(&s.created_at),
+        ]);
+    }
+    table
+}
+
 /// A spinner on stderr while something long runs, only when stderr is a terminal (a script's
 /// captured stderr gets nothing). It erases itself when finished.
 #[derive(Debug)]
@@ -154,6 +170,7 @@ impl Drop for Progress {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -162,5 +179,31 @@ mod tests {
         t.row(vec!["sbx_long_id".into(), "ready".into()]);
         t.row(vec!["s".into(), String::new()]);
         assert_eq!(t.render(), "ID           STATUS\nsbx_long_id  ready\ns\n");
+    }
+
+    #[test]
+    fn snapshots_render_with_their_sandbox_name_status_size_and_time() {
+        let snapshot: Snapshot = serde_json::from_value(serde_json::json!({
+            "id": "snp_local_01j9zzzzzzzzzzzzzzzzzzzzzz",
+            "sandboxId": "sbx_local_01j9zzzzzzzzzzzzzzzzzzzzzz",
+            "provider": "local",
+            "name": "before",
+            "status": "ready",
+            "sizeBytes": 4096,
+            "createdAt": "2026-12-01T15:00:00Z",
+            "deletedAt": null
+        }))
+        .unwrap();
+        let unnamed = Snapshot {
+            name: None,
+            size_bytes: None,
+            ..snapshot.clone()
+        };
+        assert_eq!(
+            snapshots_table(&[snapshot, unnamed]).render(),
+            "ID                                    SANDBOX                               NAME    STATUS  SIZE  CREATED\n\
+             snp_local_01j9zzzzzzzzzzzzzzzzzzzzzz  sbx_local_01j9zzzzzzzzzzzzzzzzzzzzzz  before  ready   4096  2026-12-01T15:00:00Z\n\
+             snp_local_01j9zzzzzzzzzzzzzzzzzzzzzz  sbx_local_01j9zzzzzzzzzzzzzzzzzzzzzz          ready         2026-12-01T15:00:00Z\n"
+        );
     }
 }
