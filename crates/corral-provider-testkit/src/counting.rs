@@ -208,6 +208,50 @@ impl SandboxProvider for Counting {
         self.inner.get(ctx, native_id).await
     }
 
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        self.enter("stop", ctx)?;
+        self.inner.stop(ctx, native_id).await
+    }
+
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        self.enter("resume", ctx)?;
+        self.inner.resume(ctx, native_id).await
+    }
+
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &corral_provider::SnapshotSpec,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        self.enter("snapshot", ctx)?;
+        self.inner.snapshot(ctx, native_id, spec).await
+    }
+
+    async fn get_snapshot(
+        &self,
+        ctx: &CallContext,
+        snapshot: &str,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        self.enter("get_snapshot", ctx)?;
+        self.inner.get_snapshot(ctx, snapshot).await
+    }
+
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        self.enter("delete_snapshot", ctx)?;
+        self.inner.delete_snapshot(ctx, snapshot).await
+    }
+
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        self.enter("restore", ctx)?;
+        self.inner.restore(ctx, spec, snapshot).await
+    }
+
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
         self.enter("delete", ctx)?;
         self.inner.delete(ctx, native_id).await

@@ -66,6 +66,10 @@ impl HeldExecs {
         let mut caps = inner.capabilities().clone();
         caps.provider = provider;
         caps.display_name = format!("Held {provider}");
+        // Only execs are held here: the lifecycle is not offered.
+        caps.supports_explicit_stop = false;
+        caps.supports_snapshots = false;
+        caps.supports_restore = false;
         Self {
             caps,
             inner,

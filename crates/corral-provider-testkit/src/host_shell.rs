@@ -95,6 +95,8 @@ pub async fn run_command(
 
 struct HostSandbox {
     dir: tempfile::TempDir,
+    /// Stopped: exec is refused until a resume (its files stay).
+    stopped: bool,
     operation_id: OperationId,
     deployment: Option<String>,
     project: Option<String>,
@@ -107,6 +109,35 @@ pub const TAGGED_PAGE_SIZE: usize = 2;
 pub struct HostShellProvider {
     caps: ProviderCapabilities,
     sandboxes: Mutex<HashMap<String, HostSandbox>>,
+    /// Snapshots: a copy of a sandbox's directory each.
+    snapshots: Mutex<HashMap<String, tempfile::TempDir>>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ProviderError {
+    ProviderError::Unavailable {
+        provider: Provider::Local,
+        message: e.to_string(),
+        retry_after: None,
+    }
+}
+
+/// Copies the tree `from` into the existing directory `to` (regular files, directories and
+/// symbolic links: what commands in a test sandbox make).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            std::fs::create_dir(&target)?;
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 impl Default for HostShellProvider {
@@ -139,27 +170,83 @@ impl HostShellProvider {
                 supports_env: true,
                 output_streams: OutputStreams::Separate,
                 supports_persistent_resume: true,
-                supports_explicit_stop: false,
-                supports_snapshots: false,
-                supports_restore: false,
+                supports_explicit_stop: true,
+                supports_snapshots: true,
+                supports_restore: true,
                 supports_delete: true,
                 images: Vec::new(),
                 commands: corral_domain::CommandCapabilities::emulated(),
             },
             sandboxes: Mutex::new(HashMap::new()),
+            snapshots: Mutex::new(HashMap::new()),
         }
     }
 
     fn dir_of(&self, native_id: &str) -> Result<PathBuf> {
-        self.sandboxes
-            .lock()
-            .expect("lock")
+        let sandboxes = self.sandboxes.lock().expect("lock");
+        let sb = sandboxes
             .get(native_id)
-            .map(|s| s.dir.path().to_owned())
             .ok_or_else(|| ProviderError::NotFound {
                 provider: Provider::Local,
                 resource: format!("sandbox {native_id}"),
-            })
+            })?;
+        if sb.stopped {
+            return Err(ProviderError::InvalidRequest {
+                provider: Provider::Local,
+                message: format!("sandbox {native_id} is stopped"),
+            });
+        }
+        Ok(sb.dir.path().to_owned())
+    }
+
+    /// Sets a sandbox's stopped flag; answers its status.
+    fn set_stopped(&self, native_id: &str, stopped: bool) -> Result<ObservedSandbox> {
+        let mut sandboxes = self.sandboxes.lock().expect("lock");
+        let sb = sandboxes
+            .get_mut(native_id)
+            .ok_or_else(|| ProviderError::NotFound {
+                provider: Provider::Local,
+                resource: format!("sandbox {native_id}"),
+            })?;
+        sb.stopped = stopped;
+        Ok(ObservedSandbox {
+            native_id: native_id.to_owned(),
+            status: status_of(sb),
+            operation_id: Some(sb.operation_id),
+        })
+    }
+
+    /// Records a new sandbox in `dir`.
+    fn adopt(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        dir: tempfile::TempDir,
+    ) -> ObservedSandbox {
+        let native_id = format!("host-{}", OperationId::new());
+        self.sandboxes.lock().expect("lock").insert(
+            native_id.clone(),
+            HostSandbox {
+                dir,
+                stopped: false,
+                operation_id: spec.operation_id,
+                deployment: ctx.deployment().map(str::to_owned),
+                project: ctx.project().map(str::to_owned),
+            },
+        );
+        ObservedSandbox {
+            native_id,
+            status: SandboxStatus::Running,
+            operation_id: Some(spec.operation_id),
+        }
+    }
+}
+
+fn status_of(sb: &HostSandbox) -> SandboxStatus {
+    if sb.stopped {
+        SandboxStatus::Stopped
+    } else {
+        SandboxStatus::Running
     }
 }
 
@@ -174,26 +261,89 @@ impl SandboxProvider for HostShellProvider {
     }
 
     async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
-        let dir = tempfile::tempdir().map_err(|e| ProviderError::Unavailable {
-            provider: Provider::Local,
-            message: e.to_string(),
-            retry_after: None,
-        })?;
-        let native_id = format!("host-{}", OperationId::new());
-        self.sandboxes.lock().expect("lock").insert(
-            native_id.clone(),
-            HostSandbox {
-                dir,
-                operation_id: spec.operation_id,
-                deployment: ctx.deployment().map(str::to_owned),
-                project: ctx.project().map(str::to_owned),
-            },
-        );
-        Ok(ObservedSandbox {
-            native_id,
-            status: SandboxStatus::Running,
-            operation_id: Some(spec.operation_id),
+        let dir = tempfile::tempdir().map_err(unavailable)?;
+        Ok(self.adopt(ctx, spec, dir))
+    }
+
+    async fn stop(&self, _ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        self.set_stopped(native_id, true)
+    }
+
+    async fn resume(&self, _ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        self.set_stopped(native_id, false)
+    }
+
+    async fn snapshot(
+        &self,
+        _ctx: &CallContext,
+        native_id: &str,
+        _spec: &corral_provider::SnapshotSpec,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        let from = self
+            .sandboxes
+            .lock()
+            .expect("lock")
+            .get(native_id)
+            .map(|sb| sb.dir.path().to_owned())
+            .ok_or_else(|| ProviderError::NotFound {
+                provider: Provider::Local,
+                resource: format!("sandbox {native_id}"),
+            })?;
+        let copy = tempfile::tempdir().map_err(unavailable)?;
+        copy_tree(&from, copy.path()).map_err(unavailable)?;
+        let id = format!("hostsnap-{}", OperationId::new());
+        self.snapshots
+            .lock()
+            .expect("lock")
+            .insert(id.clone(), copy);
+        Ok(corral_provider::ObservedSnapshot {
+            native_id: id,
+            status: corral_domain::SnapshotStatus::Ready,
+            size_bytes: None,
         })
+    }
+
+    async fn get_snapshot(
+        &self,
+        _ctx: &CallContext,
+        snapshot: &str,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        if !self.snapshots.lock().expect("lock").contains_key(snapshot) {
+            return Err(ProviderError::NotFound {
+                provider: Provider::Local,
+                resource: format!("snapshot {snapshot}"),
+            });
+        }
+        Ok(corral_provider::ObservedSnapshot {
+            native_id: snapshot.to_owned(),
+            status: corral_domain::SnapshotStatus::Ready,
+            size_bytes: None,
+        })
+    }
+
+    async fn delete_snapshot(&self, _ctx: &CallContext, snapshot: &str) -> Result<()> {
+        self.snapshots.lock().expect("lock").remove(snapshot);
+        Ok(())
+    }
+
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        let dir = tempfile::tempdir().map_err(unavailable)?;
+        {
+            let snapshots = self.snapshots.lock().expect("lock");
+            let from = snapshots
+                .get(snapshot)
+                .ok_or_else(|| ProviderError::NotFound {
+                    provider: Provider::Local,
+                    resource: format!("snapshot {snapshot}"),
+                })?;
+            copy_tree(from.path(), dir.path()).map_err(unavailable)?;
+        }
+        Ok(self.adopt(ctx, spec, dir))
     }
 
     async fn get(&self, _ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
@@ -206,7 +356,7 @@ impl SandboxProvider for HostShellProvider {
             })?;
         Ok(ObservedSandbox {
             native_id: native_id.to_owned(),
-            status: SandboxStatus::Running,
+            status: status_of(sb),
             operation_id: Some(sb.operation_id),
         })
     }
@@ -269,7 +419,7 @@ impl SandboxProvider for HostShellProvider {
             .filter(|(_, sb)| sb.operation_id == *operation_id)
             .map(|(id, sb)| ObservedSandbox {
                 native_id: id.clone(),
-                status: SandboxStatus::Running,
+                status: status_of(sb),
                 operation_id: Some(sb.operation_id),
             })
             .collect())

@@ -141,6 +141,50 @@ impl SandboxProvider for Spy {
         self.inner.get(ctx, native_id).await
     }
 
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        self.record("stop");
+        self.inner.stop(ctx, native_id).await
+    }
+
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        self.record("resume");
+        self.inner.resume(ctx, native_id).await
+    }
+
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &corral_provider::SnapshotSpec,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        self.record("snapshot");
+        self.inner.snapshot(ctx, native_id, spec).await
+    }
+
+    async fn get_snapshot(
+        &self,
+        ctx: &CallContext,
+        snapshot: &str,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        self.record("get_snapshot");
+        self.inner.get_snapshot(ctx, snapshot).await
+    }
+
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        self.record("delete_snapshot");
+        self.inner.delete_snapshot(ctx, snapshot).await
+    }
+
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        self.record("restore");
+        self.inner.restore(ctx, spec, snapshot).await
+    }
+
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
         self.record("delete");
         self.inner.delete(ctx, native_id).await
