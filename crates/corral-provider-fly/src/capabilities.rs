@@ -7,6 +7,7 @@ use corral_domain::{
 /// What Fly Machines can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        // Every lifecycle flag is false: no stop, no snapshots (above).
         lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Fly,
         display_name: "Fly Machines".into(),
@@ -31,11 +32,17 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         supports_cwd: true,
         supports_env: true,
         output_streams: OutputStreams::Separate,
-        // Suspend keeps memory; the root filesystem survives a stop.
+        // Suspend keeps memory (when its resume works; see below).
         supports_persistent_resume: true,
-        // `POST …/stop` exists (not used by Corral's port).
+        // No honest mapping for Corral's stop, which keeps files: Fly resets a machine's root
+        // filesystem when it stops ("when a machine is stopped … an ephemeral volume … is what
+        // we now reset", https://community.fly.io/t/a-new-way-to-rootfs/19196), and the start
+        // after `POST …/suspend` "will attempt (but is not guaranteed) to resume the Machine
+        // from a snapshot" (the Machines API description), falling back to that cold boot.
         supports_explicit_stop: false,
-        // Volume snapshots exist; a machine itself is not snapshotted.
+        // The Machines API snapshots volumes only (`/volumes/{id}/snapshots`); this adapter's
+        // machines have no volume, and a machine's root filesystem cannot be snapshotted or
+        // restored into a new machine.
         supports_snapshots: false,
         supports_restore: false,
         supports_delete: true,

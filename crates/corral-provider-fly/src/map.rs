@@ -10,7 +10,8 @@ pub(crate) fn status(state: &str) -> SandboxStatus {
         "started" => SandboxStatus::Running,
         // A config update swaps the machine underneath; it comes back `started`.
         "replacing" | "updating" => SandboxStatus::Creating,
-        "stopping" | "stopped" => SandboxStatus::Stopped,
+        "stopping" => SandboxStatus::Stopping,
+        "stopped" => SandboxStatus::Stopped,
         "suspending" | "suspended" => SandboxStatus::Paused,
         "failed" | "launch_failed" => SandboxStatus::Failed,
         "destroying" | "destroyed" => SandboxStatus::Expired,
@@ -35,7 +36,7 @@ mod tests {
         }
         assert_eq!(status("started"), SandboxStatus::Running);
         assert_eq!(status("stopped"), SandboxStatus::Stopped);
-        assert_eq!(status("stopping"), SandboxStatus::Stopped);
+        assert_eq!(status("stopping"), SandboxStatus::Stopping);
         assert_eq!(status("suspended"), SandboxStatus::Paused);
         assert_eq!(status("suspending"), SandboxStatus::Paused);
         assert_eq!(status("failed"), SandboxStatus::Failed);
