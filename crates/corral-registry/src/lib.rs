@@ -57,9 +57,20 @@
 //! - **Sandbox records** are inserted `pending` before the provider is called, completed with
 //!   the native id, and tombstoned (never deleted) on delete; a tombstone ignores later status
 //!   observations. Operation ids are unique.
+//! - **Lifecycle.** A sandbox record keeps what it was created with
+//!   ([`SandboxLifecycle`]: auto-resume, idle stop, the snapshot it came from) and its last
+//!   activity, which starts at its creation and only moves forward
+//!   ([`Registry::touch_activity`], a resume); [`Registry::idle_sandboxes`] is the idle
+//!   sweep's query. [`Registry::record_status_for`] reports a stop (`sandbox.stopped`) or a
+//!   resume (`sandbox.resumed`) beside the status change, with its reason, in the same
+//!   transaction. Snapshot records ([`SnapshotRecord`]) are inserted `creating` before the
+//!   provider is asked, completed (`snapshot.created` once, when first ready) or failed, and
+//!   tombstoned (`snapshot.deleted` once) on delete.
 //! - **Pagination** is newest first on (createdAt, id) — byte order of ids on both backends —
 //!   with an opaque cursor (`<createdAt micros>_<sandbox id>` of the last record, of the form
 //!   [`cursor_pattern`] says, parsed by [`ListCursor`]); any other string is [`RegistryError::InvalidCursor`]. Listing includes tombstones and never calls a provider.
+//!   Snapshots list the same way (`<createdAt micros>_<snapshot id>`,
+//!   [`snapshot_cursor_pattern`]).
 //!
 //! - **E2B door records** ([`E2bRecord`]) keep per sandbox created through the E2B-compatible
 //!   front door what E2B exposes and the sandbox record does not: template, alias, metadata,

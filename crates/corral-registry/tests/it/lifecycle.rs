@@ -118,7 +118,7 @@ pub(crate) async fn insert_sandbox_with_round_trips_the_lifecycle(db: &TestDb) {
     assert_eq!(wire.idle_stop_seconds, Some(600));
     assert_eq!(wire.snapshot_id, Some(from));
     let listed = w.reg.list_sandboxes(p, 10, None).await.unwrap();
-    assert_eq!(listed.items, [inserted.clone()]);
+    assert_eq!(listed.items, std::slice::from_ref(&inserted));
     let item = &listed.into_page().items[0];
     assert!(item.auto_resume);
     assert_eq!(item.idle_stop_seconds, Some(600));
@@ -696,8 +696,7 @@ pub(crate) async fn snapshots_list_newest_first_by_cursor_with_tombstones(db: &T
         });
     }
     let mut expected = made.clone();
-    expected
-        .sort_by(|a, b| (b.created_at, b.id.to_string()).cmp(&(a.created_at, a.id.to_string())));
+    expected.sort_by_key(|s| std::cmp::Reverse((s.created_at, s.id.to_string())));
 
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
