@@ -149,3 +149,46 @@ pub struct MultipartCompleteRequest {
     /// Every part, in order.
     pub parts: Vec<MultipartPartInfo>,
 }
+
+/// Body of the control plane's `POST /sandboxes/{name}/snapshots` (`SandboxSnapshotRequest`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotRequest {
+    /// A human-readable name for the snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// `SandboxSnapshot`: a point-in-time snapshot of a sandbox, usable to fork a new one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxSnapshot {
+    /// Its id.
+    pub id: String,
+    /// `pending`, `ready` or `failed`.
+    pub status: String,
+    /// The sandbox it was taken of.
+    #[serde(default)]
+    pub sandbox_name: String,
+}
+
+/// Body of the control plane's `POST /sandboxes/{name}/fork` (`SandboxForkRequest`), as
+/// Corral sends it: into a new sandbox, from a snapshot.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkRequest {
+    /// The new sandbox's name (409 if it exists).
+    pub target_name: String,
+    /// `sandbox` (the other kind, `application`, is not used).
+    pub target_type: String,
+    /// The snapshot to fork from.
+    pub snapshot_id: String,
+}
+
+/// `SandboxForkResponse`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkResponse {
+    /// The created sandbox's name.
+    #[serde(default)]
+    pub name: Option<String>,
+}

@@ -13,6 +13,8 @@ const READ_ON: &str = "2026-10-07";
 /// What Blaxel can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        // No stop; whether an API snapshot holds memory (standby's does) is not documented,
+        // so none is promised.
         lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Blaxel,
         display_name: "Blaxel".into(),
@@ -52,11 +54,16 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // Standby snapshots memory and filesystem; the next call resumes in under 25 ms.
         supports_persistent_resume: true,
+        // No stop endpoint: standby is automatic (research part 2 §5.2 "stop/pause/resume:
+        // none explicit"). `spec.enabled = false` disables a sandbox, but nothing documents
+        // that its files survive being enabled again, so it is not offered as a stop.
         supports_explicit_stop: false,
-        // `POST /v0/sandboxes/{name}/snapshots`, restored with `…/fork` (not exposed by Corral
-        // yet).
-        supports_snapshots: false,
-        supports_restore: false,
+        // `POST /v0/sandboxes/{name}/snapshots`, listed and deleted below it, and forked into
+        // a new sandbox with `POST /v0/sandboxes/{name}/fork {snapshotId}` (the control
+        // plane's types in blaxel-ai/sdk-typescript `@blaxel/core/src/client/types.gen.ts`;
+        // research part 2 §5.2). Both endpoints are marked work in progress by Blaxel.
+        supports_snapshots: true,
+        supports_restore: true,
         supports_delete: true,
         // The process API (`commands.rs`): no stdin (processes get none), stop (SIGTERM) and
         // kill (SIGKILL), a log stream that replays from the start.

@@ -10,8 +10,9 @@ use corral_provider_http::reqwest::{Method, RequestBuilder, Response};
 use corral_provider_http::{ProviderHttp, Url, join, path_segment as segment, with_query};
 
 use crate::api::{
-    MultipartCompleteRequest, MultipartInitiateRequest, MultipartInitiateResponse,
-    MultipartPartInfo, ProcessRequest, ProcessResponse, Sandbox, SandboxCreate,
+    ForkRequest, ForkResponse, MultipartCompleteRequest, MultipartInitiateRequest,
+    MultipartInitiateResponse, MultipartPartInfo, ProcessRequest, ProcessResponse, Sandbox,
+    SandboxCreate, SandboxSnapshot, SnapshotRequest,
 };
 
 /// The header that names the workspace on every call.
@@ -141,6 +142,81 @@ impl Client {
             &format!("/sandboxes/{}", segment(name)),
         )?;
         self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /v0/sandboxes/{name}/snapshots`.
+    pub(crate) async fn create_snapshot(
+        &self,
+        ctx: &CallContext,
+        ws: &str,
+        name: &str,
+        body: &SnapshotRequest,
+    ) -> Result<SandboxSnapshot> {
+        let req = self
+            .control(
+                ctx,
+                ws,
+                Method::POST,
+                &format!("/sandboxes/{}/snapshots", segment(name)),
+            )?
+            .json(body);
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `GET /v0/sandboxes/{name}/snapshots` (there is no read of one snapshot).
+    pub(crate) async fn list_snapshots(
+        &self,
+        ctx: &CallContext,
+        ws: &str,
+        name: &str,
+    ) -> Result<Vec<SandboxSnapshot>> {
+        let req = self.control(
+            ctx,
+            ws,
+            Method::GET,
+            &format!("/sandboxes/{}/snapshots", segment(name)),
+        )?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `DELETE /v0/sandboxes/{name}/snapshots/{snapshotId}` (204).
+    pub(crate) async fn delete_snapshot(
+        &self,
+        ctx: &CallContext,
+        ws: &str,
+        name: &str,
+        snapshot_id: &str,
+    ) -> Result<()> {
+        let req = self.control(
+            ctx,
+            ws,
+            Method::DELETE,
+            &format!(
+                "/sandboxes/{}/snapshots/{}",
+                segment(name),
+                segment(snapshot_id)
+            ),
+        )?;
+        self.http.send_empty(ctx, req).await
+    }
+
+    /// `POST /v0/sandboxes/{name}/fork`: a new sandbox from one of `name`'s snapshots.
+    pub(crate) async fn fork(
+        &self,
+        ctx: &CallContext,
+        ws: &str,
+        name: &str,
+        body: &ForkRequest,
+    ) -> Result<ForkResponse> {
+        let req = self
+            .control(
+                ctx,
+                ws,
+                Method::POST,
+                &format!("/sandboxes/{}/fork", segment(name)),
+            )?
+            .json(body);
+        self.http.send_json(ctx, req).await
     }
 
     /// `POST /process` (waiting for completion or not, as `body` says), allowed to take

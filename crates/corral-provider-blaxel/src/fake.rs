@@ -27,7 +27,10 @@
 //! was reaped. Identifiers are pids or names (a name finds its most recent process). Files live
 //! on the host below the sandbox's directory (paths elsewhere are refused); `PUT /filesystem`
 //! creates missing parents, as Blaxel's does (`os.MkdirAll`), and so does a completed multipart
-//! upload.
+//! upload. Snapshots (`POST/GET /v0/sandboxes/{name}/snapshots`, `DELETE …/{id}`) copy the
+//! sandbox's directory when made, are `pending` until first listed and go with their sandbox;
+//! `POST /v0/sandboxes/{name}/fork` makes a new sandbox from a ready snapshot's copy (409 if the
+//! target exists), carrying the source's metadata and labels.
 // Helpers hand their refusal back as the handler's response itself.
 #![allow(clippy::result_large_err)]
 
@@ -62,6 +65,12 @@ struct FakeSandbox {
     body: Value,
 }
 
+/// A snapshot: its JSON and a copy of its sandbox's directory when it was taken.
+struct FakeSnapshot {
+    body: Value,
+    dir: tempfile::TempDir,
+}
+
 struct Upload {
     path: PathBuf,
     parts: BTreeMap<u64, (String, Bytes)>,
@@ -79,6 +88,8 @@ struct Shared {
     /// The host processes behind them (killed when the fake is dropped).
     host: Processes,
     uploads: Mutex<HashMap<String, Upload>>,
+    /// Each sandbox's snapshots, in creation order (they go with their sandbox).
+    snapshots: Mutex<HashMap<String, Vec<FakeSnapshot>>>,
 }
 
 type St = State<Arc<Shared>>;
@@ -263,6 +274,7 @@ async fn delete_sandbox(State(shared): St, Path(name): Path<String>) -> Response
     for p in locked(&shared.procs).remove(&name).unwrap_or_default() {
         shared.host.remove(p.bg.pid());
     }
+    locked(&shared.snapshots).remove(&name);
     match locked(&shared.sandboxes).remove(&name) {
         Some(mut sb) => {
             sb.body["status"] = json!("DELETING");
@@ -270,6 +282,163 @@ async fn delete_sandbox(State(shared): St, Path(name): Path<String>) -> Response
         }
         None => error(StatusCode::NOT_FOUND, format!("sandbox {name} not found")),
     }
+}
+
+/// Copies the directory `from` into the existing directory `to`, attributes kept.
+fn copy_dir(from: &FsPath, to: &FsPath) -> Result<(), String> {
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from.join("."))
+        .arg(to)
+        .status()
+        .map_err(|e| format!("cannot run cp: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cp -a failed: {status}"))
+    }
+}
+
+/// `POST /v0/sandboxes/{name}/snapshots {name?}`: the sandbox's directory is copied now (what
+/// is written later is not in it); the snapshot is `pending` until first listed, then
+/// `ready`.
+async fn create_snapshot(State(shared): St, Path(name): Path<String>, body: Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+        return bad("invalid JSON body");
+    };
+    if let Err(e) = only(&req, &["name"]) {
+        return bad(e);
+    }
+    if req.get("name").is_some_and(|n| !n.is_string()) {
+        return bad("`name` must be a string");
+    }
+    let dir = match locked(&shared.sandboxes).get(&name) {
+        Some(sb) => sb.dir.path().to_owned(),
+        None => return error(StatusCode::NOT_FOUND, format!("sandbox {name} not found")),
+    };
+    let Ok(copy) = tempfile::tempdir() else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "no temp dir");
+    };
+    if let Err(e) = copy_dir(&dir, copy.path()) {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, e);
+    }
+    let n = shared.next.fetch_add(1, Ordering::Relaxed);
+    let mut snapshot = json!({
+        "id": format!("snap-{n:06}"), "sandboxName": name, "status": "pending",
+        "workspace": WORKSPACE, "createdAt": "2026-11-23T20:00:00Z",
+    });
+    if let Some(given) = req.get("name") {
+        snapshot["name"] = given.clone();
+    }
+    locked(&shared.snapshots)
+        .entry(name)
+        .or_default()
+        .push(FakeSnapshot {
+            body: snapshot.clone(),
+            dir: copy,
+        });
+    axum::Json(snapshot).into_response()
+}
+
+async fn list_snapshots(State(shared): St, Path(name): Path<String>) -> Response {
+    if !locked(&shared.sandboxes).contains_key(&name) {
+        return error(StatusCode::NOT_FOUND, format!("sandbox {name} not found"));
+    }
+    let mut all = locked(&shared.snapshots);
+    let list = all.entry(name).or_default();
+    let seen: Vec<Value> = list.iter().map(|s| s.body.clone()).collect();
+    // Making one takes an observation.
+    for s in list.iter_mut() {
+        s.body["status"] = json!("ready");
+    }
+    axum::Json(seen).into_response()
+}
+
+async fn delete_snapshot(State(shared): St, Path((name, id)): Path<(String, String)>) -> Response {
+    let mut all = locked(&shared.snapshots);
+    let list = all.entry(name).or_default();
+    match list.iter().position(|s| s.body["id"] == json!(id)) {
+        Some(at) => {
+            list.remove(at);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => error(StatusCode::NOT_FOUND, format!("snapshot {id} not found")),
+    }
+}
+
+/// `POST /v0/sandboxes/{name}/fork {targetName, targetType, snapshotId, …}`: a new sandbox,
+/// `DEPLOYING`, whose directory starts as a copy of the (ready) snapshot's. It copies the
+/// source's metadata, labels included (whether Blaxel does is not documented: the fake takes
+/// the harder case). Forks into an application are not modelled (400).
+async fn fork_sandbox(State(shared): St, Path(source): Path<String>, body: Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+        return bad("invalid JSON body");
+    };
+    if let Err(e) = only(
+        &req,
+        &[
+            "customDomain",
+            "port",
+            "prefix",
+            "snapshotId",
+            "targetName",
+            "targetType",
+            "traffic",
+        ],
+    ) {
+        return bad(e);
+    }
+    let Some(target) = req["targetName"].as_str().filter(|t| valid_name(t)) else {
+        return bad("`targetName` must be a valid sandbox name");
+    };
+    if req["targetType"] != "sandbox" {
+        return bad("the fake forks into sandboxes only (`targetType: \"sandbox\"`)");
+    }
+    let Some(snapshot_id) = req["snapshotId"].as_str() else {
+        return bad("the fake forks from a snapshot only (`snapshotId`)");
+    };
+    let mut sandboxes = locked(&shared.sandboxes);
+    let Some(src) = sandboxes.get(&source) else {
+        return error(StatusCode::NOT_FOUND, format!("sandbox {source} not found"));
+    };
+    if sandboxes.contains_key(target) {
+        return error(
+            StatusCode::CONFLICT,
+            format!("sandbox {target} already exists"),
+        );
+    }
+    let mut body = src.body.clone();
+    let Ok(dir) = tempfile::tempdir() else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "no temp dir");
+    };
+    {
+        let all = locked(&shared.snapshots);
+        let Some(snap) = all
+            .get(&source)
+            .and_then(|l| l.iter().find(|s| s.body["id"] == json!(snapshot_id)))
+        else {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("snapshot {snapshot_id} not found"),
+            );
+        };
+        if snap.body["status"] != "ready" {
+            return bad(format!("snapshot {snapshot_id} is not ready"));
+        }
+        if let Err(e) = copy_dir(snap.dir.path(), dir.path()) {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, e);
+        }
+    }
+    let n = shared.next.fetch_add(1, Ordering::Relaxed);
+    body["metadata"]["name"] = json!(target);
+    body["metadata"]["url"] = json!(format!("https://sbx-{target}-{n}.us-pdx-1.bl.run"));
+    body["status"] = json!("DEPLOYING");
+    if let Some(o) = body.as_object_mut() {
+        o.remove("state");
+    }
+    sandboxes.insert(target.to_owned(), FakeSandbox { dir, body });
+    axum::Json(json!({ "name": target, "snapshotId": snapshot_id, "type": "sandbox" }))
+        .into_response()
 }
 
 /// The sandbox API's view of sandbox `name` in workspace `ws`: its directory, waking it.
@@ -1081,6 +1250,15 @@ fn router(shared: Arc<Shared>) -> Router {
             get(get_sandbox).delete(delete_sandbox),
         )
         .route(
+            "/v0/sandboxes/{name}/snapshots",
+            get(list_snapshots).post(create_snapshot),
+        )
+        .route(
+            "/v0/sandboxes/{name}/snapshots/{id}",
+            delete(delete_snapshot),
+        )
+        .route("/v0/sandboxes/{name}/fork", post(fork_sandbox))
+        .route(
             &format!("{sbx}/process"),
             get(list_processes).post(run_process),
         )
@@ -1145,6 +1323,7 @@ impl Fake {
             procs: Mutex::new(HashMap::new()),
             host: Processes::default(),
             uploads: Mutex::new(HashMap::new()),
+            snapshots: Mutex::new(HashMap::new()),
         });
         Self {
             server: FakeServer::start(router(shared.clone())).await,

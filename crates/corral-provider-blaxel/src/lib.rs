@@ -19,10 +19,12 @@
 //! | commands | sandbox API process routes (`commands.rs`): `POST /process {command, name: <command id>, waitForCompletion: false}`, `GET /process/{name}/logs/stream` (replayed from the start, read back by `logs.rs`), `DELETE /process/{name}` (TERM) and `…/kill` (KILL), `GET /process/{name}`. `commands = {stdin: false, signals: [KILL, TERM], resume: provider_replay, emulated: false}` |
 //! | read file | sandbox API `GET /filesystem/{path}` with `Accept: application/octet-stream` (raw bytes) |
 //! | write file | the parent is checked with `GET /filesystem/{parent}` (Blaxel's writes create missing parents, Corral's contract refuses them), then the binary-safe multipart upload: `POST /filesystem-multipart/initiate/{path}`, `PUT /filesystem-multipart/{uploadId}/part?partNumber=n` per 5 MiB, `POST …/complete` |
+//! | snapshot | `POST /v0/sandboxes/{name}/snapshots`, native id `<sandbox>:<snapshot id>`; read from `GET …/snapshots` (no read of one), deleted with `DELETE …/snapshots/{id}` |
+//! | restore | `POST /v0/sandboxes/{source}/fork {targetName: corral-op-<ulid>, targetType: "sandbox", snapshotId}`: named after the operation, as a create (a fork takes no labels) |
 //!
 //! `timeout` is not accepted: Blaxel's lifetime is provider-managed (standby, then kept until
 //! deleted; its `ttl` is a maximum age that *deletes*, which is not what Corral's `timeout`
-//! promises). Snapshots, forks, volumes, ports and previews are not used.
+//! promises). There is no stop (standby is automatic). Volumes, ports and previews are not used.
 
 pub mod api;
 mod capabilities;
@@ -146,17 +148,52 @@ fn workspace(ctx: &CallContext) -> Result<&str> {
         })
 }
 
+/// The operation a sandbox name was derived from ([`sandbox_name`]), if it is one.
+fn operation_of_name(name: &str) -> Option<OperationId> {
+    let op: OperationId = name
+        .strip_prefix("corral-op-")
+        .and_then(|ulid| format!("op_{ulid}").parse().ok())?;
+    (sandbox_name(&op) == name).then_some(op)
+}
+
 fn observed(sandbox: api::Sandbox) -> ObservedSandbox {
-    let operation_id = sandbox
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(OPERATION_ID_LABEL))
-        .and_then(|s| s.parse::<OperationId>().ok());
+    // The name is the tag a fork can set (it takes no labels, and may carry its source's):
+    // the label only where the name is not one of Corral's.
+    let operation_id = operation_of_name(&sandbox.metadata.name).or_else(|| {
+        sandbox
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(OPERATION_ID_LABEL))
+            .and_then(|s| s.parse::<OperationId>().ok())
+    });
     ObservedSandbox {
         status: map::status(sandbox.status.as_deref(), sandbox.state.as_deref()),
         native_id: sandbox.metadata.name,
         operation_id,
+    }
+}
+
+/// `<sandbox>:<snapshot id>` (sandbox names have no `:`).
+fn split_snapshot(native_id: &str) -> Result<(&str, &str)> {
+    native_id
+        .split_once(':')
+        .filter(|(sandbox, id)| !sandbox.is_empty() && !id.is_empty())
+        .ok_or_else(|| ProviderError::NotFound {
+            provider: P,
+            resource: format!("snapshot {native_id} (not of the form <sandbox>:<snapshot id>)"),
+        })
+}
+
+fn observed_snapshot(
+    sandbox: &str,
+    snapshot: &api::SandboxSnapshot,
+) -> corral_provider::ObservedSnapshot {
+    corral_provider::ObservedSnapshot {
+        native_id: format!("{sandbox}:{}", snapshot.id),
+        status: map::snapshot_status(&snapshot.status),
+        // Blaxel reports no size.
+        size_bytes: None,
     }
 }
 
@@ -600,6 +637,84 @@ impl SandboxProvider for BlaxelProvider {
         match self.client.get_process(ctx, ws, native_id, &name).await {
             Ok(_) => Ok(Some(name)),
             Err(ProviderError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /v0/sandboxes/{name}/snapshots {name}`. The native id is `<sandbox>:<snapshot
+    /// id>`: Blaxel reaches a snapshot only through its sandbox.
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &corral_provider::SnapshotSpec,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        let ws = workspace(ctx)?;
+        let body = api::SnapshotRequest {
+            name: Some(spec.snapshot_id.to_string().replace('_', "-")),
+        };
+        let made = self
+            .client
+            .create_snapshot(ctx, ws, native_id, &body)
+            .await?;
+        Ok(observed_snapshot(native_id, &made))
+    }
+
+    /// The snapshot in `GET /v0/sandboxes/{name}/snapshots` (Blaxel has no read of one).
+    async fn get_snapshot(
+        &self,
+        ctx: &CallContext,
+        snapshot: &str,
+    ) -> Result<corral_provider::ObservedSnapshot> {
+        let ws = workspace(ctx)?;
+        let (sandbox, id) = split_snapshot(snapshot)?;
+        let all = self.client.list_snapshots(ctx, ws, sandbox).await?;
+        all.iter()
+            .find(|s| s.id == id)
+            .map(|s| observed_snapshot(sandbox, s))
+            .ok_or_else(|| ProviderError::NotFound {
+                provider: P,
+                resource: format!("snapshot {snapshot}"),
+            })
+    }
+
+    /// `DELETE /v0/sandboxes/{name}/snapshots/{id}`.
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        let ws = workspace(ctx)?;
+        let (sandbox, id) = split_snapshot(snapshot)?;
+        self.client.delete_snapshot(ctx, ws, sandbox, id).await
+    }
+
+    /// `POST /v0/sandboxes/{source}/fork {targetName, targetType: "sandbox", snapshotId}`: the
+    /// new sandbox is named after the operation, as a create's is (a fork takes no labels).
+    /// A retried restore whose first answer was lost meets 409 and answers that sandbox.
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        let ws = workspace(ctx)?;
+        let (source, id) = split_snapshot(snapshot)?;
+        let target = sandbox_name(&spec.operation_id);
+        let body = api::ForkRequest {
+            target_name: target.clone(),
+            target_type: "sandbox".into(),
+            snapshot_id: id.to_owned(),
+        };
+        match self.client.fork(ctx, ws, source, &body).await {
+            Ok(_) => Ok(ObservedSandbox {
+                native_id: target,
+                status: corral_domain::SandboxStatus::Creating,
+                operation_id: Some(spec.operation_id),
+            }),
+            // 409: the target exists, made by an earlier attempt of this restore.
+            Err(e @ ProviderError::InvalidRequest { .. }) => {
+                match self.client.get_sandbox(ctx, ws, &target).await {
+                    Ok(made) => Ok(observed(made)),
+                    Err(_) => Err(e),
+                }
+            }
             Err(e) => Err(e),
         }
     }

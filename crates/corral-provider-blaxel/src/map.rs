@@ -1,7 +1,7 @@
 //! Blaxel's words to Corral's: a sandbox's deployment `status` and runtime `state` to
 //! [`SandboxStatus`]; a process's `status` and `exitCode` to whether it ended and how.
 
-use corral_domain::{SandboxStatus, Signal};
+use corral_domain::{SandboxStatus, Signal, SnapshotStatus};
 
 use crate::api::ProcessResponse;
 
@@ -33,6 +33,23 @@ pub(crate) fn status(status: Option<&str>, state: Option<&str>) -> SandboxStatus
                 "unknown Blaxel sandbox status; taken as creating"
             );
             SandboxStatus::Creating
+        }
+    }
+}
+
+/// A snapshot's `status` (`pending`, `ready`, `failed`). Unknown values are logged and taken
+/// as still being made, so the service keeps observing.
+pub(crate) fn snapshot_status(status: &str) -> SnapshotStatus {
+    match status {
+        "pending" => SnapshotStatus::Creating,
+        "ready" => SnapshotStatus::Ready,
+        "failed" => SnapshotStatus::Failed,
+        other => {
+            tracing::warn!(
+                status = other,
+                "unknown Blaxel snapshot status; taken as creating"
+            );
+            SnapshotStatus::Creating
         }
     }
 }

@@ -749,3 +749,127 @@ async fn a_log_stream_cut_before_its_end_never_reports_an_exit() {
     assert_eq!(stdout_of(&whole), b"one\n");
     assert_eq!(exit_of(&whole), Some(Some(5)));
 }
+
+/// Snapshots live under their sandbox, and a restore is a fork named after the operation.
+mod lifecycle {
+    use super::*;
+    use corral_domain::{OperationId, Provider, SnapshotId, SnapshotStatus};
+    use corral_provider::contract::NoObserver;
+    use corral_provider::{Contracted, SnapshotSpec};
+    use std::sync::Arc;
+
+    fn snap() -> SnapshotSpec {
+        SnapshotSpec {
+            snapshot_id: SnapshotId::new(Provider::Blaxel),
+            name: Some("before".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_is_named_under_its_sandbox_and_pending_until_blaxel_lists_it_ready() {
+        let (fake, provider, ctx) = setup().await;
+        let id = running(&provider, &ctx).await;
+        let spec = snap();
+        let made = provider.snapshot(&ctx, &id, &spec).await.unwrap();
+        assert_eq!(
+            made.status,
+            SnapshotStatus::Creating,
+            "Blaxel answers pending"
+        );
+        let (sandbox, snapshot) = made.native_id.split_once(':').unwrap();
+        assert_eq!(sandbox, id);
+        let post = &fake.server().log().matching(&Method::POST, "/snapshots")[0];
+        assert_eq!(post.path, format!("/v0/sandboxes/{id}/snapshots"));
+        assert_eq!(
+            body(post),
+            json!({ "name": spec.snapshot_id.to_string().replace('_', "-") })
+        );
+
+        // No read of one snapshot: the sandbox's list is read.
+        let first = provider.get_snapshot(&ctx, &made.native_id).await.unwrap();
+        assert_eq!(first.status, SnapshotStatus::Creating);
+        let then = provider.get_snapshot(&ctx, &made.native_id).await.unwrap();
+        assert_eq!(then.status, SnapshotStatus::Ready);
+        assert!(
+            fake.server()
+                .log()
+                .matching(&Method::GET, "/snapshots")
+                .iter()
+                .all(|r| r.path == format!("/v0/sandboxes/{id}/snapshots"))
+        );
+
+        provider
+            .delete_snapshot(&ctx, &made.native_id)
+            .await
+            .unwrap();
+        let del = &fake.server().log().matching(&Method::DELETE, "/snapshots/")[0];
+        assert_eq!(del.path, format!("/v0/sandboxes/{id}/snapshots/{snapshot}"));
+        assert!(matches!(
+            provider.get_snapshot(&ctx, &made.native_id).await,
+            Err(ProviderError::NotFound { .. })
+        ));
+        // An id not of Corral's making is not found, without a request.
+        fake.server().log().clear();
+        assert!(matches!(
+            provider.get_snapshot(&ctx, "no-colon").await,
+            Err(ProviderError::NotFound { .. })
+        ));
+        assert!(fake.server().log().all().is_empty());
+        provider.delete(&ctx, &id).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_restore_forks_under_the_operations_name_and_is_found_by_it_despite_copied_labels() {
+        let (fake, provider, ctx) = setup().await;
+        let id = running(&provider, &ctx).await;
+        let made = provider.snapshot(&ctx, &id, &snap()).await.unwrap();
+        provider.get_snapshot(&ctx, &made.native_id).await.unwrap();
+        let (_, snapshot) = made.native_id.split_once(':').unwrap();
+
+        let spec = spec(Some("ignored/image:tag"));
+        let copy = provider
+            .restore(&ctx, &spec, &made.native_id)
+            .await
+            .unwrap();
+        assert_eq!(
+            copy.native_id,
+            corral_provider_blaxel::sandbox_name(&spec.operation_id)
+        );
+        assert_eq!(copy.operation_id, Some(spec.operation_id));
+        let fork = &fake.server().log().matching(&Method::POST, "/fork")[0];
+        assert_eq!(fork.path, format!("/v0/sandboxes/{id}/fork"));
+        assert_eq!(
+            body(fork),
+            json!({ "targetName": copy.native_id, "targetType": "sandbox", "snapshotId": snapshot })
+        );
+
+        // The fork carries the source's label; its name says whose it is, and the contract
+        // wrapper's operation check lets it through.
+        let contracted = Contracted::new(Arc::new(provider), Arc::new(NoObserver));
+        let found = contracted
+            .find_by_operation_id(&ctx, &spec.operation_id)
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].native_id, copy.native_id);
+        let source = contracted.get(&ctx, &id).await.unwrap();
+        assert_ne!(source.operation_id, Some(spec.operation_id));
+
+        // A retry after a lost answer meets 409 and answers the sandbox the first attempt made.
+        let again = contracted
+            .restore(&ctx, &spec, &made.native_id)
+            .await
+            .unwrap();
+        assert_eq!(again.native_id, copy.native_id);
+        assert!(
+            contracted
+                .find_by_operation_id(&ctx, &OperationId::new())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        for s in [copy.native_id, id] {
+            contracted.delete(&ctx, &s).await.unwrap();
+        }
+    }
+}
