@@ -16,6 +16,15 @@
 //! streams what comes next sends chunks without positions), and a process's `status` is
 //! `running` until one of its log streams reached the end (the port has no status read).
 //!
+//! The lifecycle extension forwards to the backend's port: `…/stop` and `…/resume` to `stop`
+//! and `resume` (a stopped sandbox's exec, files and process starts answer `409
+//! sandbox_stopped`), `…/snapshots` to `snapshot` (Corral's snapshot id in `tag` names it),
+//! `GET`/`DELETE /v1/snapshots/{sid}` to `get_snapshot`/`delete_snapshot`, and
+//! `/v1/snapshots/{sid}/restore` to `restore` (a ready snapshot only: `409 snapshot_not_ready`
+//! otherwise). Snapshot ids are the backend's in lowercase base32, as sandbox ids are. What the
+//! backend does not offer (`Unsupported`) answers `501 lifecycle_unsupported`, which Corral
+//! reads as the extension missing.
+//!
 //! Use it alone: `router(Arc::new(provider), key)` is an axum `Router`.
 
 use std::collections::HashMap;
@@ -30,11 +39,15 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
-use corral_domain::{CommandId, CreateSandboxRequest, OperationId, SandboxStatus, Signal, limits};
+use corral_domain::{
+    CommandId, CreateSandboxRequest, OperationId, SandboxStatus, Signal, SnapshotId,
+    SnapshotStatus, limits,
+};
 use corral_provider::shell::shell_quote;
 use corral_provider::{
     CallContext, CommandEvent, CommandSpec, CreateSpec, ExecSpec, ExposeSecret as _,
-    ObservedSandbox, OutputOffsets, ProviderError, SandboxProvider, SecretString,
+    ObservedSandbox, ObservedSnapshot, OutputOffsets, ProviderError, SandboxProvider, SecretString,
+    SnapshotSpec,
 };
 use corral_provider_bridge::api::{self, codes};
 use futures::StreamExt as _;
@@ -113,7 +126,87 @@ fn info(sandbox: &ObservedSandbox) -> api::SandboxInfo {
         id: api::base32(sandbox.native_id.as_bytes()),
         running: sandbox.status == SandboxStatus::Running,
         tag: sandbox.operation_id.map(|o| o.to_string()),
+        state: state(sandbox.status).map(str::to_owned),
     }
+}
+
+/// The lifecycle extension's `state` of a backend status (terminal ones are answered as
+/// unknown sandboxes before this).
+fn state(status: SandboxStatus) -> Option<&'static str> {
+    use api::states;
+    Some(match status {
+        SandboxStatus::Creating => states::CREATING,
+        SandboxStatus::Starting => states::STARTING,
+        SandboxStatus::Running => states::RUNNING,
+        SandboxStatus::Paused => states::PAUSED,
+        SandboxStatus::Stopping => states::STOPPING,
+        SandboxStatus::Stopped => states::STOPPED,
+        SandboxStatus::Failed => states::FAILED,
+        SandboxStatus::Expired | SandboxStatus::Deleted => return None,
+    })
+}
+
+fn stopped(id: &str) -> Response {
+    error(
+        StatusCode::CONFLICT,
+        codes::SANDBOX_STOPPED,
+        format!("sandbox {id} is stopped: resume it first"),
+    )
+}
+
+fn snapshot_not_found(sid: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        codes::SNAPSHOT_NOT_FOUND,
+        format!("snapshot {sid} does not exist"),
+    )
+}
+
+/// A lifecycle call's failure: what the backend does not offer is `501
+/// lifecycle_unsupported`; an unknown resource is `missing`'s answer.
+fn lifecycle_failure(e: &ProviderError, missing: impl FnOnce() -> Response) -> Response {
+    match e {
+        ProviderError::Unsupported { reason, .. } => error(
+            StatusCode::NOT_IMPLEMENTED,
+            codes::LIFECYCLE_UNSUPPORTED,
+            format!("this bridge's backend cannot do it: {reason}"),
+        ),
+        ProviderError::NotFound { .. } => missing(),
+        ProviderError::InvalidRequest { .. } => invalid(e.to_string()),
+        other => backend(other),
+    }
+}
+
+/// The backend's native snapshot id for bridge snapshot id `sid`.
+fn native_snapshot(sid: &str) -> Option<String> {
+    if !api::is_snapshot_id(sid) {
+        return None;
+    }
+    String::from_utf8(api::unbase32(sid)?).ok()
+}
+
+/// A snapshot's answer: its contract form, or the refusal of one the contract cannot carry.
+fn snapshot_answer(snapshot: &ObservedSnapshot) -> Response {
+    let id = api::base32(snapshot.native_id.as_bytes());
+    if !api::is_snapshot_id(&id) {
+        return error(
+            StatusCode::BAD_GATEWAY,
+            "exec_transport_error",
+            "the backend's snapshot id is too long for the contract",
+        );
+    }
+    let status = match snapshot.status {
+        SnapshotStatus::Creating => "creating",
+        SnapshotStatus::Ready => "ready",
+        SnapshotStatus::Failed => "failed",
+        SnapshotStatus::Deleted => return snapshot_not_found(&id),
+    };
+    axum::Json(api::SnapshotInfo {
+        id,
+        status: status.into(),
+        size_bytes: snapshot.size_bytes,
+    })
+    .into_response()
 }
 
 async fn auth(State(bridge): St, headers: HeaderMap, req: Request, next: Next) -> Response {
@@ -159,22 +252,30 @@ async fn create(State(bridge): St, body: Bytes) -> Response {
         Ok(created) => created,
         Err(e) => return backend(&e),
     };
-    // The contract has one status bit (`running`): a backend sandbox still being created would
-    // read as asleep, so the create answers once it runs (or failed, or the wait is over).
-    let mut status = created.status;
-    let started = std::time::Instant::now();
-    while status == SandboxStatus::Creating && started.elapsed() < CREATE_WAIT {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        status = match bridge.provider.get(&bridge.ctx(), &created.native_id).await {
-            Ok(s) => s.status,
-            Err(e) => return backend(&e),
-        };
+    if let Err(r) = settled(&bridge, &created).await {
+        return r;
     }
     axum::Json(api::Created {
         id: api::base32(created.native_id.as_bytes()),
         tag: tag.map(|t| t.to_string()),
     })
     .into_response()
+}
+
+/// Waits while a new backend sandbox is `creating`: the contract's one status bit (`running`)
+/// would read it as asleep, so a create (or a restore) answers once it runs (or failed, or the
+/// wait is over).
+async fn settled(bridge: &Bridge, created: &ObservedSandbox) -> Result<(), Response> {
+    let mut status = created.status;
+    let started = std::time::Instant::now();
+    while status == SandboxStatus::Creating && started.elapsed() < CREATE_WAIT {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        status = match bridge.provider.get(&bridge.ctx(), &created.native_id).await {
+            Ok(s) => s.status,
+            Err(e) => return Err(backend(&e)),
+        };
+    }
+    Ok(())
 }
 
 async fn lookup(State(bridge): St, Query(query): Query<HashMap<String, String>>) -> Response {
@@ -213,6 +314,16 @@ async fn observed(bridge: &Bridge, id: &str) -> Result<ObservedSandbox, Response
         Err(ProviderError::NotFound { .. }) => Err(not_found(id)),
         Err(e) => Err(backend(&e)),
     }
+}
+
+/// The sandbox, refused when it is stopped (or stopping): exec, files and process starts wait
+/// for a resume.
+async fn live(bridge: &Bridge, id: &str) -> Result<ObservedSandbox, Response> {
+    let s = observed(bridge, id).await?;
+    if s.status.is_stopped() {
+        return Err(stopped(id));
+    }
+    Ok(s)
 }
 
 async fn observe(State(bridge): St, Path(id): Path<String>) -> Response {
@@ -263,7 +374,7 @@ async fn exec(State(bridge): St, Path(id): Path<String>, body: Bytes) -> Respons
             "cwd must be absolute",
         );
     }
-    let native = match observed(&bridge, &id).await {
+    let native = match live(&bridge, &id).await {
         Ok(s) => s.native_id,
         Err(r) => return r,
     };
@@ -416,7 +527,7 @@ async fn start_process(State(bridge): St, Path(id): Path<String>, body: Bytes) -
         },
     };
     let pid = command_id.to_string();
-    let native = match observed(&bridge, &id).await {
+    let native = match live(&bridge, &id).await {
         Ok(s) => s.native_id,
         Err(r) => return r,
     };
@@ -769,7 +880,7 @@ fn file_error(id: &str, path: &str, e: &ProviderError) -> Response {
 }
 
 async fn read_file(State(bridge): St, Path((id, path)): Path<(String, String)>) -> Response {
-    let native = match observed(&bridge, &id).await {
+    let native = match live(&bridge, &id).await {
         Ok(s) => s.native_id,
         Err(r) => return r,
     };
@@ -789,7 +900,7 @@ async fn write_file(
     Path((id, path)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let native = match observed(&bridge, &id).await {
+    let native = match live(&bridge, &id).await {
         Ok(s) => s.native_id,
         Err(r) => return r,
     };
@@ -802,6 +913,147 @@ async fn write_file(
         Ok(()) => axum::Json(api::OkResponse { ok: true }).into_response(),
         Err(e) => file_error(&id, &path, &e),
     }
+}
+
+/// `POST /v1/sandbox/{id}/stop` *(lifecycle extension)*: the backend's `stop`.
+async fn stop(State(bridge): St, Path(id): Path<String>) -> Response {
+    let native = match observed(&bridge, &id).await {
+        Ok(s) => s.native_id,
+        Err(r) => return r,
+    };
+    match bridge.provider.stop(&bridge.ctx(), &native).await {
+        Ok(s) => axum::Json(info(&s)).into_response(),
+        Err(e) => lifecycle_failure(&e, || not_found(&id)),
+    }
+}
+
+/// `POST /v1/sandbox/{id}/resume` *(lifecycle extension)*: the backend's `resume`.
+async fn resume(State(bridge): St, Path(id): Path<String>) -> Response {
+    let native = match observed(&bridge, &id).await {
+        Ok(s) => s.native_id,
+        Err(r) => return r,
+    };
+    match bridge.provider.resume(&bridge.ctx(), &native).await {
+        Ok(s) => axum::Json(info(&s)).into_response(),
+        Err(e) => lifecycle_failure(&e, || not_found(&id)),
+    }
+}
+
+/// `POST /v1/sandbox/{id}/snapshots` *(lifecycle extension)*: the backend's `snapshot`, named
+/// after Corral's snapshot id when the `tag` is one.
+async fn take_snapshot(State(bridge): St, Path(id): Path<String>, body: Bytes) -> Response {
+    let request: api::SnapshotRequest = if body.is_empty() {
+        api::SnapshotRequest::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(r) => r,
+            Err(e) => return invalid(format!("body must be {{\"tag\"?, \"name\"?}}: {e}")),
+        }
+    };
+    let native = match observed(&bridge, &id).await {
+        Ok(s) => s.native_id,
+        Err(r) => return r,
+    };
+    let spec = SnapshotSpec {
+        snapshot_id: request
+            .tag
+            .and_then(|t| t.parse::<SnapshotId>().ok())
+            .unwrap_or_else(|| SnapshotId::new(bridge.provider.provider())),
+        name: request.name,
+    };
+    match bridge
+        .provider
+        .snapshot(&bridge.ctx(), &native, &spec)
+        .await
+    {
+        Ok(s) => snapshot_answer(&s),
+        Err(e) => lifecycle_failure(&e, || not_found(&id)),
+    }
+}
+
+/// The backend's snapshot for bridge snapshot id `sid`.
+async fn snapshot_of(bridge: &Bridge, sid: &str) -> Result<ObservedSnapshot, Response> {
+    let Some(native) = native_snapshot(sid) else {
+        return Err(snapshot_not_found(sid));
+    };
+    match bridge.provider.get_snapshot(&bridge.ctx(), &native).await {
+        Ok(s) if s.status == SnapshotStatus::Deleted => Err(snapshot_not_found(sid)),
+        Ok(s) => Ok(s),
+        Err(e) => Err(lifecycle_failure(&e, || snapshot_not_found(sid))),
+    }
+}
+
+/// `GET /v1/snapshots/{sid}` *(lifecycle extension)*: the backend's `get_snapshot`.
+async fn get_snapshot(State(bridge): St, Path(sid): Path<String>) -> Response {
+    match snapshot_of(&bridge, &sid).await {
+        Ok(s) => snapshot_answer(&s),
+        Err(r) => r,
+    }
+}
+
+/// `DELETE /v1/snapshots/{sid}` *(lifecycle extension)*: the backend's `delete_snapshot`; an
+/// unknown snapshot is `404 snapshot_not_found`.
+async fn delete_snapshot(State(bridge): St, Path(sid): Path<String>) -> Response {
+    let native = match snapshot_of(&bridge, &sid).await {
+        Ok(s) => s.native_id,
+        Err(r) => return r,
+    };
+    match bridge
+        .provider
+        .delete_snapshot(&bridge.ctx(), &native)
+        .await
+    {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => lifecycle_failure(&e, || snapshot_not_found(&sid)),
+    }
+}
+
+/// `POST /v1/snapshots/{sid}/restore` *(lifecycle extension)*: the backend's `restore` of a
+/// ready snapshot into a new sandbox tagged like a create's.
+async fn restore(State(bridge): St, Path(sid): Path<String>, body: Bytes) -> Response {
+    let tag = match serde_json::from_slice::<api::RestoreRequest>(&body) {
+        Ok(r) => match r.tag.parse::<OperationId>() {
+            Ok(op) => op,
+            Err(_) => return invalid("tag must be a Corral operation id"),
+        },
+        Err(e) => return invalid(format!("body must be {{\"tag\": …}}: {e}")),
+    };
+    let snapshot = match snapshot_of(&bridge, &sid).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if snapshot.status != SnapshotStatus::Ready {
+        return error(
+            StatusCode::CONFLICT,
+            codes::SNAPSHOT_NOT_READY,
+            format!(
+                "snapshot {sid} is {}: nothing to restore yet",
+                snapshot.status
+            ),
+        );
+    }
+    let provider = bridge.provider.provider();
+    let spec = CreateSpec {
+        operation_id: tag,
+        request: CreateSandboxRequest::standard(provider, None, None),
+        timeout_seconds: None,
+    };
+    let created = match bridge
+        .provider
+        .restore(&bridge.ctx(), &spec, &snapshot.native_id)
+        .await
+    {
+        Ok(created) => created,
+        Err(e) => return lifecycle_failure(&e, || snapshot_not_found(&sid)),
+    };
+    if let Err(r) = settled(&bridge, &created).await {
+        return r;
+    }
+    axum::Json(api::Created {
+        id: api::base32(created.native_id.as_bytes()),
+        tag: Some(tag.to_string()),
+    })
+    .into_response()
 }
 
 async fn health() -> Response {
@@ -859,6 +1111,14 @@ pub fn router_with_context(
             post(write_stdin).delete(close_stdin),
         )
         .route("/v1/sandbox/{id}/process/{pid}/kill", post(kill_process))
+        .route("/v1/sandbox/{id}/stop", post(stop))
+        .route("/v1/sandbox/{id}/resume", post(resume))
+        .route("/v1/sandbox/{id}/snapshots", post(take_snapshot))
+        .route(
+            "/v1/snapshots/{sid}",
+            get(get_snapshot).delete(delete_snapshot),
+        )
+        .route("/v1/snapshots/{sid}/restore", post(restore))
         .route(
             "/v1/sandbox/{id}/file/{*path}",
             get(read_file).put(write_file),

@@ -2,6 +2,8 @@
 //! The reference bridge over the `local` provider, driven by the bridge client (the
 //! `cloudflare` kind): the whole contract on one machine.
 
+mod lifecycle;
+
 use std::sync::Arc;
 
 use std::time::Duration;
@@ -19,7 +21,7 @@ use corral_provider_cloudflare::CloudflareProvider;
 use corral_provider_local::{LocalConfig, LocalProvider};
 use corral_provider_testkit::fake::FakeServer;
 
-const KEY: &str = "reference-bridge-key-0123456789";
+pub(crate) const KEY: &str = "reference-bridge-key-0123456789";
 
 /// The bridge on loopback over a fresh local root, or `None` (said on stderr) where this
 /// machine cannot run local sandboxes.
