@@ -7,6 +7,7 @@ use corral_domain::{
 /// What Together Sandbox can do through this adapter.
 pub(crate) fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
+        // Nothing to qualify: no stop, no snapshot (above).
         lifecycle: corral_domain::LifecycleCapabilities::default(),
         provider: Provider::Together,
         display_name: "Together Sandbox".into(),
@@ -35,9 +36,17 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         output_streams: OutputStreams::Separate,
         // No pause or resume: a terminated sandbox cannot be used again.
         supports_persistent_resume: false,
+        // No stop: `POST /sandboxes/{id}/terminate` is final ("the sandbox cannot be used
+        // again"), and the API has no pause or start (provider-apis/together/api-openapi.json).
         supports_explicit_stop: false,
-        // Termination can snapshot the sandbox, and a new one can start from that snapshot.
+        // A sandbox's snapshot is taken only by its termination (`termination_policy`, or
+        // the terminate call's `snapshot`), which ends it; `POST /snapshots` builds one from a
+        // container image. A snapshot that destroys its sandbox is not Corral's snapshot
+        // (the sandbox must go on), so none is offered (api-openapi.json; research part 1
+        // §6B).
         supports_snapshots: false,
+        // A create from `snapshot_id` exists, but with no Corral snapshot there is nothing of
+        // Corral's to restore.
         supports_restore: false,
         supports_delete: true,
         images: Vec::new(),
