@@ -2,11 +2,13 @@
 //! SDK (`rmcp`). The user's guide, with agent configuration, is `docs/mcp.md`.
 //!
 //! # Tools
-//! `providers_list`, `sandbox_create`, `sandbox_list`, `sandbox_get`, `sandbox_delete`,
-//! `command_run` (short, bounded by `timeoutSeconds`, answers stdout, stderr and the exit code),
-//! `command_start` / `command_output` (output since a cursor, with the new cursor and whether
-//! the command ended) / `command_signal` for long commands, `file_read` and `file_write`
-//! (UTF-8 text, or base64 for binary). Inputs are JSON Schema (schemars, through rmcp's tool
+//! `providers_list`, `sandbox_create` (also a restore, with `snapshot`), `sandbox_list`,
+//! `sandbox_get`, `sandbox_stop`, `sandbox_resume`, `sandbox_fork`, `sandbox_delete`,
+//! `snapshot_create`, `snapshot_list`, `snapshot_delete`, `command_run` (short, bounded by
+//! `timeoutSeconds`, answers stdout, stderr and the exit code), `command_start` /
+//! `command_output` (output since a cursor, with the new cursor and whether the command
+//! ended) / `command_signal` for long commands, `file_read` and `file_write` (UTF-8 text, or
+//! base64 for binary). Inputs are JSON Schema (schemars, through rmcp's tool
 //! macros) and checked before any call; results are structured content with an output schema.
 //! A failure is a *tool* error (`isError: true`) whose structured content is
 //! `{"error": {"code", "message", "requestId", "retryable"}}` with the v3 code, so an agent
@@ -15,9 +17,9 @@
 //! # Why the tools call the API through `corral_client::Client`
 //! Every tool is one or a few calls of [`corral_client::Client`], never of the use cases
 //! directly. Authentication, per-key rate limits, body limits, provider checks and
-//! idempotency (a `sandbox_create` or `command_start` carries an `Idempotency-Key` reused by
-//! the client's retries) are then exactly the HTTP API's, with no second path to keep in
-//! step, and the same crate serves a local agent (stdio, against any Corral URL) and the
+//! idempotency (a `sandbox_create`, `snapshot_create`, `sandbox_fork` or `command_start`
+//! carries an `Idempotency-Key` reused by the client's retries) are then exactly the HTTP
+//! API's, with no second path to keep in step, and the same crate serves a local agent (stdio, against any Corral URL) and the
 //! server's own `/mcp` (which points the client at its own listener with the caller's key:
 //! one loopback hop, ~1 ms, for that guarantee).
 //!

@@ -6,8 +6,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use corral_client::Client;
 use corral_domain::{
-    CommandId, CreateSandboxRequest, FileEncoding, OutputEvent, OutputStream, Provider,
-    ReadFileInput, SandboxId, Signal, SignalInput, StartCommandInput, WriteFileInput,
+    CommandId, CreateSandboxRequest, CreateSnapshotInput, FileEncoding, ForkInput, OutputEvent,
+    OutputStream, Provider, ReadFileInput, SandboxId, Signal, SignalInput, SnapshotId,
+    StartCommandInput, WriteFileInput,
 };
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::IntoCallToolResult;
@@ -86,6 +87,11 @@ fn sandbox_id(s: &str) -> Result<SandboxId, ToolError> {
         .map_err(|_| ToolError::invalid(format!("`{s}` is not a sandbox id")))
 }
 
+fn snapshot_id(s: &str) -> Result<SnapshotId, ToolError> {
+    s.parse()
+        .map_err(|_| ToolError::invalid(format!("`{s}` is not a snapshot id")))
+}
+
 fn command_id(s: &str) -> Result<CommandId, ToolError> {
     s.parse()
         .map_err(|_| ToolError::invalid(format!("`{s}` is not a command id")))
@@ -156,6 +162,51 @@ pub struct CreateIn {
     /// The sandbox's lifetime in seconds, within the provider's bounds.
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
+    /// Restore this snapshot (`snp_…`, from `snapshot_create` or `snapshot_list`) instead of
+    /// starting from an image: same provider, no `image`.
+    #[serde(default)]
+    pub snapshot: Option<String>,
+    /// Calls on the sandbox while it is stopped resume it first (instead of failing with
+    /// `sandbox_stopped`). Needs a provider that can stop (`supportsExplicitStop`).
+    #[serde(default)]
+    pub auto_resume: Option<bool>,
+    /// Stop the sandbox after this many seconds without command, exec or file activity
+    /// (60 to 2592000). Needs a provider that can stop (`supportsExplicitStop`).
+    #[serde(default)]
+    #[schemars(range(min = 60, max = 2_592_000))]
+    pub idle_stop_seconds: Option<u64>,
+}
+
+/// `snapshot_create`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnapshotCreateIn {
+    /// The sandbox id (`sbx_…`).
+    pub sandbox_id: String,
+    /// A name for people (1 to 128 printable characters).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 128))]
+    pub name: Option<String>,
+}
+
+/// `sandbox_fork`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkIn {
+    /// The sandbox id (`sbx_…`).
+    pub sandbox_id: String,
+    /// How many copies (1–10, default 1).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 10))]
+    pub count: Option<u64>,
+}
+
+/// A snapshot id.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnapshotIn {
+    /// The snapshot id (`snp_…`).
+    pub snapshot_id: String,
 }
 
 /// A sandbox id.
@@ -297,6 +348,37 @@ pub struct SandboxListOut {
     /// The next page's cursor, absent on the last.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+}
+
+/// One snapshot.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotOut {
+    /// The snapshot as the API answers it (`id`, `sandboxId`, `provider`, `name`, `status`:
+    /// `creating`, `ready`, `failed` or `deleted`, …).
+    pub snapshot: Value,
+}
+
+/// A page of snapshots.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotListOut {
+    /// Newest first, deleted ones included.
+    pub snapshots: Vec<Value>,
+    /// The next page's cursor, absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A fork's snapshot and copies.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkOut {
+    /// The snapshot taken of the sandbox, which every copy was restored from.
+    pub snapshot_id: String,
+    /// The copies, each a sandbox of its own as the API answers it (they may still be
+    /// `creating`).
+    pub sandboxes: Vec<Value>,
 }
 
 /// A finished short command.
@@ -485,7 +567,7 @@ impl CorralTools {
 
     /// Create a sandbox.
     #[tool(
-        description = "Create a sandbox on a provider (e.g. `local`). Answers the sandbox; it may still be `creating`: `sandbox_get` shows when it is `running`."
+        description = "Create a sandbox on a provider (e.g. `local`), or restore one from a snapshot (`snapshot`, on the snapshot's provider). Answers the sandbox; it may still be `creating`: `sandbox_get` shows when it is `running`. `autoResume` and `idleStopSeconds` need a provider that can stop."
     )]
     async fn sandbox_create(
         &self,
@@ -498,6 +580,20 @@ impl CorralTools {
             ))
         })?;
         let request = CreateSandboxRequest::standard(provider, input.image, input.timeout_seconds);
+        let request = match input.snapshot.as_deref() {
+            Some(s) => {
+                let snapshot = snapshot_id(s)?;
+                if request.image().is_some() {
+                    return Err(ToolError::invalid(
+                        "`image` must be absent when restoring a snapshot",
+                    ));
+                }
+                request.restoring(snapshot)
+            }
+            None => request,
+        };
+        let request =
+            request.with_lifecycle(input.auto_resume.unwrap_or(false), input.idle_stop_seconds);
         let sandbox = self.client.create_sandbox(&request).await?;
         Ok(Json(SandboxOut {
             sandbox: to_value(&sandbox),
@@ -549,6 +645,110 @@ impl CorralTools {
             .await?;
         Ok(Json(SandboxOut {
             sandbox: to_value(&sandbox),
+        }))
+    }
+
+    /// Stop a sandbox.
+    #[tool(
+        description = "Stop a sandbox: nothing runs in it and its files are kept (its memory too where the provider's `lifecycle.stopKeepsMemory`). Commands and files on it then fail with `sandbox_stopped` until `sandbox_resume`, unless it was created with `autoResume`. Answers the sandbox, `stopping` or `stopped`."
+    )]
+    async fn sandbox_stop(
+        &self,
+        Parameters(input): Parameters<SandboxIn>,
+    ) -> Result<Json<SandboxOut>, ToolError> {
+        let sandbox = self
+            .client
+            .stop_sandbox(&sandbox_id(&input.sandbox_id)?)
+            .await?;
+        Ok(Json(SandboxOut {
+            sandbox: to_value(&sandbox),
+        }))
+    }
+
+    /// Resume a stopped sandbox.
+    #[tool(
+        description = "Resume a stopped sandbox. Answers the sandbox, `starting` or `running`: `sandbox_get` shows when it is `running`."
+    )]
+    async fn sandbox_resume(
+        &self,
+        Parameters(input): Parameters<SandboxIn>,
+    ) -> Result<Json<SandboxOut>, ToolError> {
+        let sandbox = self
+            .client
+            .resume_sandbox(&sandbox_id(&input.sandbox_id)?)
+            .await?;
+        Ok(Json(SandboxOut {
+            sandbox: to_value(&sandbox),
+        }))
+    }
+
+    /// Fork a sandbox.
+    #[tool(
+        description = "Fork a sandbox: snapshot it and restore the snapshot into `count` new, independent sandboxes (1–10, default 1). Answers the snapshot id and the copies (they may still be `creating`)."
+    )]
+    async fn sandbox_fork(
+        &self,
+        Parameters(input): Parameters<ForkIn>,
+    ) -> Result<Json<ForkOut>, ToolError> {
+        let id = sandbox_id(&input.sandbox_id)?;
+        let fork = ForkInput { count: input.count };
+        fork.count()
+            .map_err(|e| ToolError::invalid(e.to_string()))?;
+        let forked = self.client.fork_sandbox(&id, &fork).await?;
+        Ok(Json(ForkOut {
+            snapshot_id: forked.snapshot_id.to_string(),
+            sandboxes: forked.sandboxes.iter().map(to_value).collect(),
+        }))
+    }
+
+    /// Snapshot a sandbox.
+    #[tool(
+        description = "Snapshot a sandbox's filesystem (and memory where the provider's `lifecycle.snapshotKeepsMemory`). Answers the snapshot, `creating` until it is `ready` (`snapshot_list` shows it). Restore it with `sandbox_create` and `snapshot`."
+    )]
+    async fn snapshot_create(
+        &self,
+        Parameters(input): Parameters<SnapshotCreateIn>,
+    ) -> Result<Json<SnapshotOut>, ToolError> {
+        let id = sandbox_id(&input.sandbox_id)?;
+        let body = CreateSnapshotInput { name: input.name };
+        body.validate()
+            .map_err(|e| ToolError::invalid(e.to_string()))?;
+        let snapshot = self.client.create_snapshot(&id, &body).await?;
+        Ok(Json(SnapshotOut {
+            snapshot: to_value(&snapshot),
+        }))
+    }
+
+    /// List snapshots.
+    #[tool(
+        description = "List the project's snapshots, newest first (deleted ones included), one page at a time."
+    )]
+    async fn snapshot_list(
+        &self,
+        Parameters(input): Parameters<ListIn>,
+    ) -> Result<Json<SnapshotListOut>, ToolError> {
+        let page = self
+            .client
+            .list_snapshots(input.cursor.as_deref(), input.limit)
+            .await?;
+        Ok(Json(SnapshotListOut {
+            snapshots: page.items.iter().map(to_value).collect(),
+            next_cursor: page.next_cursor,
+        }))
+    }
+
+    /// Delete a snapshot.
+    #[tool(description = "Delete a snapshot at its provider. Answers the tombstone (`deleted`).")]
+    async fn snapshot_delete(
+        &self,
+        Parameters(input): Parameters<SnapshotIn>,
+    ) -> Result<Json<SnapshotOut>, ToolError> {
+        let snapshot = self
+            .client
+            .delete_snapshot(&snapshot_id(&input.snapshot_id)?)
+            .await?;
+        Ok(Json(SnapshotOut {
+            snapshot: to_value(&snapshot),
         }))
     }
 
@@ -767,7 +967,9 @@ impl ServerHandler for CorralTools {
                 "Corral sandboxes: create one (`sandbox_create`, provider from `providers_list`), \
                  run short commands with `command_run`, long ones with `command_start` + \
                  `command_output` (a cursor you pass back), move files with `file_read`/`file_write`, \
-                 and `sandbox_delete` when done. Errors carry Corral's v3 `code`.",
+                 stop and resume it (`sandbox_stop`, `sandbox_resume`), snapshot it \
+                 (`snapshot_create`, restored by `sandbox_create` with `snapshot`) or fork it \
+                 (`sandbox_fork`), and `sandbox_delete` when done. Errors carry Corral's v3 `code`.",
             )
     }
 }
@@ -794,8 +996,14 @@ mod tests {
                 "providers_list",
                 "sandbox_create",
                 "sandbox_delete",
+                "sandbox_fork",
                 "sandbox_get",
                 "sandbox_list",
+                "sandbox_resume",
+                "sandbox_stop",
+                "snapshot_create",
+                "snapshot_delete",
+                "snapshot_list",
             ]
         );
         for tool in &listed {
@@ -879,6 +1087,224 @@ mod tests {
         assert_eq!(structured["error"]["code"], "provider_unavailable");
     }
 
+    #[test]
+    fn the_lifecycle_tools_describe_their_inputs() {
+        let tools = CorralTools::new(Client::new("http://127.0.0.1:9", "k").unwrap());
+        let listed = tools.tool_router.list_all();
+        let schema = |name: &str| {
+            listed
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap()
+                .input_schema
+                .clone()
+        };
+        let fork = schema("sandbox_fork");
+        assert_eq!(fork["properties"]["count"]["minimum"], json!(1));
+        assert_eq!(fork["properties"]["count"]["maximum"], json!(10));
+        assert_eq!(fork["required"], json!(["sandboxId"]));
+        assert_eq!(schema("snapshot_delete")["required"], json!(["snapshotId"]));
+        assert_eq!(schema("sandbox_stop")["required"], json!(["sandboxId"]));
+        assert_eq!(schema("sandbox_resume")["required"], json!(["sandboxId"]));
+        let snap = schema("snapshot_create");
+        assert_eq!(snap["required"], json!(["sandboxId"]));
+        assert_eq!(snap["properties"]["name"]["maxLength"], json!(128));
+        let create = schema("sandbox_create")["properties"].clone();
+        for field in ["snapshot", "autoResume", "idleStopSeconds"] {
+            assert!(create.get(field).is_some(), "sandbox_create lacks {field}");
+        }
+        assert!(
+            schema("snapshot_list")["properties"]
+                .get("cursor")
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn lifecycle_input_is_refused_before_any_call() {
+        // Nothing listens on port 9: a call that reached the network would answer
+        // `provider_unavailable`, so `invalid_request` proves the tool refused first.
+        let tools = CorralTools::new(
+            Client::new("http://127.0.0.1:9", "k")
+                .unwrap()
+                .with_retry(corral_client::RetryPolicy::none()),
+        );
+        fn refused<T>(r: Result<T, ToolError>) -> String {
+            match r {
+                Err(e) => {
+                    assert_eq!(e.code, "invalid_request", "{}", e.message);
+                    e.message
+                }
+                Ok(_) => panic!("accepted"),
+            }
+        }
+        let create = |snapshot: &str, image: Option<&str>| CreateIn {
+            provider: "local".into(),
+            image: image.map(str::to_owned),
+            timeout_seconds: None,
+            snapshot: Some(snapshot.to_owned()),
+            auto_resume: None,
+            idle_stop_seconds: None,
+        };
+        refused(tools.sandbox_create(Parameters(create(SBX, None))).await);
+        refused(
+            tools
+                .sandbox_create(Parameters(create(SNP, Some("alpine"))))
+                .await,
+        );
+        refused(
+            tools
+                .snapshot_delete(Parameters(SnapshotIn {
+                    snapshot_id: SBX.into(),
+                }))
+                .await,
+        );
+        refused(
+            tools
+                .sandbox_stop(Parameters(SandboxIn {
+                    sandbox_id: SNP.into(),
+                }))
+                .await,
+        );
+        refused(
+            tools
+                .sandbox_resume(Parameters(SandboxIn {
+                    sandbox_id: "x".into(),
+                }))
+                .await,
+        );
+        for count in [0, 11] {
+            let message = refused(
+                tools
+                    .sandbox_fork(Parameters(ForkIn {
+                        sandbox_id: SBX.into(),
+                        count: Some(count),
+                    }))
+                    .await,
+            );
+            assert!(message.contains("count"), "{message}");
+        }
+        refused(
+            tools
+                .snapshot_create(Parameters(SnapshotCreateIn {
+                    sandbox_id: SBX.into(),
+                    name: Some(" ".into()),
+                }))
+                .await,
+        );
+    }
+
+    const SBX: &str = "sbx_local_01j9zzzzzzzzzzzzzzzzzzzzzz";
+    const SNP: &str = "snp_local_01j9zzzzzzzzzzzzzzzzzzzzzz";
+
+    /// Answers one HTTP request on a loopback port with `status` and `body`; the task's
+    /// result is the request as received (head and body).
+    async fn answer_once(status: u16, body: Value) -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = conn.read(&mut buf).await.unwrap();
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).into_owned();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + length || n == 0 {
+                        break;
+                    }
+                }
+                assert!(n > 0, "the client closed before its request was complete");
+            }
+            let body = body.to_string();
+            let reply = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            conn.write_all(reply.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&got).into_owned()
+        });
+        (base, task)
+    }
+
+    fn sandbox_json(id: &str) -> Value {
+        json!({
+            "id": id,
+            "provider": "local",
+            "status": "creating",
+            "metadata": {"operationId": "op_01j9zzzzzzzzzzzzzzzzzzzzzz", "credentialSource": "none"}
+        })
+    }
+
+    #[tokio::test]
+    async fn sandbox_fork_asks_for_the_copies_with_a_key_and_answers_them() {
+        let copy = "sbx_local_01j9yyyyyyyyyyyyyyyyyyyyyy";
+        let (base, request) = answer_once(
+            201,
+            json!({"sandboxId": SBX, "snapshotId": SNP, "sandboxes": [sandbox_json(copy), sandbox_json(copy)]}),
+        )
+        .await;
+        let tools = CorralTools::new(Client::new(&base, "crl_k").unwrap());
+        let Json(out) = tools
+            .sandbox_fork(Parameters(ForkIn {
+                sandbox_id: SBX.into(),
+                count: Some(2),
+            }))
+            .await
+            .unwrap();
+        assert_eq!(out.snapshot_id, SNP);
+        assert_eq!(out.sandboxes.len(), 2);
+        assert_eq!(out.sandboxes[0]["id"], copy);
+        let request = request.await.unwrap();
+        assert!(
+            request.starts_with(&format!("POST /v1/sandboxes/{SBX}/fork HTTP/1.1\r\n")),
+            "{request}"
+        );
+        assert!(
+            request
+                .to_ascii_lowercase()
+                .contains("\r\nidempotency-key: corral-client-")
+        );
+        assert!(request.ends_with(r#"{"count":2}"#), "{request}");
+    }
+
+    #[tokio::test]
+    async fn snapshot_delete_of_an_unknown_snapshot_is_a_tool_error_with_its_code() {
+        let envelope = corral_errors::ErrorEnvelope::new(
+            corral_errors::ErrorCode::SnapshotNotFound,
+            "no such snapshot",
+            "req_1",
+        );
+        let (base, request) = answer_once(404, serde_json::to_value(envelope).unwrap()).await;
+        let tools = CorralTools::new(Client::new(&base, "crl_k").unwrap());
+        let Err(err) = tools
+            .snapshot_delete(Parameters(SnapshotIn {
+                snapshot_id: SNP.into(),
+            }))
+            .await
+        else {
+            panic!("deleted");
+        };
+        assert_eq!(err.code, "snapshot_not_found");
+        assert_eq!(err.request_id.as_deref(), Some("req_1"));
+        assert!(!err.retryable);
+        let request = request.await.unwrap();
+        assert!(
+            request.starts_with(&format!("DELETE /v1/snapshots/{SNP} HTTP/1.1\r\n")),
+            "{request}"
+        );
+    }
+
     #[tokio::test]
     async fn malformed_ids_are_refused_before_any_call() {
         let tools = CorralTools::new(Client::new("http://127.0.0.1:9", "k").unwrap());
@@ -896,6 +1322,9 @@ mod tests {
                 provider: "nope".into(),
                 image: None,
                 timeout_seconds: None,
+                snapshot: None,
+                auto_resume: None,
+                idle_stop_seconds: None,
             }))
             .await
         else {
