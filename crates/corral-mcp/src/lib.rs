@@ -19,9 +19,9 @@
 //! directly. Authentication, per-key rate limits, body limits, provider checks and
 //! idempotency (a `sandbox_create`, `snapshot_create`, `sandbox_fork` or `command_start`
 //! carries an `Idempotency-Key` reused by the client's retries) are then exactly the HTTP
-//! API's, with no second path to keep in step, and the same crate serves a local agent (stdio, against any Corral URL) and the
-//! server's own `/mcp` (which points the client at its own listener with the caller's key:
-//! one loopback hop, ~1 ms, for that guarantee).
+//! API's, with no second path to keep in step, and the same crate serves a local agent
+//! (stdio, against any Corral URL) and the server's own `/mcp` (which points the client at
+//! its own listener with the caller's key: one loopback hop, ~1 ms, for that guarantee).
 //!
 //! # Transports
 //! - stdio: [`serve_stdio`] (the binary's `corral mcp`).
