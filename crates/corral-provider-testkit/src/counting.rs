@@ -106,6 +106,15 @@ impl Counting {
         self
     }
 
+    /// The same double advertising no stop, snapshot or restore, so a test can see the
+    /// service refuse them before any call.
+    pub fn without_lifecycle(mut self) -> Self {
+        self.caps.supports_explicit_stop = false;
+        self.caps.supports_snapshots = false;
+        self.caps.supports_restore = false;
+        self
+    }
+
     /// Lets `n` held creates through the gate.
     ///
     /// # Panics

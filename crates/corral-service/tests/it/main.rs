@@ -5,6 +5,7 @@ mod commands;
 mod concurrency;
 mod create;
 mod events;
+mod lifecycle;
 mod model;
 mod props;
 mod races;

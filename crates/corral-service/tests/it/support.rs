@@ -35,6 +35,8 @@ pub(crate) struct Setup {
     pub(crate) manual_clock: bool,
     /// The idempotency store gets a pool of its own with one connection (a test can hold it).
     pub(crate) store_pool_of_one: bool,
+    /// The double advertises stop, snapshots and restore.
+    pub(crate) lifecycle: bool,
 }
 
 impl Default for Setup {
@@ -46,6 +48,7 @@ impl Default for Setup {
             lease: IdempotencyConfig::default().lease,
             manual_clock: false,
             store_pool_of_one: false,
+            lifecycle: true,
         }
     }
 }
@@ -86,7 +89,12 @@ impl World {
                 ..IdempotencyConfig::default()
             },
         );
-        let double = Arc::new(Counting::new(setup.provider, setup.gated));
+        let double = Counting::new(setup.provider, setup.gated);
+        let double = Arc::new(if setup.lifecycle {
+            double
+        } else {
+            double.without_lifecycle()
+        });
         let mut providers: BTreeMap<Provider, Arc<dyn SandboxProvider>> = BTreeMap::new();
         providers.insert(setup.provider, double.clone());
         let service = Service::new(providers, registry.clone(), store, setup.config);
