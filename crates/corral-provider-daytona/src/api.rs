@@ -78,6 +78,32 @@ impl ListSandboxes {
     }
 }
 
+/// `CreateSandboxSnapshot`: the body of `POST /sandbox/{id}/snapshot`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSandboxSnapshot {
+    /// The new snapshot's name (required; unique in the organization).
+    pub name: String,
+    /// Include the VM's memory (VM sandboxes only); Corral sends `false`.
+    pub include_memory: bool,
+}
+
+/// `SnapshotDto` (the fields Corral reads).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotDto {
+    /// Snapshot id (what `DELETE /snapshots/{id}` takes).
+    pub id: String,
+    /// Name (what a create's `snapshot` and `GET /snapshots/{id}` take as well).
+    pub name: String,
+    /// `SnapshotState` (kept as text: unknown values must not fail).
+    #[serde(default)]
+    pub state: String,
+    /// Size in GB, once known.
+    #[serde(default)]
+    pub size: Option<f64>,
+}
+
 /// Toolbox `ExecuteRequest` (`POST /process/execute`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecuteRequest {

@@ -18,7 +18,20 @@ const READ_ON: &str = "2026-08-22";
 /// The capabilities.
 pub fn capabilities() -> ProviderCapabilities {
     ProviderCapabilities {
-        lifecycle: corral_domain::LifecycleCapabilities::default(),
+        // Source: `provider-apis/daytona/api-openapi.yaml` (`/sandbox/{sandboxIdOrName}/stop`,
+        // `/start`, `/snapshot`, `/snapshots/{id}`, `CreateSandbox.snapshot`,
+        // `CreateSandbox.autoStopInterval`, `CreateSandboxSnapshot`).
+        lifecycle: corral_domain::LifecycleCapabilities {
+            // A stop ends every process (SIGTERM, `force`: SIGKILL) and keeps the disk; on VM
+            // runners it may keep memory, but a container sandbox does not: not claimed.
+            stop_keeps_memory: false,
+            // Snapshots are taken with `includeMemory: false` (memory is for VM sandboxes
+            // only, and they must be started for it).
+            snapshot_keeps_memory: false,
+            // `idleStopSeconds` is sent as `autoStopInterval` (minutes, rounded up): Daytona
+            // stops the sandbox itself after that long without activity.
+            native_idle_stop: true,
+        },
         provider: Provider::Daytona,
         display_name: "Daytona".into(),
         pricing: PricingEvidence {
@@ -54,9 +67,13 @@ pub fn capabilities() -> ProviderCapabilities {
         // `/process/execute` merges stderr into stdout.
         output_streams: OutputStreams::Combined,
         supports_persistent_resume: true,
-        supports_explicit_stop: false,
-        supports_snapshots: false,
-        supports_restore: false,
+        // `POST /sandbox/{id}/stop` and `/start`, both asynchronous (`stopping`, `starting`).
+        supports_explicit_stop: true,
+        // `POST /sandbox/{id}/snapshot` (asynchronous), followed and deleted through
+        // `/snapshots/{id}`.
+        supports_snapshots: true,
+        // A create naming the snapshot as `snapshot`.
+        supports_restore: true,
         supports_delete: true,
         // Native session commands: the log is a snapshot from byte 0 (replayed, skipped by
         // offset), terminate is SIGKILL, and the session input can neither be closed nor

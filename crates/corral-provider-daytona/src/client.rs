@@ -134,6 +134,67 @@ impl Client {
         self.http.send_empty(ctx, req).await
     }
 
+    /// `POST /sandbox/{id}/{action}` (`stop`, `start`): `200 Sandbox` once the transition is
+    /// under way (`stopping`, `starting`), not once it is done.
+    pub(crate) async fn sandbox_action(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        action: &str,
+    ) -> Result<api::Sandbox> {
+        check_id(id)?;
+        let req = self
+            .http
+            .authed(ctx, Method::POST, &format!("/sandbox/{id}/{action}"))?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `POST /sandbox/{id}/snapshot {name, includeMemory}`: `200 Sandbox` once the snapshot is
+    /// initiated (the sandbox `snapshotting`); `Ok(false)` when the name is taken (409).
+    pub(crate) async fn create_sandbox_snapshot(
+        &self,
+        ctx: &CallContext,
+        id: &str,
+        body: &api::CreateSandboxSnapshot,
+    ) -> Result<bool> {
+        check_id(id)?;
+        let req = self
+            .http
+            .authed(ctx, Method::POST, &format!("/sandbox/{id}/snapshot"))?
+            .json(body);
+        match self.send_for_failure(ctx, req).await {
+            Ok(resp) => self
+                .http
+                .read_json::<api::Sandbox>(resp)
+                .await
+                .map(|_| true),
+            Err(failure) if failure.status == Some(409) => Ok(false),
+            Err(failure) => Err(failure.error),
+        }
+    }
+
+    /// `GET /snapshots/{idOrName}`.
+    pub(crate) async fn get_snapshot(
+        &self,
+        ctx: &CallContext,
+        id_or_name: &str,
+    ) -> Result<api::SnapshotDto> {
+        check_id(id_or_name)?;
+        let req = self
+            .http
+            .authed(ctx, Method::GET, &format!("/snapshots/{id_or_name}"))?;
+        self.http.send_json(ctx, req).await
+    }
+
+    /// `DELETE /snapshots/{id}` (the id, not the name).
+    pub(crate) async fn delete_snapshot(&self, ctx: &CallContext, id: &str) -> Result<()> {
+        check_id(id)?;
+        let req = self
+            .http
+            .authed(ctx, Method::DELETE, &format!("/snapshots/{id}"))?;
+        self.http.send_empty(ctx, req).await
+    }
+
     /// `GET /sandbox?labels={"k":"v"}&includeErroredDeleted=true&limit=100[&cursor=…]`, every
     /// page. Without `includeErroredDeleted` Daytona leaves out sandboxes in `error` or
     /// `build_failed` whose desired state is `destroyed`, and a lookup must see those too.

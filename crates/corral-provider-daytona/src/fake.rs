@@ -24,6 +24,19 @@
 //! partial line, and the exit code only once that is flushed. A session's commands run at
 //! once (the daemon's session shell runs them one after another; Corral uses one session per
 //! command).
+//!
+//! The lifecycle is Daytona's (`provider-apis/daytona/api-openapi.yaml`), asynchronous as its
+//! runners are: `POST /sandbox/{id}/stop` answers `stopping` and the sandbox reads `stopping`
+//! for the warm-up's observations before `stopped` (its processes and sessions end, its files
+//! stay, the toolbox refuses it: `400 Sandbox is not running`); stopping one that is not
+//! started is `400 Sandbox is not started`. `POST /sandbox/{id}/start` answers `starting`,
+//! then `started` (`400 Sandbox is not stopped` for one that is not). `POST
+//! /sandbox/{id}/snapshot {name, includeMemory}` copies the sandbox's directory at once
+//! (point in time), answers the sandbox `snapshotting` and makes a snapshot `pending` for the
+//! warm-up's observations of `GET /snapshots/{idOrName}`, then `active` (a container sandbox:
+//! `includeMemory: true` is refused; a name taken is `409`). A create naming an active
+//! snapshot as `snapshot` starts from a copy of it; `DELETE /snapshots/{id}` (the id, not the
+//! name) removes it.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test double: a poisoned lock is a failed test.
 #![allow(clippy::result_large_err)] // Handlers return ready-made responses as errors.
 
@@ -66,6 +79,20 @@ struct Sandbox {
     sessions: HashMap<String, Session>,
     /// The sandbox's processes: dropping the table (at deletion) kills them.
     processes: Processes,
+    /// Stopped (or, while `stopping` > 0, on its way there).
+    stopped: bool,
+    /// Observations left reading `stopping`.
+    stopping: u32,
+    /// Observations left reading `snapshotting`.
+    snapshotting: u32,
+}
+
+/// A snapshot made from a sandbox: a copy of its directory.
+struct Snapshot {
+    name: String,
+    /// Observations left reading `pending`.
+    pending: u32,
+    dir: tempfile::TempDir,
 }
 
 /// A session of the daemon's process API: its commands, in order.
@@ -96,6 +123,8 @@ impl Sandbox {
 #[derive(Default)]
 struct Inner {
     sandboxes: Mutex<HashMap<String, Sandbox>>,
+    /// Snapshots by id.
+    snapshots: Mutex<HashMap<String, Snapshot>>,
     next: AtomicUsize,
     warmup: AtomicU32,
     /// When set, the next create is rate-limited as Daytona does it (seconds to wait).
@@ -341,11 +370,242 @@ fn authorized(headers: &HeaderMap) -> Result<(), Response> {
 fn state_of(s: &Sandbox) -> &'static str {
     if s.error_reason.is_some() {
         "error"
+    } else if s.stopped && s.stopping > 0 {
+        "stopping"
+    } else if s.stopped {
+        "stopped"
     } else if s.warming > 0 {
         "starting"
+    } else if s.snapshotting > 0 {
+        "snapshotting"
     } else {
         "started"
     }
+}
+
+/// One observation of a sandbox: its transitions move on.
+fn observe(s: &mut Sandbox) {
+    s.warming = s.warming.saturating_sub(1);
+    s.stopping = s.stopping.saturating_sub(1);
+    s.snapshotting = s.snapshotting.saturating_sub(1);
+}
+
+/// The key of the sandbox `id` names (id or name), as Daytona's `findOneByIdOrName`.
+fn key_of(sandboxes: &HashMap<String, Sandbox>, id: &str) -> Option<String> {
+    sandboxes
+        .iter()
+        .find(|(key, s)| (*key == id || s.name == id) && !s.errored_deleted())
+        .map(|(key, _)| key.clone())
+}
+
+/// `POST /sandbox/{id}/stop[?force=]`: `stopping`, then `stopped`.
+async fn stop(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    if !matches!(
+        q.get("force").map(String::as_str),
+        None | Some("true" | "false")
+    ) {
+        return error(StatusCode::BAD_REQUEST, "force must be a boolean value");
+    }
+    let mut sandboxes = inner.sandboxes.lock().unwrap();
+    let Some(key) = key_of(&sandboxes, &id) else {
+        return not_found(&id);
+    };
+    let s = sandboxes.get_mut(&key).unwrap();
+    if state_of(s) != "started" {
+        return error(StatusCode::BAD_REQUEST, "Sandbox is not started");
+    }
+    s.stopped = true;
+    s.stopping = inner.warmup.load(Ordering::SeqCst).max(1);
+    // Nothing runs in a stopped sandbox: its processes and the daemon's sessions end.
+    s.processes = Processes::default();
+    s.sessions.clear();
+    axum::Json(record(&inner, &key, s, "stopping")).into_response()
+}
+
+/// `POST /sandbox/{id}/start`: `starting`, then `started`.
+async fn start_sandbox(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let mut sandboxes = inner.sandboxes.lock().unwrap();
+    let Some(key) = key_of(&sandboxes, &id) else {
+        return not_found(&id);
+    };
+    let s = sandboxes.get_mut(&key).unwrap();
+    if state_of(s) != "stopped" {
+        return error(StatusCode::BAD_REQUEST, "Sandbox is not stopped");
+    }
+    s.stopped = false;
+    s.warming = inner.warmup.load(Ordering::SeqCst).max(1);
+    axum::Json(record(&inner, &key, s, "starting")).into_response()
+}
+
+/// `POST /sandbox/{id}/snapshot {name, includeMemory}`: the copy is taken now; the snapshot
+/// is `pending`, then `active`.
+async fn snapshot_sandbox(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let m = match json_object(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(name) = m
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    else {
+        return error(StatusCode::BAD_REQUEST, "name must be a string");
+    };
+    let include_memory = match optional_bool(&m, "includeMemory") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if include_memory {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Container sandboxes do not support memory snapshots",
+        );
+    }
+    let mut sandboxes = inner.sandboxes.lock().unwrap();
+    let Some(key) = key_of(&sandboxes, &id) else {
+        return not_found(&id);
+    };
+    let mut snapshots = inner.snapshots.lock().unwrap();
+    if snapshots.values().any(|snap| snap.name == name) {
+        return error(
+            StatusCode::CONFLICT,
+            format!("Snapshot with name {name} already exists"),
+        );
+    }
+    let s = sandboxes.get_mut(&key).unwrap();
+    if !matches!(state_of(s), "started" | "stopped") {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Sandbox must be started or stopped to be snapshotted",
+        );
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    copy_dir(s.dir.path(), dir.path()).expect("copy the sandbox");
+    let warmup = inner.warmup.load(Ordering::SeqCst).max(1);
+    if !s.stopped {
+        s.snapshotting = warmup;
+    }
+    let n = inner.next.fetch_add(1, Ordering::SeqCst);
+    snapshots.insert(
+        format!("9a2e51c0-0000-4000-8000-{n:012}"),
+        Snapshot {
+            name: name.to_owned(),
+            pending: warmup,
+            dir,
+        },
+    );
+    let state = state_of(s);
+    axum::Json(record(&inner, &key, s, state)).into_response()
+}
+
+fn snapshot_view(id: &str, snap: &Snapshot) -> Value {
+    let state = if snap.pending > 0 {
+        "pending"
+    } else {
+        "active"
+    };
+    json!({
+        "id": id,
+        "organizationId": "org-fake",
+        "general": false,
+        "name": snap.name,
+        "imageName": "",
+        "state": state,
+        "size": if snap.pending > 0 { Value::Null } else { json!(0.25) },
+        "entrypoint": null,
+        "cpu": 1,
+        "gpu": 0,
+        "mem": 1,
+        "disk": 3,
+        "errorReason": null,
+        "createdAt": "2026-01-01T00:00:00.000Z",
+        "updatedAt": "2026-01-01T00:00:00.000Z",
+        "lastUsedAt": null,
+        "sandboxClass": "container",
+    })
+}
+
+fn snapshot_not_found(id: &str) -> Response {
+    error(StatusCode::NOT_FOUND, format!("Snapshot {id} not found"))
+}
+
+/// `GET /snapshots/{idOrName}`.
+async fn get_snapshot(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    let mut snapshots = inner.snapshots.lock().unwrap();
+    match snapshots
+        .iter_mut()
+        .find(|(key, snap)| **key == id || snap.name == id)
+    {
+        Some((key, snap)) => {
+            let view = snapshot_view(key, snap);
+            snap.pending = snap.pending.saturating_sub(1);
+            axum::Json(view).into_response()
+        }
+        None => snapshot_not_found(&id),
+    }
+}
+
+/// `DELETE /snapshots/{id}`: by id only.
+async fn delete_snapshot(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = authorized(&headers) {
+        return r;
+    }
+    match inner.snapshots.lock().unwrap().remove(&id) {
+        Some(_) => StatusCode::OK.into_response(),
+        None => snapshot_not_found(&id),
+    }
+}
+
+/// Copies a directory tree (files, directories, symbolic links as links).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 fn record(inner: &Inner, id: &str, s: &Sandbox, state: &str) -> Value {
@@ -385,6 +645,10 @@ fn control_router(inner: Shared) -> Router {
     Router::new()
         .route("/sandbox", post(create).get(list))
         .route("/sandbox/{id}", get(get_one).delete(destroy))
+        .route("/sandbox/{id}/stop", post(stop))
+        .route("/sandbox/{id}/start", post(start_sandbox))
+        .route("/sandbox/{id}/snapshot", post(snapshot_sandbox))
+        .route("/snapshots/{id}", get(get_snapshot).delete(delete_snapshot))
         .with_state(inner)
 }
 
@@ -438,6 +702,24 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(_) => return error(StatusCode::BAD_REQUEST, "snapshot must be a string"),
     };
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A snapshot made from a sandbox (by id or name) starts the new one from its files.
+    if let Some(snap) = inner
+        .snapshots
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(key, snap)| **key == snapshot || snap.name == snapshot)
+        .map(|(_, snap)| snap)
+    {
+        if snap.pending > 0 {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("Snapshot {snapshot} is pending"),
+            );
+        }
+        copy_dir(snap.dir.path(), dir.path()).expect("copy the snapshot");
+    }
     let n = inner.next.fetch_add(1, Ordering::SeqCst);
     let id = format!("5f1c0b7e-0000-4000-8000-{n:012}");
     let name = match v.get("name") {
@@ -465,9 +747,12 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         warming: inner.warmup.load(Ordering::SeqCst),
         error_reason: None,
         desired_destroyed: false,
-        dir: tempfile::tempdir().expect("temp dir"),
+        dir,
         sessions: HashMap::new(),
         processes: Processes::default(),
+        stopped: false,
+        stopping: 0,
+        snapshotting: 0,
     };
     let out = record(&inner, &id, &sandbox, "creating");
     inner.sandboxes.lock().unwrap().insert(id, sandbox);
@@ -491,7 +776,7 @@ async fn get_one(
         return not_found(&id);
     };
     let state = state_of(s);
-    s.warming = s.warming.saturating_sub(1);
+    observe(s);
     axum::Json(record(&inner, id, s, state)).into_response()
 }
 
@@ -616,7 +901,7 @@ fn sandbox_dir(inner: &Inner, headers: &HeaderMap, id: &str) -> Result<PathBuf, 
     authorized(headers)?;
     let sandboxes = inner.sandboxes.lock().unwrap();
     let s = sandboxes.get(id).ok_or_else(|| not_found(id))?;
-    if s.warming > 0 || s.error_reason.is_some() {
+    if s.warming > 0 || s.stopped || s.error_reason.is_some() {
         return Err(error(StatusCode::BAD_REQUEST, "Sandbox is not running"));
     }
     Ok(s.dir.path().to_owned())

@@ -18,6 +18,13 @@
 //! `started` (`creating`/`starting` → creating; `started` → running); every documented state
 //! is mapped in `map.rs`.
 //!
+//! Lifecycle (asynchronous, as Daytona's runners are): stop `POST /sandbox/{id}/stop`
+//! (`stopping`, then `stopped`; its `400` for a sandbox not started is idempotent success once
+//! a get shows it stopped), resume `POST /sandbox/{id}/start` (`starting`, then `started`),
+//! snapshot `POST /sandbox/{id}/snapshot` named after the Corral snapshot id (followed with
+//! `GET /snapshots/{name}`, deleted with `DELETE /snapshots/{id}`), restore a create whose
+//! `snapshot` is that name; `idleStopSeconds` is `autoStopInterval`.
+//!
 //! Exec: `/process/execute` **merges stderr into stdout** (`result`), so output streams are
 //! advertised as `combined` and everything arrives in `stdout`; the result is a JSON string, so
 //! non-UTF-8 output bytes are replaced. The command travels base64-encoded inside
@@ -49,18 +56,20 @@ mod commands;
 pub mod fake;
 mod map;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use corral_domain::{CommandId, OperationId, Provider, ProviderCapabilities, Signal};
+use corral_domain::{
+    CommandId, OperationId, Provider, ProviderCapabilities, SandboxStatus, Signal, SnapshotStatus,
+};
 use corral_provider::files::check_parent_dir;
 use corral_provider::{
     Adapter, CallContext, CappedOutput, CommandEvent, CommandEvents, CommandSpec, CreateSpec,
-    ExecOutput, ExecSpec, ObservedSandbox, OutputOffsets, ProviderError, Result, SandboxProvider,
-    Started, TaggedPage, TaggedSandbox,
+    ExecOutput, ExecSpec, ObservedSandbox, ObservedSnapshot, OutputOffsets, ProviderError, Result,
+    SandboxProvider, SnapshotSpec, Started, TaggedPage, TaggedSandbox,
 };
 use corral_provider_http::{HttpConfig, ProviderHttp, TrustedHosts, TrustedUrl, read_file_body};
 use futures::stream::{self, StreamExt as _};
@@ -115,6 +124,10 @@ pub struct DaytonaProvider {
     /// Toolbox base per sandbox, learnt from create/get (and checked against the trusted
     /// hosts).
     toolboxes: Mutex<HashMap<String, TrustedUrl>>,
+    /// Sandboxes this adapter started again and has not yet seen `started`: their `starting`
+    /// is a resume's (`starting`), not a create's (`creating`). Lost on restart, when
+    /// `starting` reads as `creating` again (not usable yet either way).
+    resumed: Mutex<HashSet<String>>,
 }
 
 impl Adapter for DaytonaProvider {
@@ -138,6 +151,7 @@ impl Adapter for DaytonaProvider {
             caps: capabilities::capabilities(),
             default_toolbox_proxy_url: config.default_toolbox_proxy_url,
             toolboxes: Mutex::new(HashMap::new()),
+            resumed: Mutex::new(HashSet::new()),
         })
     }
 }
@@ -176,10 +190,63 @@ impl DaytonaProvider {
         }
     }
 
-    fn observed(sandbox: &api::Sandbox) -> ObservedSandbox {
+    /// `POST /sandbox` from `snapshot` (a Daytona snapshot name; the server's default when
+    /// `None`), named and labelled with the operation id, stopping after the idle interval
+    /// (see [`auto_stop_minutes`]).
+    async fn create_from(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: Option<String>,
+    ) -> Result<ObservedSandbox> {
+        let name = spec.operation_id.to_string();
+        let body = api::CreateSandbox {
+            name: Some(name.clone()),
+            snapshot,
+            labels: labels(ctx, &spec.operation_id),
+            auto_stop_interval: Some(auto_stop_minutes(spec)),
+        };
+        let created = match self.client.create_sandbox(ctx, &body).await? {
+            Some(created) => created,
+            None => {
+                // The name (the operation id) is taken: an earlier attempt of this very
+                // operation made it, unless its label says otherwise.
+                let existing = self.client.get_sandbox(ctx, &name).await?;
+                if existing.labels.get(OPERATION_LABEL) != Some(&name) {
+                    return Err(ProviderError::InvalidRequest {
+                        provider: P,
+                        message: format!(
+                            "a sandbox named {name} exists that was not created for this operation"
+                        ),
+                    });
+                }
+                existing
+            }
+        };
+        // The sandbox exists now: failing to remember its toolbox must not hide that.
+        let _ = self.remember(&created);
+        let mut observed = self.observed(&created);
+        observed.operation_id = Some(spec.operation_id);
+        Ok(observed)
+    }
+
+    fn observed(&self, sandbox: &api::Sandbox) -> ObservedSandbox {
+        let mut resumed = self
+            .resumed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let status = map::status(sandbox.state.as_deref(), resumed.contains(&sandbox.id));
+        // Forgotten once the start is over (a `stopped` answered before Daytona moved on is
+        // not over).
+        if !matches!(
+            status,
+            SandboxStatus::Starting | SandboxStatus::Stopped | SandboxStatus::Stopping
+        ) {
+            resumed.remove(&sandbox.id);
+        }
         ObservedSandbox {
             native_id: sandbox.id.clone(),
-            status: map::status(sandbox.state.as_deref()),
+            status,
             operation_id: sandbox
                 .labels
                 .get(OPERATION_LABEL)
@@ -213,6 +280,24 @@ fn minutes(seconds: u64) -> u64 {
     seconds.div_ceil(60)
 }
 
+/// `autoStopInterval`, in minutes: Daytona's one idle stop carries both the lifetime
+/// (`timeout`, which on Daytona always was the idle interval) and `idleStopSeconds`. With
+/// both in the request the shorter wins (it is the one that would stop the sandbox first);
+/// `idleStopSeconds` alone wins over the advertised default lifetime. Rounded up to whole
+/// minutes.
+fn auto_stop_minutes(spec: &CreateSpec) -> u64 {
+    let lifetime = spec
+        .timeout_seconds
+        .or(spec.request.timeout())
+        .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
+    let seconds = match (spec.request.idle_stop_seconds(), spec.request.timeout()) {
+        (Some(idle), Some(asked)) => idle.min(asked),
+        (Some(idle), None) => idle,
+        (None, _) => lifetime,
+    };
+    minutes(seconds)
+}
+
 #[async_trait]
 impl SandboxProvider for DaytonaProvider {
     fn provider(&self) -> Provider {
@@ -224,45 +309,116 @@ impl SandboxProvider for DaytonaProvider {
     }
 
     async fn create(&self, ctx: &CallContext, spec: &CreateSpec) -> Result<ObservedSandbox> {
-        let timeout = spec
-            .timeout_seconds
-            .or(spec.request.timeout())
-            .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
-        let name = spec.operation_id.to_string();
-        let body = api::CreateSandbox {
-            name: Some(name.clone()),
-            snapshot: spec.request.image().map(str::to_owned),
-            labels: labels(ctx, &spec.operation_id),
-            auto_stop_interval: Some(minutes(timeout)),
-        };
-        let created = match self.client.create_sandbox(ctx, &body).await? {
-            Some(created) => created,
-            None => {
-                // The name (the operation id) is taken: an earlier attempt of this very
-                // operation made it, unless its label says otherwise.
-                let existing = self.client.get_sandbox(ctx, &name).await?;
-                if existing.labels.get(OPERATION_LABEL) != Some(&name) {
-                    return Err(ProviderError::InvalidRequest {
-                        provider: P,
-                        message: format!(
-                            "a sandbox named {name} exists that was not created for this operation"
-                        ),
-                    });
+        self.create_from(ctx, spec, spec.request.image().map(str::to_owned))
+            .await
+    }
+
+    /// `POST /sandbox/{id}/stop`: Daytona answers `stopping` and stops in the background
+    /// (`get` follows it to `stopped`). Its `400` for a sandbox that is not started is read
+    /// back with a get: stopping or stopped is this stop's answer.
+    async fn stop(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        match self.client.sandbox_action(ctx, native_id, "stop").await {
+            Ok(sandbox) => Ok(self.observed(&sandbox)),
+            Err(refused @ ProviderError::InvalidRequest { .. }) => {
+                let seen = self.observed(&self.client.get_sandbox(ctx, native_id).await?);
+                if seen.status.is_stopped() {
+                    Ok(seen)
+                } else {
+                    Err(refused)
                 }
-                existing
             }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /sandbox/{id}/start` for a sandbox that is not running: Daytona answers
+    /// `starting` and starts it in the background (`get` follows it to `started`). A running
+    /// one is answered as it is, without a call.
+    async fn resume(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
+        let seen = self.observed(&self.client.get_sandbox(ctx, native_id).await?);
+        if seen.status == SandboxStatus::Running {
+            return Ok(seen);
+        }
+        self.resumed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(seen.native_id.clone());
+        let started = self.client.sandbox_action(ctx, native_id, "start").await?;
+        let mut answer = self.observed(&started);
+        // The start was accepted; a record that still says `stopped` only lags behind it.
+        if answer.status.is_stopped() {
+            answer.status = SandboxStatus::Starting;
+        }
+        Ok(answer)
+    }
+
+    /// `POST /sandbox/{id}/snapshot {name: <Corral snapshot id>, includeMemory: false}`:
+    /// asynchronous, so `creating`; the snapshot's native id is that name (Daytona answers
+    /// with the sandbox, not the snapshot). A name already taken is this snapshot made by an
+    /// earlier attempt (Corral snapshot ids are unique): it is observed.
+    async fn snapshot(
+        &self,
+        ctx: &CallContext,
+        native_id: &str,
+        spec: &SnapshotSpec,
+    ) -> Result<ObservedSnapshot> {
+        let name = spec.snapshot_id.to_string();
+        let body = api::CreateSandboxSnapshot {
+            name: name.clone(),
+            include_memory: false,
         };
-        // The sandbox exists now: failing to remember its toolbox must not hide that.
-        let _ = self.remember(&created);
-        let mut observed = Self::observed(&created);
-        observed.operation_id = Some(spec.operation_id);
-        Ok(observed)
+        if self
+            .client
+            .create_sandbox_snapshot(ctx, native_id, &body)
+            .await?
+        {
+            Ok(ObservedSnapshot {
+                native_id: name,
+                status: SnapshotStatus::Creating,
+                size_bytes: None,
+            })
+        } else {
+            self.get_snapshot(ctx, &name).await
+        }
+    }
+
+    /// `GET /snapshots/{name}`.
+    async fn get_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<ObservedSnapshot> {
+        let dto = self.client.get_snapshot(ctx, snapshot).await?;
+        Ok(ObservedSnapshot {
+            native_id: snapshot.to_owned(),
+            status: map::snapshot_status(&dto.state),
+            // Daytona reports GB; Corral bytes.
+            size_bytes: dto
+                .size
+                .filter(|gb| gb.is_finite() && *gb >= 0.0)
+                .map(|gb| (gb * 1e9).round() as u64),
+        })
+    }
+
+    /// `GET /snapshots/{name}` for its id, then `DELETE /snapshots/{id}` (which takes the id
+    /// only).
+    async fn delete_snapshot(&self, ctx: &CallContext, snapshot: &str) -> Result<()> {
+        let dto = self.client.get_snapshot(ctx, snapshot).await?;
+        self.client.delete_snapshot(ctx, &dto.id).await
+    }
+
+    /// `POST /sandbox` with the snapshot's name as `snapshot`, named and labelled like a
+    /// create.
+    async fn restore(
+        &self,
+        ctx: &CallContext,
+        spec: &CreateSpec,
+        snapshot: &str,
+    ) -> Result<ObservedSandbox> {
+        client::check_id(snapshot)?;
+        self.create_from(ctx, spec, Some(snapshot.to_owned())).await
     }
 
     async fn get(&self, ctx: &CallContext, native_id: &str) -> Result<ObservedSandbox> {
         let sandbox = self.client.get_sandbox(ctx, native_id).await?;
         let _ = self.remember(&sandbox);
-        Ok(Self::observed(&sandbox))
+        Ok(self.observed(&sandbox))
     }
 
     async fn delete(&self, ctx: &CallContext, native_id: &str) -> Result<()> {
@@ -371,7 +527,7 @@ impl SandboxProvider for DaytonaProvider {
                 .items
                 .iter()
                 .map(|s| TaggedSandbox {
-                    observed: Self::observed(s),
+                    observed: self.observed(s),
                     project: s.labels.get(PROJECT_LABEL).cloned(),
                 })
                 .collect(),
@@ -390,7 +546,7 @@ impl SandboxProvider for DaytonaProvider {
             .list_sandboxes_by_label(ctx, OPERATION_LABEL, &value)
             .await?;
         // The label is checked again by the contract wrapper (`corral_provider::Contracted`).
-        Ok(listed.iter().map(Self::observed).collect())
+        Ok(listed.iter().map(|s| self.observed(s)).collect())
     }
 
     async fn start_command<'a>(

@@ -2,8 +2,11 @@
 
 use std::time::Duration;
 
-use corral_domain::{CreateSandboxRequest, OperationId, OutputStreams, Provider, SandboxStatus};
-use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider};
+use corral_domain::{
+    CreateSandboxRequest, OperationId, OutputStreams, Provider, SandboxStatus, SnapshotId,
+    SnapshotStatus, StandardCreate,
+};
+use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider, SnapshotSpec};
 use corral_provider_daytona::fake::API_KEY;
 use corral_provider_http::reqwest::Method;
 use serde_json::Value;
@@ -935,4 +938,164 @@ mod commands {
             None
         );
     }
+}
+
+#[tokio::test]
+async fn stop_is_followed_through_stopping_and_a_second_stop_is_not_an_error() {
+    let (fake, p) = crate::world().await;
+    let s = p.create(&ctx(), &spec(None)).await.unwrap();
+    crate::started(&p, &s.native_id).await;
+    // Daytona answers the stop at once, `stopping`, and stops in the background.
+    let stopping = p.stop(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(stopping.status, SandboxStatus::Stopping);
+    let stops = fake.server().log().matching(&Method::POST, "/stop");
+    assert_eq!(stops[0].path, format!("/sandbox/{}/stop", s.native_id));
+    assert_eq!(
+        p.get(&ctx(), &s.native_id).await.unwrap().status,
+        SandboxStatus::Stopping
+    );
+    assert_eq!(
+        p.get(&ctx(), &s.native_id).await.unwrap().status,
+        SandboxStatus::Stopped
+    );
+    // Daytona refuses to stop a sandbox that is not started (400): read back, it is stopped.
+    let again = p.stop(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(again.status, SandboxStatus::Stopped);
+    assert_eq!(
+        fake.server().log().matching(&Method::POST, "/stop").len(),
+        2
+    );
+    // The toolbox refuses a stopped sandbox.
+    let err = p
+        .exec(&ctx(), &s.native_id, &ExecSpec::new("echo hi"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_sandbox_is_starting_not_creating_and_a_running_one_is_left_alone() {
+    let (fake, p) = crate::world().await;
+    let s = p.create(&ctx(), &spec(None)).await.unwrap();
+    // A new sandbox's `starting` is a create's.
+    assert_eq!(
+        p.get(&ctx(), &s.native_id).await.unwrap().status,
+        SandboxStatus::Creating
+    );
+    crate::started(&p, &s.native_id).await;
+    let running = p.resume(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(running.status, SandboxStatus::Running);
+    assert!(
+        fake.server()
+            .log()
+            .matching(&Method::POST, "/start")
+            .is_empty()
+    );
+
+    p.stop(&ctx(), &s.native_id).await.unwrap();
+    while p.get(&ctx(), &s.native_id).await.unwrap().status != SandboxStatus::Stopped {}
+    let resumed = p.resume(&ctx(), &s.native_id).await.unwrap();
+    assert_eq!(resumed.status, SandboxStatus::Starting);
+    let starts = fake.server().log().matching(&Method::POST, "/start");
+    assert_eq!(starts[0].path, format!("/sandbox/{}/start", s.native_id));
+    // The same `starting` after a start this adapter asked for is a resume's.
+    assert_eq!(
+        p.get(&ctx(), &s.native_id).await.unwrap().status,
+        SandboxStatus::Starting
+    );
+    assert_eq!(
+        p.get(&ctx(), &s.native_id).await.unwrap().status,
+        SandboxStatus::Running
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_is_named_after_its_corral_id_followed_until_active_and_deleted_by_its_id() {
+    let (fake, p) = crate::world().await;
+    let s = p.create(&ctx(), &spec(None)).await.unwrap();
+    crate::started(&p, &s.native_id).await;
+    let snap_spec = SnapshotSpec {
+        snapshot_id: SnapshotId::new(Provider::Daytona),
+        name: Some("client name".into()),
+    };
+    let snap = p.snapshot(&ctx(), &s.native_id, &snap_spec).await.unwrap();
+    // Asynchronous: the answer is the sandbox `snapshotting`; the snapshot is pending.
+    assert_eq!(snap.status, SnapshotStatus::Creating);
+    assert_eq!(snap.native_id, snap_spec.snapshot_id.to_string());
+    let posts = fake.server().log().matching(&Method::POST, "/snapshot");
+    assert_eq!(posts[0].path, format!("/sandbox/{}/snapshot", s.native_id));
+    assert_eq!(
+        body_json(&posts[0].body),
+        serde_json::json!({"name": snap.native_id, "includeMemory": false})
+    );
+    // A retried snapshot (the name taken, 409) is the same snapshot, observed.
+    let again = p.snapshot(&ctx(), &s.native_id, &snap_spec).await.unwrap();
+    assert_eq!(again.native_id, snap.native_id);
+    let mut seen = p.get_snapshot(&ctx(), &snap.native_id).await.unwrap();
+    for _ in 0..5 {
+        if seen.status == SnapshotStatus::Ready {
+            break;
+        }
+        seen = p.get_snapshot(&ctx(), &snap.native_id).await.unwrap();
+    }
+    assert_eq!(seen.status, SnapshotStatus::Ready);
+    // Daytona's size is in GB.
+    assert_eq!(seen.size_bytes, Some(250_000_000));
+
+    let restore = spec(None);
+    let copy = p.restore(&ctx(), &restore, &snap.native_id).await.unwrap();
+    let creates = fake.server().log().matching(&Method::POST, "/sandbox");
+    let create = creates.iter().rfind(|r| r.path == "/sandbox").unwrap();
+    let body = body_json(&create.body);
+    assert_eq!(body["snapshot"], snap.native_id.as_str());
+    assert_eq!(body["name"], restore.operation_id.to_string());
+    assert_eq!(copy.operation_id, Some(restore.operation_id));
+
+    // `DELETE /snapshots/{id}` takes the id: the name is resolved first.
+    p.delete_snapshot(&ctx(), &snap.native_id).await.unwrap();
+    let deletes = fake.server().log().matching(&Method::DELETE, "/snapshots/");
+    assert_eq!(deletes.len(), 1);
+    assert_ne!(deletes[0].path, format!("/snapshots/{}", snap.native_id));
+    let err = p.get_snapshot(&ctx(), &snap.native_id).await.unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+    let err = p
+        .delete_snapshot(&ctx(), &snap.native_id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotFound { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn idle_stop_is_daytonas_own_auto_stop_in_whole_minutes() {
+    let (fake, p) = crate::world().await;
+    let with = |timeout: Option<u64>, idle: Option<u64>| {
+        let request = CreateSandboxRequest::Daytona(StandardCreate {
+            timeout,
+            idle_stop_seconds: idle,
+            ..StandardCreate::default()
+        });
+        CreateSpec {
+            operation_id: OperationId::new(),
+            // The service fills in the advertised default lifetime.
+            timeout_seconds: timeout.or(Some(900)),
+            request,
+        }
+    };
+    // Alone, idleStopSeconds wins over the default lifetime, rounded up to minutes.
+    let a = p.create(&ctx(), &with(None, Some(3601))).await.unwrap();
+    assert_eq!(fake.auto_stop_minutes_of(&a.native_id), Some(61));
+    // With a lifetime asked for too, the shorter idle interval is the one Daytona applies.
+    let b = p
+        .create(&ctx(), &with(Some(600), Some(3600)))
+        .await
+        .unwrap();
+    assert_eq!(fake.auto_stop_minutes_of(&b.native_id), Some(10));
+    let c = p
+        .create(&ctx(), &with(Some(3600), Some(120)))
+        .await
+        .unwrap();
+    assert_eq!(fake.auto_stop_minutes_of(&c.native_id), Some(2));
 }
