@@ -43,7 +43,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// Registers the console's routes under `/console`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    use handlers::{account, project, providers, sandboxes, sign_in, work};
+    use handlers::{account, lifecycle, project, providers, sandboxes, sign_in, work};
     let acc = "/accounts/{account}";
     let prj = "/accounts/{account}/projects/{project}";
     // A browser opening the server's root is led to the console; API clients (which do not
@@ -177,6 +177,30 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(
                 &format!("{prj}/sandboxes/{{sandbox}}/files"),
                 web::get().to(work::file_page),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/stop"),
+                web::post().to(lifecycle::stop_sandbox),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/resume"),
+                web::post().to(lifecycle::resume_sandbox),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/snapshots"),
+                web::post().to(lifecycle::snapshot_sandbox),
+            )
+            .route(
+                &format!("{prj}/sandboxes/{{sandbox}}/fork"),
+                web::post().to(lifecycle::fork_sandbox),
+            )
+            .route(
+                &format!("{prj}/snapshots"),
+                web::get().to(lifecycle::snapshots_page),
+            )
+            .route(
+                &format!("{prj}/snapshots/{{snapshot}}/delete"),
+                web::post().to(lifecycle::delete_snapshot),
             )
             .route(
                 &format!("{prj}/sandboxes/{{sandbox}}/files"),

@@ -53,6 +53,9 @@ pub(crate) mod paths {
     pub(crate) fn files(account: &str, project: &str, sbx: &str) -> String {
         format!("{}/files", sandbox(account, project, sbx))
     }
+    pub(crate) fn snapshots(account: &str, project: &str) -> String {
+        format!("{}/snapshots", project_(account, project))
+    }
     fn project_(account: &str, id: &str) -> String {
         project(account, id)
     }
@@ -81,6 +84,34 @@ fn flash(flash: Option<&Flash>) -> Markup {
         @if let Some(f) = flash {
             div class={"flash " (f.kind.as_str())} role=(if f.kind == FlashKind::Error { "alert" } else { "status" }) {
                 (f.text)
+            }
+        }
+    }
+}
+
+/// The flash of a signed-in page: its text, then links to the sandboxes it names (of the
+/// project the page shows; without one, their ids as text).
+fn chrome_flash(chrome: &Chrome) -> Markup {
+    let Some(f) = chrome.flash.as_ref() else {
+        return html! {};
+    };
+    let project = chrome
+        .account
+        .as_ref()
+        .zip(chrome.project.as_deref())
+        .map(|(a, p)| (a.id.as_str(), p));
+    html! {
+        div class={"flash " (f.kind.as_str())} role=(if f.kind == FlashKind::Error { "alert" } else { "status" }) {
+            span {
+                (f.text)
+                @for (i, id) in f.sandboxes.iter().enumerate() {
+                    @if i > 0 { "," }
+                    " "
+                    @match project {
+                        Some((acc, prj)) => a.flash-link href=(paths::sandbox(acc, prj, id)) { code { (id) } },
+                        None => code { (id) },
+                    }
+                }
             }
         }
     }
@@ -173,7 +204,7 @@ fn shell(title: &str, chrome: &Chrome, content: Markup) -> Markup {
                         }
                     }
                     main.content id="main" {
-                        (flash(chrome.flash.as_ref()))
+                        (chrome_flash(chrome))
                         (content)
                     }
                 }
@@ -734,6 +765,11 @@ fn project_head(project: &ProjectView, tab: ProjectTab) -> Markup {
     let (acc, id) = (&project.account.id, &project.id);
     let tabs = [
         (ProjectTab::Sandboxes, paths::project(acc, id), "Sandboxes"),
+        (
+            ProjectTab::Snapshots,
+            paths::snapshots(acc, id),
+            "Snapshots",
+        ),
         (ProjectTab::Keys, paths::keys(acc, id), "API keys"),
         (
             ProjectTab::Providers,
@@ -1021,9 +1057,57 @@ fn status_badge(status: &str, deleted: bool) -> Markup {
     html! { span class=(class) { @if deleted { "deleted" } @else { (status) } } }
 }
 
+/// The Stop or Resume button of a sandbox (whichever `offer` holds), a CSRF-checked post.
+/// `place` names where it is (`list`, `lifecycle`, `commands`): in the list it is small,
+/// names its sandbox for screen readers and comes back to the list; elsewhere its id is
+/// `<place>-<stop|resume>`.
+fn stop_or_resume(
+    account: &str,
+    project: &str,
+    sandbox: &str,
+    offer: Lifecycle,
+    csrf: &str,
+    place: &str,
+) -> Markup {
+    let in_list = place == "list";
+    let (action, label, class) = if offer.resume {
+        (
+            "resume",
+            "Resume",
+            if in_list {
+                "btn small secondary"
+            } else {
+                "btn"
+            },
+        )
+    } else {
+        (
+            "stop",
+            "Stop",
+            if in_list {
+                "btn small secondary"
+            } else {
+                "btn secondary"
+            },
+        )
+    };
+    html! {
+        form method="post" action={(paths::sandbox(account, project, sandbox)) "/" (action)} {
+            (csrf_field(csrf))
+            @if in_list {
+                input type="hidden" name="from" value="list";
+                button class=(class) type="submit" data-action=(action) aria-label={(label) " " (sandbox)} { (label) }
+            } @else {
+                button class=(class) type="submit" id={(place) "-" (action)} { (label) }
+            }
+        }
+    }
+}
+
 /// The registry's list of sandboxes, tombstones included.
 pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
     let p = &page.project;
+    let admin = p.account.is_admin() && !p.account.deleting;
     let content = html! {
         (project_head(p, ProjectTab::Sandboxes))
         @if let Some(o) = &page.overview {
@@ -1101,7 +1185,10 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
                 }
             } @else {
                 div.table-wrap { table {
-                    thead { tr { th { "Sandbox" } th.hide-sm { "Provider" } th { "Status" } th.hide-sm { "Status seen" } th.hide-sm { "Created" } } }
+                    thead { tr {
+                        th { "Sandbox" } th.hide-sm { "Provider" } th { "Status" } th.hide-sm { "Status seen" } th.hide-sm { "Created" }
+                        @if admin { th { span.visually-hidden { "Actions" } } }
+                    } }
                     tbody {
                         @for r in &page.rows {
                             tr.is-tombstone[r.deleted.is_some()] data-sandbox=(r.id) {
@@ -1110,6 +1197,13 @@ pub(crate) fn sandboxes(page: &SandboxesPage) -> Markup {
                                 td { (status_badge(&r.status, r.deleted.is_some())) }
                                 td.muted.hide-sm { (r.observed) }
                                 td.muted.hide-sm { (r.created) }
+                                @if admin {
+                                    td.actions {
+                                        @if r.lifecycle.stop || r.lifecycle.resume {
+                                            (stop_or_resume(&p.account.id, &p.id, &r.id, r.lifecycle, &page.chrome.csrf, "list"))
+                                        }
+                                    }
+                                }
                             }
                         }
                     }
@@ -1162,8 +1256,10 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
                 @for (k, v) in &page.facts { dt { (k) } dd { code { (v) } } }
             }
         } }
+        (lifecycle_card(page))
         (run_command_card(page))
         (files_card(&p.account.id, &p.id, &r.id, "", None, page.can_work, &page.chrome.csrf))
+        (sandbox_snapshots_card(page))
         (events_card(&page.events))
         (usage_card(&page.usage))
         @if page.can_work {
@@ -1185,14 +1281,197 @@ pub(crate) fn sandbox(page: &SandboxPage) -> Markup {
     shell(&r.id, &page.chrome, content)
 }
 
+/// The sandbox page's lifecycle actions (admins, live sandboxes, what its provider
+/// supports): stop or resume, take a snapshot, fork. Snapshot and fork forms carry the key
+/// made with the page, so a resent form acts once.
+fn lifecycle_card(page: &SandboxPage) -> Markup {
+    let p = &page.project;
+    let r = &page.row;
+    let offer = r.lifecycle;
+    let action = |what: &str| format!("{}/{what}", paths::sandbox(&p.account.id, &p.id, &r.id));
+    let csrf = &page.chrome.csrf;
+    html! {
+        @if page.can_work && offer.any() {
+            div.card #lifecycle {
+                div.card-head { div { h2 { "Lifecycle" } p {
+                    "Stop it to pay for nothing while it is not used (its files are kept; running commands end), resume it to work again, "
+                    "keep a snapshot of it, or fork it into independent copies."
+                } } }
+                div.card-body {
+                    div.lifecycle-actions {
+                        @if offer.stop || offer.resume {
+                            (stop_or_resume(&p.account.id, &p.id, &r.id, offer, csrf, "lifecycle"))
+                        }
+                        @if offer.snapshot {
+                            form.inline method="post" action=(action("snapshots")) {
+                                (csrf_field(csrf))
+                                input type="hidden" name="key" value=(page.snapshot_key);
+                                div.field {
+                                    label for="snapshot-name" { "Snapshot name " span.muted.small { "(optional)" } }
+                                    input #snapshot-name type="text" name="name" maxlength=(corral_domain::limits::MAX_SNAPSHOT_NAME_CHARS) autocomplete="off";
+                                }
+                                button.btn.secondary type="submit" #take-snapshot { "Take snapshot" }
+                            }
+                        }
+                        @if offer.fork {
+                            form.inline method="post" action=(action("fork")) {
+                                (csrf_field(csrf))
+                                input type="hidden" name="key" value=(page.fork_key);
+                                div.field.narrow-field {
+                                    label for="fork-count" { "Copies" }
+                                    input #fork-count type="number" name="count" min="1" max=(corral_domain::limits::MAX_FORK_COUNT) value="1" required;
+                                }
+                                button.btn.secondary type="submit" #fork { "Fork" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A snapshot's status: `ready` is good news, `creating` is on its way.
+fn snapshot_badge(status: &str) -> Markup {
+    let class = match status {
+        "ready" => "badge ok",
+        "creating" => "badge warn",
+        "failed" => "badge danger",
+        _ => "badge plain",
+    };
+    html! { span class=(class) data-status=(status) { (status) } }
+}
+
+/// The sandbox's own snapshots (when its provider takes them), newest first.
+fn sandbox_snapshots_card(page: &SandboxPage) -> Markup {
+    let p = &page.project;
+    html! {
+        @match &page.snapshots {
+            Ok(None) => {},
+            Err(why) => div.card #sandbox-snapshots {
+                div.card-head { div { h2 { "Snapshots" } } }
+                div.card-body { p.muted { (why) } }
+            },
+            Ok(Some(rows)) => div.card #sandbox-snapshots {
+                div.card-head { div { h2 { "Snapshots" } p {
+                    "Snapshots of this sandbox, newest first. "
+                    a href=(paths::snapshots(&p.account.id, &p.id)) { "Every snapshot of the project" }
+                } } }
+                @if rows.is_empty() {
+                    div.empty { strong { "No snapshots yet" } }
+                } @else {
+                    div.table-wrap { table {
+                        thead { tr { th { "Snapshot" } th { "Status" } th.hide-sm { "Size" } th.hide-sm { "Taken" } } }
+                        tbody {
+                            @for s in rows {
+                                tr.is-tombstone[s.deleted.is_some()] data-snapshot=(s.id) {
+                                    td { code { (s.id) } @if !s.name.is_empty() { br; span.small.muted { (s.name) } } }
+                                    td { (snapshot_badge(&s.status)) }
+                                    td.muted.hide-sm { (s.size) }
+                                    td.muted.hide-sm { (s.created) }
+                                }
+                            }
+                        }
+                    } }
+                }
+            },
+        }
+    }
+}
+
+/// The project's snapshots, newest first, tombstones included; admins delete them.
+pub(crate) fn snapshots(page: &SnapshotsPage) -> Markup {
+    let p = &page.project;
+    let admin = p.account.is_admin() && !p.account.deleting;
+    let csrf = &page.chrome.csrf;
+    let content = html! {
+        (project_head(p, ProjectTab::Snapshots))
+        div.card {
+            div.card-head { div { h2 { "Snapshots" } p {
+                "Snapshots of this project's sandboxes, newest first: taken from a sandbox's page or the API, and by every fork. "
+                "A new sandbox starts from one with " code { "\"snapshot\"" } " in its create request; deleted ones stay listed as tombstones."
+            } } }
+            @if page.rows.is_empty() {
+                div.empty #no-snapshots {
+                    strong { "No snapshots yet" }
+                    p { "Take one from a sandbox's page, on a provider that supports snapshots." }
+                }
+            } @else {
+                // On a phone each snapshot stacks into a block (`stack-sm`); the explicit roles
+                // keep it a table for assistive technology when CSS changes its display.
+                div.table-wrap { table.stack-sm #snapshot-list role="table" {
+                    thead role="rowgroup" { tr role="row" {
+                        th role="columnheader" { "Snapshot" } th role="columnheader" { "Sandbox" } th role="columnheader" { "Provider" } th role="columnheader" { "Status" }
+                        th role="columnheader" { "Size" } th role="columnheader" { "Taken" }
+                        @if admin { th role="columnheader" { span.visually-hidden { "Actions" } } }
+                    } }
+                    tbody role="rowgroup" {
+                        @for s in &page.rows {
+                            tr.is-tombstone[s.deleted.is_some()] role="row" data-snapshot=(s.id) {
+                                td role="cell" data-label="Snapshot" {
+                                    code { (s.id) }
+                                    @if !s.name.is_empty() { br; span.small.muted { (s.name) } }
+                                }
+                                td role="cell" data-label="Sandbox" { a href=(paths::sandbox(&p.account.id, &p.id, &s.sandbox)) { code { (s.sandbox) } } }
+                                td role="cell" data-label="Provider" { (s.provider) }
+                                td role="cell" data-label="Status" {
+                                    (snapshot_badge(&s.status))
+                                    @if let Some(why) = &s.failure { br; span.small.muted { (why) } }
+                                    @if let Some(at) = &s.deleted { br; span.small.muted { "deleted " (at) } }
+                                }
+                                td.muted role="cell" data-label="Size" { (s.size) }
+                                td.muted role="cell" data-label="Taken" { (s.created) }
+                                @if admin {
+                                    td.actions role="cell" {
+                                        @if s.deleted.is_none() {
+                                            form method="post" action={(paths::snapshots(&p.account.id, &p.id)) "/" (s.id) "/delete"} {
+                                                (csrf_field(csrf))
+                                                details.confirm {
+                                                    summary.btn.small.ghost aria-label={"Delete " (s.id) "…"} { "Delete…" }
+                                                    span.confirm-panel { button.btn.small.danger type="submit" data-delete=(s.id) { "Delete snapshot" } }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                } }
+            }
+            @if let Some(next) = &page.next {
+                div.card-body.card-foot {
+                    a.btn.secondary #older-snapshots href={(paths::snapshots(&p.account.id, &p.id)) "?" (cursor_query(next))} { "Older snapshots" }
+                }
+            }
+        }
+    };
+    shell(&format!("{} · Snapshots", p.name), &page.chrome, content)
+}
+
+/// `cursor=…`, encoded.
+fn cursor_query(cursor: &str) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("cursor", cursor)
+        .finish()
+}
+
 /// The sandbox page's commands: the run form and the history.
 fn run_command_card(page: &SandboxPage) -> Markup {
     let p = &page.project;
     let r = &page.row;
+    let stopped = matches!(r.status.as_str(), "stopped" | "stopping") && r.deleted.is_none();
     html! {
         div.card #commands {
             div.card-head { div { h2 { "Commands" } p { "Run a shell command in this sandbox (" code { "sh -c" } ") and watch its output. Commands keep running when you leave the page." } } }
-            @if page.can_work {
+            @if stopped && page.can_work {
+                div.card-body #sandbox-stopped {
+                    p { "This sandbox is " (r.status) ": nothing runs in it until it is resumed. Its files are kept." }
+                    @if r.lifecycle.resume {
+                        (stop_or_resume(&p.account.id, &p.id, &r.id, r.lifecycle, &page.chrome.csrf, "commands"))
+                    }
+                }
+            } @else if page.can_work {
                 div.card-body {
                     form.inline method="post" action=(paths::commands(&p.account.id, &p.id, &r.id)) {
                         (csrf_field(&page.chrome.csrf))
@@ -1750,5 +2029,174 @@ mod tests {
             "not raw Markdown"
         );
         assert!(!page.contains("<script>alert"), "{page}");
+    }
+
+    fn sandbox_page(status: &str, lifecycle: Lifecycle, can_work: bool) -> String {
+        sandbox(&SandboxPage {
+            chrome: chrome(),
+            project: project("p"),
+            row: SandboxRow {
+                id: "sbx_local_1".to_owned(),
+                provider: "local".to_owned(),
+                status: status.to_owned(),
+                observed: "now".to_owned(),
+                created: "today".to_owned(),
+                deleted: None,
+                lifecycle,
+            },
+            facts: Vec::new(),
+            notice: None,
+            failed_create: None,
+            can_work,
+            snapshot_key: "console-snapshot-K1".to_owned(),
+            fork_key: "console-fork-K2".to_owned(),
+            snapshots: Ok(Some(vec![SnapshotRow {
+                id: "snp_local_1".to_owned(),
+                sandbox: "sbx_local_1".to_owned(),
+                provider: "local".to_owned(),
+                name: "<before upgrade>".to_owned(),
+                status: "ready".to_owned(),
+                size: "1.0 MiB".to_owned(),
+                failure: None,
+                created: "now".to_owned(),
+                deleted: None,
+            }])),
+            commands: Ok(Vec::new()),
+            events: Ok(Vec::new()),
+            usage: Err("unknown".to_owned()),
+            api_base: "http://x".to_owned(),
+            live: None,
+        })
+        .into_string()
+    }
+
+    /// Issue 32: the lifecycle card offers what applies, each form with its CSRF field and
+    /// the snapshot and fork forms with the key made with the page; a stopped sandbox's run
+    /// form is replaced by the words and a Resume; members get no forms.
+    #[test]
+    fn the_lifecycle_card_offers_what_applies_with_keys_and_a_stopped_sandbox_offers_resume() {
+        let all = Lifecycle {
+            stop: true,
+            resume: false,
+            snapshot: true,
+            fork: true,
+        };
+        let running = sandbox_page("running", all, true);
+        assert!(running.contains("id=\"lifecycle\""), "{running}");
+        assert!(running.contains("id=\"lifecycle-stop\"") && !running.contains("-resume\""));
+        assert!(running.contains(
+            "action=\"/console/accounts/acc_1/projects/prj_1/sandboxes/sbx_local_1/stop\""
+        ));
+        assert!(running.contains("name=\"key\" value=\"console-snapshot-K1\""));
+        assert!(running.contains("name=\"key\" value=\"console-fork-K2\""));
+        assert!(running.contains("id=\"fork-count\"") && running.contains("max=\"10\""));
+        assert!(running.contains("id=\"run-command\""));
+        // Every POST form carries the CSRF field.
+        let forms = running.matches("method=\"post\"").count();
+        let csrf = running
+            .matches("name=\"csrf\" value=\"csrf-value\"")
+            .count();
+        assert_eq!(forms, csrf, "{running}");
+        // The sandbox's snapshots, the name escaped.
+        assert!(running.contains("data-snapshot=\"snp_local_1\""));
+        assert!(running.contains("&lt;before upgrade&gt;"));
+
+        let stopped = Lifecycle {
+            stop: false,
+            resume: true,
+            snapshot: true,
+            fork: true,
+        };
+        let page = sandbox_page("stopped", stopped, true);
+        assert!(page.contains("id=\"lifecycle-resume\"") && !page.contains("-stop\""));
+        assert!(page.contains("id=\"sandbox-stopped\"") && page.contains("id=\"commands-resume\""));
+        assert!(
+            !page.contains("id=\"run-command\""),
+            "no run form while stopped"
+        );
+
+        let member = sandbox_page("running", all, false);
+        assert!(!member.contains("id=\"lifecycle\"") && !member.contains("/stop\""));
+        assert!(
+            member.contains("data-snapshot=\"snp_local_1\""),
+            "members read them"
+        );
+        // A provider that supports nothing: no card at all.
+        let none = sandbox_page("running", Lifecycle::default(), true);
+        assert!(!none.contains("id=\"lifecycle\""));
+    }
+
+    /// Issue 32: a fork's flash links its copies within the page's project.
+    #[test]
+    fn a_flash_links_the_sandboxes_it_names() {
+        let mut c = chrome();
+        c.account = Some(AccountLink {
+            id: "acc_1".to_owned(),
+            name: "Acme".to_owned(),
+            personal: false,
+            role: "admin".to_owned(),
+        });
+        c.project = Some("prj_1".to_owned());
+        c.flash = Some(
+            Flash::ok("Forked into 2 copies:")
+                .linking(vec!["sbx_a".to_owned(), "sbx_b".to_owned()]),
+        );
+        let page = project_settings(&ProjectSettingsPage {
+            chrome: c,
+            project: project("p"),
+        })
+        .into_string();
+        assert!(
+            page.contains("href=\"/console/accounts/acc_1/projects/prj_1/sandboxes/sbx_a\""),
+            "{page}"
+        );
+        assert!(page.contains("/sandboxes/sbx_b\""), "{page}");
+    }
+
+    /// Issue 32: the snapshots tab lists tombstones as such and offers admins a confirmed
+    /// delete of the others only.
+    #[test]
+    fn the_snapshots_page_marks_tombstones_and_deletes_only_live_ones() {
+        let row = |id: &str, deleted: Option<&str>| SnapshotRow {
+            id: id.to_owned(),
+            sandbox: "sbx_local_1".to_owned(),
+            provider: "local".to_owned(),
+            name: String::new(),
+            status: if deleted.is_some() {
+                "deleted"
+            } else {
+                "ready"
+            }
+            .to_owned(),
+            size: "—".to_owned(),
+            failure: None,
+            created: "now".to_owned(),
+            deleted: deleted.map(str::to_owned),
+        };
+        let render = |role: &str| {
+            let mut p = project("p");
+            p.account.role = role.to_owned();
+            snapshots(&SnapshotsPage {
+                chrome: chrome(),
+                project: p,
+                rows: vec![row("snp_live", None), row("snp_gone", Some("yesterday"))],
+                next: Some("c/1".to_owned()),
+            })
+            .into_string()
+        };
+        let page = render("admin");
+        assert!(
+            page.contains("/snapshots/snp_live/delete")
+                && !page.contains("/snapshots/snp_gone/delete"),
+            "{page}"
+        );
+        assert!(page.contains("class=\"is-tombstone\"") && page.contains("deleted yesterday"));
+        assert!(
+            page.contains("aria-current=\"page\">Snapshots"),
+            "the tab is current"
+        );
+        assert!(page.contains("?cursor=c%2F1"), "{page}");
+        let member = render("member");
+        assert!(!member.contains("/delete\""), "{member}");
     }
 }

@@ -9,6 +9,9 @@ pub(crate) struct Flash {
     pub(crate) kind: FlashKind,
     /// What it says (plain text, escaped when rendered).
     pub(crate) text: String,
+    /// Sandboxes of the page's project it names (a fork's copies), shown as links after the
+    /// text; at most [`Flash::MAX_SANDBOXES`].
+    pub(crate) sandboxes: Vec<String>,
 }
 
 /// The tone of a [`Flash`].
@@ -42,10 +45,14 @@ impl FlashKind {
 }
 
 impl Flash {
+    /// Sandboxes one flash links at most (a fork makes at most 10 copies).
+    pub(crate) const MAX_SANDBOXES: usize = 10;
+
     pub(crate) fn ok(text: impl Into<String>) -> Self {
         Self {
             kind: FlashKind::Ok,
             text: text.into(),
+            sandboxes: Vec::new(),
         }
     }
 
@@ -53,6 +60,7 @@ impl Flash {
         Self {
             kind: FlashKind::Error,
             text: text.into(),
+            sandboxes: Vec::new(),
         }
     }
 
@@ -60,7 +68,15 @@ impl Flash {
         Self {
             kind: FlashKind::Info,
             text: text.into(),
+            sandboxes: Vec::new(),
         }
+    }
+
+    /// The same message, linking `ids` (sandboxes of the project the next page shows).
+    pub(crate) fn linking(mut self, ids: Vec<String>) -> Self {
+        self.sandboxes = ids;
+        self.sandboxes.truncate(Self::MAX_SANDBOXES);
+        self
     }
 }
 
@@ -97,6 +113,7 @@ pub(crate) enum Nav {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ProjectTab {
     Sandboxes,
+    Snapshots,
     Keys,
     Providers,
     Settings,
@@ -433,6 +450,108 @@ pub(crate) struct SandboxRow {
     pub(crate) created: String,
     /// When it was deleted (tombstones).
     pub(crate) deleted: Option<String>,
+    /// The lifecycle actions its provider and status allow (none for a tombstone); offered
+    /// only to those who may change it.
+    pub(crate) lifecycle: Lifecycle,
+}
+
+/// What a provider can do to its sandboxes (its capabilities' lifecycle flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LifecycleSupport {
+    /// `supportsExplicitStop`: stop and resume.
+    pub(crate) stop: bool,
+    /// `supportsSnapshots`.
+    pub(crate) snapshots: bool,
+    /// `supportsSnapshots` and `supportsRestore`.
+    pub(crate) fork: bool,
+}
+
+/// The lifecycle actions a sandbox's page (or its row) offers: only what its provider
+/// supports and its status allows, so no button leads to a refusal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Lifecycle {
+    pub(crate) stop: bool,
+    pub(crate) resume: bool,
+    pub(crate) snapshot: bool,
+    pub(crate) fork: bool,
+}
+
+impl Lifecycle {
+    /// What applies to a sandbox with `status` on a provider that supports `can`. A stop is
+    /// offered while it runs (or is starting, or asleep), a resume once it is stopped; a
+    /// snapshot or a fork of a sandbox that exists and is settled. Nothing while it is being
+    /// created or stopped, nor once it failed, expired or was deleted (tombstones).
+    pub(crate) fn offer(
+        status: corral_domain::SandboxStatus,
+        deleted: bool,
+        can: LifecycleSupport,
+    ) -> Self {
+        use corral_domain::SandboxStatus as S;
+        if deleted {
+            return Self::default();
+        }
+        let settled = matches!(status, S::Running | S::Paused | S::Stopped);
+        Self {
+            stop: can.stop && matches!(status, S::Running | S::Starting | S::Paused),
+            resume: can.stop && status == S::Stopped,
+            snapshot: can.snapshots && settled,
+            fork: can.fork && settled,
+        }
+    }
+
+    /// Whether anything is offered.
+    pub(crate) fn any(self) -> bool {
+        self.stop || self.resume || self.snapshot || self.fork
+    }
+}
+
+/// One snapshot, as the snapshots page and a sandbox's page list it.
+#[derive(Debug, Clone)]
+pub(crate) struct SnapshotRow {
+    pub(crate) id: String,
+    /// The sandbox it was taken of.
+    pub(crate) sandbox: String,
+    pub(crate) provider: String,
+    /// Its name ("" without one).
+    pub(crate) name: String,
+    /// `creating`, `ready`, `failed` or `deleted`.
+    pub(crate) status: String,
+    /// Its size for people ("12.5 MiB"), "—" where the provider does not say.
+    pub(crate) size: String,
+    /// Why it failed (`failed` only).
+    pub(crate) failure: Option<String>,
+    pub(crate) created: String,
+    /// When it was deleted (tombstones).
+    pub(crate) deleted: Option<String>,
+}
+
+/// A size in bytes for people: "512 B", "12.5 MiB".
+pub(crate) fn size(bytes: Option<u64>) -> String {
+    let Some(b) = bytes else {
+        return "—".to_owned();
+    };
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = b as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The snapshots tab.
+#[derive(Debug, Clone)]
+pub(crate) struct SnapshotsPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project: ProjectView,
+    pub(crate) rows: Vec<SnapshotRow>,
+    /// The cursor of the next page, if any.
+    pub(crate) next: Option<String>,
 }
 
 /// The sandboxes tab.
@@ -540,6 +659,13 @@ pub(crate) struct SandboxPage {
     /// Whether the user may change the sandbox here (admin, not deleted, project not
     /// deleting): the run-a-command and write-a-file forms.
     pub(crate) can_work: bool,
+    /// The lifecycle card's idempotency keys, made when the page was rendered: a resent
+    /// form carries the same key, so it takes one snapshot and makes one fork.
+    pub(crate) snapshot_key: String,
+    pub(crate) fork_key: String,
+    /// The sandbox's own snapshots, newest first (at most a few), or why they could not be
+    /// read; `Ok(None)` when its provider takes none.
+    pub(crate) snapshots: Result<Option<Vec<SnapshotRow>>, String>,
     /// The newest commands, or why they could not be read.
     pub(crate) commands: Result<Vec<CommandRow>, String>,
     /// The newest lifecycle events, newest first, or why they could not be read.
@@ -641,7 +767,63 @@ pub(crate) struct ProjectSettingsPage {
 
 #[cfg(test)]
 mod tests {
-    use super::SandboxFilter;
+    use corral_domain::SandboxStatus as S;
+
+    use super::{Lifecycle, LifecycleSupport, SandboxFilter, size};
+
+    const ALL: LifecycleSupport = LifecycleSupport {
+        stop: true,
+        snapshots: true,
+        fork: true,
+    };
+
+    #[test]
+    fn stop_or_resume_is_offered_by_status_and_only_what_the_provider_supports() {
+        let running = Lifecycle::offer(S::Running, false, ALL);
+        assert_eq!(
+            running,
+            Lifecycle {
+                stop: true,
+                resume: false,
+                snapshot: true,
+                fork: true
+            }
+        );
+        let stopped = Lifecycle::offer(S::Stopped, false, ALL);
+        assert!(stopped.resume && !stopped.stop && stopped.snapshot && stopped.fork);
+        // On their way: nothing to start twice.
+        for busy in [S::Creating, S::Stopping] {
+            assert!(!Lifecycle::offer(busy, false, ALL).any(), "{busy}");
+        }
+        assert!(Lifecycle::offer(S::Starting, false, ALL).stop);
+        // Gone or broken: nothing at all.
+        for gone in [S::Failed, S::Expired, S::Deleted] {
+            assert!(!Lifecycle::offer(gone, false, ALL).any(), "{gone}");
+        }
+        assert!(
+            !Lifecycle::offer(S::Running, true, ALL).any(),
+            "a tombstone"
+        );
+        // A provider without stop offers no stop or resume; one without restore, no fork.
+        let snap_only = LifecycleSupport {
+            stop: false,
+            snapshots: true,
+            fork: false,
+        };
+        let r = Lifecycle::offer(S::Running, false, snap_only);
+        assert!(!r.stop && !r.resume && r.snapshot && !r.fork);
+        assert!(!Lifecycle::offer(S::Stopped, false, snap_only).resume);
+        assert!(!Lifecycle::offer(S::Running, false, LifecycleSupport::default()).any());
+    }
+
+    #[test]
+    fn sizes_are_said_in_binary_units() {
+        assert_eq!(size(None), "—");
+        assert_eq!(size(Some(512)), "512 B");
+        assert_eq!(size(Some(1536)), "1.5 KiB");
+        assert_eq!(size(Some(32 << 20)), "32.0 MiB");
+        assert_eq!(size(Some(3 << 40)), "3.0 TiB");
+    }
 
     #[test]
     fn the_next_page_keeps_the_filters_encoded() {

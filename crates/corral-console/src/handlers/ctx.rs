@@ -244,6 +244,52 @@ pub(crate) fn command_row(c: &corral_domain::Command, href: String) -> view::Com
     }
 }
 
+/// What each provider this server runs can do to its sandboxes, from its capabilities (the
+/// catalog `GET /v1/providers` answers); a provider it does not run can do nothing.
+pub(crate) fn lifecycle_support(
+    control: &Control,
+) -> std::collections::BTreeMap<corral_domain::Provider, view::LifecycleSupport> {
+    control
+        .service()
+        .providers()
+        .providers
+        .iter()
+        .map(|c| {
+            let can = view::LifecycleSupport {
+                stop: c.supports_explicit_stop,
+                snapshots: c.supports_snapshots,
+                fork: c.supports_fork(),
+            };
+            (c.provider, can)
+        })
+        .collect()
+}
+
+/// A snapshot as one row of a list.
+pub(crate) fn snapshot_row(s: &corral_domain::Snapshot) -> view::SnapshotRow {
+    view::SnapshotRow {
+        id: s.id.to_string(),
+        sandbox: s.sandbox_id.to_string(),
+        provider: s.provider.as_str().to_owned(),
+        name: s.name.clone().unwrap_or_default(),
+        status: s.status.as_str().to_owned(),
+        size: view::size(s.size_bytes),
+        failure: s.failure.clone(),
+        created: format!("{} ({})", when(s.created_at), ago(s.created_at)),
+        deleted: s.deleted_at.map(when),
+    }
+}
+
+/// A fresh idempotency key for one form of a page (`console-<what>-<ulid>`): rendered into
+/// the form, so a resent form carries the same key and acts once, while a new page makes a
+/// new key for the next deliberate action.
+pub(crate) fn form_key(what: &str) -> String {
+    format!(
+        "console-{what}-{}",
+        corral_domain::OperationId::new().ulid()
+    )
+}
+
 pub(crate) fn link(a: &AccountView) -> view::AccountLink {
     view::AccountLink {
         id: a.id.clone(),

@@ -10,6 +10,7 @@
 
 pub(crate) mod account;
 pub(crate) mod ctx;
+pub(crate) mod lifecycle;
 pub(crate) mod project;
 pub(crate) mod providers;
 pub(crate) mod sandboxes;

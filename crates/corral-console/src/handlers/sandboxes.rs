@@ -9,8 +9,8 @@ use corral_domain::{Provider, SandboxStatus};
 use corral_web::AppState;
 
 use super::ctx::{
-    Page, ago, command_row, control, failure_page, get_ctx, project_chrome, sentence, span,
-    try_page, when,
+    Page, ago, command_row, control, failure_page, form_key, get_ctx, lifecycle_support,
+    project_chrome, sentence, snapshot_row, span, try_page, when,
 };
 use crate::pages::{self, paths};
 use crate::respond::{html, not_found, redirect};
@@ -87,6 +87,7 @@ pub(crate) async fn sandboxes_page(
     } else {
         overview(control, &ctx.signed.actor, pid).await
     };
+    let support = lifecycle_support(control);
     let rows = items
         .into_iter()
         .map(|s| view::SandboxRow {
@@ -96,6 +97,11 @@ pub(crate) async fn sandboxes_page(
             observed: ago(s.status_observed_at),
             created: ago(s.created_at),
             deleted: s.deleted_at.map(ago),
+            lifecycle: view::Lifecycle::offer(
+                s.status,
+                s.deleted_at.is_some(),
+                support.get(&s.provider).copied().unwrap_or_default(),
+            ),
         })
         .collect();
     html(
@@ -273,6 +279,10 @@ pub(crate) async fn sandbox_page(
             });
         }
     }
+    let can = lifecycle_support(control)
+        .get(&s.provider)
+        .copied()
+        .unwrap_or_default();
     let row = view::SandboxRow {
         id: s.id.to_string(),
         provider: s.provider.as_str().to_owned(),
@@ -283,6 +293,7 @@ pub(crate) async fn sandbox_page(
             .map(|r| format!("{} ({})", when(r.created_at), ago(r.created_at)))
             .unwrap_or_default(),
         deleted: s.deleted_at.map(when),
+        lifecycle: view::Lifecycle::offer(s.status, s.deleted_at.is_some(), can),
     };
     let (acc, prj, sbx) = (&path.0, &path.1, &path.2);
     let actor = &ctx.signed.actor;
@@ -326,6 +337,14 @@ pub(crate) async fn sandbox_page(
             basis: u.basis,
         })
         .map_err(|e| not_read("usage", &e));
+    let snapshots = if can.snapshots {
+        sandbox_snapshots(control, actor, pid, s.id)
+            .await
+            .map(Some)
+            .map_err(|e| not_read("snapshots", &e))
+    } else {
+        Ok(None)
+    };
     let can_work = project.account.is_admin() && !project.account.deleting && row.deleted.is_none();
     html(
         &req,
@@ -338,6 +357,9 @@ pub(crate) async fn sandbox_page(
             notice,
             failed_create,
             can_work,
+            snapshot_key: form_key("snapshot"),
+            fork_key: form_key("fork"),
+            snapshots,
             commands,
             events,
             usage,
@@ -345,6 +367,44 @@ pub(crate) async fn sandbox_page(
             api_base: api_base(control),
         }),
     )
+}
+
+/// Snapshots shown on a sandbox's page, at most, and the project's snapshot records walked
+/// to find them (newest first; the snapshots tab has the rest).
+const SNAPSHOTS_SHOWN: usize = 10;
+const MAX_SNAPSHOTS_WALKED: usize = 500;
+
+/// The sandbox's own snapshots, newest first: the project's list filtered by sandbox, walked
+/// page by page up to [`MAX_SNAPSHOTS_WALKED`] records (the registry lists by project only).
+async fn sandbox_snapshots(
+    control: &corral_control::Control,
+    actor: &corral_control::Actor,
+    project: corral_control::ProjectId,
+    sandbox: corral_domain::SandboxId,
+) -> Result<Vec<view::SnapshotRow>, ControlError> {
+    let mut rows = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut walked = 0;
+    loop {
+        let page = control
+            .list_snapshots(actor, project, cursor.as_deref(), Some(100))
+            .await?;
+        walked += page.items.len();
+        rows.extend(
+            page.items
+                .iter()
+                .filter(|s| s.sandbox_id == sandbox)
+                .map(snapshot_row),
+        );
+        match page.next_cursor {
+            Some(c) if rows.len() < SNAPSHOTS_SHOWN && walked < MAX_SNAPSHOTS_WALKED => {
+                cursor = Some(c);
+            }
+            _ => break,
+        }
+    }
+    rows.truncate(SNAPSHOTS_SHOWN);
+    Ok(rows)
 }
 
 /// This server's public URL without a trailing slash, for the example requests.

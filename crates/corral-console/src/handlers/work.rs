@@ -55,8 +55,23 @@ pub(crate) async fn start_command(
             &paths::command(&path.0, &path.1, &path.2, &c.id.to_string()),
             None,
         ),
-        Err(e) => failed(&back, &e),
+        Err(e) => not_done(&back, &e, "run a command"),
     }
+}
+
+/// A failed form on a sandbox: a stopped one says so and where to resume it (its page's
+/// Resume button), rather than the API's `sandbox_stopped` words; the rest as any form.
+fn not_done(back: &str, e: &ControlError, what: &str) -> Page {
+    if e.code().as_str() == "sandbox_stopped" {
+        return redirect(
+            back,
+            Some(Flash::error(format!(
+                "This sandbox is stopped, so it cannot {what}. Resume it first (Resume, on its \
+                 page), then try again."
+            ))),
+        );
+    }
+    failed(back, e)
 }
 
 /// `GET …/sandboxes/{sandbox}/commands/{cmd}`: the command and its output so far; while it
@@ -472,7 +487,7 @@ pub(crate) async fn write_file(
                 w.bytes_written, w.path
             ))),
         ),
-        Err(e) => failed(&back, &e),
+        Err(e) => not_done(&back, &e, "write a file"),
     }
 }
 
