@@ -706,10 +706,7 @@ async fn pause_stops_a_sandbox_connect_resumes_it_and_the_list_tells_them_apart(
     let r_id = running["sandboxID"].as_str().unwrap();
     let post = |path: String, body: Option<Value>| {
         let door = &door;
-        async move {
-            door.call(reqwest::Method::POST, &path, &auth, body)
-                .await
-        }
+        async move { door.call(reqwest::Method::POST, &path, &auth, body).await }
     };
     let get = |path: String| {
         let door = &door;
@@ -725,12 +722,7 @@ async fn pause_stops_a_sandbox_connect_resumes_it_and_the_list_tells_them_apart(
 
     // A file to find after the resume.
     let (status, body) = door
-        .rpc(
-            "/process.Process/List",
-            p_id,
-            Some(p_token),
-            json!({}),
-        )
+        .rpc("/process.Process/List", p_id, Some(p_token), json!({}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let up = door
@@ -857,6 +849,10 @@ async fn pause_stops_a_sandbox_connect_resumes_it_and_the_list_tells_them_apart(
         )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let (status, _) = post(format!("/sandboxes/{r_id}/connect"), Some(json!({"timeout": 60}))).await;
+    let (status, _) = post(
+        format!("/sandboxes/{r_id}/connect"),
+        Some(json!({"timeout": 60})),
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
