@@ -8,6 +8,7 @@
 //! `target/axe` (or `$CORRAL_AXE_JS`), with the same rule when it is missing.
 
 mod console_http;
+mod console_lifecycle;
 mod console_work;
 pub(crate) mod smtp;
 pub(crate) mod webdriver;

@@ -50,7 +50,12 @@ pub(super) async fn workbench(j: &Journey, http: &reqwest::Client, email: &str) 
     }
 }
 
-async fn get(http: &reqwest::Client, j: &Journey, path: &str, cookie: &str) -> reqwest::Response {
+pub(super) async fn get(
+    http: &reqwest::Client,
+    j: &Journey,
+    path: &str,
+    cookie: &str,
+) -> reqwest::Response {
     http.get(j.url(path))
         .header("cookie", cookie)
         .send()
@@ -59,7 +64,12 @@ async fn get(http: &reqwest::Client, j: &Journey, path: &str, cookie: &str) -> r
 }
 
 /// The page at `path`, as text.
-async fn page_text(http: &reqwest::Client, j: &Journey, path: &str, cookie: &str) -> String {
+pub(super) async fn page_text(
+    http: &reqwest::Client,
+    j: &Journey,
+    path: &str,
+    cookie: &str,
+) -> String {
     get(http, j, path, cookie).await.text().await.unwrap()
 }
 
