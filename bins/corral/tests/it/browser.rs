@@ -1271,6 +1271,9 @@ async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
     b.find("#run").await.submit().await;
     let command_url = b.url().await;
     wait_for(&b, "the exit", |s| s["exit"] == "0").await;
+    // A snapshot, so the sandbox's snapshots card and the snapshots tab have a row.
+    b.goto(&page).await;
+    b.find("#take-snapshot").await.submit().await;
     for (width, height) in [(1366, 900), (390, 844)] {
         b.resize(width, height).await;
         let list = page[..page.find("/sandboxes/").unwrap()].to_owned();
@@ -1278,6 +1281,7 @@ async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
         let pages = [
             ("sandbox list", list.clone()),
             ("sandbox", page.clone()),
+            ("snapshots", format!("{list}/snapshots")),
             ("command", command_url.clone()),
             ("file", format!("{page}/files?path=%2Fetc%2Fhostname")),
             ("keys", format!("{list}/keys")),
@@ -1300,4 +1304,76 @@ async fn console_pages_have_no_serious_accessibility_violation_in_chromium() {
     }
     b.quit().await;
     assert!(found.is_empty(), "{found:#?}");
+}
+
+/// Issue 32 in a real browser: on a `local` sandbox's page, Stop (the run form gives way to
+/// the words and a Resume), Resume from there, then Take snapshot and see it on the page and
+/// the snapshots tab; the list's row button and the snapshots tab fit a phone's width.
+/// Screenshots land in `target/console-screenshots/lifecycle/`.
+#[actix_web::test]
+async fn console_stops_resumes_and_snapshots_a_sandbox_in_chromium() {
+    if !browser_or_skip("console_stops_resumes_and_snapshots_a_sandbox_in_chromium") {
+        return;
+    }
+    let j = Journey::start(corral_registry::testing::TestDb::sqlite()).await;
+    j.control
+        .publish_legal("terms", "Terms", "Text.")
+        .await
+        .unwrap();
+    let shots = screenshot_dir().join("lifecycle");
+    let driver = webdriver::Driver::start(&shots.join("chromedriver-lifecycle.log")).await;
+    let b = driver.session().await;
+    let page = sign_in_and_make_a_local_sandbox(&j, &b, "ada@example.test")
+        .await
+        .page;
+    b.goto(&page).await;
+    b.screenshot(&shots, "30-lifecycle-card").await;
+    b.find("#lifecycle-stop").await.submit().await;
+    let text = b.text().await;
+    assert!(text.contains("Stopped sbx_local_"), "{text}");
+    assert!(
+        text.contains("nothing runs in it until it is resumed"),
+        "{text}"
+    );
+    assert_eq!(
+        b.find("#sandbox-status .badge").await.text().await,
+        "stopped"
+    );
+    b.screenshot(&shots, "31-stopped").await;
+    b.find("#commands-resume").await.submit().await;
+    assert!(b.text().await.contains("it is running."));
+    assert_eq!(
+        b.find("#sandbox-status .badge").await.text().await,
+        "running"
+    );
+    b.find("#snapshot-name")
+        .await
+        .type_text("first <try>")
+        .await;
+    b.find("#take-snapshot").await.submit().await;
+    let text = b.text().await;
+    assert!(text.contains("snapshot snp_local_"), "{text}");
+    assert!(
+        b.find("#sandbox-snapshots")
+            .await
+            .text()
+            .await
+            .contains("first <try>"),
+        "the name, as text"
+    );
+    b.screenshot(&shots, "32-snapshot-taken").await;
+    let list = page[..page.find("/sandboxes/").unwrap()].to_owned();
+    for (width, height, tag) in [(1366, 900, "desktop"), (390, 844, "phone")] {
+        b.resize(width, height).await;
+        for (name, url) in [
+            ("list", list.clone()),
+            ("snapshots", format!("{list}/snapshots")),
+        ] {
+            b.goto(&url).await;
+            let cut = columns_cut_off(&b).await;
+            assert!(cut.is_empty(), "{name} at {width} px: {cut:#?}");
+            b.screenshot(&shots, &format!("33-{name}-{tag}")).await;
+        }
+    }
+    b.quit().await;
 }
