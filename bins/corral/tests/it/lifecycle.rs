@@ -144,7 +144,9 @@ impl Api {
     }
 
     async fn put(&self, id: &str, content: &str) {
-        let (status, out) = self.exec(id, &format!("printf {content} > keep.txt")).await;
+        let (status, out) = self
+            .exec(id, &format!("printf '%s' '{content}' > keep.txt"))
+            .await;
         assert_eq!((status, &out["exitCode"]), (200, &json!(0)), "{out}");
     }
 
@@ -204,20 +206,20 @@ async fn journey(db: Option<TestDb>) {
 
     let id = api.create(json!({ "provider": "local" })).await;
     api.put(&id, "v1").await;
-    // A background process that only a stop can end (a unique duration to find it by).
+    // A running command that only a stop can end (a unique duration to find it by).
     let marker = format!("sleep 4{}.25", std::process::id() % 100_000);
     let (status, out) = api
-        .exec(
-            &id,
-            &format!("nohup {marker} >/dev/null 2>&1 & echo started"),
+        .post(
+            &format!("/v1/sandboxes/{id}/commands"),
+            json!({ "command": marker }),
         )
         .await;
-    assert_eq!(status, 200, "{out}");
+    assert_eq!(status, 201, "{out}");
     let seen = Instant::now();
     while processes_with(&marker) == 0 {
         assert!(
             seen.elapsed() < Duration::from_secs(10),
-            "the background process never ran"
+            "the command never ran"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
