@@ -72,11 +72,6 @@ impl Service {
             ServiceError::invalid(format!("provider `{p}` is not configured on this server"))
         })?;
         request.validate(provider.capabilities())?;
-        // A restore names a ready snapshot of this project, checked before anything is kept.
-        let restore_from = match request.snapshot() {
-            Some(snapshot) => Some(self.restorable(caller, snapshot).await?),
-            None => None,
-        };
         let key = idempotency_key
             .map(IdempotencyKey::parse)
             .transpose()
@@ -100,6 +95,7 @@ impl Service {
         let access = self.access(caller, p, inline, None, "create").await?;
         let Some(key) = key else {
             self.check_quota(caller, p).await?;
+            let restore_from = self.restore_from(caller, &request).await?;
             return self
                 .run_create(
                     caller,
@@ -125,6 +121,13 @@ impl Service {
                     let _ = store.release(&claim).await;
                     return Err(e);
                 }
+                let restore_from = match self.restore_from(caller, &request).await {
+                    Ok(native) => native,
+                    Err(e) => {
+                        let _ = store.release(&claim).await;
+                        return Err(e);
+                    }
+                };
                 let op = OperationId::new();
                 if let Err(e) = store.attach_operation(&mut claim, op).await {
                     let _ = store.release(&claim).await;
@@ -167,6 +170,20 @@ impl Service {
                 self.reconcile_claim(caller, &provider, &access.ctx, claim)
                     .await
             }
+        }
+    }
+
+    /// A restore names a ready snapshot of this project: its native id, checked before
+    /// anything is kept (and only for a new create: a replay answers what was made, even if
+    /// the snapshot is gone since).
+    async fn restore_from(
+        &self,
+        caller: &Caller,
+        request: &CreateSandboxRequest,
+    ) -> Result<Option<String>, ServiceError> {
+        match request.snapshot() {
+            Some(snapshot) => Ok(Some(self.restorable(caller, snapshot).await?)),
+            None => Ok(None),
         }
     }
 

@@ -409,3 +409,51 @@ async fn operations_the_provider_lacks_are_capability_unsupported_before_any_cal
     assert_eq!(codes, [ErrorCode::CapabilityUnsupported; 5]);
     assert_eq!(w.double.total(), calls, "no provider call was made");
 }
+
+#[tokio::test]
+async fn a_keyed_restore_replays_after_its_snapshot_is_deleted() {
+    let w = World::new().await;
+    let sbx = create(&w, local(serde_json::json!({}))).await;
+    let caller = w.caller().await;
+    let made = w
+        .service
+        .create_snapshot(
+            &caller,
+            InlineAccess::default(),
+            &sbx.id.to_string(),
+            None,
+            CreateSnapshotInput::default(),
+        )
+        .await
+        .unwrap();
+    let snap: Snapshot = serde_json::from_str(&made.body).unwrap();
+    let restore = || local(serde_json::json!({ "snapshot": snap.id.to_string() }));
+    let first = w
+        .service
+        .create(
+            &caller,
+            InlineAccess::default(),
+            Some("restore-1"),
+            restore(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.status, 201);
+    w.service
+        .delete_snapshot(&caller, InlineAccess::default(), &snap.id.to_string())
+        .await
+        .unwrap();
+    let again = w
+        .service
+        .create(
+            &caller,
+            InlineAccess::default(),
+            Some("restore-1"),
+            restore(),
+        )
+        .await
+        .unwrap();
+    assert!(again.replayed, "a replay is never refused");
+    assert_eq!(again.body, first.body);
+    assert_eq!(w.double.count("restore"), 1);
+}
