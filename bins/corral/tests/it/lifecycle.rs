@@ -453,3 +453,117 @@ async fn an_idle_sandbox_is_stopped_and_an_auto_resume_one_wakes_on_use() {
     assert_eq!(status, 200);
     server.stop();
 }
+
+/// The new surface under attack: another project's sandboxes and snapshots answer exactly as
+/// missing ones (read, delete, restore, stop, fork), no key is no entry, and a burst of
+/// concurrent snapshots of one sandbox gets only clean answers, each one counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn another_projects_snapshots_are_invisible_and_a_burst_of_snapshots_stays_clean() {
+    let w = World::new(None);
+    let server = start(&w.data, &w.config, 1);
+    let owner = Api::new(&server, server.first_key());
+    let url = format!("sqlite://{}", w.data.join("corral.db").display());
+    let stranger = Api::new(&server, create_project(&w.data, &url, "other").1);
+    let id = owner.create(json!({ "provider": "local" })).await;
+    let (status, snap) = owner
+        .post(&format!("/v1/sandboxes/{id}/snapshots"), json!({}))
+        .await;
+    assert_eq!(status, 201, "{snap}");
+    let snap_id = owner.ready_snapshot(&snap).await;
+
+    let missing = |(status, body): (u16, Value), code: &str| {
+        assert_eq!(status, 404, "{body}");
+        assert_eq!(body["error"]["code"], code, "{body}");
+    };
+    missing(
+        stranger
+            .call(
+                reqwest::Method::GET,
+                &format!("/v1/snapshots/{snap_id}"),
+                None,
+            )
+            .await,
+        "snapshot_not_found",
+    );
+    missing(
+        stranger
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/v1/snapshots/{snap_id}"),
+                None,
+            )
+            .await,
+        "snapshot_not_found",
+    );
+    missing(
+        stranger
+            .post(
+                "/v1/sandboxes",
+                json!({ "provider": "local", "snapshot": snap_id }),
+            )
+            .await,
+        "snapshot_not_found",
+    );
+    for op in ["stop", "resume", "snapshots", "fork"] {
+        missing(
+            stranger
+                .post(&format!("/v1/sandboxes/{id}/{op}"), json!({}))
+                .await,
+            "sandbox_not_found",
+        );
+    }
+    let theirs = stranger.get("/v1/snapshots").await;
+    assert_eq!(theirs["items"], json!([]), "{theirs}");
+    let anonymous = reqwest::Client::new()
+        .post(format!("{}/v1/sandboxes/{id}/snapshots", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+
+    // A burst: every answer is a snapshot or a clean refusal, never a server failure.
+    const BURST: usize = 12;
+    let path = format!("/v1/sandboxes/{id}/snapshots");
+    let answers = futures::future::join_all(
+        (0..BURST).map(|i| owner.post(&path, json!({ "name": format!("burst {i}") }))),
+    )
+    .await;
+    let made = answers.iter().filter(|(status, _)| *status == 201).count();
+    for (status, body) in &answers {
+        assert!(
+            [201, 429, 503].contains(status),
+            "a burst answered {status}: {body}"
+        );
+    }
+    let listed = owner.get("/v1/snapshots?limit=200").await;
+    assert_eq!(
+        listed["items"].as_array().unwrap().len(),
+        made + 1,
+        "every snapshot answered is listed, and no other: {listed}"
+    );
+    let health = reqwest::get(format!("{}/healthz", server.base))
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+
+    for s in listed["items"].as_array().unwrap() {
+        let sid = s["id"].as_str().unwrap();
+        let (status, _) = owner
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/v1/snapshots/{sid}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 200);
+    }
+    let (status, _) = owner
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/sandboxes/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    server.stop();
+}
