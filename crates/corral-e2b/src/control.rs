@@ -1,6 +1,7 @@
 //! E2B's control API: create (answers once the sandbox runs), connect (resuming a paused
 //! sandbox), get, list with metadata and state filters and `nextToken` paging, pause, the
-//! legacy resume, kill and set-timeout, over Corral's use cases.
+//! legacy resume, kill and set-timeout, over Corral's use cases. A create whose template is
+//! a snapshot's id restores it (snapshots and fork: [`crate::snapshots`]).
 //!
 //! A pause is Corral's stop (on providers whose capabilities allow it) and its state is
 //! Corral's: a `stopping`, `stopped` or `paused` sandbox is E2B's `paused`. No timeout runs
@@ -26,7 +27,7 @@ use crate::{DEFAULT_TIMEOUT_SECONDS, E2bError, ENVD_VERSION, FrontDoor, fs};
 const CLIENT_ID: &str = "corral";
 
 /// How long a create waits for a `creating` sandbox to run before answering anyway.
-const READY_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const READY_WAIT: Duration = Duration::from_secs(120);
 
 /// The E2B end of a sandbox made through Corral's own API and first seen at this door: in
 /// effect none (a century).
@@ -37,7 +38,7 @@ const MAX_LIMIT: u32 = 100;
 
 /// How many registry pages a list with a `state` filter reads for one answer before it
 /// answers a short page with its `nextToken` (the SDK's paginator reads on).
-const STATE_SCAN_PAGES: usize = 20;
+pub(crate) const STATE_SCAN_PAGES: usize = 20;
 
 /// E2B's legacy resume's default lifetime (its description's `ResumedSandbox.timeout`).
 const RESUME_DEFAULT_TIMEOUT_SECONDS: u64 = 15;
@@ -126,7 +127,9 @@ fn rfc3339(t: chrono::DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-fn parse_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, E2bError> {
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned + Default>(
+    body: &[u8],
+) -> Result<T, E2bError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
@@ -144,18 +147,18 @@ fn sandbox_id(id: &str) -> Result<SandboxId, E2bError> {
 }
 
 /// `secs` seconds as a duration (saturating).
-fn seconds(secs: u64) -> chrono::Duration {
+pub(crate) fn seconds(secs: u64) -> chrono::Duration {
     chrono::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
-fn registry_err(e: corral_registry::RegistryError) -> E2bError {
+pub(crate) fn registry_err(e: corral_registry::RegistryError) -> E2bError {
     E2bError::Service {
         source: corral_service::error::registry_error(e),
     }
 }
 
 impl FrontDoor {
-    fn check_timeout(&self, timeout: u64) -> Result<u64, E2bError> {
+    pub(crate) fn check_timeout(&self, timeout: u64) -> Result<u64, E2bError> {
         let max = self.config().max_timeout_seconds;
         if timeout == 0 || timeout > max {
             return Err(E2bError::invalid(format!(
@@ -189,7 +192,7 @@ impl FrontDoor {
 
     /// The provider-side lifetime of a door sandbox: the provider's longest, so the door's
     /// own timeout (which can be extended) is what ends it.
-    fn provider_lifetime(&self, provider: corral_domain::Provider) -> Option<u64> {
+    pub(crate) fn provider_lifetime(&self, provider: corral_domain::Provider) -> Option<u64> {
         let catalog = self.service().providers();
         let caps = catalog.providers.iter().find(|c| c.provider == provider)?;
         match caps.timeout_mode {
@@ -198,7 +201,7 @@ impl FrontDoor {
         }
     }
 
-    fn created(&self, project: ProjectId, record: &E2bRecord) -> SandboxCreated {
+    pub(crate) fn created(&self, project: ProjectId, record: &E2bRecord) -> SandboxCreated {
         SandboxCreated {
             template_id: record.template_id.clone(),
             sandbox_id: record.sandbox_id.to_string(),
@@ -258,14 +261,25 @@ impl FrontDoor {
             });
         }
         let timeout = self.check_timeout(new.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS))?;
-        let template = self
-            .resolve_template(caller.project_id(), &new.template_id)
-            .await?;
-        let request = CreateSandboxRequest::standard(
-            template.provider,
-            template.image.clone(),
-            self.provider_lifetime(template.provider),
-        );
+        // A snapshot's id is a template, as E2B's snapshots are: the create restores it.
+        let request = match crate::snapshots::snapshot_template(&new.template_id) {
+            Some(snapshot) => {
+                self.restorable(caller, snapshot).await?;
+                let p = snapshot.provider();
+                CreateSandboxRequest::standard(p, None, self.provider_lifetime(p))
+                    .restoring(snapshot)
+            }
+            None => {
+                let template = self
+                    .resolve_template(caller.project_id(), &new.template_id)
+                    .await?;
+                CreateSandboxRequest::standard(
+                    template.provider,
+                    template.image.clone(),
+                    self.provider_lifetime(template.provider),
+                )
+            }
+        };
         let created = self
             .service()
             .create(caller, InlineAccess::default(), idempotency_key, request)
@@ -304,7 +318,11 @@ impl FrontDoor {
     }
 
     /// Waits (bounded) until a `creating` sandbox runs; a failed create is an error.
-    async fn wait_running(&self, caller: &Caller, sandbox: Sandbox) -> Result<Sandbox, E2bError> {
+    pub(crate) async fn wait_running(
+        &self,
+        caller: &Caller,
+        sandbox: Sandbox,
+    ) -> Result<Sandbox, E2bError> {
         let sandbox = self.wait_settled(caller, sandbox).await?;
         match sandbox.status {
             SandboxStatus::Running | SandboxStatus::Creating => Ok(sandbox),
@@ -342,7 +360,7 @@ impl FrontDoor {
 
     /// E2B's processes start in the default user's home, and relative paths resolve there;
     /// make sure it exists. Best effort: a sandbox without it still answers absolute paths.
-    async fn prepare_home(&self, caller: &Caller, id: &str) {
+    pub(crate) async fn prepare_home(&self, caller: &Caller, id: &str) {
         let input = RunCommandInput {
             command: format!("mkdir -p {}", fs::shell_quote(fs::HOME)),
             cwd: None,
@@ -367,7 +385,7 @@ impl FrontDoor {
     /// record made on first use for a sandbox created through Corral's own API (its template
     /// is then its provider), so any of the project's sandboxes can be connected to. Deleted
     /// or ended sandboxes are not found.
-    async fn live_record(
+    pub(crate) async fn live_record(
         &self,
         caller: &Caller,
         id: &str,

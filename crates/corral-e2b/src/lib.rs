@@ -18,7 +18,7 @@
 //!   a stable 31-bit hash of the command id.
 //!
 //! Modules, bottom to top: `wire`, `connect`, `fs`, `error` → `lib` (the door, its config and
-//! the callers) → `control`, `process`, `files`.
+//! the callers) → `control`, `snapshots`, `process`, `files`.
 
 pub mod connect;
 pub mod control;
@@ -26,6 +26,7 @@ mod error;
 pub mod files;
 pub mod fs;
 pub mod process;
+pub mod snapshots;
 pub mod wire;
 
 use std::collections::BTreeMap;

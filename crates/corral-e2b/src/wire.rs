@@ -155,6 +155,50 @@ pub struct ResumeRequest {
     pub auto_pause: Option<bool>,
 }
 
+/// `POST /sandboxes/{id}/snapshots` (optional body).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SnapshotRequest {
+    /// A name for people (Corral's snapshot `name`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Whether memory is kept (E2B's default) or only the filesystem. Accepted; what a
+    /// snapshot keeps is the provider's (`docs/compat/e2b.md`).
+    #[serde(default)]
+    pub memory: Option<bool>,
+}
+
+/// E2B's `SnapshotInfo`: a create-snapshot's answer and one item of `GET /snapshots`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SnapshotInfo {
+    /// Corral's snapshot id (`snp_…`), which a create takes as its template.
+    #[serde(rename = "snapshotID")]
+    pub snapshot_id: String,
+    /// Its name, when it was given one.
+    pub names: Vec<String>,
+}
+
+/// `POST /sandboxes/{id}/fork` (optional body).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ForkRequest {
+    /// Seconds each copy lives (E2B's default: 15).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// How many copies (default 1).
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+/// One entry of a fork's answer (E2B's `SandboxForkResult`): the copy, or why it failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForkOutcome {
+    /// The copy, as a create answers it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxCreated>,
+    /// Why this copy did not start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
+}
+
 /// E2B's control-plane error body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ApiError {

@@ -11,6 +11,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse, web};
 use corral_e2b::files::FilesQuery;
 use corral_e2b::process::StreamOptions;
+use corral_e2b::snapshots::SnapshotQuery;
 use corral_e2b::{E2bError, FrontDoor, SandboxCaller, connect, control::ListQuery};
 use corral_errors::ErrorCode;
 use corral_service::Caller;
@@ -47,6 +48,10 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
                 "/v2/sandboxes/{id}/connect",
                 web::post().to(connect_sandbox),
             )
+            .route("/sandboxes/{id}/snapshots", web::post().to(create_snapshot))
+            .route("/sandboxes/{id}/fork", web::post().to(fork))
+            .route("/snapshots", web::get().to(list_snapshots))
+            .route("/templates/{id}", web::delete().to(delete_template))
             .route(
                 "/sandboxes/{id}/{action}",
                 web::post().to(unsupported_action),
@@ -425,7 +430,110 @@ async fn set_timeout(
     }
 }
 
-/// Snapshots, fork, refreshes and anything else: E2B features the door does not offer.
+/// `POST /sandboxes/{id}/snapshots`: 201 with E2B's `SnapshotInfo` once the snapshot is made.
+async fn create_snapshot(
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResponse {
+    let run = async {
+        let (front, caller) = control_caller(&req).await?;
+        let body = body(&req, payload, CONTROL_BODY).await?;
+        front
+            .create_snapshot(&caller, &path, header_str(&req, "idempotency-key"), &body)
+            .await
+    };
+    match run.await {
+        Ok(info) => no_store(json_ok(StatusCode::CREATED, &info)),
+        Err(e) => control_error(&e),
+    }
+}
+
+/// `POST /sandboxes/{id}/fork`: 201 with one entry per copy once they run; each copy is
+/// audited as a create.
+async fn fork(req: HttpRequest, path: web::Path<String>, payload: web::Payload) -> HttpResponse {
+    let run = async {
+        let (front, caller, key_id) = control_caller_and_key(&req).await?;
+        let body = body(&req, payload, CONTROL_BODY).await?;
+        let forked = front
+            .fork(&caller, &path, header_str(&req, "idempotency-key"), &body)
+            .await?;
+        Ok::<_, E2bError>((caller, key_id, forked))
+    };
+    match run.await {
+        Ok((caller, key_id, forked)) => {
+            if !forked.replayed
+                && let Some(state) = req.app_data::<web::Data<AppState>>()
+            {
+                for copy in forked.answer.iter().filter_map(|o| o.sandbox.as_ref()) {
+                    audit_sandbox_change(
+                        state,
+                        caller.project_id(),
+                        &key_id,
+                        ApiSandboxAction::Create,
+                        &copy.sandbox_id,
+                        forked.provider.as_str(),
+                    )
+                    .await;
+                }
+            }
+            no_store(json_ok(StatusCode::CREATED, &forked.answer))
+        }
+        Err(e) => control_error(&e),
+    }
+}
+
+/// `GET /snapshots`: E2B's `SnapshotInfo`s, `X-Next-Token` when more may follow.
+async fn list_snapshots(req: HttpRequest) -> HttpResponse {
+    let run = async {
+        let (front, caller) = control_caller(&req).await?;
+        let pairs = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+            .map_err(|e| E2bError::invalid(format!("malformed query: {e}")))?
+            .into_inner();
+        let mut query = SnapshotQuery::default();
+        for (k, v) in pairs {
+            match k.as_str() {
+                "sandboxID" => query.sandbox_id = Some(v),
+                "name" => query.name = Some(v),
+                "nextToken" => query.next_token = Some(v),
+                "limit" => {
+                    query.limit = Some(
+                        v.parse::<u32>()
+                            .map_err(|_| E2bError::invalid("limit must be a whole number"))?,
+                    );
+                }
+                _ => {}
+            }
+        }
+        front.list_snapshots(&caller, &query).await
+    };
+    match run.await {
+        Ok((items, next)) => {
+            let mut resp = json_ok(StatusCode::OK, &items);
+            if let Some(v) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
+                resp.headers_mut()
+                    .insert(header::HeaderName::from_static("x-next-token"), v);
+            }
+            resp
+        }
+        Err(e) => control_error(&e),
+    }
+}
+
+/// `DELETE /templates/{id}`: a snapshot's id deletes it (204); any other template is not
+/// found (404, the SDK's `False`).
+async fn delete_template(req: HttpRequest, path: web::Path<String>) -> HttpResponse {
+    let run = async {
+        let (front, caller) = control_caller(&req).await?;
+        front.delete_template(&caller, &path).await
+    };
+    match run.await {
+        Ok(()) => HttpResponse::NoContent().finish(),
+        Err(e) => control_error(&e),
+    }
+}
+
+/// Refreshes and anything else: E2B features the door does not offer.
 async fn unsupported_action(req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let run = async {
         control_caller(&req).await?;

@@ -12,8 +12,9 @@
 // The steps of journey.py as far as the JS SDK has the same calls: create → commands.run
 // (exit code, stderr apart, CommandExitError) → a background command with streamed output,
 // stdin and kill → files write/read/list/exists/getInfo/makeDir/rename/remove (relative paths
-// under /home/user) → list with a metadata filter → setTimeout → connect → kill, and
-// isRunning()/getInfo() after it. Prints one line per step and exits non-zero on the first
+// under /home/user) → list with a metadata filter → setTimeout → connect → pause and resume →
+// snapshot, create from it, list and delete it → fork → kill, and isRunning()/getInfo() after
+// it. Prints one line per step and exits non-zero on the first
 // failure.
 
 import { randomUUID } from 'node:crypto'
@@ -24,9 +25,8 @@ import { isDeepStrictEqual, inspect } from 'node:util'
 
 const template = process.argv[2] ?? 'base'
 const from = process.argv[3] ? join(process.argv[3], 'package.json') : import.meta.filename
-const { CommandExitError, NotFoundError, Sandbox, SandboxNotFoundError, TimeoutError } = await import(
-  pathToFileURL(createRequire(from).resolve('e2b')).href
-)
+const { CommandExitError, NotFoundError, Sandbox, SandboxError, SandboxNotFoundError, TimeoutError } =
+  await import(pathToFileURL(createRequire(from).resolve('e2b')).href)
 
 const runId = randomUUID().replaceAll('-', '').slice(0, 12)
 let steps = 0
@@ -208,6 +208,45 @@ async function journey() {
   equal(await sbx.isRunning(), true, 'isRunning after connect')
   equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running', 'getInfo after connect')
   step('pause (a second one: already paused), listed as paused; Sandbox.connect resumes it with its files')
+
+  // In $HOME, not /home/user: the E2B adapter's fake keeps only a sandbox's own directory (its
+  // $HOME) in a snapshot; its /home/user is this machine's, shared by its sandboxes.
+  const note = `"$HOME/snap-${runId}.txt"`
+  const writeNote = (s, text) => s.commands.run(`printf '${text}' > ${note}`)
+  const readNote = async (s) => (await s.commands.run(`cat ${note}`)).stdout
+  await writeNote(sbx, 'before the snapshot')
+  const snap = await sbx.createSnapshot({ name: `journey-${runId}` })
+  check(snap.snapshotId, snap)
+  equal(snap.names, [`journey-${runId}`], 'snapshot names')
+  await writeNote(sbx, 'after the snapshot')
+  const restored = await Sandbox.create(snap.snapshotId, { timeoutMs: 120_000 })
+  check(restored.sandboxId !== sbx.sandboxId, restored.sandboxId)
+  equal(await readNote(restored), 'before the snapshot', 'the restored file')
+  equal(await readNote(sbx), 'after the snapshot', "the source's file")
+  const ids = (items) => items.map((s) => s.snapshotId)
+  equal(ids(await sbx.listSnapshots().nextItems()), [snap.snapshotId], "the sandbox's snapshots")
+  equal(
+    ids(await Sandbox.listSnapshots({ name: `journey-${runId}` }).nextItems()),
+    [snap.snapshotId],
+    'snapshots by name',
+  )
+  await restored.kill()
+  equal(await Sandbox.deleteSnapshot(snap.snapshotId), true, 'deleteSnapshot')
+  equal(await Sandbox.deleteSnapshot(snap.snapshotId), false, 'a second deleteSnapshot')
+  equal(await sbx.listSnapshots().nextItems(), [], 'snapshots after the delete')
+  await rejects(() => Sandbox.create(snap.snapshotId), [NotFoundError, SandboxError], 'a create from a deleted snapshot')
+  step('createSnapshot; Sandbox.create from it has the old file; listSnapshots; deleteSnapshot')
+
+  const forks = await sbx.fork({ count: 2, timeoutMs: 120_000 })
+  equal(forks.length, 2, 'forks')
+  for (const f of forks) {
+    check(f instanceof Sandbox, f)
+    check(f.sandboxId !== sbx.sandboxId, f.sandboxId)
+    equal(await readNote(f), 'after the snapshot', "a fork's file")
+    equal((await f.commands.run('echo $JOURNEY')).stdout, `${runId}\n`, "a fork's envs")
+    await f.kill()
+  }
+  step("fork({ count: 2 }): two running copies with the file and the create's envs")
 
   equal(await sbx.isRunning(), true, 'isRunning before kill')
   const running = await sbx.commands.run('sleep 60', { background: true })

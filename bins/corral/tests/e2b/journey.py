@@ -8,8 +8,9 @@ SDK's default. The template is argv[1] (default `base`).
 create → commands.run (exit code, stderr apart, CommandExitException) → a background command
 with streamed output, stdin and kill → files write/read/list/exists/rename/remove (relative
 paths under /home/user) → list with a metadata filter → set_timeout → connect → pause (a file
-kept; listed paused) → connect resumes it → kill, and is_running()/get_info() after it. Prints one line per step and exits non-zero on the first
-failure.
+kept; listed paused) → connect resumes it → create_snapshot, Sandbox.create from it (the file as
+it was), list_snapshots, delete_snapshot → fork → kill, and is_running()/get_info() after it.
+Prints one line per step and exits non-zero on the first failure.
 """
 
 import os
@@ -165,6 +166,52 @@ assert resumed.files.read(marker) == "kept across the pause"
 assert sbx.is_running() is True
 assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.RUNNING
 step("pause (a second one: already paused), listed as paused; Sandbox.connect resumes it with its files")
+
+# In $HOME, not /home/user: the E2B adapter's fake keeps only a sandbox's own directory (its
+# $HOME) in a snapshot; its /home/user is this machine's, shared by its sandboxes.
+note = f'"$HOME/snap-{run_id}.txt"'
+
+
+def write_note(s, text):
+    s.commands.run(f"printf '{text}' > {note}")
+
+
+def read_note(s):
+    return s.commands.run(f"cat {note}").stdout
+
+
+write_note(sbx, "before the snapshot")
+snap = sbx.create_snapshot(name=f"journey-{run_id}")
+assert snap.snapshot_id, snap
+assert snap.names == [f"journey-{run_id}"], snap.names
+write_note(sbx, "after the snapshot")
+restored = Sandbox.create(snap.snapshot_id, timeout=120)
+assert restored.sandbox_id != sbx.sandbox_id
+assert read_note(restored) == "before the snapshot"
+assert read_note(sbx) == "after the snapshot"
+assert [s.snapshot_id for s in sbx.list_snapshots().next_items()] == [snap.snapshot_id]
+named = Sandbox.list_snapshots(name=f"journey-{run_id}").next_items()
+assert [s.snapshot_id for s in named] == [snap.snapshot_id], named
+restored.kill()
+assert Sandbox.delete_snapshot(snap.snapshot_id) is True
+assert Sandbox.delete_snapshot(snap.snapshot_id) is False, "a second delete found it"
+assert list(sbx.list_snapshots().next_items()) == []
+try:
+    Sandbox.create(snap.snapshot_id)
+    raise AssertionError("a deleted snapshot was created from")
+except (NotFoundException, SandboxException):
+    pass
+step("create_snapshot; Sandbox.create from it has the old file; list_snapshots; delete_snapshot")
+
+forks = sbx.fork(count=2, timeout=120)
+assert len(forks) == 2, forks
+for f in forks:
+    assert isinstance(f, Sandbox), f
+    assert f.sandbox_id != sbx.sandbox_id
+    assert read_note(f) == "after the snapshot"
+    assert f.commands.run("echo $JOURNEY").stdout == f"{run_id}\n"
+    f.kill()
+step("fork(count=2): two running copies with the file and the create's envs")
 
 assert sbx.is_running() is True
 running = sbx.commands.run("sleep 60", background=True)

@@ -83,8 +83,8 @@ impl Sdk {
     /// The line a journey that passed ends with.
     fn passed(&self) -> &'static str {
         match self {
-            Sdk::Python(_) => "e2b journey: 17 steps passed",
-            Sdk::Js(_) => "e2b js journey: 17 steps passed",
+            Sdk::Python(_) => "e2b journey: 19 steps passed",
+            Sdk::Js(_) => "e2b js journey: 19 steps passed",
         }
     }
 }
@@ -361,14 +361,14 @@ async fn the_door_opens_a_sandbox_only_with_its_own_token_and_answers_in_e2bs_fo
     let (status, body) = door
         .call(
             reqwest::Method::POST,
-            &format!("/sandboxes/{a_id}/snapshots"),
+            &format!("/sandboxes/{a_id}/refreshes"),
             &[("X-API-KEY", &door.key)],
             Some(json!({})),
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(
-        body["message"].as_str().unwrap().contains("snapshots"),
+        body["message"].as_str().unwrap().contains("refreshes"),
         "{body}"
     );
 
@@ -855,4 +855,211 @@ async fn pause_stops_a_sandbox_connect_resumes_it_and_the_list_tells_them_apart(
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn snapshots_are_templates_to_create_from_list_and_delete_and_a_fork_answers_its_copies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = local_server(tmp.path(), "");
+    let door = Door::new(&server);
+    let key = door.key.clone();
+    let auth = [("X-API-KEY", key.as_str())];
+    let call = |method: reqwest::Method, path: String, body: Option<Value>| {
+        let door = &door;
+        async move { door.call(method, &path, &auth, body).await }
+    };
+    let (post, get, delete) = (
+        reqwest::Method::POST,
+        reqwest::Method::GET,
+        reqwest::Method::DELETE,
+    );
+    let source = door
+        .create(json!({"templateID": "base", "metadata": {"n": "s"}, "envVars": {"V": "kept"}}))
+        .await;
+    let (id, token) = (
+        source["sandboxID"].as_str().unwrap(),
+        source["envdAccessToken"].as_str().unwrap(),
+    );
+    let write = |sandbox: String, token: String, content: &'static str| {
+        let door = &door;
+        async move {
+            let up = door
+                .client
+                .post(format!("{}/e2b/files?path=/home/user/note.txt", door.base))
+                .header("E2b-Sandbox-Id", sandbox)
+                .header("X-Access-Token", token)
+                .header("Content-Type", "application/octet-stream")
+                .body(content)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(up.status(), StatusCode::OK);
+        }
+    };
+    let read = |sandbox: String, token: String| {
+        let door = &door;
+        async move {
+            let got = door
+                .client
+                .get(format!("{}/e2b/files?path=/home/user/note.txt", door.base))
+                .header("E2b-Sandbox-Id", sandbox)
+                .header("X-Access-Token", token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(got.status(), StatusCode::OK);
+            got.text().await.unwrap()
+        }
+    };
+    write(id.into(), token.into(), "before").await;
+
+    // A snapshot: 201 with E2B's SnapshotInfo, its id Corral's.
+    let (status, snap) = call(
+        post.clone(),
+        format!("/sandboxes/{id}/snapshots"),
+        Some(json!({"name": "first"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{snap}");
+    let snap_id = snap["snapshotID"].as_str().unwrap().to_owned();
+    assert!(snap_id.starts_with("snp_local_"), "{snap}");
+    assert_eq!(snap["names"], json!(["first"]), "{snap}");
+    let (status, unnamed) = call(post.clone(), format!("/sandboxes/{id}/snapshots"), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{unnamed}");
+    assert_eq!(unnamed["names"], json!([]), "{unnamed}");
+    let unnamed_id = unnamed["snapshotID"].as_str().unwrap().to_owned();
+    // Bad input, unknown sandboxes: E2B's 400 and 404.
+    let (status, body) = call(
+        post.clone(),
+        format!("/sandboxes/{id}/snapshots"),
+        Some(json!({"name": ""})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["code"], 400, "{body}");
+    let ghost = "sbx_local_01jz0000000000000000000000";
+    let (status, body) = call(post.clone(), format!("/sandboxes/{ghost}/snapshots"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["code"], 404, "{body}");
+    write(id.into(), token.into(), "after").await;
+
+    // The list: newest first, filtered by sandbox and by name or id, paged by X-Next-Token.
+    let ids = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["snapshotID"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, all) = call(get.clone(), "/snapshots".into(), None).await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    assert_eq!(
+        ids(&all),
+        vec![unnamed_id.clone(), snap_id.clone()],
+        "{all}"
+    );
+    let (_, mine) = call(get.clone(), format!("/snapshots?sandboxID={id}"), None).await;
+    assert_eq!(ids(&mine).len(), 2, "{mine}");
+    let (_, other) = call(get.clone(), format!("/snapshots?sandboxID={ghost}"), None).await;
+    assert_eq!(ids(&other), Vec::<String>::new(), "{other}");
+    let (_, named) = call(get.clone(), "/snapshots?name=first".into(), None).await;
+    assert_eq!(ids(&named), vec![snap_id.clone()], "{named}");
+    let (_, by_id) = call(get.clone(), format!("/snapshots?name={unnamed_id}"), None).await;
+    assert_eq!(ids(&by_id), vec![unnamed_id.clone()], "{by_id}");
+    let first = door
+        .client
+        .get(format!("{}/e2b/snapshots?limit=1", door.base))
+        .header("X-API-KEY", &key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let next = first.headers()["x-next-token"].to_str().unwrap().to_owned();
+    assert_eq!(ids(&first.json().await.unwrap()), vec![unnamed_id.clone()]);
+    let (_, second) = call(
+        get.clone(),
+        format!("/snapshots?limit=1&nextToken={next}"),
+        None,
+    )
+    .await;
+    assert_eq!(ids(&second), vec![snap_id.clone()], "{second}");
+    for bad in ["limit=0", "limit=101", "limit=x", "nextToken=nonsense"] {
+        let (status, body) = call(get.clone(), format!("/snapshots?{bad}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+
+    // A create whose template is the snapshot's id restores it.
+    let restored = door
+        .create(json!({"templateID": snap_id, "timeout": 60}))
+        .await;
+    let r_id = restored["sandboxID"].as_str().unwrap();
+    assert_ne!(r_id, id);
+    assert_eq!(restored["templateID"], snap_id.as_str(), "{restored}");
+    assert_eq!(
+        read(
+            r_id.into(),
+            restored["envdAccessToken"].as_str().unwrap().into()
+        )
+        .await,
+        "before"
+    );
+    assert_eq!(read(id.into(), token.into()).await, "after");
+
+    // A fork: 201, one entry per copy, each a running sandbox with its own token and the
+    // source's metadata; counts past Corral's 10 and unknown sandboxes are refused.
+    let (status, forks) = call(
+        post.clone(),
+        format!("/sandboxes/{id}/fork"),
+        Some(json!({"count": 2, "timeout": 60})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{forks}");
+    let forks = forks.as_array().unwrap().clone();
+    assert_eq!(forks.len(), 2);
+    for f in &forks {
+        assert!(f.get("error").is_none(), "{f}");
+        let (f_id, f_token) = (
+            f["sandbox"]["sandboxID"].as_str().unwrap(),
+            f["sandbox"]["envdAccessToken"].as_str().unwrap(),
+        );
+        assert_ne!(f_id, id);
+        assert_eq!(read(f_id.into(), f_token.into()).await, "after");
+        let (status, detail) = call(get.clone(), format!("/sandboxes/{f_id}"), None).await;
+        assert_eq!(status, StatusCode::OK, "{detail}");
+        assert_eq!(detail["metadata"]["n"], "s", "{detail}");
+        let end = chrono::DateTime::parse_from_rfc3339(detail["endAt"].as_str().unwrap()).unwrap();
+        let left = end.timestamp() - chrono::Utc::now().timestamp();
+        assert!((30..=65).contains(&left), "{detail}");
+    }
+    let (status, body) = call(
+        post.clone(),
+        format!("/sandboxes/{id}/fork"),
+        Some(json!({"count": 11})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = call(post.clone(), format!("/sandboxes/{ghost}/fork"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    // Delete: 204, then 404 (the SDK's False); other templates are not found; a deleted
+    // snapshot is no template to create from, nor listed.
+    let (status, body) = call(delete.clone(), format!("/templates/{snap_id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, body) = call(delete.clone(), format!("/templates/{snap_id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["code"], 404, "{body}");
+    let (status, _) = call(delete.clone(), "/templates/base".into(), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = call(
+        post.clone(),
+        "/v2/sandboxes".into(),
+        Some(json!({"templateID": snap_id})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (_, named) = call(get.clone(), "/snapshots?name=first".into(), None).await;
+    assert_eq!(ids(&named), Vec::<String>::new(), "{named}");
+    // Without a key: 401, as every control call.
+    let (status, _) = door.call(get.clone(), "/snapshots", &[], None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
