@@ -261,8 +261,9 @@ impl FrontDoor {
             });
         }
         let timeout = self.check_timeout(new.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS))?;
-        // A snapshot's id is a template, as E2B's snapshots are: the create restores it.
-        let request = match crate::snapshots::snapshot_template(&new.template_id) {
+        // A snapshot's id is a template, as E2B's snapshots are: the create restores it
+        // (the same test as `snapshots::snapshot_template`, which imports this module).
+        let request = match new.template_id.parse::<corral_domain::SnapshotId>().ok() {
             Some(snapshot) => {
                 self.restorable(caller, snapshot).await?;
                 let p = snapshot.provider();

@@ -155,6 +155,51 @@ pub async fn run_live<H: Harness>() {
     }
 }
 
+/// Every lifecycle operation the adapter's capabilities do not advertise answers
+/// `Unsupported` without a request reaching its fake (the catalog is checked first, by
+/// `Contracted`).
+pub async fn unsupported_lifecycle_is_refused_before_any_call<H: Harness>(harness: &H) {
+    let provider = harness.provider();
+    let caps = provider.capabilities().clone();
+    let ctx = harness.context();
+    let id = H::unknown_id();
+    let name = provider.provider().as_str();
+    let before = harness.server().log().all().len();
+    let refused = |what: &str, e: Option<corral_provider::ProviderError>| match e {
+        Some(corral_provider::ProviderError::Unsupported { .. }) => {}
+        other => panic!("{name}: {what} is not advertised but answered {other:?}"),
+    };
+    if !caps.supports_explicit_stop {
+        refused("stop", provider.stop(&ctx, id).await.err());
+        refused("resume", provider.resume(&ctx, id).await.err());
+    }
+    if !caps.supports_snapshots {
+        let spec = corral_provider::SnapshotSpec {
+            snapshot_id: corral_domain::SnapshotId::new(provider.provider()),
+            name: None,
+        };
+        refused("snapshot", provider.snapshot(&ctx, id, &spec).await.err());
+        refused("get_snapshot", provider.get_snapshot(&ctx, id).await.err());
+        refused(
+            "delete_snapshot",
+            provider.delete_snapshot(&ctx, id).await.err(),
+        );
+    }
+    if !caps.supports_restore {
+        let spec = corral_provider::CreateSpec {
+            operation_id: corral_domain::OperationId::new(),
+            request: harness.request(),
+            timeout_seconds: None,
+        };
+        refused("restore", provider.restore(&ctx, &spec, id).await.err());
+    }
+    assert_eq!(
+        harness.server().log().all().len(),
+        before,
+        "{name}: a refused lifecycle operation reached the provider"
+    );
+}
+
 /// One test per conformance scenario, one per fault scenario, and the opt-in live test, for
 /// the [`Harness`] named by a path that resolves anywhere (an adapter's `fake::Fake`), in a
 /// module `suite`:
@@ -188,7 +233,7 @@ macro_rules! adapter_tests {
             async fn unsupported_lifecycle_is_refused_before_any_call() {
                 use $crate::harness::Harness as _;
                 let harness = <$harness>::start().await;
-                $crate::lifecycle::unsupported_is_refused_before_any_call(&harness).await;
+                $crate::harness::unsupported_lifecycle_is_refused_before_any_call(&harness).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lists_its_deployments_tagged_sandboxes() {

@@ -1,6 +1,6 @@
 //! The lifecycle scenarios: stop and resume, snapshot and restore, fork. Each runs what the
 //! provider's capabilities advertise and checks that what they do not advertise is refused as
-//! `Unsupported` (the harness's `unsupported_lifecycle_is_refused_before_any_call` also checks
+//! `Unsupported` (`harness::unsupported_lifecycle_is_refused_before_any_call` also checks
 //! that no request reached the provider).
 //!
 //! Files are written and read with exec, by a name relative to the default working directory:
@@ -307,50 +307,4 @@ impl Conformance<'_> {
             self.delete(&sandbox).await;
         }
     }
-}
-
-/// Every lifecycle operation the adapter's capabilities do not advertise answers
-/// `Unsupported` without a request reaching its fake (the catalog is checked first, by
-/// `Contracted`).
-pub async fn unsupported_is_refused_before_any_call<H: crate::harness::Harness>(harness: &H) {
-    use corral_provider::SandboxProvider as _;
-    let provider = harness.provider();
-    let caps = provider.capabilities().clone();
-    let ctx = harness.context();
-    let id = H::unknown_id();
-    let name = provider.provider().as_str();
-    let before = harness.server().log().all().len();
-    let refused = |what: &str, e: Option<ProviderError>| match e {
-        Some(ProviderError::Unsupported { .. }) => {}
-        other => panic!("{name}: {what} is not advertised but answered {other:?}"),
-    };
-    if !caps.supports_explicit_stop {
-        refused("stop", provider.stop(&ctx, id).await.err());
-        refused("resume", provider.resume(&ctx, id).await.err());
-    }
-    if !caps.supports_snapshots {
-        let spec = SnapshotSpec {
-            snapshot_id: SnapshotId::new(provider.provider()),
-            name: None,
-        };
-        refused("snapshot", provider.snapshot(&ctx, id, &spec).await.err());
-        refused("get_snapshot", provider.get_snapshot(&ctx, id).await.err());
-        refused(
-            "delete_snapshot",
-            provider.delete_snapshot(&ctx, id).await.err(),
-        );
-    }
-    if !caps.supports_restore {
-        let spec = CreateSpec {
-            operation_id: corral_domain::OperationId::new(),
-            request: harness.request(),
-            timeout_seconds: None,
-        };
-        refused("restore", provider.restore(&ctx, &spec, id).await.err());
-    }
-    assert_eq!(
-        harness.server().log().all().len(),
-        before,
-        "{name}: a refused lifecycle operation reached the provider"
-    );
 }

@@ -9,7 +9,6 @@ use corral_provider::{CallContext, CreateSpec, ExecSpec, SandboxProvider, Snapsh
 use corral_provider_local::{InitProgram, LocalConfig, LocalProvider};
 use serde_json::{Value, json};
 
-use super::Section;
 use super::local_exec::{Summary, summarize};
 
 /// What one run measured.
@@ -110,8 +109,8 @@ async fn measure(iterations: usize) -> Result<Measured, String> {
     })
 }
 
-/// The `local-lifecycle` section.
-pub(crate) async fn section(iterations: usize) -> Result<Section, String> {
+/// The `local-lifecycle` section's Markdown and JSON.
+pub(crate) async fn section(iterations: usize) -> Result<(String, Value), String> {
     let m = measure(iterations).await?;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let rows = [
@@ -155,9 +154,5 @@ pub(crate) async fn section(iterations: usize) -> Result<Section, String> {
             json!({"p50_ms": ms(s.p50), "p90_ms": ms(s.p90), "p99_ms": ms(s.p99), "mean_ms": ms(s.mean)}),
         );
     }
-    Ok(Section {
-        id: "local-lifecycle",
-        markdown: md,
-        json: Value::Object(json),
-    })
+    Ok((md, Value::Object(json)))
 }

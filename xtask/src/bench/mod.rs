@@ -230,7 +230,14 @@ async fn run_all(opts: Options) -> Result<(), String> {
             "commands" => bench.commands().await?,
             "memory" => bench.memory().await?,
             "scale" => bench.scale().await?,
-            "lifecycle" => lifecycle::section(bench.opts.iterations).await?,
+            "lifecycle" => {
+                let (markdown, json) = lifecycle::section(bench.opts.iterations).await?;
+                Section {
+                    id: "local-lifecycle",
+                    markdown,
+                    json,
+                }
+            }
             _ => continue,
         };
         println!("{}", section.markdown);
