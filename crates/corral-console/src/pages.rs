@@ -1401,7 +1401,7 @@ pub(crate) fn snapshots(page: &SnapshotsPage) -> Markup {
                 // keep it a table for assistive technology when CSS changes its display.
                 div.table-wrap { table.stack-sm #snapshot-list role="table" {
                     thead role="rowgroup" { tr role="row" {
-                        th role="columnheader" { "Snapshot" } th role="columnheader" { "Sandbox" } th role="columnheader" { "Provider" } th role="columnheader" { "Status" }
+                        th role="columnheader" { "Snapshot" } th role="columnheader" { "Sandbox" } th role="columnheader" { "Status" }
                         th role="columnheader" { "Size" } th role="columnheader" { "Taken" }
                         @if admin { th role="columnheader" { span.visually-hidden { "Actions" } } }
                     } }
@@ -1413,7 +1413,6 @@ pub(crate) fn snapshots(page: &SnapshotsPage) -> Markup {
                                     @if !s.name.is_empty() { br; span.small.muted { (s.name) } }
                                 }
                                 td role="cell" data-label="Sandbox" { a href=(paths::sandbox(&p.account.id, &p.id, &s.sandbox)) { code { (s.sandbox) } } }
-                                td role="cell" data-label="Provider" { (s.provider) }
                                 td role="cell" data-label="Status" {
                                     (snapshot_badge(&s.status))
                                     @if let Some(why) = &s.failure { br; span.small.muted { (why) } }
@@ -2053,7 +2052,6 @@ mod tests {
             snapshots: Ok(Some(vec![SnapshotRow {
                 id: "snp_local_1".to_owned(),
                 sandbox: "sbx_local_1".to_owned(),
-                provider: "local".to_owned(),
                 name: "<before upgrade>".to_owned(),
                 status: "ready".to_owned(),
                 size: "1.0 MiB".to_owned(),
@@ -2160,7 +2158,6 @@ mod tests {
         let row = |id: &str, deleted: Option<&str>| SnapshotRow {
             id: id.to_owned(),
             sandbox: "sbx_local_1".to_owned(),
-            provider: "local".to_owned(),
             name: String::new(),
             status: if deleted.is_some() {
                 "deleted"

@@ -509,9 +509,8 @@ impl Lifecycle {
 #[derive(Debug, Clone)]
 pub(crate) struct SnapshotRow {
     pub(crate) id: String,
-    /// The sandbox it was taken of.
+    /// The sandbox it was taken of (its id names the provider, as the snapshot's does).
     pub(crate) sandbox: String,
-    pub(crate) provider: String,
     /// Its name ("" without one).
     pub(crate) name: String,
     /// `creating`, `ready`, `failed` or `deleted`.

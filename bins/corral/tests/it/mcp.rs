@@ -113,7 +113,25 @@ async fn mcp_over_http_runs_commands_on_a_provider_fake_with_the_api_key_and_v3_
         )
         .await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 11);
+    // The eleven tools of before and the six of the sandbox lifecycle.
+    let mut names: Vec<&str> = body["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names.len(), 17, "{names:?}");
+    for lifecycle in [
+        "sandbox_fork",
+        "sandbox_resume",
+        "sandbox_stop",
+        "snapshot_create",
+        "snapshot_delete",
+        "snapshot_list",
+    ] {
+        assert!(names.contains(&lifecycle), "{lifecycle} missing: {names:?}");
+    }
 
     // A create's input is checked by its schema before any call.
     let (content, is_error) = w.call("sandbox_create", json!({"provider": "nope"})).await;

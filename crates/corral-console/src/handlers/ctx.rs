@@ -270,7 +270,6 @@ pub(crate) fn snapshot_row(s: &corral_domain::Snapshot) -> view::SnapshotRow {
     view::SnapshotRow {
         id: s.id.to_string(),
         sandbox: s.sandbox_id.to_string(),
-        provider: s.provider.as_str().to_owned(),
         name: s.name.clone().unwrap_or_default(),
         status: s.status.as_str().to_owned(),
         size: view::size(s.size_bytes),
