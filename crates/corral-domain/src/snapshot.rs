@@ -106,7 +106,14 @@ pub struct SnapshotPage {
 pub struct CreateSnapshotInput {
     /// A name for people: 1 to 128 printable characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "utoipa", schema(min_length = 1, max_length = 128))]
+    #[cfg_attr(
+        feature = "utoipa",
+        schema(
+            min_length = 1,
+            max_length = 128,
+            pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+        )
+    )]
     pub name: Option<String>,
 }
 

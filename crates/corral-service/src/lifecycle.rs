@@ -800,17 +800,15 @@ impl Service {
                 match made {
                     Ok(sandbox) => copies.push(sandbox),
                     Err(e) if copies.is_empty() => return Err(e.into()),
+                    // The copies made stay listed; the failure keeps its own code (a full
+                    // quota is `rate_limited`, not a server error), and the key stays
+                    // unknown so that a retry makes no extra copies.
                     Err(e) => {
                         let made: Vec<String> =
                             copies.iter().map(|s: &Sandbox| s.id.to_string()).collect();
+                        tracing::warn!(sandbox_id = %rec.id, made = ?made, error = %e, "a fork stopped part-way");
                         return Err(WorkFailed {
-                            error: ServiceError::ProviderFailed {
-                                message: format!(
-                                    "the fork stopped after {} of {count} copies ({}): {e}",
-                                    copies.len(),
-                                    made.join(", ")
-                                ),
-                            },
+                            error: e,
                             made_something: true,
                         });
                     }

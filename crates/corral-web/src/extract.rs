@@ -349,9 +349,18 @@ impl<T: DeserializeOwned + Default + 'static, L: BodyLimit + 'static> FromReques
         let req = req.clone();
         let mut payload = payload.take();
         Box::pin(async move {
-            read_optional_json::<T>(&req, &mut payload, L::BYTES)
+            let parsed = async {
+                // Only an object (or nothing): serde would also read a struct from an array.
+                match read_optional_json::<serde_json::Value>(&req, &mut payload, L::BYTES).await? {
+                    None => Ok(T::default()),
+                    Some(v @ serde_json::Value::Object(_)) => serde_json::from_value(v)
+                        .map_err(|e| ServiceError::invalid(format!("invalid JSON body: {e}"))),
+                    Some(_) => Err(ServiceError::invalid("the JSON body must be an object")),
+                }
+            };
+            parsed
                 .await
-                .map(|v| OptionalJson(v.unwrap_or_default(), PhantomData))
+                .map(|v| OptionalJson(v, PhantomData))
                 .map_err(fail(&req))
         })
     }
@@ -519,6 +528,34 @@ impl FromRequest for ListQuery {
 
 impl IntoParams for ListQuery {
     fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        list_params(corral_registry::cursor_pattern())
+    }
+}
+
+/// [`ListQuery`] for the snapshot registry, whose cursors name snapshots.
+pub struct SnapshotListQuery(pub ListQuery);
+
+impl FromRequest for SnapshotListQuery {
+    type Error = Failure;
+    type Future = Ready<Result<Self, Failure>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        match ListQuery::from_request(req, payload).into_inner() {
+            Ok(q) => ready(Ok(SnapshotListQuery(q))),
+            Err(e) => ready(Err(e)),
+        }
+    }
+}
+
+impl IntoParams for SnapshotListQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        list_params(corral_registry::snapshot_cursor_pattern())
+    }
+}
+
+/// `cursor` (of the given pattern) and `limit`.
+fn list_params(cursor_pattern: String) -> Vec<Parameter> {
+    {
         vec![
             ParameterBuilder::new()
                 .name("cursor")
@@ -530,7 +567,7 @@ impl IntoParams for ListQuery {
                 .schema(Some(Schema::Object(
                     ObjectBuilder::new()
                         .schema_type(Type::String)
-                        .pattern(Some(corral_registry::cursor_pattern()))
+                        .pattern(Some(cursor_pattern))
                         .build(),
                 )))
                 .build(),

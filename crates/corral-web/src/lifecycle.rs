@@ -14,7 +14,7 @@ use corral_service::Created;
 
 use crate::doc::{ANY, ON_SANDBOX, errors};
 use crate::extract::{
-    Authenticated, IdempotencyKey, Inline, ListQuery, OptionalJson, Small, WorkspaceOnly,
+    Authenticated, IdempotencyKey, Inline, OptionalJson, Small, SnapshotListQuery, WorkspaceOnly,
 };
 use crate::reply::{Reply, caught, json_ok};
 use crate::state::AppState;
@@ -170,7 +170,7 @@ pub(crate) async fn fork_sandbox(
 /// provider.
 #[utoipa::path(
     operation_id = "listSnapshots", tag = "lifecycle",
-    params(ListQuery),
+    params(SnapshotListQuery),
     responses(
         (status = 200, description = "A page; `nextCursor` is null on the last one.", body = SnapshotPage),
         SnapshotListErrors,
@@ -179,9 +179,10 @@ pub(crate) async fn fork_sandbox(
 pub(crate) async fn list_snapshots(
     req: HttpRequest,
     caller: Authenticated,
-    query: ListQuery,
+    query: SnapshotListQuery,
     state: web::Data<AppState>,
 ) -> Reply {
+    let query = query.0;
     let page = caught(
         &req,
         state

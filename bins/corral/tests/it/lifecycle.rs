@@ -512,6 +512,29 @@ async fn another_projects_snapshots_are_invisible_and_a_burst_of_snapshots_stays
             "sandbox_not_found",
         );
     }
+    // Bodies are objects or nothing; a snapshot's name is printable.
+    for body in [
+        json!([]),
+        json!("x"),
+        json!({ "name": "a\u{80}b" }),
+        json!({ "copies": 2 }),
+    ] {
+        let (status, refused) = owner
+            .post(&format!("/v1/sandboxes/{id}/snapshots"), body.clone())
+            .await;
+        assert_eq!(status, 400, "{body} answered {refused}");
+    }
+    let (status, refused) = owner
+        .call(
+            reqwest::Method::GET,
+            "/v1/snapshots?cursor=0_sbx_e2b_00000000000000000000000000",
+            None,
+        )
+        .await;
+    assert_eq!(
+        status, 400,
+        "a sandbox cursor is not a snapshot cursor: {refused}"
+    );
     let theirs = stranger.get("/v1/snapshots").await;
     assert_eq!(theirs["items"], json!([]), "{theirs}");
     let anonymous = reqwest::Client::new()
