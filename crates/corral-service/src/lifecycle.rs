@@ -732,8 +732,8 @@ impl Service {
     /// `POST /v1/sandboxes/{id}/fork`: snapshots the sandbox, then restores that snapshot
     /// into `count` new sandboxes (each a full registry record). 201 with the snapshot's id
     /// and the copies. With an `Idempotency-Key`, a retry replays the answer and never makes
-    /// extra copies; a fork that failed after making copies keeps its key (those copies stay
-    /// listed, and are reported by the failure's message).
+    /// extra copies; a fork that failed after making copies keeps its key unknown (those
+    /// copies stay listed, with the fork's snapshot as their `snapshotId`).
     pub async fn fork(
         &self,
         caller: &Caller,
