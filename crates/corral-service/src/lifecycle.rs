@@ -359,6 +359,23 @@ impl Service {
             let Some(native) = rec.native_id.clone() else {
                 continue;
             };
+            // A command still running is activity: the sandbox is busy, not idle.
+            let live = self
+                .inner
+                .journal
+                .live_in_sandbox(rec.project_id, rec.id)
+                .await;
+            if live.as_ref().map_or(true, |l| !l.is_empty()) {
+                if let Err(e) = self
+                    .inner
+                    .registry
+                    .touch_activity(rec.project_id, rec.id, now)
+                    .await
+                {
+                    tracing::warn!(sandbox_id = %rec.id, error = %e, "idle stop: cannot record a busy sandbox's activity");
+                }
+                continue;
+            }
             let caller = Caller::trusted(rec.project_id);
             // Only a stored profile (or no credential at all) can be used in the background.
             let call = self

@@ -457,3 +457,32 @@ async fn a_keyed_restore_replays_after_its_snapshot_is_deleted() {
     assert_eq!(again.body, first.body);
     assert_eq!(w.double.count("restore"), 1);
 }
+
+#[tokio::test]
+async fn a_sandbox_running_a_command_is_busy_not_idle() {
+    let w = World::with(Setup {
+        manual_clock: true,
+        ..Setup::default()
+    })
+    .await;
+    let sbx = create(&w, local(serde_json::json!({ "idleStopSeconds": 60 }))).await;
+    let caller = w.caller().await;
+    let input: corral_domain::StartCommandInput =
+        serde_json::from_value(serde_json::json!({ "command": "sleep 30" })).unwrap();
+    w.service
+        .start_command(
+            &caller,
+            InlineAccess::default(),
+            &sbx.id.to_string(),
+            None,
+            input,
+        )
+        .await
+        .unwrap();
+    w.clock.advance(Duration::from_secs(120));
+    assert_eq!(w.service.idle_stop_once().await, 0);
+    assert_eq!(
+        status(&w, &sbx.id.to_string()).await,
+        SandboxStatus::Running
+    );
+}
