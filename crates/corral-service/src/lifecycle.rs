@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use corral_domain::{
     CreateSandboxRequest, CreateSnapshotInput, ForkInput, ForkResult, OperationId, Sandbox,
-    SandboxStatus, Snapshot, SnapshotId, SnapshotPage, SnapshotStatus, event_reason, limits,
+    SandboxStatus, Snapshot, SnapshotId, SnapshotPage, SnapshotStatus, event_reason,
 };
 use corral_idempotency::{ClaimOutcome, Fingerprint, IdempotencyKey};
 use corral_provider::{CallContext, ProviderError, SandboxProvider, SnapshotSpec};
@@ -668,13 +668,7 @@ impl Service {
         cursor: Option<&str>,
         limit: Option<u32>,
     ) -> Result<SnapshotPage, ServiceError> {
-        let limit = limit.unwrap_or(limits::DEFAULT_PAGE_LIMIT);
-        if !(1..=limits::MAX_PAGE_LIMIT).contains(&limit) {
-            return Err(ServiceError::invalid(format!(
-                "`limit` must be from 1 to {}",
-                limits::MAX_PAGE_LIMIT
-            )));
-        }
+        let limit = crate::sandboxes::page_limit(limit)?;
         let page = self
             .inner
             .registry

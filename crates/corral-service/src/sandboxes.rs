@@ -41,6 +41,18 @@ fn refresh_due(rec: &SandboxRecord, now: corral_domain::Timestamp) -> bool {
         .map_or(true, |age| age >= STATUS_REFRESH)
 }
 
+/// A registry page's size: the default, or one from 1 to the maximum.
+pub(crate) fn page_limit(limit: Option<u32>) -> Result<u32, ServiceError> {
+    let limit = limit.unwrap_or(limits::DEFAULT_PAGE_LIMIT);
+    if !(1..=limits::MAX_PAGE_LIMIT).contains(&limit) {
+        return Err(ServiceError::invalid(format!(
+            "`limit` must be from 1 to {}",
+            limits::MAX_PAGE_LIMIT
+        )));
+    }
+    Ok(limit)
+}
+
 fn not_found(id: &str) -> ServiceError {
     ServiceError::SandboxNotFound {
         message: format!(
@@ -150,13 +162,7 @@ impl Service {
         cursor: Option<&str>,
         limit: Option<u32>,
     ) -> Result<SandboxPage, ServiceError> {
-        let limit = limit.unwrap_or(limits::DEFAULT_PAGE_LIMIT);
-        if !(1..=limits::MAX_PAGE_LIMIT).contains(&limit) {
-            return Err(ServiceError::invalid(format!(
-                "`limit` must be from 1 to {}",
-                limits::MAX_PAGE_LIMIT
-            )));
-        }
+        let limit = page_limit(limit)?;
         let page = self
             .inner
             .registry
