@@ -120,6 +120,8 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
     // Takes over commands whose capture's owner died (or that ran when this process last
     // stopped), at once and then every few seconds.
     let _captures = service.spawn_command_supervisor(COMMAND_SUPERVISOR_INTERVAL);
+    // On PostgreSQL, wakes readers here of commands other replicas capture (LISTEN/NOTIFY).
+    let _progress = service.spawn_progress_listener();
     // Stops sandboxes idle past their `idleStopSeconds` and settles snapshots still being
     // made, every few seconds.
     let _lifecycle = service.spawn_lifecycle_sweeper(LIFECYCLE_SWEEP_INTERVAL);

@@ -42,6 +42,7 @@
 //! lease_seconds = 15              # a replica's hold on a command's capture, renewed every third
 //! max_output_mib_per_command = 16 # kept per command; the oldest output beyond it is dropped
 //! max_output_mib_per_project = 256
+//! max_output_events_per_command = 65536 # stored chunks kept per command (rows, not bytes)
 //! retention_hours = 168           # how long an ended command stays readable
 //! max_running_per_project = 100   # 0 = no cap
 //!
@@ -399,6 +400,8 @@ pub struct CommandsSection {
     pub max_output_mib_per_command: Option<u64>,
     /// MiB of output kept per project.
     pub max_output_mib_per_project: Option<u64>,
+    /// Output events (stored chunks) kept per command; the oldest beyond it become a gap.
+    pub max_output_events_per_command: Option<u64>,
     /// Hours an ended command stays readable.
     pub retention_hours: Option<u64>,
     /// Commands running at once per project (0: no cap).
@@ -987,6 +990,11 @@ fn commands(
             section.max_output_mib_per_project,
         )?
         .map_or(d.max_output_bytes_per_project, |m| m.saturating_mul(MIB)),
+        max_output_events_per_command: positive(
+            "max_output_events_per_command",
+            section.max_output_events_per_command,
+        )?
+        .map_or(d.max_output_events_per_command, |n| n.max(16)),
         retention: positive("retention_hours", section.retention_hours)?
             .map_or(d.retention, |h| Duration::from_secs(h.saturating_mul(3600))),
         max_live_per_project: match section.max_running_per_project {

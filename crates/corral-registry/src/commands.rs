@@ -3,8 +3,10 @@
 //! A command row carries its state, the byte counts of its streams, the next event's sequence
 //! number and the lease of the one replica capturing its output. Output lives in
 //! `command_events`, one row per chunk in sequence order: clients resume after a sequence
-//! number, so what a row holds never changes except that retention may drop its bytes (the
-//! row stays, without data, and reads as a gap of known length).
+//! number, so what a row holds never changes except that retention may drop its bytes. A
+//! command's own budget (bytes and events) replaces the oldest events by one gap per stream
+//! at the last dropped sequence numbers — readers saw the same as one gap anyway — so rows
+//! are bounded as well as bytes; a project's budget only empties rows (they read as gaps).
 //!
 //! Every write that follows the provider's stream is checked against the capture lease, so a
 //! replica that lost its lease (it stalled, another took over) cannot append or end the
@@ -22,6 +24,7 @@ use crate::db::{Database, from_micros, run, to_micros, write_tx};
 use crate::error::{RegistryError, Result, db_error};
 use crate::events::{NewEventRow, append_event};
 use crate::model::ProjectId;
+use crate::progress::Announce as _;
 use crate::schema::{command_events as ev, commands as cm};
 
 /// A command to record before the provider is asked to start it.
@@ -295,6 +298,99 @@ impl EventRow {
 
 const LIVE: [&str; 2] = ["starting", "running"];
 
+/// One stored event's place, for a trim: sequence, stream kind, offset, length, bytes held.
+type EventPlace = (i64, i16, i64, Option<i64>, bool);
+
+/// The gaps that replace the dropped `places` (oldest first): one per stream, from its first
+/// dropped offset to the end of its last (unknown length when any dropped part was), at the
+/// last dropped sequence numbers (so a reader resuming anywhere among the dropped events is
+/// told what it cannot have, and the stored numbers stay contiguous: counting the events is
+/// a subtraction).
+fn merged_gaps(id: &str, places: &[EventPlace]) -> Vec<EventRow> {
+    let mut gaps: Vec<EventRow> = Vec::with_capacity(2);
+    for &(seq, kind, offset, length, _) in places {
+        match gaps.iter_mut().find(|g| g.kind == kind) {
+            Some(g) => {
+                g.seq = seq;
+                g.length = match (g.length, length) {
+                    (Some(_), Some(l)) => Some(offset + l - g.byte_offset),
+                    _ => None,
+                };
+            }
+            None => gaps.push(EventRow {
+                command_id: id.to_owned(),
+                seq,
+                kind,
+                byte_offset: offset,
+                length,
+                data: None,
+            }),
+        }
+    }
+    gaps.sort_by_key(|g| g.seq);
+    let upto = places.last().map_or(0, |p| p.0);
+    let n = gaps.len() as i64;
+    for (g, seq) in gaps.iter_mut().zip(upto - n + 1..) {
+        g.seq = seq;
+    }
+    gaps
+}
+
+/// Drops a command's oldest events while more than `$max_kept` bytes are held or more than
+/// `$keep_rows` events stored; the dropped ones become one gap per stream
+/// ([`merged_gaps`]). Evaluates to the bytes still held. Inside a write transaction.
+macro_rules! trim_events {
+    ($c:expr, $id:expr, $kept:expr, $max_kept:expr, $keep_rows:expr) => {{
+        let places: Vec<EventPlace> = ev::table
+            .filter(ev::command_id.eq($id))
+            .order(ev::seq.asc())
+            .select((
+                ev::seq,
+                ev::kind,
+                ev::byte_offset,
+                ev::length,
+                ev::data.is_not_null(),
+            ))
+            .load($c)
+            .await
+            .map_err(db_error)?;
+        let (mut kept, mut rows) = ($kept, i64::try_from(places.len()).unwrap_or(i64::MAX));
+        let mut dropped = 0;
+        for &(_, _, _, length, held) in &places {
+            if kept <= $max_kept && rows <= $keep_rows {
+                break;
+            }
+            if held {
+                kept -= length.unwrap_or(0);
+            }
+            rows -= 1;
+            dropped += 1;
+        }
+        let gone = &places[..dropped];
+        let gaps = merged_gaps($id, gone);
+        // Dropped events that are already one gap per stream stay as they are.
+        if gaps.len() < gone.len() || gone.iter().any(|p| p.4) {
+            let upto = gone.last().map_or(0, |p| p.0);
+            diesel::delete(
+                ev::table
+                    .filter(ev::command_id.eq($id))
+                    .filter(ev::seq.le(upto)),
+            )
+            .execute($c)
+            .await
+            .map_err(db_error)?;
+            for gap in &gaps {
+                diesel::insert_into(ev::table)
+                    .values(gap)
+                    .execute($c)
+                    .await
+                    .map_err(db_error)?;
+            }
+        }
+        kept
+    }};
+}
+
 /// Cursor of a command listing: `<startedAt micros>_<command id>`.
 fn encode_cursor(started_at: i64, id: &str) -> String {
     format!("{started_at}_{id}")
@@ -319,17 +415,42 @@ pub fn command_cursor_pattern() -> String {
 #[derive(Debug, Clone)]
 pub struct CommandJournal {
     db: Database,
+    max_events: u64,
 }
 
+/// Events kept per command by default ([`CommandJournal::with_max_events`]).
+pub const DEFAULT_MAX_EVENTS_PER_COMMAND: u64 = 65_536;
+
 impl CommandJournal {
-    /// The journal in `db`.
+    /// The journal in `db`, keeping at most [`DEFAULT_MAX_EVENTS_PER_COMMAND`] events per
+    /// command.
     pub fn new(db: Database) -> Self {
-        Self { db }
+        Self {
+            db,
+            max_events: DEFAULT_MAX_EVENTS_PER_COMMAND,
+        }
+    }
+
+    /// Keeps at most `max` events per command (at least 16): past it, an append drops the
+    /// oldest events' bytes as it does past the byte budget, down to three quarters of `max`
+    /// so that the trim is not repeated at every append. Rows are bounded as well as bytes:
+    /// a command printing a byte at a time cannot grow the table without end.
+    pub fn with_max_events(mut self, max: u64) -> Self {
+        self.max_events = max.max(16);
+        self
     }
 
     /// The database.
     pub fn database(&self) -> &Database {
         &self.db
+    }
+
+    /// The ids of commands whose journal moved (a start, an append, an end) on any replica,
+    /// as each commits: PostgreSQL `LISTEN` on a connection of its own, outside the pool;
+    /// `None` on SQLite (one process). The stream ends when that connection breaks, and
+    /// notifications sent meanwhile are lost: the caller listens again and, until then, polls.
+    pub async fn progress(&self) -> Result<Option<futures::stream::BoxStream<'static, CommandId>>> {
+        crate::progress::listen(&self.db).await
     }
 
     /// Records a command (state `starting`, the lease held by `new.owner`) before the provider
@@ -601,6 +722,7 @@ impl CommandJournal {
             .optional()
             .map_err(db_error)?;
             if let Some(row) = &row {
+                c.announce(&row.id).await?;
                 append_event!(
                     c,
                     NewEventRow {
@@ -622,9 +744,12 @@ impl CommandJournal {
         .into_record()
     }
 
-    /// Appends output and gaps, in order, for `owner` (who must hold the lease), then drops
-    /// the oldest bytes while more than `max_kept` are held (their rows stay, without data).
-    /// Answers the record as it now stands; `Conflict` when `owner` lost the lease.
+    /// Appends output and gaps, in order, for `owner` (who must hold the lease): one event per
+    /// append, numbered on from the record's `next_seq`. Then drops the oldest events while
+    /// more than `max_kept` bytes are held or more events than the journal keeps are stored
+    /// ([`CommandJournal::with_max_events`]); what was dropped reads as one gap per stream,
+    /// at the last dropped sequence numbers. Answers the record as it now stands;
+    /// `LeaseLost` when `owner` lost the lease.
     pub async fn append(
         &self,
         id: CommandId,
@@ -635,6 +760,7 @@ impl CommandJournal {
         let now = to_micros(self.db.now());
         let (id, owner) = (id.to_string(), owner.to_owned());
         let max_kept = signed(max_kept);
+        let max_events = signed(self.max_events);
         let row: CommandRow = write_tx!(self, |c| {
             let rec: Option<CommandRow> = cm::table
                 .filter(cm::id.eq(&id))
@@ -697,37 +823,28 @@ impl CommandJournal {
                     .await
                     .map_err(db_error)?;
             }
-            if kept > max_kept {
-                // Drop the oldest held chunks until at most `max_kept` bytes remain.
-                let held: Vec<(i64, Option<i64>)> = ev::table
+            // Rows are counted only once there could be too many: the first stored event's
+            // number by the primary key, one indexed lookup.
+            let mut rows = 0;
+            if seq - 1 > max_events {
+                let first: Option<i64> = ev::table
                     .filter(ev::command_id.eq(&id))
-                    .filter(ev::data.is_not_null())
-                    .order(ev::seq.asc())
-                    .select((ev::seq, ev::length))
-                    .load(c)
+                    .select(diesel::dsl::min(ev::seq))
+                    .first(c)
                     .await
                     .map_err(db_error)?;
-                let mut upto = None;
-                for (s, len) in held {
-                    if kept <= max_kept {
-                        break;
-                    }
-                    kept -= len.unwrap_or(0);
-                    upto = Some(s);
-                }
-                if let Some(upto) = upto {
-                    diesel::update(
-                        ev::table
-                            .filter(ev::command_id.eq(&id))
-                            .filter(ev::seq.le(upto))
-                            .filter(ev::data.is_not_null()),
-                    )
-                    .set(ev::data.eq(None::<Vec<u8>>))
-                    .execute(c)
-                    .await
-                    .map_err(db_error)?;
-                }
+                rows = seq - first.unwrap_or(seq);
             }
+            if kept > max_kept || rows > max_events {
+                let target_rows = max_events - max_events / 4;
+                let keep_rows = if rows > max_events {
+                    target_rows
+                } else {
+                    i64::MAX
+                };
+                kept = trim_events!(c, &id, kept, max_kept, keep_rows);
+            }
+            c.announce(&id).await?;
             diesel::update(cm::table.filter(cm::id.eq(&id)))
                 .set((
                     cm::next_seq.eq(seq),
@@ -799,6 +916,7 @@ impl CommandJournal {
                 .await
                 .optional()
                 .map_err(db_error)?;
+            c.announce(&idt).await?;
             append_event!(
                 c,
                 NewEventRow {

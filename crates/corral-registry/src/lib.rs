@@ -109,6 +109,7 @@ mod events;
 mod migrations;
 mod model;
 mod outbox;
+mod progress;
 mod reaper;
 mod registry;
 mod rows;
@@ -123,8 +124,8 @@ mod webhooks;
 pub use cache::DEFAULT_CACHE_TTL;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commands::{
-    Append, CommandJournal, CommandRecord, CommandRecordPage, JournalEvent, NewCommand,
-    command_cursor_pattern,
+    Append, CommandJournal, CommandRecord, CommandRecordPage, DEFAULT_MAX_EVENTS_PER_COMMAND,
+    JournalEvent, NewCommand, command_cursor_pattern,
 };
 pub use create_failures::{CreateFailure, MAX_FAILURE_REASON};
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn};

@@ -11,78 +11,34 @@
 //! batch ([`BATCH_BYTES`] per stream) is held before it is written, and the provider's stream
 //! is not read meanwhile.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use corral_domain::{CommandId, CommandResume, CommandState, OutputStream, Signal};
 use corral_provider::{
     CallContext, CommandEvent, CommandSpec, OutputOffsets, ProviderError, SandboxProvider,
 };
-use corral_registry::{Append, CommandRecord, RegistryError};
+use corral_registry::{Append, CommandRecord, JournalEvent, RegistryError};
 use futures::{FutureExt as _, StreamExt as _};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use crate::Service;
+use crate::live::{Feed, exit_event, wire_events};
 
 /// Bytes of one stream held before they are written to the journal.
 pub(crate) const BATCH_BYTES: usize = 64 * 1024;
+/// The shortest time between two writes of one command's output: output arriving sooner
+/// after a write is held (up to [`BATCH_BYTES`]) and written together, so a command that
+/// prints a byte at a time costs at most one write (of one event per stream) per period.
+/// Output after a quiet spell is written at once.
+const FLUSH_EVERY: Duration = Duration::from_millis(20);
 /// How long a command may go on after Corral sent `KILL` at its deadline before it is
 /// recorded `timed_out` without an exit code.
 const KILL_GRACE: Duration = Duration::from_secs(30);
 /// The longest pause between two attempts to re-attach to a provider.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
-
-/// The live notifications of the captures this process runs: the journal's next sequence
-/// number per command, so a reader on this replica wakes as soon as output is written.
-#[derive(Default)]
-pub(crate) struct Live {
-    senders: Mutex<HashMap<CommandId, watch::Sender<u64>>>,
-}
-
-impl Live {
-    fn register(&self, id: CommandId, next_seq: u64) -> watch::Sender<u64> {
-        let mut map = self.senders.lock().unwrap_or_else(PoisonError::into_inner);
-        map.entry(id)
-            .or_insert_with(|| watch::channel(next_seq).0)
-            .clone()
-    }
-
-    fn unregister(&self, id: CommandId) {
-        self.senders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-    }
-
-    /// A receiver for `id`'s progress, if this process captures it.
-    pub(crate) fn subscribe(&self, id: CommandId) -> Option<watch::Receiver<u64>> {
-        self.senders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&id)
-            .map(watch::Sender::subscribe)
-    }
-
-    /// How many captures this process runs.
-    pub(crate) fn count(&self) -> usize {
-        self.senders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    fn ids(&self) -> Vec<CommandId> {
-        self.senders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .copied()
-            .collect()
-    }
-}
 
 /// What a capture task starts with.
 pub(crate) enum Begin {
@@ -170,13 +126,15 @@ impl Merge {
         }
         let from = start.max(have);
         self.pending_bytes += data.len();
-        // Contiguous bytes of the same stream join the last chunk, up to a batch.
+        // Contiguous bytes join the stream's last pending chunk, up to a batch, even past the
+        // other stream's: a batch holds about one event per stream (the order across streams
+        // is kept to within a batch).
+        let last_of_stream = self.pending.iter_mut().rev().find(|a| match a {
+            Append::Output { stream: s, .. } | Append::Gap { stream: s, .. } => *s == stream,
+        });
         if let Some(Append::Output {
-            stream: s,
-            offset: o,
-            data: d,
-        }) = self.pending.last_mut()
-            && *s == stream
+            offset: o, data: d, ..
+        }) = last_of_stream
             && *o + d.len() as u64 == from
             && d.len() + data.len() <= BATCH_BYTES
         {
@@ -211,20 +169,19 @@ impl Service {
         let this = self.clone();
         let id = job.record.id;
         let span = tracing::info_span!("capture", command_id = %id);
+        // Opened before the task runs: a reader arriving after this call finds the feed.
+        let feed = self.inner.live.open(id, job.record.next_seq);
         tokio::spawn(
             async move {
-                let live = this.inner.live.clone();
-                let notify = live.register(id, job.record.next_seq);
-                match this.capture(job, begin, &notify).await {
+                match this.capture(job, begin, &feed).await {
                     Ok(Ended::Finished) => {}
                     Ok(Ended::LeaseLost) => {
                         tracing::info!("another replica captures the command now");
                     }
                     Err(e) => tracing::warn!(error = %e, "the capture stopped; the supervisor takes the command over when its lease runs out"),
                 }
-                // Wake the readers one last time: the record tells them what happened.
-                notify.send_modify(|_| {});
-                live.unregister(id);
+                // Followers see the feed end and waiters wake: the record tells them the rest.
+                this.inner.live.close(id, &feed);
             }
             .instrument(span),
         );
@@ -234,7 +191,7 @@ impl Service {
         &self,
         job: Job,
         begin: Begin,
-        notify: &watch::Sender<u64>,
+        feed: &Feed,
     ) -> Result<Ended, RegistryError> {
         let Job {
             mut record,
@@ -265,6 +222,7 @@ impl Service {
                 match started {
                     Ok(started) => {
                         record = journal.started(id, &started.handle).await?;
+                        feed.publish(record.next_seq, Vec::new());
                         // The start's own stream only lives as long as the start's context.
                         if let Some(events) = started.events {
                             first = Some(events);
@@ -306,6 +264,7 @@ impl Service {
         let mut backoff = Duration::from_millis(100);
         let lease = config.lease;
         let mut renew_at = Instant::now() + lease / 3;
+        let mut last_write = Instant::now() - FLUSH_EVERY;
 
         loop {
             // Attach (again): from what the journal holds.
@@ -329,7 +288,7 @@ impl Service {
                             let done = journal
                                 .finish(id, Some(owner), CommandState::Lost, None)
                                 .await;
-                            return self.ended(done, notify);
+                            return self.ended(done, feed);
                         }
                         Err(e) => {
                             tracing::debug!(error = %e, "cannot attach yet");
@@ -363,7 +322,7 @@ impl Service {
                     let done = journal
                         .finish(id, Some(owner), CommandState::TimedOut, None)
                         .await;
-                    return self.ended(done, notify);
+                    return self.ended(done, feed);
                 }
                 let wake = renew_at
                     .min(if killed_at.is_none() {
@@ -372,14 +331,19 @@ impl Service {
                         now + KILL_GRACE
                     })
                     .min(now + Duration::from_secs(1));
-                // Take what is ready now without waiting; wait only when nothing is pending.
+                // Wait for output when none is pending; with output pending, take more until
+                // the write is due, then whatever is ready without waiting.
+                let due = last_write + FLUSH_EVERY;
                 let next = if merge.pending.is_empty() {
                     tokio::time::timeout_at(wake, events.next()).await.ok()
+                } else if now < due {
+                    tokio::time::timeout_at(due.min(wake), events.next())
+                        .await
+                        .ok()
                 } else {
-                    // Pending output is written as soon as the stream has nothing more ready.
                     events.next().now_or_never()
                 };
-                let idle = next.is_none();
+                let idle = next.is_none() && Instant::now() >= due;
                 match next {
                     None => {}
                     Some(Some(Ok(CommandEvent::Output {
@@ -400,18 +364,25 @@ impl Service {
                     }
                     Some(None) => broken = true,
                 }
+                // Output that never pauses is written once a period past due all the same.
+                let overdue = Instant::now() >= due + FLUSH_EVERY;
                 let flush = exit.is_some()
                     || broken
                     || merge.pending_bytes >= BATCH_BYTES
-                    || (idle && !merge.pending.is_empty());
+                    || ((idle || overdue) && !merge.pending.is_empty());
                 if flush && !merge.pending.is_empty() {
                     let appends = merge.take();
+                    let count = appends.len() as u64;
+                    // What followers here get from memory, numbered once the write answers.
+                    let copy = feed.followed().then(|| appends.clone());
+                    last_write = Instant::now();
                     match journal
                         .append(id, owner, appends, config.max_output_bytes_per_command)
                         .await
                     {
                         Ok(r) => {
-                            let _ = notify.send(r.next_seq);
+                            let first = r.next_seq.saturating_sub(count);
+                            feed.publish(r.next_seq, copy.map_or_else(Vec::new, |a| numbered(first, a)));
                             record = r;
                         }
                         Err(RegistryError::LeaseLost { .. }) => return Ok(Ended::LeaseLost),
@@ -426,7 +397,7 @@ impl Service {
                         CommandState::Exited
                     };
                     let done = journal.finish(id, Some(owner), state, code).await;
-                    return self.ended(done, notify);
+                    return self.ended(done, feed);
                 }
                 if broken {
                     break;
@@ -442,11 +413,11 @@ impl Service {
     fn ended(
         &self,
         done: Result<CommandRecord, RegistryError>,
-        notify: &watch::Sender<u64>,
+        feed: &Feed,
     ) -> Result<Ended, RegistryError> {
         match done {
             Ok(r) => {
-                let _ = notify.send(r.next_seq);
+                feed.publish(r.next_seq, vec![exit_event(&r)]);
                 Ok(Ended::Finished)
             }
             Err(RegistryError::LeaseLost { .. }) => Ok(Ended::LeaseLost),
@@ -566,7 +537,7 @@ impl Service {
         match journal.unowned(64).await {
             Ok(records) => {
                 for rec in records {
-                    if self.inner.live.subscribe(rec.id).is_some() {
+                    if self.inner.live.captures(rec.id) {
                         continue;
                     }
                     match journal
@@ -691,6 +662,35 @@ impl Service {
         })
     }
 
+    /// Wakes this replica's readers of commands captured by other replicas as those commit
+    /// (PostgreSQL `LISTEN`, on a connection of its own, re-connected after a pause when it
+    /// breaks); nothing on SQLite, whose one process captures every command.
+    pub fn spawn_progress_listener(&self) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                match this.inner.journal.progress().await {
+                    Ok(None) => return,
+                    Ok(Some(mut ids)) => {
+                        this.inner.live.set_listening(true);
+                        backoff = Duration::from_millis(100);
+                        while let Some(id) = ids.next().await {
+                            this.inner.live.wake(id);
+                        }
+                        this.inner.live.set_listening(false);
+                        tracing::warn!("the command notification connection broke; polling until it is back");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot listen for command notifications; polling meanwhile");
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        })
+    }
+
     /// Gives up the leases of every capture this process runs (a graceful shutdown), so the
     /// next process, or another replica, takes them over at once.
     pub async fn release_captures(&self) {
@@ -698,6 +698,40 @@ impl Service {
             let _ = self.inner.journal.release(id, &self.inner.replica).await;
         }
     }
+}
+
+/// Appended output and gaps as the wire events the journal now holds for them, numbered from
+/// `first` (one event per append, in order).
+fn numbered(first: u64, appends: Vec<Append>) -> Vec<corral_domain::OutputEvent> {
+    let events = appends
+        .into_iter()
+        .zip(first..)
+        .map(|(a, seq)| match a {
+            Append::Output {
+                stream,
+                offset,
+                data,
+            } => JournalEvent {
+                seq,
+                stream,
+                offset,
+                length: Some(data.len() as u64),
+                data: Some(data),
+            },
+            Append::Gap {
+                stream,
+                offset,
+                length,
+            } => JournalEvent {
+                seq,
+                stream,
+                offset,
+                data: None,
+                length,
+            },
+        })
+        .collect();
+    wire_events(events)
 }
 
 /// Time left before the command's deadline, as of `now`.

@@ -14,13 +14,14 @@ use corral_domain::{
 };
 use corral_idempotency::{Claim, ClaimOutcome, Fingerprint, IdempotencyKey};
 use corral_provider::{CommandSpec, ProviderError};
-use corral_registry::{CommandRecord, JournalEvent, NewCommand, RegistryError};
+use corral_registry::{CommandRecord, NewCommand, RegistryError};
 use futures::Stream;
 use tokio::sync::oneshot;
 
 use crate::access::recorded_context;
 use crate::capture::{Begin, Job};
 use crate::error::{ServiceError, Stage, idempotency_error, map_provider_error, registry_error};
+use crate::live::{Batch, Waiter, exit_event, wire_events};
 use crate::{Caller, Created, InlineAccess, Service};
 
 /// Tunables of commands as durable jobs.
@@ -36,6 +37,9 @@ pub struct CommandsConfig {
     pub max_output_bytes_per_command: u64,
     /// Output bytes kept per project; past it the oldest commands' output is dropped.
     pub max_output_bytes_per_project: u64,
+    /// Output events (stored chunks) kept per command (at least 16); past it the oldest
+    /// become one gap per stream. Rows are bounded as well as bytes.
+    pub max_output_events_per_command: u64,
     /// How long an ended command (and its output) stays readable.
     pub retention: Duration,
     /// Commands a project may have running at once (`None`: no cap).
@@ -49,6 +53,7 @@ impl Default for CommandsConfig {
             lease: Duration::from_secs(15),
             max_output_bytes_per_command: 16 * 1024 * 1024,
             max_output_bytes_per_project: 256 * 1024 * 1024,
+            max_output_events_per_command: corral_registry::DEFAULT_MAX_EVENTS_PER_COMMAND,
             retention: Duration::from_secs(7 * 24 * 60 * 60),
             max_live_per_project: Some(100),
         }
@@ -59,8 +64,6 @@ impl Default for CommandsConfig {
 const PAGE_EVENTS: u32 = 256;
 /// Bytes of one output page, at most (one event may exceed it alone).
 const PAGE_BYTES: usize = 256 * 1024;
-/// How often a reader on a replica that does not capture the command looks for more.
-const POLL: Duration = Duration::from_millis(250);
 /// Longest `?wait=` on a command's state.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
@@ -86,52 +89,6 @@ fn parse_command_id(id: &str) -> Result<CommandId, ServiceError> {
 fn start_body(rec: &CommandRecord) -> Result<String, ServiceError> {
     serde_json::to_string(&rec.to_command())
         .map_err(|_| ServiceError::internal("cannot serialize the command"))
-}
-
-/// Turns journal events into wire events, merging runs of lost or dropped bytes of one
-/// stream into one `gap` (with the sequence number of the last, so resuming after it is
-/// exact).
-fn wire_events(events: Vec<JournalEvent>) -> Vec<OutputEvent> {
-    let mut out: Vec<OutputEvent> = Vec::with_capacity(events.len());
-    for e in events {
-        match e.data {
-            Some(bytes) => out.push(OutputEvent::output(e.seq, e.stream, e.offset, &bytes)),
-            None => {
-                if let Some(OutputEvent::Gap {
-                    seq,
-                    stream,
-                    offset,
-                    length,
-                }) = out.last_mut()
-                    && *stream == e.stream
-                    && length.is_some_and(|l| *offset + l == e.offset)
-                {
-                    *seq = e.seq;
-                    *length = match (*length, e.length) {
-                        (Some(a), Some(b)) => Some(a + b),
-                        _ => None,
-                    };
-                    continue;
-                }
-                out.push(OutputEvent::Gap {
-                    seq: e.seq,
-                    stream: e.stream,
-                    offset: e.offset,
-                    length: e.length,
-                });
-            }
-        }
-    }
-    out
-}
-
-/// The exit event of an ended command.
-fn exit_event(rec: &CommandRecord) -> OutputEvent {
-    OutputEvent::Exit {
-        seq: rec.next_seq,
-        state: rec.state,
-        exit_code: rec.exit_code,
-    }
 }
 
 impl Service {
@@ -400,7 +357,8 @@ impl Service {
     }
 
     /// `GET /v1/sandboxes/{id}/commands/{cmd}`; with `wait`, answers as soon as the command
-    /// has ended, or after `wait` (at most [`MAX_WAIT`]) with its state then.
+    /// has ended, or after `wait` (at most [`MAX_WAIT`]) with its state then. Woken by the
+    /// command's end itself, never by a timer (see [`crate::live`]).
     pub async fn command(
         &self,
         caller: &Caller,
@@ -408,47 +366,24 @@ impl Service {
         cmd: &str,
         wait: Option<Duration>,
     ) -> Result<Command, ServiceError> {
-        let mut rec = self.command_record(caller, sandbox, cmd).await?;
         let Some(wait) = wait.filter(|w| !w.is_zero()) else {
-            return Ok(rec.to_command());
+            return Ok(self.command_record(caller, sandbox, cmd).await?.to_command());
         };
         let until = tokio::time::Instant::now() + wait.min(MAX_WAIT);
-        while !rec.state.is_final() {
-            if !self.wait_for_progress(rec.id, rec.next_seq, until).await {
-                break;
-            }
-            rec = self.command_record(caller, sandbox, cmd).await?;
+        let id = parse_command_id(cmd)?;
+        // Subscribed before the first read: an end after it cannot be missed.
+        let mut waiter = self.inner.live.waiter(id);
+        let mut rec = self.command_record(caller, sandbox, cmd).await?;
+        while !rec.state.is_final() && waiter.changed(until).await {
+            rec = self
+                .inner
+                .journal
+                .get(rec.project_id, rec.sandbox_id, id)
+                .await
+                .map_err(registry_error)?
+                .ok_or_else(|| command_not_found(cmd))?;
         }
         Ok(rec.to_command())
-    }
-
-    /// Waits until the command's journal moves past `seen`, it ends, or `until`; `false` at
-    /// `until`. Wakes at once on the replica capturing it, within [`POLL`] on another.
-    async fn wait_for_progress(
-        &self,
-        id: CommandId,
-        seen: u64,
-        until: tokio::time::Instant,
-    ) -> bool {
-        let now = tokio::time::Instant::now();
-        if now >= until {
-            return false;
-        }
-        match self.inner.live.subscribe(id) {
-            Some(mut rx) => {
-                if *rx.borrow_and_update() != seen {
-                    return true;
-                }
-                tokio::select! {
-                    _ = rx.changed() => true,
-                    _ = tokio::time::sleep_until(until.min(now + POLL * 8)) => now + POLL * 8 < until,
-                }
-            }
-            None => {
-                tokio::time::sleep_until(until.min(now + POLL)).await;
-                now + POLL < until
-            }
-        }
     }
 
     /// `GET /v1/sandboxes/{id}/commands`: newest first, optionally one state, by cursor.
@@ -530,8 +465,11 @@ impl Service {
     }
 
     /// `GET …/commands/{cmd}/output` as a stream: every event after `after`, then new ones
-    /// as they are journaled, ending with the exit event. Checks access once, up front; the
-    /// stream itself never holds more than one page.
+    /// as they are journaled, ending with the exit event. Checks access once, up front. A
+    /// reader catches up from the journal, a page at a time; then, on the replica capturing
+    /// the command, it is fed from memory (the capture's broadcast of what it journals) and
+    /// goes back to the journal only when it fell behind; elsewhere it reads the journal each
+    /// time it is woken (see [`crate::live`]).
     pub async fn follow_output(
         &self,
         caller: &Caller,
@@ -542,16 +480,14 @@ impl Service {
     {
         let rec = self.command_record(caller, sandbox, cmd).await?;
         let this = self.clone();
-        let (project, sbx, id) = (rec.project_id, rec.sandbox_id, rec.id);
-        struct Follow {
-            after: u64,
-            buffered: std::collections::VecDeque<OutputEvent>,
-            done: bool,
-        }
         let state = Follow {
+            ids: (rec.project_id, rec.sandbox_id, rec.id),
             after,
             buffered: Default::default(),
             done: false,
+            feed: None,
+            live: false,
+            waiter: None,
         };
         Ok(futures::stream::unfold(state, move |mut st| {
             let this = this.clone();
@@ -559,32 +495,21 @@ impl Service {
                 loop {
                     if let Some(e) = st.buffered.pop_front() {
                         st.after = e.seq();
+                        st.done |= matches!(e, OutputEvent::Exit { .. });
                         return Some((Ok(e), st));
                     }
                     if st.done {
                         return None;
                     }
-                    let rec = match this.inner.journal.get(project, sbx, id).await {
-                        Ok(Some(r)) => r,
-                        Ok(None) => return None,
-                        Err(e) => {
-                            st.done = true;
-                            return Some((Err(registry_error(e)), st));
-                        }
+                    let step = if st.live {
+                        st.read_feed().await;
+                        Ok(())
+                    } else {
+                        st.read_journal(&this).await
                     };
-                    match this.output_page(&rec, st.after).await {
-                        Ok(page) => {
-                            st.done = page.done;
-                            if page.events.is_empty() && !page.done {
-                                let forever = tokio::time::Instant::now() + MAX_WAIT;
-                                this.wait_for_progress(id, rec.next_seq, forever).await;
-                            }
-                            st.buffered.extend(page.events);
-                        }
-                        Err(e) => {
-                            st.done = true;
-                            return Some((Err(e), st));
-                        }
+                    if let Err(e) = step {
+                        st.done = true;
+                        return Some((Err(e), st));
                     }
                 }
             }
@@ -816,75 +741,90 @@ impl Service {
     }
 }
 
+/// A follower of one command's output.
+struct Follow {
+    ids: (corral_registry::ProjectId, SandboxId, CommandId),
+    /// The last event handed out.
+    after: u64,
+    buffered: std::collections::VecDeque<OutputEvent>,
+    done: bool,
+    /// The capture's broadcast, when this replica captures the command.
+    feed: Option<tokio::sync::broadcast::Receiver<Batch>>,
+    /// Caught up with the journal: the feed alone carries what comes next.
+    live: bool,
+    /// Wakes a follower of a command captured elsewhere.
+    waiter: Option<Waiter>,
+}
+
+impl Follow {
+    /// The next batch from the capture's broadcast; back to the journal when this follower
+    /// fell behind (a batch was missed) or the capture ended here.
+    async fn read_feed(&mut self) {
+        let Some(feed) = &mut self.feed else {
+            self.live = false;
+            return;
+        };
+        match feed.recv().await {
+            Ok(batch) => {
+                // A batch that does not follow on from what was handed out means one was
+                // missed (or gaps were merged): the journal has it all.
+                if batch.first().is_some_and(|e| e.seq() > self.after + 1) {
+                    self.live = false;
+                    return;
+                }
+                self.buffered
+                    .extend(batch.iter().filter(|e| e.seq() > self.after).cloned());
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => self.live = false,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                self.feed = None;
+                self.live = false;
+            }
+        }
+    }
+
+    /// One page from the journal, subscribed first (to the capture's broadcast here, or to
+    /// wake-ups from elsewhere) so that nothing journaled after the read is missed.
+    async fn read_journal(&mut self, service: &Service) -> Result<(), ServiceError> {
+        let (project, sandbox, id) = self.ids;
+        if self.feed.is_none() {
+            self.feed = service.inner.live.follow(id);
+        }
+        if self.feed.is_none() && self.waiter.is_none() {
+            self.waiter = Some(service.inner.live.waiter(id));
+        }
+        let Some(rec) = service
+            .inner
+            .journal
+            .get(project, sandbox, id)
+            .await
+            .map_err(registry_error)?
+        else {
+            self.done = true;
+            return Ok(());
+        };
+        let page = service.output_page(&rec, self.after).await?;
+        self.done = page.done;
+        // The page reached what the record held when read: the rest is in the feed.
+        let caught_up = page.next_after + 1 >= rec.next_seq;
+        if self.feed.is_some() {
+            self.live = caught_up && !page.done;
+        } else if page.events.is_empty()
+            && !page.done
+            && let Some(waiter) = &mut self.waiter
+        {
+            waiter
+                .changed(tokio::time::Instant::now() + MAX_WAIT)
+                .await;
+        }
+        self.buffered.extend(page.events);
+        Ok(())
+    }
+}
+
 /// What a call on a live command runs with.
 struct LiveCall {
     provider: std::sync::Arc<dyn corral_provider::SandboxProvider>,
     ctx: corral_provider::CallContext,
     native: String,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use corral_domain::OutputStream;
-
-    fn ev(
-        seq: u64,
-        stream: OutputStream,
-        offset: u64,
-        data: Option<&[u8]>,
-        length: Option<u64>,
-    ) -> JournalEvent {
-        JournalEvent {
-            seq,
-            stream,
-            offset,
-            data: data.map(<[u8]>::to_vec),
-            length,
-        }
-    }
-
-    #[test]
-    fn runs_of_dropped_bytes_read_as_one_gap_per_stream_ending_at_the_last_sequence() {
-        use OutputStream::{Stderr, Stdout};
-        let events = wire_events(vec![
-            ev(1, Stdout, 0, None, Some(10)),
-            ev(2, Stdout, 10, None, Some(5)),
-            ev(3, Stderr, 0, None, Some(4)),
-            ev(4, Stdout, 15, None, Some(1)),
-            ev(5, Stdout, 16, Some(b"ok"), Some(2)),
-            ev(6, Stdout, 18, None, None),
-            ev(7, Stdout, 18, Some(b"!"), Some(1)),
-        ]);
-        let kinds: Vec<(u64, &str)> = events.iter().map(|e| (e.seq(), e.name())).collect();
-        assert_eq!(
-            kinds,
-            [
-                (2, "gap"),
-                (3, "gap"),
-                (4, "gap"),
-                (5, "stdout"),
-                (6, "gap"),
-                (7, "stdout")
-            ]
-        );
-        assert_eq!(
-            events[0],
-            OutputEvent::Gap {
-                seq: 2,
-                stream: Stdout,
-                offset: 0,
-                length: Some(15)
-            }
-        );
-        assert_eq!(
-            events[4],
-            OutputEvent::Gap {
-                seq: 6,
-                stream: Stdout,
-                offset: 18,
-                length: None
-            }
-        );
-    }
 }

@@ -27,6 +27,7 @@ pub mod events;
 mod failpoint;
 pub mod lifecycle;
 pub mod limiter;
+mod live;
 pub mod metrics;
 pub mod reaper;
 mod reconciler;
@@ -175,7 +176,7 @@ struct Inner {
     /// This process's name as the owner of command captures (fresh at every start).
     replica: String,
     /// The captures this process runs, for readers to wake on.
-    live: Arc<capture::Live>,
+    live: Arc<live::Hub>,
     /// This deployment's id, read from the registry once.
     deployment: tokio::sync::OnceCell<Arc<str>>,
     /// The reaper's counters.
@@ -246,7 +247,8 @@ impl Service {
         // Plain data (strings, numbers, enums): serde_json cannot fail on it; an empty body
         // would show up in every test of the route.
         let catalog_json = serde_json::to_string(&catalog).unwrap_or_default().into();
-        let journal = CommandJournal::new(registry.database().clone());
+        let journal = CommandJournal::new(registry.database().clone())
+            .with_max_events(config.commands.max_output_events_per_command);
         let events = EventLog::new(registry.database().clone());
         Self {
             inner: Arc::new(Inner {

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use corral_domain::{CommandId, CommandState, OperationId, OutputStream, Provider, SandboxId};
 use corral_registry::testing::TestDb;
-use corral_registry::{Append, CommandJournal, NewCommand, ProjectId, RegistryError};
+use corral_registry::{Append, CommandJournal, JournalEvent, NewCommand, ProjectId, RegistryError};
 
 use crate::{on_both_backends, registry};
 
@@ -10,7 +10,8 @@ on_both_backends!(commands:
     a_command_is_recorded_started_and_scoped_to_its_project_and_sandbox,
     appends_get_consecutive_sequence_numbers_and_count_bytes_and_gaps,
     only_the_lease_holder_appends_or_ends_and_a_lapsed_lease_is_taken_over,
-    retention_drops_the_oldest_bytes_but_keeps_their_events_as_gaps,
+    retention_drops_the_oldest_bytes_as_one_gap_per_stream,
+    events_are_bounded_in_number_as_well_as_bytes,
     a_page_of_events_is_bounded_in_bytes_but_never_empty,
     stdin_counts_move_only_from_the_expected_value,
     a_kill_reason_decides_the_final_state_and_an_ended_command_stays_ended,
@@ -181,7 +182,7 @@ pub(crate) async fn only_the_lease_holder_appends_or_ends_and_a_lapsed_lease_is_
     assert!(j.claim(new.id, "b", LEASE).await.unwrap().is_none());
 }
 
-pub(crate) async fn retention_drops_the_oldest_bytes_but_keeps_their_events_as_gaps(db: &TestDb) {
+pub(crate) async fn retention_drops_the_oldest_bytes_as_one_gap_per_stream(db: &TestDb) {
     let (j, project, sandbox) = setup(db).await;
     let new = new_command(project, sandbox, "a");
     j.insert(new.clone()).await.unwrap();
@@ -196,17 +197,83 @@ pub(crate) async fn retention_drops_the_oldest_bytes_but_keeps_their_events_as_g
         .unwrap();
     }
     let rec = j.get(project, sandbox, new.id).await.unwrap().unwrap();
-    assert_eq!(rec.stdout_bytes, 1000);
+    assert_eq!((rec.stdout_bytes, rec.next_seq), (1000, 11));
     assert!(rec.kept_bytes <= 350, "kept {}", rec.kept_bytes);
     let events = j.events(new.id, 0, 100, 1 << 20).await.unwrap();
-    assert_eq!(events.len(), 10, "every event stays");
-    let held: Vec<u64> = events
+    // The seven dropped chunks read as one gap at the last of their numbers, the bytes it
+    // covers exactly theirs; the newest bytes are kept as they were.
+    assert_eq!(
+        events[0],
+        JournalEvent {
+            seq: 7,
+            stream: OutputStream::Stdout,
+            offset: 0,
+            data: None,
+            length: Some(700)
+        }
+    );
+    let held: Vec<(u64, u64, u8)> = events[1..]
         .iter()
-        .filter(|e| e.data.is_some())
-        .map(|e| e.seq)
+        .map(|e| (e.seq, e.offset, e.data.as_ref().map_or(0, |d| d[0])))
         .collect();
-    assert_eq!(held, [8, 9, 10], "the newest bytes are kept");
-    assert!(events[..7].iter().all(|e| e.length == Some(100)));
+    assert_eq!(held, [(8, 700, b'h'), (9, 800, b'i'), (10, 900, b'j')]);
+    // A reader resuming inside the dropped run is told of the loss; after it, nothing moved.
+    let resumed = j.events(new.id, 3, 100, 1 << 20).await.unwrap();
+    assert_eq!(resumed.first().map(|e| e.seq), Some(7));
+    assert_eq!(j.events(new.id, 7, 100, 1 << 20).await.unwrap().len(), 3);
+}
+
+pub(crate) async fn events_are_bounded_in_number_as_well_as_bytes(db: &TestDb) {
+    let reg = registry(db).await;
+    let project = reg.create_project("p").await.unwrap().id;
+    let sandbox = SandboxId::new(Provider::Local);
+    let j = CommandJournal::new(reg.database().clone()).with_max_events(16);
+    let new = new_command(project, sandbox, "a");
+    j.insert(new.clone()).await.unwrap();
+    // A byte at a time on both streams, far under the byte budget.
+    for i in 0..100u64 {
+        j.append(
+            new.id,
+            "a",
+            vec![
+                out(OutputStream::Stdout, i, b"o"),
+                out(OutputStream::Stderr, i, b"e"),
+            ],
+            1 << 20,
+        )
+        .await
+        .unwrap();
+        let stored = j.events(new.id, 0, 1000, 1 << 20).await.unwrap();
+        assert!(
+            stored.len() <= 16 + 2,
+            "{} events after {} appends",
+            stored.len(),
+            i + 1
+        );
+    }
+    let rec = j.get(project, sandbox, new.id).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.next_seq, rec.stdout_bytes, rec.stderr_bytes),
+        (201, 100, 100)
+    );
+    let stored = j.events(new.id, 0, 1000, 1 << 20).await.unwrap();
+    // Each stream reads as a gap from 0, then its kept bytes up to 100: nothing is missing
+    // and nothing is told twice.
+    for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+        let mut at = 0;
+        for e in stored.iter().filter(|e| e.stream == stream) {
+            assert_eq!(e.offset, at, "{stream:?} continues where it was");
+            at += e.length.unwrap();
+        }
+        assert_eq!(at, 100, "{stream:?}");
+        assert!(
+            stored
+                .iter()
+                .any(|e| e.stream == stream && e.data.is_none())
+        );
+    }
+    assert!(stored.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert_eq!(stored.last().map(|e| e.seq), Some(200));
 }
 
 pub(crate) async fn a_page_of_events_is_bounded_in_bytes_but_never_empty(db: &TestDb) {
