@@ -79,7 +79,51 @@ pub(crate) mod wire_time {
     use crate::Timestamp;
 
     pub(crate) fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        let mut buf = [0; 24];
+        match millis(t, &mut buf) {
+            Some(text) => s.serialize_str(text),
+            None => s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true)),
+        }
+    }
+
+    /// `t` as chrono's `to_rfc3339_opts(SecondsFormat::Millis, true)` writes it
+    /// (`2026-12-01T18:50:59.123Z`), written into `buf` without an allocation: a list page
+    /// carries 400 timestamps. `None` (left to chrono) for years outside 0–9999 and leap
+    /// seconds.
+    pub(crate) fn millis<'b>(t: &Timestamp, buf: &'b mut [u8; 24]) -> Option<&'b str> {
+        use chrono::{Datelike as _, Timelike as _};
+        let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+        let nanos = t.nanosecond();
+        if nanos >= 1_000_000_000 {
+            return None;
+        }
+        let mut put = |at: usize, width: usize, mut value: u32| {
+            for i in (at..at + width).rev() {
+                // A decimal digit: `value % 10` is below 10.
+                buf[i] = b'0' + (value % 10) as u8;
+                value /= 10;
+            }
+        };
+        put(0, 4, year);
+        put(5, 2, t.month());
+        put(8, 2, t.day());
+        put(11, 2, t.hour());
+        put(14, 2, t.minute());
+        put(17, 2, t.second());
+        put(20, 3, nanos / 1_000_000);
+        for (at, c) in [
+            (4, b'-'),
+            (7, b'-'),
+            (10, b'T'),
+            (13, b':'),
+            (16, b':'),
+            (19, b'.'),
+        ] {
+            buf[at] = c;
+        }
+        buf[23] = b'Z';
+        // Only ASCII digits and separators were written.
+        std::str::from_utf8(buf).ok()
     }
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
@@ -104,6 +148,52 @@ pub(crate) mod wire_time {
             d: D,
         ) -> Result<Option<Timestamp>, D::Error> {
             Option::<Timestamp>::deserialize(d)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use chrono::{SecondsFormat, TimeZone as _, Utc};
+        use proptest::prelude::*;
+
+        use super::millis;
+
+        fn chrono_text(t: &crate::Timestamp) -> String {
+            t.to_rfc3339_opts(SecondsFormat::Millis, true)
+        }
+
+        proptest! {
+            #[test]
+            fn millis_are_written_as_chrono_writes_them(
+                secs in -62_135_596_800_i64..253_402_300_800_i64,
+                nanos in 0u32..1_000_000_000,
+            ) {
+                let t = Utc.timestamp_opt(secs, nanos).single().unwrap();
+                let mut buf = [0; 24];
+                prop_assert_eq!(millis(&t, &mut buf), Some(chrono_text(&t).as_str()));
+            }
+        }
+
+        #[test]
+        fn what_chrono_must_write_is_left_to_it() {
+            let mut buf = [0; 24];
+            // Year 10000 and a year before 0 take more than four digits.
+            let late = Utc.with_ymd_and_hms(10_000, 1, 1, 0, 0, 0).unwrap();
+            let early = Utc.with_ymd_and_hms(-1, 1, 1, 0, 0, 0).unwrap();
+            assert_eq!(millis(&late, &mut buf), None);
+            assert_eq!(millis(&early, &mut buf), None);
+            // A leap second's nanoseconds run past a billion.
+            let leap = Utc.timestamp_opt(1_483_228_799, 1_500_000_000).unwrap();
+            assert_eq!(millis(&leap, &mut buf), None);
+            // And the serializer still writes them.
+            let json = |t| {
+                let mut out = Vec::new();
+                super::serialize(&t, &mut serde_json::Serializer::new(&mut out)).unwrap();
+                String::from_utf8(out).unwrap()
+            };
+            for t in [late, early, leap] {
+                assert_eq!(json(t), format!("\"{}\"", chrono_text(&t)));
+            }
         }
     }
 }

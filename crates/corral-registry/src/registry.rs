@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use corral_domain::limits::MAX_PAGE_LIMIT;
 use corral_domain::{
-    EventType, OperationId, Provider, SandboxId, SandboxStatus, Timestamp, event_reason,
+    EventType, OperationId, Provider, SandboxId, SandboxPage, SandboxStatus, Timestamp,
+    event_reason,
 };
 use diesel::prelude::*;
 use diesel::upsert::excluded;
@@ -23,7 +24,7 @@ use crate::model::{
     ProfileWithCredential, Project, ProjectId, ProviderProfile, SandboxLifecycle, SandboxRecord,
     SandboxRecordPage, Verification,
 };
-use crate::rows::{ApiKeyRow, ProfileRow, ProjectRow, SandboxRow, VerificationRow};
+use crate::rows::{ApiKeyRow, ProfileRow, ProjectRow, SandboxListRow, SandboxRow, VerificationRow};
 use crate::schema::{api_keys, profile_verifications, projects, provider_profiles, sandboxes};
 use crate::secret::{MasterKey, generate_api_key, parse_api_key};
 
@@ -1306,6 +1307,84 @@ impl Registry {
             items: rows
                 .into_iter()
                 .map(SandboxRow::into_record)
+                .collect::<Result<_>>()?,
+            next_cursor,
+        })
+    }
+
+    /// [`Registry::list_sandboxes`] as the wire page itself, for `GET /v1/sandboxes`: the same
+    /// rows, order, cursors and errors, but only the columns a [`SandboxListItem`] shows are
+    /// read, each row becomes its item directly (no whole record in between), and the query
+    /// is one of two fixed statements (first page, or after a cursor), so both backends keep
+    /// it prepared instead of building and parsing its SQL on every call.
+    pub async fn list_sandbox_page(
+        &self,
+        project: ProjectId,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> Result<SandboxPage> {
+        if !(1..=MAX_PAGE_LIMIT).contains(&limit) {
+            return Err(RegistryError::InvalidInput {
+                message: format!("limit must be 1–{MAX_PAGE_LIMIT}"),
+            });
+        }
+        let after = cursor
+            .map(ListCursor::parse)
+            .transpose()?
+            .map(|c| (c.created_at_micros, c.id.to_string()));
+        let project = project.to_string();
+        // One extra row tells whether another page exists.
+        let fetch = i64::from(limit) + 1;
+        // Runs `$load` on the page query for `$after` (see `list_sandboxes` for why the
+        // keyset condition is spelled this way).
+        macro_rules! page {
+            ($project:expr, $after:expr, |$q:ident| $load:expr) => {{
+                let $q = sandboxes::table
+                    .filter(sandboxes::project_id.eq($project))
+                    .order((sandboxes::created_at.desc(), sandboxes::id.desc()))
+                    .limit(fetch)
+                    .select(SandboxListRow::as_select());
+                match $after {
+                    None => $load,
+                    Some((created, id)) => {
+                        let $q = $q
+                            .filter(sandboxes::created_at.le(created))
+                            .filter(sandboxes::created_at.lt(created).or(sandboxes::id.lt(id)));
+                        $load
+                    }
+                }
+            }};
+        }
+        let db = self.db.clone();
+        let mut rows: Vec<SandboxListRow> = self
+            .db
+            .detached(async move {
+                let mut conn = db.connection().await?;
+                match &mut conn {
+                    // Synchronous diesel on the connection's blocking thread, rows decoded in
+                    // place (as in `list_sandboxes`).
+                    PooledConnection::Sqlite(c) => c
+                        .spawn_blocking(move |c| {
+                            page!(&project, after, |q| diesel::RunQueryDsl::load(q, c))
+                        })
+                        .await
+                        .map_err(db_error),
+                    PooledConnection::Postgres(c) => {
+                        page!(&project, after, |q| q.load(c).await).map_err(db_error)
+                    }
+                }
+            })
+            .await?;
+        let more = rows.len() > limit as usize;
+        rows.truncate(limit as usize);
+        let next_cursor = match rows.last() {
+            Some(last) if more => Some(encode_cursor(last.created_at, &last.id)),
+            _ => None,
+        };
+        Ok(SandboxPage {
+            items: rows
+                .into_iter()
+                .map(SandboxListRow::into_item)
                 .collect::<Result<_>>()?,
             next_cursor,
         })

@@ -3,8 +3,8 @@
 use diesel::prelude::*;
 
 use corral_domain::{
-    Provider, ProviderContext, SandboxId, SandboxMetadata, SandboxStatus, SnapshotId,
-    SnapshotStatus,
+    Provider, ProviderContext, SandboxId, SandboxListItem, SandboxMetadata, SandboxStatus,
+    SnapshotId, SnapshotStatus,
 };
 
 use crate::db::from_micros;
@@ -239,6 +239,57 @@ impl SandboxRow {
                 .map(|s| s.parse::<SnapshotId>().map_err(|_| corrupt("snapshot id")))
                 .transpose()?,
             last_activity_at: from_micros(self.last_activity_at)?,
+        })
+    }
+}
+
+/// The columns of a sandbox that a list page shows ([`SandboxListItem`]), and no others: a
+/// page decodes 100 of these, so what it does not show it does not read.
+#[derive(Debug, Queryable, Selectable)]
+#[diesel(table_name = sandboxes)]
+#[diesel(check_for_backend(diesel::sqlite::Sqlite, diesel::pg::Pg))]
+pub(crate) struct SandboxListRow {
+    pub(crate) id: String,
+    pub(crate) native_id: Option<String>,
+    pub(crate) status: String,
+    pub(crate) status_observed_at: i64,
+    pub(crate) metadata: String,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+    pub(crate) deleted_at: Option<i64>,
+    pub(crate) auto_resume: bool,
+    pub(crate) idle_stop_seconds: Option<i64>,
+    pub(crate) snapshot_id: Option<String>,
+}
+
+impl SandboxListRow {
+    /// The wire item, as [`SandboxRecord::to_list_item`] makes it from the whole record.
+    pub(crate) fn into_item(self) -> Result<SandboxListItem> {
+        let id = self
+            .id
+            .parse::<SandboxId>()
+            .map_err(|_| corrupt("sandbox id"))?;
+        let mut metadata: SandboxMetadata =
+            serde_json::from_str(&self.metadata).map_err(|_| corrupt("sandbox metadata"))?;
+        metadata.native_provider_id = self.native_id;
+        Ok(SandboxListItem {
+            id,
+            provider: id.provider(),
+            status: SandboxStatus::parse(&self.status).ok_or_else(|| corrupt("sandbox status"))?,
+            metadata,
+            created_at: from_micros(self.created_at)?,
+            updated_at: from_micros(self.updated_at)?,
+            status_observed_at: from_micros(self.status_observed_at)?,
+            deleted_at: self.deleted_at.map(from_micros).transpose()?,
+            auto_resume: self.auto_resume,
+            idle_stop_seconds: self
+                .idle_stop_seconds
+                .map(|s| u64::try_from(s).map_err(|_| corrupt("idle stop")))
+                .transpose()?,
+            snapshot_id: self
+                .snapshot_id
+                .map(|s| s.parse::<SnapshotId>().map_err(|_| corrupt("snapshot id")))
+                .transpose()?,
         })
     }
 }

@@ -163,13 +163,11 @@ impl Service {
         limit: Option<u32>,
     ) -> Result<SandboxPage, ServiceError> {
         let limit = page_limit(limit)?;
-        let page = self
-            .inner
+        self.inner
             .registry
-            .list_sandboxes(caller.project_id(), limit, cursor)
+            .list_sandbox_page(caller.project_id(), limit, cursor)
             .await
-            .map_err(registry_error)?;
-        Ok(page.into_page())
+            .map_err(registry_error)
     }
 
     /// `DELETE /v1/sandboxes/{id}`: deletes at the provider, then records the tombstone.

@@ -22,6 +22,7 @@ mod fake;
 mod lifecycle;
 mod load;
 mod local_exec;
+mod reads;
 mod server;
 
 use std::fmt::Write as _;
@@ -712,85 +713,35 @@ impl Bench {
     // --- scenario 3 ------------------------------------------------------------------------
 
     async fn list(&mut self) -> Result<Section, String> {
-        let mut rows = Vec::new();
-        let mut out = serde_json::Map::new();
         let backends: &[bool] = if self.opts.postgres.is_some() {
             &[false, true]
         } else {
             &[false]
         };
+        let mut worlds = Vec::new();
         for &pg in backends {
-            let mut p99s = Vec::new();
             for &n in &self.opts.records.clone() {
                 let world = self.world(pg)?;
                 seed(&world, n).await?;
                 let corral = self.serve(&world).await?;
                 // Every 200th record's cursor, so the load reads pages all along the list.
-                let cursors = Arc::new(self.cursors(&corral, &world).await?);
-                let page = {
-                    let (c, base, key, cursors) = (
-                        self.client.clone(),
-                        corral.base.clone(),
-                        world.api_key.clone(),
-                        cursors.clone(),
-                    );
-                    move |i: u64| -> Send {
-                        let cursor = &cursors[(i as usize) % cursors.len()];
-                        let url = match cursor {
-                            Some(c) => format!("{base}/v1/sandboxes?limit=100&cursor={c}"),
-                            None => format!("{base}/v1/sandboxes?limit=100"),
-                        };
-                        Box::pin(finish(c.get(url).bearer_auth(&key), 200))
-                    }
-                };
-                self.warm(page.clone()).await;
-                let most = closed_loop(self.opts.workers, self.opts.phase, page.clone()).await;
-                let rate = (self.opts.rate / 2).max(1);
-                let lat = open_loop(rate, self.opts.phase, page).await;
-                let engine = if pg { "PostgreSQL" } else { "SQLite" };
-                let target = if pg { 2000.0 } else { 3000.0 };
-                p99s.push(lat.ms(0.99));
-                rows.push(format!(
-                    "| {engine} | {n} | {:.0} ({}) | {rate} | {:.2} | {:.2} ({}) | {} |",
-                    most.throughput(),
-                    verdict(most.throughput() >= target),
-                    lat.ms(0.5),
-                    lat.ms(0.99),
-                    verdict(lat.ms(0.99) <= 10.0),
-                    most.errors + lat.errors,
-                ));
-                out.insert(
-                    format!("{engine}_{n}"),
-                    json!({"closed_loop": most.json(), "open_loop": lat.json(), "rate": rate}),
+                let cursors = self.cursors(&corral, &world).await?;
+                let target = reads::Target::new(
+                    &self.client,
+                    &corral.base,
+                    &world.api_key,
+                    self.opts.workers,
+                    self.opts.phase,
                 );
-            }
-            if let (Some(first), Some(last)) = (p99s.first(), p99s.last())
-                && p99s.len() > 1
-            {
-                rows.push(format!(
-                    "| {} | p99 at the most records / p99 at the fewest | **{:.2}×** (target ≤ 1.5: {}) | | | | |",
-                    if pg { "PostgreSQL" } else { "SQLite" },
-                    last / first,
-                    verdict(last / first <= 1.5)
-                ));
+                let rate = (self.opts.rate / 2).max(1);
+                worlds.push(target.measure(pg, n, cursors, rate).await?);
             }
         }
-        let md = format!(
-            "## 3. Registry list, 100 per page\n\n\
-             Each request reads one page at a cursor taken every 200 records along the whole list \
-             (the first page included). Highest throughput: closed loop, {} connections, {} s. \
-             Latency: open loop at the rate shown, {} s.\n\n\
-             | database | records | highest req/s (target: SQLite ≥ 3 000, PostgreSQL ≥ 2 000) | open-loop rate | p50 (ms) | p99 (ms) (target ≤ 10) | errors |\n\
-             | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n{}\n",
-            self.opts.workers,
-            self.opts.phase.as_secs(),
-            self.opts.phase.as_secs(),
-            rows.join("\n")
-        );
+        let (markdown, json) = reads::section(&worlds, self.opts.workers, self.opts.phase);
         Ok(Section {
             id: "list",
-            markdown: md,
-            json: Value::Object(out),
+            markdown,
+            json,
         })
     }
 

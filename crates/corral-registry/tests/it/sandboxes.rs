@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use corral_domain::{
-    CredentialSource, OperationId, Provider, SandboxId, SandboxMetadata, SandboxStatus,
+    CredentialSource, OperationId, Provider, SandboxId, SandboxMetadata, SandboxStatus, SnapshotId,
 };
 use corral_registry::testing::TestDb;
 use corral_registry::{
@@ -21,6 +21,7 @@ on_both_backends!(sandboxes:
     a_malformed_cursor_or_limit_is_a_typed_error,
     stale_creates_hand_out_the_least_recently_attempted_first,
     a_failed_creates_reason_is_kept_for_its_project_only,
+    the_wire_page_is_the_record_page_item_for_item,
 );
 
 fn metadata() -> SandboxMetadata {
@@ -347,6 +348,86 @@ pub(crate) async fn a_malformed_cursor_or_limit_is_a_typed_error(db: &TestDb) {
     for limit in [0, 201] {
         assert!(matches!(
             reg.list_sandboxes(p, limit, None).await,
+            Err(RegistryError::InvalidInput { .. })
+        ));
+    }
+}
+
+/// `list_sandbox_page` (what `GET /v1/sandboxes` answers) reads fewer columns than
+/// `list_sandboxes`, straight into the wire items: page for page, cursor for cursor, it is
+/// the record page's `into_page`, every optional field and tombstones included; and it
+/// refuses what `list_sandboxes` refuses.
+pub(crate) async fn the_wire_page_is_the_record_page_item_for_item(db: &TestDb) {
+    let reg = registry(db).await;
+    let p = reg.create_project("p").await.unwrap().id;
+    let q = reg.create_project("q").await.unwrap().id;
+    let base = chrono::DateTime::from_timestamp_micros(1_750_000_000_123_456).unwrap();
+    let records: Vec<SandboxRecord> = (0..300)
+        .map(|i| {
+            let created_at = base + TimeDelta::microseconds((i / 3) as i64 * 1_001);
+            let deleted = i % 5 == 0;
+            let mut metadata = metadata();
+            if i % 2 == 0 {
+                metadata.workspace = Some(format!("ws-{i}"));
+                metadata.bridge_url = Some("https://bridge.example.com/x".into());
+                metadata.credential_source = CredentialSource::Inline;
+            }
+            SandboxRecord {
+                id: SandboxId::new(Provider::ALL[i % Provider::ALL.len()]),
+                project_id: if i % 11 == 3 { q } else { p },
+                native_id: (i % 13 != 0).then(|| format!("native-{i}")),
+                status: if deleted {
+                    SandboxStatus::Deleted
+                } else {
+                    SandboxStatus::Running
+                },
+                status_observed_at: created_at + TimeDelta::milliseconds(7),
+                metadata,
+                create_state: CreateState::Created,
+                created_at,
+                updated_at: created_at + TimeDelta::seconds(3),
+                deleted_at: deleted.then_some(created_at + TimeDelta::seconds(9)),
+                expires_at: None,
+                end_reason: deleted.then_some(corral_registry::EndReason::Deleted),
+                auto_resume: i % 3 == 0,
+                idle_stop_seconds: (i % 4 == 0).then_some(60 * i as u64),
+                snapshot_id: (i % 6 == 0).then(|| SnapshotId::new(Provider::Local)),
+                last_activity_at: created_at,
+            }
+        })
+        .collect();
+    reg.import_sandboxes(&records).await.unwrap();
+    for limit in [1, 7, 200] {
+        let mut cursor: Option<String> = None;
+        let mut seen = 0;
+        loop {
+            let records = reg
+                .list_sandboxes(p, limit, cursor.as_deref())
+                .await
+                .unwrap()
+                .into_page();
+            let wire = reg
+                .list_sandbox_page(p, limit, cursor.as_deref())
+                .await
+                .unwrap();
+            assert_eq!(wire, records, "limit {limit} at {cursor:?}");
+            seen += wire.items.len();
+            match wire.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(seen, records.iter().filter(|r| r.project_id == p).count());
+    }
+    for bad in ["", "not-a-cursor", "1_not-an-id"] {
+        assert!(matches!(
+            reg.list_sandbox_page(p, 10, Some(bad)).await,
+            Err(RegistryError::InvalidCursor)
+        ));
+    }
+    for limit in [0, 201] {
+        assert!(matches!(
+            reg.list_sandbox_page(p, limit, None).await,
             Err(RegistryError::InvalidInput { .. })
         ));
     }
