@@ -338,4 +338,79 @@ mod tests {
             }
         );
     }
+
+    fn out(seq: u64) -> OutputEvent {
+        OutputEvent::output(seq, OutputStream::Stdout, seq, b"x")
+    }
+
+    // Under a paused clock a timer would move time on; a wake-up by the change itself does not.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_made_before_a_change_wakes_at_it_not_at_a_timer() {
+        let hub = Arc::new(Hub::default());
+        let id = CommandId::new();
+        let feed = hub.open(id, 1);
+        let mut waiter = hub.waiter(id);
+        let t0 = Instant::now();
+        // The change lands before the wait starts (the race the subscription order closes).
+        feed.publish(2, vec![out(1)]);
+        assert!(waiter.changed(t0 + Duration::from_secs(60)).await);
+        assert_eq!(Instant::now(), t0, "woken by the change, not a timer");
+        // An end (the feed closed) wakes it too, and so does each later change.
+        let waiting = tokio::spawn(async move {
+            let woke = waiter.changed(t0 + Duration::from_secs(60)).await;
+            (woke, Instant::now())
+        });
+        tokio::task::yield_now().await;
+        hub.close(id, &feed);
+        assert_eq!(waiting.await.unwrap(), (true, t0));
+        // Nothing changing: the wait ends at its deadline, answering false.
+        let mut idle = hub.waiter(CommandId::new());
+        hub.set_listening(true);
+        assert!(!idle.changed(t0 + Duration::from_secs(1)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_on_a_command_captured_elsewhere_wakes_at_a_notification() {
+        let hub = Arc::new(Hub::default());
+        hub.set_listening(true);
+        let id = CommandId::new();
+        let mut waiter = hub.waiter(id);
+        let t0 = Instant::now();
+        hub.wake(id);
+        assert!(waiter.changed(t0 + Duration::from_secs(60)).await);
+        assert_eq!(Instant::now(), t0);
+        // Without a notification it looks again only at the listening fallback, bounded.
+        assert!(waiter.changed(t0 + Duration::from_secs(60)).await);
+        assert_eq!(Instant::now(), t0 + POLL_LISTENING);
+        // A capture starting here wakes it as well (it then follows the feed).
+        let woke = tokio::spawn(async move { waiter.changed(t0 + Duration::from_secs(60)).await });
+        tokio::task::yield_now().await;
+        let _feed = hub.open(id, 1);
+        assert!(woke.await.unwrap());
+        // The last waiter gone, nothing is kept for it.
+        assert!(lock(&hub.remote).is_empty());
+    }
+
+    #[tokio::test]
+    async fn followers_get_each_batch_once_and_a_lagging_one_is_told() {
+        let hub = Arc::new(Hub::default());
+        let id = CommandId::new();
+        let feed = hub.open(id, 1);
+        assert!(!feed.followed());
+        let mut rx = hub.follow(id).expect("captured here");
+        assert!(feed.followed());
+        feed.publish(2, vec![out(1)]);
+        assert_eq!(rx.recv().await.unwrap().as_ref(), [out(1)]);
+        for seq in 2..(2 + FEED_DEPTH as u64 + 1) {
+            feed.publish(seq + 1, vec![out(seq)]);
+        }
+        assert!(matches!(
+            rx.recv().await,
+            Err(broadcast::error::RecvError::Lagged(_))
+        ));
+        hub.close(id, &feed);
+        drop(feed);
+        assert!(hub.follow(id).is_none());
+        assert_eq!(hub.count(), 0);
+    }
 }

@@ -1,8 +1,10 @@
 use std::time::Duration;
 
 use corral_domain::{CommandId, CommandState, OperationId, OutputStream, Provider, SandboxId};
+use corral_registry::Backend;
 use corral_registry::testing::TestDb;
 use corral_registry::{Append, CommandJournal, JournalEvent, NewCommand, ProjectId, RegistryError};
+use futures::StreamExt as _;
 
 use crate::{on_both_backends, registry};
 
@@ -12,6 +14,7 @@ on_both_backends!(commands:
     only_the_lease_holder_appends_or_ends_and_a_lapsed_lease_is_taken_over,
     retention_drops_the_oldest_bytes_as_one_gap_per_stream,
     events_are_bounded_in_number_as_well_as_bytes,
+    every_move_of_a_journal_is_announced_to_listeners_on_postgres,
     a_page_of_events_is_bounded_in_bytes_but_never_empty,
     stdin_counts_move_only_from_the_expected_value,
     a_kill_reason_decides_the_final_state_and_an_ended_command_stays_ended,
@@ -443,4 +446,37 @@ pub(crate) async fn project_retention_drops_the_oldest_commands_output_first(db:
         (None, Some(400))
     );
     assert_eq!(j.trim_project(project, 900).await.unwrap(), 0);
+}
+
+pub(crate) async fn every_move_of_a_journal_is_announced_to_listeners_on_postgres(db: &TestDb) {
+    let (j, project, sandbox) = setup(db).await;
+    let Some(mut ids) = j.progress().await.unwrap() else {
+        assert_eq!(db.backend(), Backend::Sqlite, "only SQLite has no listener");
+        return;
+    };
+    // Other tests share the database (and the channel): wait for this command's id.
+    let mut heard = async |id: CommandId, what: &str| {
+        let found = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(got) = ids.next().await {
+                if got == id {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(found, Ok(true), "no notification for {what}");
+    };
+    let new = new_command(project, sandbox, "a");
+    j.insert(new.clone()).await.unwrap();
+    j.started(new.id, "h").await.unwrap();
+    heard(new.id, "the start").await;
+    j.append(new.id, "a", vec![out(OutputStream::Stdout, 0, b"x")], 100)
+        .await
+        .unwrap();
+    heard(new.id, "an append").await;
+    j.finish(new.id, Some("a"), CommandState::Exited, Some(0))
+        .await
+        .unwrap();
+    heard(new.id, "the end").await;
 }
