@@ -170,7 +170,8 @@ pub(crate) mod wire_time {
             ) {
                 let t = Utc.timestamp_opt(secs, nanos).single().unwrap();
                 let mut buf = [0; 24];
-                prop_assert_eq!(millis(&t, &mut buf), Some(chrono_text(&t).as_str()));
+                let expected = chrono_text(&t);
+                prop_assert_eq!(millis(&t, &mut buf), Some(expected.as_str()));
             }
         }
 
