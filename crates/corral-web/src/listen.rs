@@ -94,6 +94,10 @@ pub fn bind(
                 ));
             let edge = edge.clone();
             fn_service(move |io: tokio::net::TcpStream| {
+                // Streamed answers (SSE, the E2B door's Connect streams) are many small
+                // writes: with Nagle's algorithm each one after the first waits for the
+                // client's delayed ACK (40 ms on Linux). Failing to set it costs only that.
+                let _ = io.set_nodelay(true);
                 let peer = io.peer_addr().ok();
                 let slot = edge.admit(peer.map(|p| p.ip()));
                 async move {
