@@ -1,7 +1,8 @@
 //! The edge's own bounds against clients that hold no key (issue 22, findings 2 and 3): how
 //! many connections are open, in total and per client address, how long an unauthenticated
 //! route waits for its body, and which peers are proxies whose `X-Forwarded-For` names the
-//! client. A bottom module beside `state`: it imports nothing else from the crate.
+//! client; and it carries the request log's settings ([`crate::request_log`]). A bottom
+//! module beside `state`: it imports nothing else from the crate but `request_log`.
 //!
 //! Connections are counted at accept, before a byte is read: a connection over a cap is
 //! closed at once, so a client cannot hold descriptors by opening connections faster than
@@ -21,11 +22,13 @@ use actix_web::HttpRequest;
 use actix_web::web;
 use ipnet::IpNet;
 
+use crate::request_log::{RequestLog, RequestLogConfig};
+
 /// Descriptors kept out of the connection cap, at least: the database and its pool, provider
 /// calls, sandbox pipes and the logs.
 const MIN_RESERVE: u64 = 64;
 
-/// The edge's limits (the `[http]` table of the configuration).
+/// The edge's limits and its request log (the `[http]` table of the configuration).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
     /// Connections open at once, in total; past it a new connection is closed at accept.
@@ -39,6 +42,8 @@ pub struct EdgeConfig {
     /// Peers whose `X-Forwarded-For` names the client (for sign-in throttling and rate
     /// limits; the connection caps only ever see the peer). Empty: the header is ignored.
     pub trusted_proxies: Vec<IpNet>,
+    /// Which requests get a log line.
+    pub request_log: RequestLogConfig,
 }
 
 impl EdgeConfig {
@@ -56,6 +61,7 @@ impl EdgeConfig {
             max_connections_per_address: (total / 16).max(8),
             unauthenticated_body: Duration::from_secs(10),
             trusted_proxies: Vec::new(),
+            request_log: RequestLogConfig::default(),
         }
     }
 
@@ -145,6 +151,8 @@ pub fn unauthenticated_body(req: &HttpRequest) -> Duration {
 pub struct Edge {
     /// The limits.
     pub config: EdgeConfig,
+    /// The request log, with its sampling count.
+    pub request_log: RequestLog,
     open: Mutex<Open>,
     refused: AtomicU64,
 }
@@ -160,6 +168,7 @@ impl Edge {
     #[must_use]
     pub fn new(config: EdgeConfig) -> Arc<Self> {
         Arc::new(Self {
+            request_log: RequestLog::new(config.request_log),
             config,
             open: Mutex::new(Open::default()),
             refused: AtomicU64::new(0),

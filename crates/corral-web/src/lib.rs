@@ -19,7 +19,8 @@
 //!
 //! Layers, bottom to top (each module imports only from the ones before it; `cargo xtask
 //! deps` rejects a module import circle):
-//! `state`, `edge` (connection caps, body deadlines, trusted proxies), `reply` (the one reply/error kernel), `doc` (error responses in the document),
+//! `state`, `request_log` (which requests get a log line), `edge` (connection caps, body
+//! deadlines, trusted proxies), `reply` (the one reply/error kernel), `doc` (error responses in the document),
 //! `head_guard` (pure framing) → `extract`, `session` → `sandbox`, `control`, `mcp`, `e2b` (the handlers)
 //! → `api` (the operation list) → `openapi` → `ops`, `middleware` → `app` → `listen`.
 //!
@@ -45,6 +46,7 @@ mod middleware;
 pub mod openapi;
 mod ops;
 pub mod reply;
+pub mod request_log;
 mod sandbox;
 pub mod session;
 pub mod state;

@@ -1,5 +1,6 @@
 //! The request middleware and the answers no handler gives: the request id (header, log span,
-//! error bodies), metrics by operation, one log line per request, the envelope for every
+//! error bodies), metrics by operation, the request's log line (every one, one in N or none,
+//! as [`crate::request_log`] decides; 5xx and slow answers always), the envelope for every
 //! failure actix produced on its own and for `head_guard`'s refused heads, the rate-limit
 //! headers, and the 404/405 answers of unknown routes. Operation names and `Allow` lists come
 //! from the OpenAPI document, so from the one operation list ([`crate::api`]).
@@ -18,9 +19,11 @@ use corral_service::limiter::{Admission, PolicyState};
 use corral_service::metrics::Histograms;
 use tracing::Instrument as _;
 
+use crate::edge::Edge;
 use crate::head_guard::{REFUSED_HEADER, Refusal, refusal_of};
 use crate::ops::OPS;
 use crate::reply::{RequestId, ResponseCode, envelope_response, request_id};
+use crate::request_log::{Logged, RequestLog, RequestLogConfig};
 use crate::state::AppState;
 
 /// Every route: method, path template and operation id, read from the OpenAPI document (the
@@ -80,8 +83,35 @@ fn operation_name(method: &Method, pattern: Option<&str>) -> &'static str {
         .map_or("unmatched", |(_, _, id)| id.as_str())
 }
 
-/// Middleware: request id (header, log span, error bodies), metrics, one log line per
-/// request, and the last-resort conversion of any non-JSON error into the envelope.
+/// Whether a request gets a log line, by the request log of the listener serving it ([`Edge`],
+/// put there by `listen::bind`), or by the default one for an app served without it (a
+/// test's `init_service`).
+fn decide(edge: Option<&Edge>, status: u16, took: std::time::Duration) -> Option<Logged> {
+    static DEFAULT: std::sync::OnceLock<RequestLog> = std::sync::OnceLock::new();
+    let log = match edge {
+        Some(edge) => &edge.request_log,
+        None => DEFAULT.get_or_init(|| RequestLog::new(RequestLogConfig::default())),
+    };
+    log.decide(status, took)
+}
+
+/// Writes the request's line, when there is one: at `warn` for a 5xx or a slow answer, else
+/// at `info`. Called inside the request's span (which carries its id, method and path).
+fn log_request(logged: Option<Logged>, status: u16, op: &str, code: &str, took_ms: u64) {
+    let Some(logged) = logged else {
+        return;
+    };
+    let warning = logged.is_warning();
+    let logged = logged.as_str();
+    if warning {
+        tracing::warn!(status, operation = op, code, took_ms, logged, "request");
+    } else {
+        tracing::info!(status, operation = op, code, took_ms, logged, "request");
+    }
+}
+
+/// Middleware: request id (header, log span, error bodies), metrics, the request's log line,
+/// and the last-resort conversion of any non-JSON error into the envelope.
 pub(crate) async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -98,8 +128,12 @@ pub(crate) async fn request_context(
         .headers()
         .get(REFUSED_HEADER)
         .and_then(|v| refusal_of(v.as_bytes()));
+    let edge = req
+        .app_data::<web::Data<Edge>>()
+        .map(|edge| edge.clone().into_inner());
     if let Some(refusal) = refused {
-        return Ok(refused_head(req, refusal, &id, metrics.as_deref()));
+        let logged = decide(edge.as_deref(), refusal.status(), std::time::Duration::ZERO);
+        return Ok(refused_head(req, refusal, &id, metrics.as_deref(), logged));
     }
     let method = req.method().clone();
     let path = req.path().to_owned();
@@ -119,9 +153,18 @@ pub(crate) async fn request_context(
                 resp.headers_mut()
                     .insert(header::HeaderName::from_static("x-request-id"), v);
             }
+            let took = start.elapsed();
             if let Some(m) = &metrics {
-                m.observe(&["unmatched", code.as_str()], start.elapsed());
+                m.observe(&["unmatched", code.as_str()], took);
             }
+            let _enter = span.enter();
+            log_request(
+                decide(edge.as_deref(), status.as_u16(), took),
+                status.as_u16(),
+                "unmatched",
+                code.as_str(),
+                took.as_millis() as u64,
+            );
             return Err(actix_web::error::InternalError::from_response(e, resp).into());
         }
     };
@@ -158,13 +201,14 @@ pub(crate) async fn request_context(
     if let Some(m) = metrics {
         m.observe(&[op, code], took);
     }
+    let status = res.status().as_u16();
     let _enter = span.enter();
-    tracing::info!(
-        status = res.status().as_u16(),
-        operation = op,
+    log_request(
+        decide(edge.as_deref(), status, took),
+        status,
+        op,
         code,
-        took_ms = took.as_millis() as u64,
-        "request"
+        took.as_millis() as u64,
     );
     Ok(res)
 }
@@ -176,6 +220,7 @@ fn refused_head(
     refusal: Refusal,
     id: &str,
     metrics: Option<&Histograms>,
+    logged: Option<Logged>,
 ) -> ServiceResponse<BoxBody> {
     let code = ErrorCode::InvalidRequest;
     let mut resp = envelope_response(
@@ -193,12 +238,14 @@ fn refused_head(
     if let Some(m) = metrics {
         m.observe(&["unmatched", code.as_str()], std::time::Duration::ZERO);
     }
-    tracing::info!(
-        request_id = %id,
-        status = refusal.status(),
-        code = code.as_str(),
-        "request head refused"
-    );
+    if logged.is_some() {
+        tracing::info!(
+            request_id = %id,
+            status = refusal.status(),
+            code = code.as_str(),
+            "request head refused"
+        );
+    }
     req.into_response(resp)
 }
 
