@@ -171,7 +171,10 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
         max_connections = settings.http.max_connections,
         max_connections_per_address = settings.http.max_connections_per_address,
         trusted_proxies = settings.http.trusted_proxies.len(),
-        "connection caps"
+        request_log = settings.http.request_log.mode.as_str(),
+        request_log_sample = settings.http.request_log.sample_one_in,
+        slow_request_ms = settings.http.request_log.slow.as_millis() as u64,
+        "connection caps and request log"
     );
     let bound = server::bind(&settings.listen, workers, state, settings.http.clone())
         .map_err(|e| CommandError(format!("cannot listen on {}: {e}", settings.listen)))?;

@@ -32,6 +32,10 @@
 //! max_connections_per_address = 32  # per client address (IPv6: per /64); default a sixteenth, ≥ 8
 //! unauthenticated_body_seconds = 10 # sign-in and the email webhook: the whole body within this
 //! trusted_proxies = ["10.0.0.0/8"]  # peers whose X-Forwarded-For names the client; default none
+//! request_log = "sampled"         # a log line per request: "off", "sampled" (default) or "all";
+//!                                 # 5xx answers and slow ones are logged whatever this says
+//! request_log_sample = 100        # "sampled" logs one request in this many
+//! slow_request_ms = 5000          # an answer this slow is always logged (at warn)
 //!
 //! [reconciler]
 //! interval_seconds = 30
@@ -133,7 +137,9 @@
 //! `CORRAL_EXEC_DEADLINE_SECONDS`, `CORRAL_CREATE_WAIT_SECONDS`, `CORRAL_BRIDGE_ALLOW`
 //! (comma-separated), `CORRAL_DB_MAX_CONNECTIONS`, `CORRAL_LOCAL_ALLOW_NETWORK` (`true`/`false`),
 //! `CORRAL_RECONCILE_INTERVAL_SECONDS`, `CORRAL_PUBLIC_URL`, `CORRAL_SMTP_PASSWORD`,
-//! `CORRAL_EMAIL_WEBHOOK_SECRET` (the last two keep secrets out of the file). Logs go to stderr, filtered by `CORRAL_LOG` (a
+//! `CORRAL_EMAIL_WEBHOOK_SECRET` (the last two keep secrets out of the file),
+//! `CORRAL_REQUEST_LOG`, `CORRAL_REQUEST_LOG_SAMPLE`, `CORRAL_SLOW_REQUEST_MS` (the request
+//! log of `[http]`). Logs go to stderr, filtered by `CORRAL_LOG` (a
 //! `tracing` filter such as `info` or `corral=debug`; default `info`).
 
 use std::collections::BTreeMap;
@@ -141,9 +147,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_domain::{Provider, limits};
+use corral_web::request_log::{RequestLogConfig, RequestLogMode};
 use serde::Deserialize;
 
-/// `[http]`: the edge's connection caps, body deadline and trusted proxies.
+/// `[http]`: the edge's connection caps, body deadline, trusted proxies and request log.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSection {
@@ -156,6 +163,12 @@ pub struct HttpSection {
     /// Addresses or CIDR blocks of the proxies in front of the server.
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    /// Which ordinary requests get a log line: `off`, `sampled` (default) or `all`.
+    pub request_log: Option<String>,
+    /// `sampled` logs one request in this many; default 100.
+    pub request_log_sample: Option<u64>,
+    /// A request answered after this many milliseconds is always logged; default 5000.
+    pub slow_request_ms: Option<u64>,
 }
 
 /// `[http]` over the defaults for a process allowed `nofile` descriptors: every value
@@ -194,7 +207,38 @@ fn http(section: &HttpSection, nofile: u64) -> Result<corral_web::edge::EdgeConf
         .map(|p| corral_web::edge::parse_proxy(p))
         .collect::<Result<_, _>>()
         .map_err(|e| ConfigError(format!("http.trusted_proxies: {e}")))?;
+    edge.request_log = request_log(section)?;
     Ok(edge)
+}
+
+/// The request log of `[http]`, each key replaced by its variable when set
+/// (`CORRAL_REQUEST_LOG`, `CORRAL_REQUEST_LOG_SAMPLE`, `CORRAL_SLOW_REQUEST_MS`).
+fn request_log(section: &HttpSection) -> Result<RequestLogConfig, ConfigError> {
+    let mut config = RequestLogConfig::default();
+    if let Some(mode) = env("CORRAL_REQUEST_LOG").or(section.request_log.clone()) {
+        config.mode = mode
+            .parse::<RequestLogMode>()
+            .map_err(|e| ConfigError(format!("http.request_log: {e}")))?;
+    }
+    match env_u64("CORRAL_REQUEST_LOG_SAMPLE")?.or(section.request_log_sample) {
+        Some(0) => {
+            return Err(ConfigError(
+                "http.request_log_sample must be at least 1 (1 logs every request)".into(),
+            ));
+        }
+        Some(n) => config.sample_one_in = n,
+        None => {}
+    }
+    match env_u64("CORRAL_SLOW_REQUEST_MS")?.or(section.slow_request_ms) {
+        Some(0) => {
+            return Err(ConfigError(
+                "http.slow_request_ms must be at least 1".into(),
+            ));
+        }
+        Some(ms) => config.slow = Duration::from_millis(ms),
+        None => {}
+    }
+    Ok(config)
 }
 
 /// The TOML file, as written.
@@ -1184,6 +1228,35 @@ trusted_proxies = [\"10.0.0.0/8\", \"::1\"]",
             parse("[http]\nmax_connection = 5").is_err(),
             "unknown keys are refused"
         );
+    }
+
+    #[test]
+    fn request_log_defaults_to_sampled_and_its_keys_are_checked() {
+        let at = |text: &str| http(&toml::from_str(text).unwrap(), 1024);
+        let d = at("").unwrap().request_log;
+        assert_eq!(d, RequestLogConfig::default());
+        assert_eq!(
+            (d.mode, d.sample_one_in, d.slow),
+            (RequestLogMode::Sampled, 100, Duration::from_secs(5))
+        );
+        let c = at("request_log = \"all\"\nrequest_log_sample = 7\nslow_request_ms = 250")
+            .unwrap()
+            .request_log;
+        assert_eq!(
+            (c.mode, c.sample_one_in, c.slow),
+            (RequestLogMode::All, 7, Duration::from_millis(250))
+        );
+        assert_eq!(
+            at("request_log = \"off\"").unwrap().request_log.mode,
+            RequestLogMode::Off
+        );
+        for bad in [
+            "request_log = \"every\"",
+            "request_log_sample = 0",
+            "slow_request_ms = 0",
+        ] {
+            assert!(at(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod load;
 mod mcp;
 mod reap;
 mod replicas;
+mod request_log;
 mod serve;
 mod support;
 mod tcp_proxy;

@@ -47,6 +47,9 @@ pub(crate) fn start_on(
         .arg("--config")
         .arg(config)
         .env("CORRAL_LOG", "debug")
+        // Every request's line, as before the request log was sampled by default: the tests
+        // that read the logs (no credential in them, request ids) see them all.
+        .env("CORRAL_REQUEST_LOG", "all")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout).unwrap())
