@@ -19,6 +19,7 @@
 mod commands;
 mod dbstat;
 mod fake;
+mod lean;
 mod lifecycle;
 mod load;
 mod local_exec;
@@ -989,6 +990,10 @@ impl Bench {
         let corral = self.serve(&world).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let idle = corral.rss_mib().unwrap_or(f64::NAN);
+        let (size, breakdown) = (
+            lean::binary_bytes(&server::binary()),
+            lean::breakdown(corral.pid()),
+        );
         self.fake.set_delay(Duration::ZERO);
         let boxes = self.sandboxes(&corral, &world, 10).await?;
         let slow = Duration::from_secs(2);
@@ -1027,10 +1032,12 @@ impl Bench {
             "## 6. Memory and start-up\n\n\
              | figure | measured | target |\n| --- | ---: | --- |\n\
              | RSS idle, just after start (SQLite) | {idle:.1} MiB | ≤ 20 MiB: {} |\n\
+             {}\
              | peak RSS with {in_flight} execs in flight (fake answers after {} s; {ok} succeeded) | {peak:.1} MiB | ≤ 100 MiB: {} |\n\
              | RSS idle again after those | {after:.1} MiB | |\n\
              | process start to first `200` from `/readyz`, existing database (median of {}) | {ready_ms:.1} ms | ≤ 150 ms: {} |\n",
             verdict(idle <= 20.0),
+            lean::rows(size, breakdown),
             slow.as_secs(),
             verdict(peak <= 100.0 && ok == in_flight),
             ready.len(),
@@ -1041,6 +1048,7 @@ impl Bench {
             markdown: md,
             json: json!({"idle_rss_mib": idle, "peak_rss_mib": peak, "in_flight": in_flight,
                          "succeeded": ok, "rss_after_mib": after, "ready_ms": ready_ms,
+                         "lean": lean::to_json(size, breakdown),
                          "ready_all_ms": ready.iter().map(|d| d.as_secs_f64() * 1000.0).collect::<Vec<_>>()}),
         })
     }
