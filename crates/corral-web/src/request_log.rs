@@ -123,9 +123,9 @@ impl RequestLogConfig {
         match self.mode {
             RequestLogMode::Off => None,
             RequestLogMode::All => Some(Logged::All),
-            RequestLogMode::Sampled => {
-                (seq % self.sample_one_in.max(1) == 0).then_some(Logged::Sampled)
-            }
+            RequestLogMode::Sampled => seq
+                .is_multiple_of(self.sample_one_in.max(1))
+                .then_some(Logged::Sampled),
         }
     }
 }
