@@ -17,7 +17,7 @@ pub(crate) const LINES: usize = 300;
 /// Clients following one command in the memory series.
 pub(crate) const STREAMS: usize = 200;
 
-fn script(lines: usize) -> String {
+pub(crate) fn script(lines: usize) -> String {
     format!("i=0; while [ $i -lt {lines} ]; do date +%s%N; i=$((i+1)); sleep 0.02; done")
 }
 
@@ -28,7 +28,7 @@ fn now_ns() -> u128 {
 }
 
 /// Records the delay of every line of `text` that is a timestamp.
-fn record(hist: &mut Histogram<u64>, text: &str) {
+pub(crate) fn record(hist: &mut Histogram<u64>, text: &str) {
     let arrived = now_ns();
     for line in text.lines() {
         if let Ok(ts) = line.trim().parse::<u128>() {

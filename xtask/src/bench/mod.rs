@@ -9,15 +9,19 @@
 //! Scenarios (`--only a,b` picks some): `auth` (an authenticated no-I/O route vs `/healthz`),
 //! `proxy` (exec and get through Corral vs straight to the fake), `create` (creates with
 //! `Idempotency-Key`, replays), `list` (100 per page over 10 000 and 100 000 records, SQLite
-//! and PostgreSQL), `local` (`local` exec of `true` vs a plain spawn, at the provider and over
-//! HTTP), `memory` (RSS idle and with 1 000 execs in flight, time to ready), `scale`
-//! (two replicas on one PostgreSQL vs one) and `lifecycle` (`local` stop, resume, snapshot
+//! and PostgreSQL, and a get of a `local` sandbox, each against `/healthz`: [`reads`]),
+//! `local` (`local` exec of `true` vs a plain spawn, at the provider and over HTTP),
+//! `memory` (RSS idle and with 1 000 execs in flight, time to ready), `scale` (two replicas
+//! on one PostgreSQL vs one), `streaming` (commands against exec, output
+//! throughput, 200 readers on 20 commands), `e2b` (`true` through the E2B Python SDK vs `/v1`
+//! exec) and `lifecycle` (`local` stop, resume, snapshot
 //! and a fork's copy beside a create). PostgreSQL scenarios need
 //! `--postgres postgres://user@host:port` (or `CORRAL_BENCH_POSTGRES_URL`); a database
 //! `corral_bench` there is dropped and re-created for each world.
 
 mod commands;
 mod dbstat;
+mod e2b_door;
 mod fake;
 mod lean;
 mod lifecycle;
@@ -25,6 +29,7 @@ mod load;
 mod local_exec;
 mod reads;
 mod server;
+mod streaming;
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -59,6 +64,8 @@ const ALL: &[&str] = &[
     "list",
     "local",
     "commands",
+    "streaming",
+    "e2b",
     "memory",
     "scale",
     "lifecycle",
@@ -230,6 +237,16 @@ async fn run_all(opts: Options) -> Result<(), String> {
             "list" => bench.list().await?,
             "local" => bench.local().await?,
             "commands" => bench.commands().await?,
+            "e2b" => {
+                let world = bench.world(false)?;
+                let corral = bench.serve(&world).await?;
+                e2b_door::run(&bench.client, &corral, &world.api_key, bench.tmp.path()).await?
+            }
+            "streaming" => {
+                let world = bench.world(false)?;
+                let corral = bench.serve(&world).await?;
+                streaming::run(&bench.client, &corral, &world.api_key).await?
+            }
             "memory" => bench.memory().await?,
             "scale" => bench.scale().await?,
             "lifecycle" => {
