@@ -187,12 +187,7 @@ impl Service {
         );
     }
 
-    async fn capture(
-        &self,
-        job: Job,
-        begin: Begin,
-        feed: &Feed,
-    ) -> Result<Ended, RegistryError> {
+    async fn capture(&self, job: Job, begin: Begin, feed: &Feed) -> Result<Ended, RegistryError> {
         let Job {
             mut record,
             provider,
@@ -382,7 +377,10 @@ impl Service {
                     {
                         Ok(r) => {
                             let first = r.next_seq.saturating_sub(count);
-                            feed.publish(r.next_seq, copy.map_or_else(Vec::new, |a| numbered(first, a)));
+                            feed.publish(
+                                r.next_seq,
+                                copy.map_or_else(Vec::new, |a| numbered(first, a)),
+                            );
                             record = r;
                         }
                         Err(RegistryError::LeaseLost { .. }) => return Ok(Ended::LeaseLost),
@@ -679,7 +677,9 @@ impl Service {
                             this.inner.live.wake(id);
                         }
                         this.inner.live.set_listening(false);
-                        tracing::warn!("the command notification connection broke; polling until it is back");
+                        tracing::warn!(
+                            "the command notification connection broke; polling until it is back"
+                        );
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot listen for command notifications; polling meanwhile");

@@ -367,7 +367,10 @@ impl Service {
         wait: Option<Duration>,
     ) -> Result<Command, ServiceError> {
         let Some(wait) = wait.filter(|w| !w.is_zero()) else {
-            return Ok(self.command_record(caller, sandbox, cmd).await?.to_command());
+            return Ok(self
+                .command_record(caller, sandbox, cmd)
+                .await?
+                .to_command());
         };
         let until = tokio::time::Instant::now() + wait.min(MAX_WAIT);
         let id = parse_command_id(cmd)?;
@@ -813,9 +816,7 @@ impl Follow {
             && !page.done
             && let Some(waiter) = &mut self.waiter
         {
-            waiter
-                .changed(tokio::time::Instant::now() + MAX_WAIT)
-                .await;
+            waiter.changed(tokio::time::Instant::now() + MAX_WAIT).await;
         }
         self.buffered.extend(page.events);
         Ok(())
