@@ -70,7 +70,7 @@ pub(crate) async fn run(
     corral: &Corral,
     key: &str,
     tmp: &Path,
-) -> Result<super::Section, String> {
+) -> Result<(String, Value), String> {
     let venv = crate::e2b::venv()?;
     let base = &corral.base;
     let body: Value = client
@@ -142,13 +142,12 @@ pub(crate) async fn run(
         if ratio <= 1.5 { "met" } else { "**not met**" },
         sdk = crate::e2b::E2B_SDK,
     );
-    Ok(super::Section {
-        id: "e2b-door",
-        markdown: md,
-        json: json!({
+    Ok((
+        md,
+        json!({
             "exec_p50_ms": quantile(&exec, 0.5), "exec_p99_ms": quantile(&exec, 0.99),
             "run_p50_ms": quantile(&run, 0.5), "run_p99_ms": quantile(&run, 0.99),
             "ratio_p50": ratio,
         }),
-    })
+    ))
 }

@@ -240,12 +240,24 @@ async fn run_all(opts: Options) -> Result<(), String> {
             "e2b" => {
                 let world = bench.world(false)?;
                 let corral = bench.serve(&world).await?;
-                e2b_door::run(&bench.client, &corral, &world.api_key, bench.tmp.path()).await?
+                let (markdown, json) =
+                    e2b_door::run(&bench.client, &corral, &world.api_key, bench.tmp.path()).await?;
+                Section {
+                    id: "e2b-door",
+                    markdown,
+                    json,
+                }
             }
             "streaming" => {
                 let world = bench.world(false)?;
                 let corral = bench.serve(&world).await?;
-                streaming::run(&bench.client, &corral, &world.api_key).await?
+                let (markdown, json) =
+                    streaming::run(&bench.client, &corral, &world.api_key).await?;
+                Section {
+                    id: "streaming",
+                    markdown,
+                    json,
+                }
             }
             "memory" => bench.memory().await?,
             "scale" => bench.scale().await?,

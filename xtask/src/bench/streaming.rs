@@ -285,7 +285,7 @@ pub(crate) async fn run(
     client: &reqwest::Client,
     corral: &Corral,
     key: &str,
-) -> Result<super::Section, String> {
+) -> Result<(String, Value), String> {
     let base = &corral.base;
     let body: Value = client
         .post(format!("{base}/v1/sandboxes"))
@@ -328,7 +328,7 @@ fn verdict(ok: bool) -> &'static str {
 }
 
 /// The section: tables and the verdicts against the targets.
-pub(crate) fn section(waits: &Waits, pipe: f64, t: &Throughput, f: &Fanout) -> super::Section {
+pub(crate) fn section(waits: &Waits, pipe: f64, t: &Throughput, f: &Fanout) -> (String, Value) {
     let ratio = ms(&waits.start_wait, 0.5) / ms(&waits.exec, 0.5);
     let interleaved = ms(&waits.exec_after, 0.5) / ms(&waits.exec, 0.5);
     let sw99 = ms(&waits.start_wait, 0.99);
@@ -398,10 +398,9 @@ pub(crate) fn section(waits: &Waits, pipe: f64, t: &Throughput, f: &Fanout) -> s
         f.peak_rss,
         verdict(f99 <= 50.0 && f.complete == readers),
     );
-    super::Section {
-        id: "streaming",
-        markdown: md,
-        json: json!({
+    (
+        md,
+        json!({
             "exec_p50_ms": ms(&waits.exec, 0.5), "exec_p99_ms": ms(&waits.exec, 0.99),
             "start_wait_p50_ms": ms(&waits.start_wait, 0.5), "start_wait_p99_ms": sw99,
             "exec_after_p50_ms": ms(&waits.exec_after, 0.5),
@@ -414,5 +413,5 @@ pub(crate) fn section(waits: &Waits, pipe: f64, t: &Throughput, f: &Fanout) -> s
             "fanout_p99_ms": f99, "fanout_complete": f.complete,
             "fanout_rss_mib": [f.idle_rss, f.peak_rss],
         }),
-    }
+    )
 }
