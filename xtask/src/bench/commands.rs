@@ -56,6 +56,28 @@ pub(crate) async fn pipe_baseline() -> Result<Histogram<u64>, String> {
     Ok(hist)
 }
 
+/// Creates a `local` sandbox through `/v1` and answers its id.
+pub(crate) async fn create_local(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+) -> Result<String, String> {
+    let body: Value = client
+        .post(format!("{base}/v1/sandboxes"))
+        .bearer_auth(key)
+        .json(&json!({"provider": "local"}))
+        .send()
+        .await
+        .map_err(|e| format!("local create failed: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("local create answer: {e}"))?;
+    body["id"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("local create answered {body}"))
+}
+
 /// Starts `command` in sandbox `sbx` and answers its id.
 pub(crate) async fn start(
     client: &reqwest::Client,

@@ -73,20 +73,7 @@ pub(crate) async fn run(
 ) -> Result<(String, Value), String> {
     let venv = crate::e2b::venv()?;
     let base = &corral.base;
-    let body: Value = client
-        .post(format!("{base}/v1/sandboxes"))
-        .bearer_auth(key)
-        .json(&json!({"provider": "local"}))
-        .send()
-        .await
-        .map_err(|e| format!("local create failed: {e}"))?
-        .json()
-        .await
-        .map_err(|e| format!("local create answer: {e}"))?;
-    let sbx = body["id"]
-        .as_str()
-        .ok_or_else(|| format!("local create answered {body}"))?
-        .to_owned();
+    let sbx = super::commands::create_local(client, base, key).await?;
     let script = tmp.join("e2b_bench.py");
     std::fs::write(&script, SCRIPT).map_err(|e| e.to_string())?;
     let door = format!("{base}/e2b");

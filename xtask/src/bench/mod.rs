@@ -907,21 +907,7 @@ impl Bench {
         let world = self.world(false)?;
         let corral = self.serve(&world).await?;
         let (base, key) = (corral.base.clone(), world.api_key.clone());
-        let body: Value = self
-            .client
-            .post(format!("{base}/v1/sandboxes"))
-            .bearer_auth(&key)
-            .json(&json!({"provider": "local"}))
-            .send()
-            .await
-            .map_err(|e| format!("local create failed: {e}"))?
-            .json()
-            .await
-            .map_err(|e| format!("local create answer: {e}"))?;
-        let sbx = body["id"]
-            .as_str()
-            .ok_or_else(|| format!("local create answered {body}"))?
-            .to_owned();
+        let sbx = commands::create_local(&self.client, &base, &key).await?;
         // Warm: the sandbox's init starts at its first command.
         commands::through_corral(&self.client, &base, &key, &sbx).await?;
         let sse = commands::through_corral(&self.client, &base, &key, &sbx).await?;

@@ -287,20 +287,7 @@ pub(crate) async fn run(
     key: &str,
 ) -> Result<(String, Value), String> {
     let base = &corral.base;
-    let body: Value = client
-        .post(format!("{base}/v1/sandboxes"))
-        .bearer_auth(key)
-        .json(&json!({"provider": "local"}))
-        .send()
-        .await
-        .map_err(|e| format!("local create failed: {e}"))?
-        .json()
-        .await
-        .map_err(|e| format!("local create answer: {e}"))?;
-    let sbx = body["id"]
-        .as_str()
-        .ok_or_else(|| format!("local create answered {body}"))?
-        .to_owned();
+    let sbx = commands::create_local(client, base, key).await?;
     let measured = async {
         let w = waits(client, base, key, &sbx).await?;
         let pipe = pipe_rate().await?;
