@@ -259,7 +259,10 @@ impl Service {
         let mut backoff = Duration::from_millis(100);
         let lease = config.lease;
         let mut renew_at = Instant::now() + lease / 3;
-        let mut last_write = Instant::now() - FLUSH_EVERY;
+        // The first output is written at once (a clock younger than a period cannot be).
+        let mut last_write = Instant::now()
+            .checked_sub(FLUSH_EVERY)
+            .unwrap_or_else(Instant::now);
 
         loop {
             // Attach (again): from what the journal holds.
