@@ -807,20 +807,7 @@ impl Bench {
         let (local, plain) = (&measured.exec, &measured.plain);
         let world = self.world(false)?;
         let corral = self.serve(&world).await?;
-        let body: Value = self
-            .client
-            .post(format!("{}/v1/sandboxes", corral.base))
-            .bearer_auth(&world.api_key)
-            .json(&json!({"provider": "local"}))
-            .send()
-            .await
-            .map_err(|e| format!("local create failed: {e}"))?
-            .json()
-            .await
-            .map_err(|e| format!("local create answer: {e}"))?;
-        let id = body["id"]
-            .as_str()
-            .ok_or_else(|| format!("local create answered {body}"))?;
+        let id = commands::create_local(&self.client, &corral.base, &world.api_key).await?;
         let exec = post(
             &self.client,
             format!("{}/v1/sandboxes/{id}/exec", corral.base),

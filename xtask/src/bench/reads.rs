@@ -173,22 +173,7 @@ impl Target {
 
     /// Creates a `local` sandbox; its id.
     async fn local_sandbox(&self) -> Result<String, String> {
-        let resp = self
-            .client
-            .post(format!("{}/v1/sandboxes", self.base))
-            .header("authorization", self.auth())
-            .json(&json!({"provider": "local"}))
-            .send()
-            .await
-            .map_err(|e| format!("local create failed: {e}"))?;
-        let body: Value = resp
-            .json()
-            .await
-            .map_err(|e| format!("local create answer: {e}"))?;
-        body["id"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("local create answered {body}"))
+        super::commands::create_local(&self.client, &self.base, &self.key).await
     }
 
     /// Deleted, so the server (killed at the end of the run, with no chance to clean up)
