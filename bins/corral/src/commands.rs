@@ -176,6 +176,7 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
         slow_request_ms = settings.http.request_log.slow.as_millis() as u64,
         "connection caps and request log"
     );
+    tracing::info!(origins = ?settings.mcp_allowed_origins, "/mcp allowed origins");
     let bound = server::bind(&settings.listen, workers, state, settings.http.clone())
         .map_err(|e| CommandError(format!("cannot listen on {}: {e}", settings.listen)))?;
     for addr in &bound.addrs {

@@ -58,6 +58,11 @@
 //! attempts = 8                    # attempts before a delivery is dead
 //! first_backoff_seconds = 5       # doubled after each failed attempt (with jitter), at most 1 h
 //! timeout_seconds = 10            # deadline of one attempt
+//! concurrency = 32                # deliveries in flight at once (per replica)
+//! per_endpoint = 2                # of those, to one endpoint
+//! per_project = 8                 # of those, for one project
+//! circuit_failures = 5            # consecutive failures that open an endpoint's circuit
+//! circuit_open_seconds = 30       # how long it stays open (doubled at each reopening, at most 1 h)
 //!
 //! [e2b]                           # the E2B-compatible front door under /e2b (docs/compat/e2b.md)
 //! enabled = true                  # default true
@@ -65,6 +70,9 @@
 //! [e2b.templates]                 # E2B template names → provider and image; default base → local
 //! base = { provider = "local" }
 //! python = { provider = "daytona", image = "python:3.12" }
+//!
+//! [mcp]                           # the server's `/mcp` endpoint (docs/mcp.md)
+//! allowed_origins = ["https://agent.example.com"]  # browser origins allowed besides the public URL's
 //!
 //! [reaper]                        # the orphan reaper (docs/operations.md)
 //! enabled = true                  # scheduled passes (`corral reap` runs one by hand)
@@ -139,7 +147,8 @@
 //! `CORRAL_RECONCILE_INTERVAL_SECONDS`, `CORRAL_PUBLIC_URL`, `CORRAL_SMTP_PASSWORD`,
 //! `CORRAL_EMAIL_WEBHOOK_SECRET` (the last two keep secrets out of the file),
 //! `CORRAL_REQUEST_LOG`, `CORRAL_REQUEST_LOG_SAMPLE`, `CORRAL_SLOW_REQUEST_MS` (the request
-//! log of `[http]`). Logs go to stderr, filtered by `CORRAL_LOG` (a
+//! log of `[http]`), `CORRAL_MCP_ALLOWED_ORIGINS` (comma-separated; replaces
+//! `[mcp] allowed_origins`). Logs go to stderr, filtered by `CORRAL_LOG` (a
 //! `tracing` filter such as `info` or `corral=debug`; default `info`).
 
 use std::collections::BTreeMap;
@@ -293,6 +302,18 @@ pub struct FileConfig {
     /// The control plane.
     #[serde(default)]
     pub control: ControlSection,
+    /// `[mcp]`.
+    #[serde(default)]
+    pub mcp: McpSection,
+}
+
+/// `[mcp]`: the server's `/mcp` endpoint.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSection {
+    /// Browser origins (`https://host[:port]`) allowed to call `/mcp` besides the public
+    /// URL's own; a request with any other `Origin` is refused (403).
+    pub allowed_origins: Option<Vec<String>>,
 }
 
 /// `[control]`.
@@ -473,6 +494,16 @@ pub struct WebhooksSection {
     pub first_backoff_seconds: Option<u64>,
     /// Seconds one attempt may take.
     pub timeout_seconds: Option<u64>,
+    /// Deliveries in flight at once (per replica).
+    pub concurrency: Option<u64>,
+    /// Of those, to one endpoint.
+    pub per_endpoint: Option<u64>,
+    /// Of those, for one project.
+    pub per_project: Option<u64>,
+    /// Consecutive failures that open an endpoint's circuit.
+    pub circuit_failures: Option<u64>,
+    /// Seconds a circuit stays open the first time.
+    pub circuit_open_seconds: Option<u64>,
 }
 
 /// `[reaper]`.
@@ -672,6 +703,9 @@ pub struct Settings {
     pub control: ControlSettings,
     /// The edge's limits (`[http]`).
     pub http: corral_web::edge::EdgeConfig,
+    /// The origins `/mcp` accepts in an `Origin` header (`[mcp] allowed_origins` and the
+    /// public URL's origin), each `scheme://host[:port]`, lower-case.
+    pub mcp_allowed_origins: Vec<String>,
 }
 
 /// Reading or resolving the configuration failed.
@@ -875,6 +909,7 @@ pub fn resolve(
     let reaper = reaper(&fc.reaper)?;
     let e2b = e2b(&fc.e2b, &enabled)?;
     let http = http(&fc.http, corral_web::edge::descriptor_limit())?;
+    let mcp_allowed_origins = mcp_allowed_origins(&fc.mcp, &control.public_url)?;
     Ok(Settings {
         listen,
         data_dir,
@@ -917,7 +952,42 @@ pub fn resolve(
         e2b,
         control,
         http,
+        mcp_allowed_origins,
     })
+}
+
+/// `[mcp] allowed_origins` (or `CORRAL_MCP_ALLOWED_ORIGINS`) after the public URL's origin,
+/// each an http(s) origin without path, normalized as browsers send it.
+fn mcp_allowed_origins(section: &McpSection, public_url: &str) -> Result<Vec<String>, ConfigError> {
+    let configured = match env("CORRAL_MCP_ALLOWED_ORIGINS") {
+        Some(v) => list(&v),
+        None => section.allowed_origins.clone().unwrap_or_default(),
+    };
+    let mut origins = Vec::new();
+    for (name, value) in std::iter::once(("control.public_url", public_url)).chain(
+        configured
+            .iter()
+            .map(|o| ("mcp.allowed_origins", o.as_str())),
+    ) {
+        let origin = url::Url::parse(value)
+            .ok()
+            .filter(|u| {
+                matches!(u.scheme(), "http" | "https")
+                    && u.has_host()
+                    && (name == "control.public_url"
+                        || (matches!(u.path(), "" | "/") && u.query().is_none()))
+            })
+            .map(|u| u.origin().ascii_serialization())
+            .ok_or_else(|| {
+                ConfigError(format!(
+                    "{name}: `{value}` is not an http or https origin (scheme://host[:port])"
+                ))
+            })?;
+        if !origins.contains(&origin) {
+            origins.push(origin);
+        }
+    }
+    Ok(origins)
 }
 
 /// `[e2b]` over its defaults: templates name enabled providers; a positive timeout cap.
@@ -993,6 +1063,11 @@ fn webhooks(
         Some(0) => Err(ConfigError(format!("webhooks.{name} must be positive"))),
         other => Ok(other),
     };
+    let count = |name: &str, v: Option<u64>, default: usize| {
+        positive(name, v)?.map_or(Ok(default), |n| {
+            usize::try_from(n).map_err(|_| ConfigError(format!("webhooks.{name} is too large")))
+        })
+    };
     let allow = env("CORRAL_WEBHOOKS_ALLOW").map_or_else(|| section.allow.clone(), |v| list(&v));
     Ok(corral_service::webhooks::WebhooksConfig {
         allow,
@@ -1005,6 +1080,16 @@ fn webhooks(
             .map_or(d.first_backoff, Duration::from_secs),
         timeout: positive("timeout_seconds", section.timeout_seconds)?
             .map_or(d.timeout, Duration::from_secs),
+        concurrency: count("concurrency", section.concurrency, d.concurrency)?,
+        per_endpoint: count("per_endpoint", section.per_endpoint, d.per_endpoint)?,
+        per_project: count("per_project", section.per_project, d.per_project)?,
+        circuit_failures: positive("circuit_failures", section.circuit_failures)?
+            .map_or(Ok(d.circuit_failures), |n| {
+                u32::try_from(n)
+                    .map_err(|_| ConfigError("webhooks.circuit_failures is too large".into()))
+            })?,
+        circuit_open: positive("circuit_open_seconds", section.circuit_open_seconds)?
+            .map_or(d.circuit_open, Duration::from_secs),
         ..d
     })
 }
@@ -1160,6 +1245,23 @@ mod tests {
         assert!(s.enabled.contains(&Provider::Local));
         assert_eq!(s.control.public_url, "http://127.0.0.1:8080");
         assert!(s.control.smtp.is_none() && s.control.email_webhook_secret.is_none());
+    }
+
+    #[test]
+    fn mcp_origins_start_with_the_public_urls_and_are_checked() {
+        let s = parse("").unwrap();
+        assert_eq!(s.mcp_allowed_origins, ["http://127.0.0.1:8080"]);
+        let s = parse(
+            "[control]\npublic_url = \"https://Corral.example.com:443/x\"\n[mcp]\nallowed_origins = [\"http://localhost:6274\", \"https://corral.example.com\"]",
+        )
+        .unwrap();
+        assert_eq!(
+            s.mcp_allowed_origins,
+            ["https://corral.example.com", "http://localhost:6274"]
+        );
+        assert!(parse("[mcp]\nallowed_origins = [\"https://a.example/path\"]").is_err());
+        assert!(parse("[mcp]\nallowed_origins = [\"*\"]").is_err());
+        assert!(parse("[mcp]\nallowed = []").is_err());
     }
 
     #[test]
