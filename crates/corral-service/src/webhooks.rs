@@ -42,6 +42,18 @@ pub struct WebhooksConfig {
     pub timeout: Duration,
     /// How long the previous secret keeps signing after a rotation.
     pub rotation_overlap: Duration,
+    /// Deliveries this replica has in flight at once, at most.
+    pub concurrency: usize,
+    /// Of those, to one endpoint at most (a slow endpoint holds only these).
+    pub per_endpoint: usize,
+    /// Of those, for one project at most (its share of [`WebhooksConfig::concurrency`]).
+    pub per_project: usize,
+    /// Consecutive failed attempts to an endpoint that open its circuit: its deliveries
+    /// then wait instead of each being tried.
+    pub circuit_failures: u32,
+    /// How long a circuit stays open the first time; each reopening after a failed probe
+    /// doubles it, up to [`WebhooksConfig::max_backoff`].
+    pub circuit_open: Duration,
 }
 
 impl Default for WebhooksConfig {
@@ -53,6 +65,11 @@ impl Default for WebhooksConfig {
             max_backoff: Duration::from_secs(3600),
             timeout: Duration::from_secs(10),
             rotation_overlap: Duration::from_secs(24 * 3600),
+            concurrency: 32,
+            per_endpoint: 2,
+            per_project: 8,
+            circuit_failures: 5,
+            circuit_open: Duration::from_secs(30),
         }
     }
 }
