@@ -11,7 +11,9 @@
 use std::time::{Duration, Instant};
 
 use corral_domain::{CommandId, CommandResume, OutputStream, Signal};
-use corral_provider::{CommandEvent, CommandEvents, CommandSpec, OutputOffsets, ProviderError};
+use corral_provider::{
+    CommandEvent, CommandEvents, CommandSpec, ExecSpec, OutputOffsets, ProviderError,
+};
 use futures::StreamExt as _;
 
 use crate::Conformance;
@@ -315,11 +317,21 @@ impl Conformance<'_> {
         assert_eq!(t.exit, Some(Some(0)), "{}: exit", self.name());
     }
 
-    /// A signal ends a running command (reported as `128 + n` where the provider gives a
-    /// code); signalling an ended command is not an error.
+    /// A signal ends a running command and everything it started (reported as `128 + n` where
+    /// the provider gives a code); signalling an ended command is not an error.
+    ///
+    /// The command leaves two children, as real ones do (a server in the background, a job in
+    /// the foreground), and the scenario proves both gone afterwards: a signal sent to the
+    /// command's shell alone ends the shell just the same, and would pass on the exit code.
+    /// The background child is checked only for TERM and KILL, since a non-interactive shell
+    /// starts it with SIGINT ignored (POSIX), whoever sends it.
     pub async fn signal_ends_a_running_command(&self) {
         let (id, _) = self.create_running().await;
-        let spec = self.spec("echo ready; sleep 30; echo not-reached");
+        let dir = self.scratch_dir(&id).await;
+        let spec = self.spec(&format!(
+            "sleep 300 & echo $! > '{dir}/bg'; \
+             sh -c 'echo $$ > \"$0\"; echo ready; exec sleep 300' '{dir}/fg'; echo not-reached"
+        ));
         let (handle, first) = self.start(&id, &spec).await;
         let mut t = Transcript::default();
         let events = match first {
@@ -357,10 +369,41 @@ impl Conformance<'_> {
             "{}: the command went on after {sig}",
             self.name()
         );
+        let children = if sig == Signal::Int { "fg" } else { "fg bg" };
+        let survivors = self.survivors(&id, &dir, children).await;
+        assert!(
+            survivors.is_empty(),
+            "{}: the command's children outlived {sig}: {survivors} (the signal reached the \
+             command's shell but not its process group)",
+            self.name()
+        );
         self.provider
             .signal_command(&self.ctx, &id, &handle, sig)
             .await
             .unwrap_or_else(|e| panic!("{}: signalling an ended command failed: {e}", self.name()));
+        self.delete(&id).await;
+    }
+
+    /// Which of the processes whose ids are in `dir`'s files `names` still live after a few
+    /// seconds' grace (a zombie counts as ended: the sandbox's init may reap late); the
+    /// survivors are killed, so a failing run leaves nothing behind.
+    async fn survivors(&self, id: &str, dir: &str, names: &str) -> String {
+        let script = format!(
+            "cd '{dir}' || exit 1; \
+             gone() {{ ! kill -0 \"$1\" 2>/dev/null || grep -q '^State:[[:space:]]*Z' \"/proc/$1/status\" 2>/dev/null; }}; \
+             for n in {names}; do p=$(cat $n) || exit 1; i=0; \
+             while ! gone $p && [ $i -lt 50 ]; do sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done; \
+             if ! gone $p; then printf '%s ' \"$n=$p\"; kill -9 $p 2>/dev/null; fi; done; exit 0"
+        );
+        let out = self.exec(id, ExecSpec::new(script)).await;
+        assert_eq!(
+            out.exit_code,
+            0,
+            "{}: the children's ids could not be read back: {}",
+            self.name(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
     /// The command keeps running after the call that started it returned, with nobody
