@@ -6,6 +6,7 @@ use corral_errors::ErrorCode;
 use corral_service::error::ServiceError;
 use snafu::Snafu;
 
+use crate::connect_code::ConnectCode;
 use crate::wire::ApiError;
 
 /// What went wrong at the E2B door.
@@ -171,21 +172,10 @@ impl E2bError {
     }
 }
 
-/// Connect's HTTP status of each code (connectrpc.com/docs/protocol, "Error codes").
+/// Connect's HTTP status of the code named `code` ([`ConnectCode::http_status`]); an unknown
+/// name is `unknown`'s 500.
 pub fn connect_status(code: &str) -> u16 {
-    match code {
-        "canceled" => 499,
-        "invalid_argument" | "failed_precondition" | "out_of_range" => 400,
-        "deadline_exceeded" => 504,
-        "not_found" => 404,
-        "already_exists" | "aborted" => 409,
-        "permission_denied" => 403,
-        "resource_exhausted" => 429,
-        "unimplemented" => 501,
-        "unavailable" => 503,
-        "unauthenticated" => 401,
-        _ => 500,
-    }
+    ConnectCode::from_name(code).map_or(500, ConnectCode::http_status)
 }
 
 #[cfg(test)]
