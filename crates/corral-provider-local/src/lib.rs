@@ -151,9 +151,11 @@ mod capabilities;
 mod capacity;
 mod cgroup;
 mod command;
+mod config;
 mod disk;
 mod dns;
 mod files;
+mod host;
 mod images;
 mod init;
 mod inits;
@@ -185,6 +187,10 @@ use corral_provider::{
 
 pub use capabilities::{MAX_TIMEOUT_SECONDS, capabilities};
 pub use capacity::{CapacityLimits, DEFAULT_SANDBOXES_PER_PROJECT, LocalCapacity};
+pub use config::{
+    DEFAULT_EXEC_QUEUE_WAIT, DEFAULT_EXEC_THREADS, IoLimits, LocalConfig, LocalCreate, LocalLimits,
+};
+pub use host::Containment;
 pub use images::ImageSource;
 pub use init::{INIT_ARG, main as init_main, run_if_requested as run_init_if_requested};
 pub use inits::InitProgram;
@@ -202,195 +208,6 @@ const WORKSPACE: &str = "/workspace";
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// Host ids each sandbox gets (server as root): inner ids 0 ..= 65 535, as a container has.
 const IDS_PER_SANDBOX: u32 = 65_536;
-
-/// Resource limits of every sandbox (cgroup, disk image) and of every process (rlimits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalLimits {
-    /// Processes of one sandbox, all its commands together (`pids.max`; also `RLIMIT_NPROC`
-    /// of the sandbox's host uid).
-    pub max_processes: u64,
-    /// Memory of one sandbox, all its commands together, in bytes (`memory.max`, with swap
-    /// off); also the address space of each process (`RLIMIT_AS`).
-    pub memory_bytes: u64,
-    /// `RLIMIT_FSIZE`: largest file a process may write, in bytes.
-    pub file_size_bytes: u64,
-    /// `RLIMIT_CPU`: CPU time of one process, in seconds.
-    pub cpu_seconds: u64,
-    /// Share of CPU time against other sandboxes under contention (`cpu.weight`, 1 ..= 10 000;
-    /// 100 is the kernel's default).
-    pub cpu_weight: u64,
-    /// Most CPU one sandbox may use, in thousandths of a core (`cpu.max`; `None`: no cap).
-    pub cpu_max_millicores: Option<u64>,
-    /// Size of each sandbox's own filesystem, in bytes, allocated when it is created
-    /// (`None`: sandboxes share the filesystem of the root, with no quota).
-    pub disk_bytes: Option<u64>,
-    /// Space a create must leave free on the root's filesystem, in bytes (for the database
-    /// and everything else on that volume).
-    pub disk_reserve_bytes: u64,
-    /// Disk bandwidth and operations of one sandbox on its own filesystem (needs
-    /// `disk_bytes`: the limits are set on the sandbox's loop device).
-    pub io: IoLimits,
-}
-
-/// Reads and writes of one sandbox per second, all its commands together, on its own
-/// filesystem (cgroup v2 `io.max`, v1 `blkio.throttle.*`). `None`: no limit.
-///
-/// cgroup v1 throttles what a sandbox's processes submit themselves: reads, and writes that
-/// are direct or synced (`O_DIRECT`, `fsync`). Plain buffered writes reach the disk later
-/// through the kernel's writeback, which v1 does not charge to the sandbox; v2 does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IoLimits {
-    /// Bytes read per second.
-    pub read_bytes_per_second: Option<u64>,
-    /// Bytes written per second.
-    pub write_bytes_per_second: Option<u64>,
-    /// Read operations per second.
-    pub read_iops: Option<u64>,
-    /// Write operations per second.
-    pub write_iops: Option<u64>,
-}
-
-impl IoLimits {
-    /// No limit at all.
-    pub const NONE: Self = Self {
-        read_bytes_per_second: None,
-        write_bytes_per_second: None,
-        read_iops: None,
-        write_iops: None,
-    };
-
-    /// Whether any limit is set.
-    pub fn any(&self) -> bool {
-        *self != Self::NONE
-    }
-}
-
-impl Default for IoLimits {
-    /// 256 MiB/s and 4 000 operations/s of reads, 128 MiB/s and 2 000 operations/s of
-    /// writes: about what one ordinary cloud volume sustains, so one sandbox cannot take
-    /// all of a larger one from the database and the other sandboxes beside it.
-    fn default() -> Self {
-        Self {
-            read_bytes_per_second: Some(256 << 20),
-            write_bytes_per_second: Some(128 << 20),
-            read_iops: Some(4_000),
-            write_iops: Some(2_000),
-        }
-    }
-}
-
-impl Default for LocalLimits {
-    /// 1024 processes and 4 GiB of memory per sandbox, 1 GiB files, 600 CPU seconds per
-    /// process, CPU weight 100 and no CPU cap, a 1 GiB filesystem per sandbox, 1 GiB kept free,
-    /// and the default [`IoLimits`].
-    fn default() -> Self {
-        Self {
-            max_processes: 1024,
-            memory_bytes: 4 << 30,
-            file_size_bytes: 1 << 30,
-            cpu_seconds: 600,
-            cpu_weight: 100,
-            cpu_max_millicores: None,
-            disk_bytes: Some(1 << 30),
-            disk_reserve_bytes: 1 << 30,
-            io: IoLimits::default(),
-        }
-    }
-}
-
-/// What contains sandboxes on this machine, found when the provider starts. Each part that
-/// is missing is logged (warn) with its reason; the provider runs without it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Containment {
-    /// The cgroup layout in use, or why sandboxes run without cgroups.
-    pub cgroups: std::result::Result<String, String>,
-    /// The size of each sandbox's own filesystem, or why there is no disk quota.
-    pub disk_quota: std::result::Result<u64, String>,
-    /// How disk bandwidth is limited, or why it is not.
-    pub io: std::result::Result<String, String>,
-    /// Whether commands run under the seccomp filter, or why not.
-    pub seccomp: std::result::Result<(), String>,
-    /// Whether sandboxes may have a guarded network, or why not.
-    pub network: std::result::Result<(), String>,
-    /// The configured images that can be used, or why one cannot.
-    pub images: std::result::Result<Vec<String>, Vec<String>>,
-    /// The caps on what sandboxes hold together.
-    pub capacity: LocalCapacity,
-    /// Whether the server-wide memory and process caps are on the sandboxes' cgroup
-    /// subtree, or why not (a delegated subtree's are its manager's to set).
-    pub server_cgroup_caps: std::result::Result<(), String>,
-}
-
-/// Default of [`LocalConfig::exec_threads`].
-pub const DEFAULT_EXEC_THREADS: usize = 64;
-
-/// Default of [`LocalConfig::exec_queue_wait`].
-pub const DEFAULT_EXEC_QUEUE_WAIT: Duration = Duration::from_secs(5);
-
-/// How the local provider is set up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalConfig {
-    /// Where sandboxes live, e.g. `<data-dir>/sandboxes` (created if missing).
-    pub root: PathBuf,
-    /// Whether commands share the host's network namespace (default `false`). Unguarded:
-    /// the host's loopback and every address the host reaches are reachable. Prefer
-    /// [`LocalConfig::network`].
-    pub allow_network: bool,
-    /// Guarded networking, per sandbox (`None`, the default: no sandbox has a network).
-    pub network: Option<NetworkConfig>,
-    /// Resource limits of every command.
-    pub limits: LocalLimits,
-    /// Where the sandboxes' cgroups go, as a path below the cgroup mount (the same in every
-    /// v1 hierarchy), e.g. `system.slice/corral.service` for a systemd unit with
-    /// `Delegate=yes`. `None`: `corral` at the mount's root, which needs root. A server that
-    /// is not root limits each sandbox as a whole only with a subtree delegated to its uid.
-    pub cgroup_parent: Option<PathBuf>,
-    /// Commands running at once, all sandboxes together: each is watched by a thread of its
-    /// own, outside tokio's blocking pool (default [`DEFAULT_EXEC_THREADS`]; at least 1).
-    pub exec_threads: usize,
-    /// How long an exec waits for one of those threads before it is refused
-    /// (`Unavailable`, retryable, `Retry-After` 1 s); never past the call's deadline
-    /// (default [`DEFAULT_EXEC_QUEUE_WAIT`]).
-    pub exec_queue_wait: Duration,
-    /// Images a create may name (`image`), by name: root filesystem directories or OCI image
-    /// layouts (unpacked once, at start). Empty (the default): `image` is not selectable,
-    /// and every sandbox sees the host's system directories.
-    pub images: BTreeMap<String, ImageSource>,
-    /// Caps on what all sandboxes together, and each project's together, hold (`None`:
-    /// [`LocalCapacity::for_this_machine`]).
-    pub capacity: Option<LocalCapacity>,
-    /// The program run as each sandbox's init (`None`: `corral-sandbox-init` beside this
-    /// executable if there is one, else this executable with [`INIT_ARG`], which works when
-    /// its `main` calls [`run_init_if_requested`] first).
-    pub init: Option<InitProgram>,
-}
-
-impl LocalConfig {
-    /// Sandboxes under `root`, no network, default limits.
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self {
-            root: root.into(),
-            allow_network: false,
-            network: None,
-            limits: LocalLimits::default(),
-            cgroup_parent: None,
-            exec_threads: DEFAULT_EXEC_THREADS,
-            exec_queue_wait: DEFAULT_EXEC_QUEUE_WAIT,
-            images: BTreeMap::new(),
-            capacity: None,
-            init: None,
-        }
-    }
-}
-
-/// What one create asks of `local` beyond the port's [`CreateSpec`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LocalCreate {
-    /// The project the sandbox counts against (its per-project caps); `None`: no project.
-    pub project: Option<String>,
-    /// A network of its own (guarded; needs [`LocalConfig::network`]).
-    pub network: bool,
-}
 
 /// The `local` provider. Cheap to share: hold it in an `Arc`.
 pub struct LocalProvider {
@@ -975,22 +792,6 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
         .map_err(|e| unavailable(format!("a local worker failed: {e}")))
 }
 
-/// The host directories every sandbox (without an image) sees read-only: `/usr`, `/etc`,
-/// and `/bin`, `/sbin`, `/lib*` (symlinks into `/usr` on merged-/usr systems, resolved here:
-/// each is a read-only mount of its own inside, which a command cannot remove or replace).
-fn system_dirs() -> Vec<SystemDir> {
-    ["usr", "etc", "bin", "sbin", "lib", "lib32", "lib64"]
-        .into_iter()
-        .filter_map(|name| {
-            let source = std::fs::canonicalize(Path::new("/").join(name)).ok()?;
-            source.is_dir().then(|| SystemDir {
-                name: name.to_owned(),
-                source,
-            })
-        })
-        .collect()
-}
-
 impl LocalProvider {
     /// The provider over `config.root`, which is created if missing (an error if it cannot
     /// be). Whether sandboxes can run here is probed once, here, by starting a sandbox init
@@ -1028,8 +829,8 @@ impl LocalProvider {
         };
         let l = &config.limits;
         let mut template = Template {
-            system_dirs: system_dirs(),
-            masks: unreadable_under("/etc"),
+            system_dirs: host::system_dirs(),
+            masks: host::unreadable_under("/etc"),
             limits: ProcessLimits {
                 processes: l.max_processes,
                 address_space: l.memory_bytes,
@@ -1051,13 +852,13 @@ impl LocalProvider {
         let mut ready = program
             .as_ref()
             .map_err(Clone::clone)
-            .and_then(|p| probe(&store, p, &template, as_root));
+            .and_then(|p| host::probe(&store, p, &template, as_root));
         // A filter this kernel refuses must not make the provider unusable: run without it,
         // and say so.
         if let (Err(why), Ok(_), Ok(p)) = (&ready, &seccomp, &program) {
             let mut plain = template.clone();
             plain.seccomp = None;
-            if probe(&store, p, &plain, as_root).is_ok() {
+            if host::probe(&store, p, &plain, as_root).is_ok() {
                 seccomp = Err(format!("the filter cannot be loaded here: {why}"));
                 template = plain;
                 ready = Ok(());
@@ -1090,7 +891,7 @@ impl LocalProvider {
                 .map(cgroup::Cgroups::describe)
                 .map_err(Clone::clone),
             disk_quota: disks.as_ref().map(disk::Disks::size).map_err(Clone::clone),
-            io: io_containment(cgroups.as_ref(), disks.as_ref(), &config.limits.io),
+            io: host::io_containment(cgroups.as_ref(), disks.as_ref(), &config.limits.io),
             seccomp: seccomp.as_ref().map(drop).map_err(Clone::clone),
             network: network_check,
             images: if images.problems().is_empty() {
@@ -1102,24 +903,7 @@ impl LocalProvider {
             server_cgroup_caps,
         };
         if ready.is_ok() {
-            if let Err(why) = &containment.cgroups {
-                tracing::warn!(reason = %why, "local sandboxes run without cgroups: memory, processes and CPU are limited per process only");
-            }
-            if let Err(why) = &containment.disk_quota {
-                tracing::warn!(reason = %why, "local sandboxes have no disk quota");
-            }
-            if let Err(why) = &containment.io {
-                tracing::warn!(reason = %why, "local sandboxes have no disk bandwidth limit");
-            }
-            if let Err(why) = &containment.seccomp {
-                tracing::warn!(reason = %why, "local sandboxes run without a seccomp filter");
-            }
-            if let Err(why) = &containment.server_cgroup_caps {
-                tracing::warn!(reason = %why, "the server-wide memory and process caps of local sandboxes are not set here");
-            }
-            if let (Some(_), Err(why)) = (&config.network, &containment.network) {
-                tracing::warn!(reason = %why, "local sandboxes cannot have a network");
-            }
+            containment.warn_missing(config.network.is_some());
         }
         let mut caps = capabilities::with_images(images.any());
         caps.images = images.names();
@@ -1396,22 +1180,6 @@ const COMMAND_BACKSTOP: Duration = Duration::from_secs(60);
 /// sandbox, with its ids, stays until a retry).
 const KILL_PATIENCE: Duration = Duration::from_secs(10);
 
-/// How disk bandwidth is limited: on each sandbox's own loop device, through its cgroup.
-fn io_containment(
-    cgroups: std::result::Result<&cgroup::Cgroups, &String>,
-    disks: std::result::Result<&disk::Disks, &String>,
-    io: &IoLimits,
-) -> std::result::Result<String, String> {
-    if !io.any() {
-        return Err("no limit is configured (LocalLimits::io)".into());
-    }
-    let cgroups = cgroups.map_err(|why| format!("no cgroups: {why}"))?;
-    disks.map_err(|why| format!("sandboxes have no filesystem of their own: {why}"))?;
-    cgroups.io_controller().ok_or_else(|| {
-        "neither the cgroup v2 `io` nor the v1 `blkio` controller is available".to_owned()
-    })
-}
-
 /// Kills every process of sandbox `id` (its cgroup, and every process of its host ids
 /// whose root is the sandbox's) and waits until they are gone; removes its cgroup. The
 /// sandbox's metadata, and with it its ids, is removed only after this succeeds; and no id
@@ -1434,53 +1202,6 @@ fn end_processes(
         })?;
     }
     Ok(())
-}
-
-/// Starts an init over a scratch root and runs `true` in it once: sandboxes either work
-/// here or they do not. A seccomp filter that cannot be loaded here fails it too.
-fn probe(
-    store: &Store,
-    program: &InitProgram,
-    template: &Template,
-    as_root: bool,
-) -> std::result::Result<(), String> {
-    let why = |e: String| format!("sandboxes cannot run on this machine: {e}");
-    if !cfg!(target_os = "linux") {
-        return Err(why("not Linux".into()));
-    }
-    let ids = as_root.then_some(IdRange {
-        first: store::PROBE_UID,
-        count: IDS_PER_SANDBOX,
-    });
-    let root = store
-        .probe_root(ids.map(|r| r.first))
-        .map_err(|e| why(format!("cannot prepare the probe sandbox: {e}")))?;
-    let result = (|| {
-        let control = root.with_file_name(store::CONTROL);
-        let setup = template.setup(&root, ids, false, None, Some(control));
-        let init = Init::start(program, &setup, None)?;
-        let env = BTreeMap::new();
-        let run = Run {
-            command: "true",
-            cwd: WORKSPACE,
-            env: &env,
-            timeout: Duration::from_secs(20),
-            max_output_bytes: 4096,
-            cpu_seconds: 10,
-        };
-        match command::run(&init, &run, None) {
-            Ok(Outcome::Finished(out)) if out.exit_code == 0 => Ok(()),
-            Ok(Outcome::Finished(out)) => Err(format!(
-                "the probe command exited with {}: {}",
-                out.exit_code,
-                corral_provider::excerpt(&String::from_utf8_lossy(&out.stderr), 300)
-            )),
-            Ok(_) => Err("the probe command did not finish in 20 s".into()),
-            Err(RunError::InitGone { why: e, .. } | RunError::Failed(e)) => Err(e),
-        }
-    })();
-    store.remove_probe(&root);
-    result.map_err(|e| why(corral_provider::excerpt(&e, 300)))
 }
 
 fn check_exec(spec: &ExecSpec) -> Result<()> {
@@ -1508,44 +1229,6 @@ fn check_command(command: &str, env: &BTreeMap<String, String>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Files and directories under `dir` (recursively) that other users may not read but the
-/// server's uid or gid may: secrets such as `/etc/shadow` or private keys. When the server is
-/// not root, a sandbox runs as the server's uid and could read them through the read-only
-/// bind of `/etc`; they are masked (in every mode, so sandboxes look the same). Those of
-/// other owners stay unreadable inside anyway: the sandbox holds no capability over ids it
-/// does not map.
-fn unreadable_under(dir: &str) -> Vec<PathBuf> {
-    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-    let uid = rustix::process::geteuid().as_raw();
-    let gid = rustix::process::getegid().as_raw();
-    let mut out = Vec::new();
-    let mut stack = vec![PathBuf::from(dir)];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.path().symlink_metadata() else {
-                continue;
-            };
-            let mode = meta.permissions().mode();
-            let ours = meta.uid() == uid || meta.gid() == gid;
-            if meta.is_dir() {
-                if mode & 0o005 != 0o005 {
-                    if ours {
-                        out.push(entry.path());
-                    }
-                } else {
-                    stack.push(entry.path());
-                }
-            } else if meta.is_file() && mode & 0o004 == 0 && ours {
-                out.push(entry.path());
-            }
-        }
-    }
-    out
 }
 
 #[async_trait]
