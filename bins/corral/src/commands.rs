@@ -177,8 +177,14 @@ async fn serve(listen: Option<String>, storage: Storage) -> Outcome {
         "connection caps and request log"
     );
     tracing::info!(origins = ?settings.mcp_allowed_origins, "/mcp allowed origins");
-    let bound = server::bind(&settings.listen, workers, state, settings.http.clone())
-        .map_err(|e| CommandError(format!("cannot listen on {}: {e}", settings.listen)))?;
+    let bound = server::bind(
+        &settings.listen,
+        workers,
+        state,
+        settings.http.clone(),
+        &settings.mcp_allowed_origins,
+    )
+    .map_err(|e| CommandError(format!("cannot listen on {}: {e}", settings.listen)))?;
     for addr in &bound.addrs {
         println!("corral: listening on http://{addr}");
     }

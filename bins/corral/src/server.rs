@@ -76,15 +76,17 @@ pub fn app(
 }
 
 /// Binds `listen` and builds the HTTP server for [`app`] (see `corral_web::listen::bind`),
-/// under the edge's limits `http`.
+/// under the edge's limits `http`, `/mcp` accepting the browser origins `mcp_origins`.
 pub fn bind(
     listen: &str,
     workers: usize,
     state: AppState,
     http: corral_web::edge::EdgeConfig,
+    mcp_origins: &[String],
 ) -> std::io::Result<Bound> {
     let edge = corral_web::edge::Edge::new(http);
-    corral_web::listen::bind(listen, workers, state, corral_console::configure, edge)
+    let mcp = corral_web::mcp_origin::McpOrigins::new(mcp_origins);
+    corral_web::listen::bind(listen, workers, state, corral_console::configure, edge, mcp)
 }
 
 /// This binary's provenance (its build script sets the commit and the time).

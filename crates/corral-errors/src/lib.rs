@@ -127,6 +127,8 @@ error_codes! {
     LegalUnavailable = ("legal_unavailable", retryable: true, http: 503),
     /// Inbound email webhook signature or payload invalid.
     InvalidEmailWebhook = ("invalid_email_webhook", retryable: false, http: 400),
+    /// A browser `Origin` the endpoint does not allow (`/mcp`: DNS rebinding protection).
+    OriginNotAllowed = ("origin_not_allowed", retryable: false, http: 403),
 }
 
 impl ErrorCode {

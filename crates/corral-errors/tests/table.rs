@@ -45,12 +45,14 @@ const TABLE: &[(&str, bool, u16)] = &[
     ("legal_not_found", false, 404),
     ("legal_unavailable", true, 503),
     ("invalid_email_webhook", false, 400),
+    ("origin_not_allowed", false, 403),
 ];
 
 #[test]
-fn the_table_has_exactly_the_thirty_four_codes_of_set_v3_and_the_three_lifecycle_codes() {
-    assert_eq!(TABLE.len(), 37);
-    assert_eq!(ErrorCode::ALL.len(), 37);
+fn the_table_has_exactly_the_thirty_four_codes_of_set_v3_the_three_lifecycle_codes_and_origin_not_allowed()
+ {
+    assert_eq!(TABLE.len(), 38);
+    assert_eq!(ErrorCode::ALL.len(), 38);
     let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
     let pinned: Vec<&str> = TABLE.iter().map(|r| r.0).collect();
     assert_eq!(codes, pinned);

@@ -14,14 +14,18 @@
 //! `{"error": {"code", "message", "requestId", "retryable"}}` with the v3 code, so an agent
 //! reads and reacts to it; protocol errors are left to malformed JSON-RPC.
 //!
-//! # Why the tools call the API through `corral_client::Client`
-//! Every tool is one or a few calls of [`corral_client::Client`], never of the use cases
-//! directly. Authentication, per-key rate limits, body limits, provider checks and
-//! idempotency (a `sandbox_create`, `snapshot_create`, `sandbox_fork` or `command_start`
-//! carries an `Idempotency-Key` reused by the client's retries) are then exactly the HTTP
-//! API's, with no second path to keep in step, and the same crate serves a local agent
-//! (stdio, against any Corral URL) and the server's own `/mcp` (which points the client at
-//! its own listener with the caller's key: one loopback hop, ~1 ms, for that guarantee).
+//! # Backends: one set of tools, two ways to reach the use cases
+//! Every tool is one or a few calls of a [`Backend`], the sandbox API's operations as one
+//! project's caller. [`HttpBackend`] calls a Corral server over HTTP with
+//! [`corral_client::Client`] (the stdio server beside an agent, against any Corral URL: a
+//! `sandbox_create`, `snapshot_create`, `sandbox_fork` or `command_start` carries an
+//! `Idempotency-Key` reused by the client's retries). The server's own `/mcp` implements
+//! [`Backend`] in `corral-web` over the use cases (`corral-service`) with the caller the route
+//! authenticated and admitted: no HTTP hop and no second authentication, so MCP users do not
+//! share one loopback address's connection cap, and a tool call is checked and limited as
+//! the API call it stands for (the same use case, the same project scope). This crate knows
+//! neither actix nor the service: the tool definitions and their dispatch are shared, the
+//! way to the use cases is not.
 //!
 //! # Transports
 //! - stdio: [`serve_stdio`] (the binary's `corral mcp`).
@@ -35,6 +39,7 @@
 //!   (the tools send no notifications), every answer complete when the handler returns. Long
 //!   commands fit this because `command_output` is a cursor read, not a stream.
 
+pub mod backend;
 pub mod tools;
 
 use std::sync::Arc;
@@ -46,48 +51,8 @@ use rmcp::ServiceExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+pub use backend::{Answer, Backend, HttpBackend};
 pub use tools::{CorralTools, ToolError};
-
-/// Where a server's own `/mcp` sends its tools' API calls: its own listener, over one shared
-/// connection pool, each call with the key of the caller the route authenticated.
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    /// `None` when the pool could not be built (no TLS backend to initialize): each call
-    /// then builds its own client, which reports that failure as an error.
-    http: Option<reqwest::Client>,
-    base: String,
-}
-
-impl Upstream {
-    /// The API at `addr`, the address a listener is bound to (an unspecified address,
-    /// `0.0.0.0` or `::`, is reached on the loopback of its family).
-    pub fn at(addr: std::net::SocketAddr) -> Self {
-        let ip = match addr.ip() {
-            std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
-                std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
-            }
-            std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
-                std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
-            }
-            ip => ip,
-        };
-        let base = format!("http://{}", std::net::SocketAddr::new(ip, addr.port()));
-        let http = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(10))
-            .user_agent(concat!("corral-mcp/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .ok();
-        Self { http, base }
-    }
-
-    /// A client of this API with `api_key`.
-    pub fn client(&self, api_key: &str) -> Result<Client, corral_client::Error> {
-        match &self.http {
-            Some(http) => Client::with_http(http.clone(), &self.base, api_key),
-            None => Client::new(&self.base, api_key),
-        }
-    }
-}
 
 /// Why the stdio server stopped with an error.
 #[derive(Debug)]
@@ -103,7 +68,7 @@ impl std::error::Error for ServeError {}
 
 /// Serves the tools over stdin/stdout until the client closes the stream.
 pub async fn serve_stdio(client: Client) -> Result<(), ServeError> {
-    let running = CorralTools::new(client)
+    let running = CorralTools::over_http(client)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ServeError(format!("MCP initialization failed: {e}")))?;
@@ -129,11 +94,11 @@ pub struct HttpAnswer {
     pub body: Bytes,
 }
 
-/// Answers one streamable-HTTP exchange (`method`, the request `headers` and `body`) with the
-/// tools over `client`, in rmcp's stateless JSON-response mode. `client` carries the caller's
-/// key, so each tool call is authenticated and limited as the caller's own API call.
+/// Answers one streamable-HTTP exchange (`method`, the request `headers` and `body`) with
+/// `tools`, in rmcp's stateless JSON-response mode. `tools` act as one caller (the server's
+/// `/mcp` gives them the caller it authenticated).
 pub async fn handle_http(
-    client: Client,
+    tools: CorralTools,
     method: &str,
     headers: &[(String, String)],
     body: Bytes,
@@ -148,7 +113,7 @@ pub async fn handle_http(
         // `/mcp` is reached at the server's public name and every request carries a key.
         .disable_allowed_hosts();
     let service = StreamableHttpService::new(
-        move || Ok(CorralTools::new(client.clone())),
+        move || Ok(tools.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -1,6 +1,7 @@
 //! The tools: inputs (schemars schemas), structured outputs and the v3 error as a tool error.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -21,6 +22,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::backend::{Backend, HttpBackend};
+
 /// What each stream of `command_run` keeps at most (the rest is left out, `truncated`).
 const RUN_OUTPUT_CAP: usize = 1024 * 1024;
 /// `command_run`'s default and largest bound.
@@ -28,6 +31,8 @@ const RUN_DEFAULT_SECONDS: u64 = 60;
 const RUN_MAX_SECONDS: u64 = 600;
 /// How long `command_output` may wait for new output at most.
 const OUTPUT_MAX_WAIT_SECONDS: u64 = 30;
+/// One long poll of `command_run`'s wait for the end (the API caps `?wait=` at 60 s).
+const WAIT_STEP: Duration = Duration::from_secs(30);
 /// Between two reads of a quiet command's output while waiting.
 const OUTPUT_POLL: Duration = Duration::from_millis(200);
 
@@ -528,21 +533,33 @@ impl Collected {
     }
 }
 
-/// Corral's tools over one API client. Cheap to clone.
-#[derive(Debug, Clone)]
+/// Corral's tools over one [`Backend`] (one project's caller). Cheap to clone.
+#[derive(Clone)]
 pub struct CorralTools {
-    client: Client,
+    backend: Arc<dyn Backend>,
     tool_router: ToolRouter<Self>,
+}
+
+impl std::fmt::Debug for CorralTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CorralTools").finish_non_exhaustive()
+    }
 }
 
 #[tool_router]
 impl CorralTools {
-    /// The tools over `client` (its URL and key decide which server and project).
-    pub fn new(client: Client) -> Self {
+    /// The tools over `backend` (which decides the server, or process, and the project).
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
         Self {
-            client,
+            backend,
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// The tools over a Corral server's HTTP API (`client`'s URL and key decide which server
+    /// and project).
+    pub fn over_http(client: Client) -> Self {
+        Self::new(Arc::new(HttpBackend(client)))
     }
 
     /// The names of every tool, in listing order.
@@ -559,7 +576,7 @@ impl CorralTools {
         description = "List the configured sandbox providers with their capabilities (timeouts, signals, file and command support)."
     )]
     async fn providers_list(&self) -> Result<Json<ProvidersOut>, ToolError> {
-        let catalog = self.client.providers().await?;
+        let catalog = self.backend.providers().await?;
         Ok(Json(ProvidersOut {
             providers: catalog.providers.iter().map(to_value).collect(),
         }))
@@ -594,7 +611,7 @@ impl CorralTools {
         };
         let request =
             request.with_lifecycle(input.auto_resume.unwrap_or(false), input.idle_stop_seconds);
-        let sandbox = self.client.create_sandbox(&request).await?;
+        let sandbox = self.backend.create_sandbox(request).await?;
         Ok(Json(SandboxOut {
             sandbox: to_value(&sandbox),
         }))
@@ -607,8 +624,8 @@ impl CorralTools {
         Parameters(input): Parameters<ListIn>,
     ) -> Result<Json<SandboxListOut>, ToolError> {
         let page = self
-            .client
-            .list_sandboxes(input.cursor.as_deref(), input.limit)
+            .backend
+            .list_sandboxes(input.cursor, input.limit)
             .await?;
         Ok(Json(SandboxListOut {
             sandboxes: page.items.iter().map(to_value).collect(),
@@ -623,8 +640,8 @@ impl CorralTools {
         Parameters(input): Parameters<SandboxIn>,
     ) -> Result<Json<SandboxOut>, ToolError> {
         let sandbox = self
-            .client
-            .get_sandbox(&sandbox_id(&input.sandbox_id)?)
+            .backend
+            .get_sandbox(sandbox_id(&input.sandbox_id)?)
             .await?;
         Ok(Json(SandboxOut {
             sandbox: to_value(&sandbox),
@@ -640,8 +657,8 @@ impl CorralTools {
         Parameters(input): Parameters<SandboxIn>,
     ) -> Result<Json<SandboxOut>, ToolError> {
         let sandbox = self
-            .client
-            .delete_sandbox(&sandbox_id(&input.sandbox_id)?)
+            .backend
+            .delete_sandbox(sandbox_id(&input.sandbox_id)?)
             .await?;
         Ok(Json(SandboxOut {
             sandbox: to_value(&sandbox),
@@ -657,8 +674,8 @@ impl CorralTools {
         Parameters(input): Parameters<SandboxIn>,
     ) -> Result<Json<SandboxOut>, ToolError> {
         let sandbox = self
-            .client
-            .stop_sandbox(&sandbox_id(&input.sandbox_id)?)
+            .backend
+            .stop_sandbox(sandbox_id(&input.sandbox_id)?)
             .await?;
         Ok(Json(SandboxOut {
             sandbox: to_value(&sandbox),
@@ -674,8 +691,8 @@ impl CorralTools {
         Parameters(input): Parameters<SandboxIn>,
     ) -> Result<Json<SandboxOut>, ToolError> {
         let sandbox = self
-            .client
-            .resume_sandbox(&sandbox_id(&input.sandbox_id)?)
+            .backend
+            .resume_sandbox(sandbox_id(&input.sandbox_id)?)
             .await?;
         Ok(Json(SandboxOut {
             sandbox: to_value(&sandbox),
@@ -694,7 +711,7 @@ impl CorralTools {
         let fork = ForkInput { count: input.count };
         fork.count()
             .map_err(|e| ToolError::invalid(e.to_string()))?;
-        let forked = self.client.fork_sandbox(&id, &fork).await?;
+        let forked = self.backend.fork_sandbox(id, fork).await?;
         Ok(Json(ForkOut {
             snapshot_id: forked.snapshot_id.to_string(),
             sandboxes: forked.sandboxes.iter().map(to_value).collect(),
@@ -713,7 +730,7 @@ impl CorralTools {
         let body = CreateSnapshotInput { name: input.name };
         body.validate()
             .map_err(|e| ToolError::invalid(e.to_string()))?;
-        let snapshot = self.client.create_snapshot(&id, &body).await?;
+        let snapshot = self.backend.create_snapshot(id, body).await?;
         Ok(Json(SnapshotOut {
             snapshot: to_value(&snapshot),
         }))
@@ -728,8 +745,8 @@ impl CorralTools {
         Parameters(input): Parameters<ListIn>,
     ) -> Result<Json<SnapshotListOut>, ToolError> {
         let page = self
-            .client
-            .list_snapshots(input.cursor.as_deref(), input.limit)
+            .backend
+            .list_snapshots(input.cursor, input.limit)
             .await?;
         Ok(Json(SnapshotListOut {
             snapshots: page.items.iter().map(to_value).collect(),
@@ -744,8 +761,8 @@ impl CorralTools {
         Parameters(input): Parameters<SnapshotIn>,
     ) -> Result<Json<SnapshotOut>, ToolError> {
         let snapshot = self
-            .client
-            .delete_snapshot(&snapshot_id(&input.snapshot_id)?)
+            .backend
+            .delete_snapshot(snapshot_id(&input.snapshot_id)?)
             .await?;
         Ok(Json(SnapshotOut {
             snapshot: to_value(&snapshot),
@@ -768,13 +785,13 @@ impl CorralTools {
             )));
         }
         let command = self
-            .client
-            .start_command(&id, &input.start_input(Some(bound)))
+            .backend
+            .start_command(id, input.start_input(Some(bound)))
             .await?;
         // The server kills the command at `bound`; the extra grace covers its reaping.
         let waited = tokio::time::timeout(
             Duration::from_secs(bound + 30),
-            self.client.wait_command(&id, &command.id),
+            self.wait_command(&id, &command.id),
         )
         .await;
         let ended = match waited {
@@ -794,7 +811,7 @@ impl CorralTools {
         let mut out = Collected::default();
         let mut after = 0;
         loop {
-            let page = self.client.output_page(&id, &command.id, after).await?;
+            let page = self.backend.output_page(id, command.id, after).await?;
             let (next, done, empty) = (page.next_after, page.done, page.events.is_empty());
             out.add(page.events, RUN_OUTPUT_CAP);
             if done || empty || next == after {
@@ -822,8 +839,8 @@ impl CorralTools {
     ) -> Result<Json<StartOut>, ToolError> {
         let id = sandbox_id(&input.sandbox_id)?;
         let command = self
-            .client
-            .start_command(&id, &input.start_input(input.timeout_seconds))
+            .backend
+            .start_command(id, input.start_input(input.timeout_seconds))
             .await?;
         Ok(Json(StartOut {
             command_id: command.id.to_string(),
@@ -852,7 +869,7 @@ impl CorralTools {
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
         let page = loop {
-            let page = self.client.output_page(&id, &cmd, after).await?;
+            let page = self.backend.output_page(id, cmd, after).await?;
             if !page.events.is_empty() || page.done || tokio::time::Instant::now() >= deadline {
                 break page;
             }
@@ -888,11 +905,11 @@ impl CorralTools {
         let id = sandbox_id(&input.sandbox_id)?;
         let cmd = command_id(&input.command_id)?;
         let command = self
-            .client
+            .backend
             .signal_command(
-                &id,
-                &cmd,
-                &SignalInput {
+                id,
+                cmd,
+                SignalInput {
                     signal: input.signal.into(),
                 },
             )
@@ -912,10 +929,10 @@ impl CorralTools {
     ) -> Result<Json<ReadOut>, ToolError> {
         let id = sandbox_id(&input.sandbox_id)?;
         let result = self
-            .client
+            .backend
             .read_file(
-                &id,
-                &ReadFileInput {
+                id,
+                ReadFileInput {
                     path: input.path,
                     encoding: input.encoding.map(Into::into),
                 },
@@ -941,10 +958,10 @@ impl CorralTools {
     ) -> Result<Json<WriteOut>, ToolError> {
         let id = sandbox_id(&input.sandbox_id)?;
         let result = self
-            .client
+            .backend
             .write_file(
-                &id,
-                &WriteFileInput {
+                id,
+                WriteFileInput {
                     path: input.path,
                     content: input.content,
                     encoding: input.encoding.map(Into::into),
@@ -955,6 +972,23 @@ impl CorralTools {
             path: result.path,
             bytes_written: result.bytes_written,
         }))
+    }
+}
+
+impl CorralTools {
+    /// Waits until the command ends (the API's long poll, [`WAIT_STEP`] at a time), and
+    /// answers it.
+    async fn wait_command(
+        &self,
+        id: &SandboxId,
+        cmd: &CommandId,
+    ) -> Result<corral_domain::Command, ToolError> {
+        loop {
+            let c = self.backend.command(*id, *cmd, Some(WAIT_STEP)).await?;
+            if c.state.is_final() {
+                return Ok(c);
+            }
+        }
     }
 }
 
@@ -980,7 +1014,7 @@ mod tests {
 
     #[test]
     fn every_tool_is_listed_with_an_object_input_schema_and_an_output_schema() {
-        let tools = CorralTools::new(Client::new("http://127.0.0.1:9", "k").unwrap());
+        let tools = CorralTools::over_http(Client::new("http://127.0.0.1:9", "k").unwrap());
         let listed = tools.tool_router.list_all();
         let mut names: Vec<_> = listed.iter().map(|t| t.name.to_string()).collect();
         names.sort();
@@ -1072,7 +1106,7 @@ mod tests {
         let client = Client::new("http://127.0.0.1:9", "crl_x_y")
             .unwrap()
             .with_retry(corral_client::RetryPolicy::none());
-        let tools = CorralTools::new(client);
+        let tools = CorralTools::over_http(client);
         let Err(err) = tools.providers_list().await else {
             panic!("an unreachable server answered");
         };
@@ -1089,7 +1123,7 @@ mod tests {
 
     #[test]
     fn the_lifecycle_tools_describe_their_inputs() {
-        let tools = CorralTools::new(Client::new("http://127.0.0.1:9", "k").unwrap());
+        let tools = CorralTools::over_http(Client::new("http://127.0.0.1:9", "k").unwrap());
         let listed = tools.tool_router.list_all();
         let schema = |name: &str| {
             listed
@@ -1124,7 +1158,7 @@ mod tests {
     async fn lifecycle_input_is_refused_before_any_call() {
         // Nothing listens on port 9: a call that reached the network would answer
         // `provider_unavailable`, so `invalid_request` proves the tool refused first.
-        let tools = CorralTools::new(
+        let tools = CorralTools::over_http(
             Client::new("http://127.0.0.1:9", "k")
                 .unwrap()
                 .with_retry(corral_client::RetryPolicy::none()),
@@ -1254,7 +1288,7 @@ mod tests {
             json!({"sandboxId": SBX, "snapshotId": SNP, "sandboxes": [sandbox_json(copy), sandbox_json(copy)]}),
         )
         .await;
-        let tools = CorralTools::new(Client::new(&base, "crl_k").unwrap());
+        let tools = CorralTools::over_http(Client::new(&base, "crl_k").unwrap());
         let Json(out) = tools
             .sandbox_fork(Parameters(ForkIn {
                 sandbox_id: SBX.into(),
@@ -1286,7 +1320,7 @@ mod tests {
             "req_1",
         );
         let (base, request) = answer_once(404, serde_json::to_value(envelope).unwrap()).await;
-        let tools = CorralTools::new(Client::new(&base, "crl_k").unwrap());
+        let tools = CorralTools::over_http(Client::new(&base, "crl_k").unwrap());
         let Err(err) = tools
             .snapshot_delete(Parameters(SnapshotIn {
                 snapshot_id: SNP.into(),
@@ -1307,7 +1341,7 @@ mod tests {
 
     #[tokio::test]
     async fn malformed_ids_are_refused_before_any_call() {
-        let tools = CorralTools::new(Client::new("http://127.0.0.1:9", "k").unwrap());
+        let tools = CorralTools::over_http(Client::new("http://127.0.0.1:9", "k").unwrap());
         let Err(err) = tools
             .sandbox_get(Parameters(SandboxIn {
                 sandbox_id: "not an id".into(),

@@ -21,7 +21,8 @@
 //! deps` rejects a module import circle):
 //! `state`, `request_log` (which requests get a log line), `edge` (connection caps, body
 //! deadlines, trusted proxies), `reply` (the one reply/error kernel), `doc` (error responses in the document),
-//! `head_guard` (pure framing) → `extract`, `session` → `sandbox`, `control`, `mcp`, `e2b` (the handlers)
+//! `head_guard` (pure framing) → `extract`, `session`, `mcp_origin` → `sandbox`, `control`, `e2b`
+//! (the handlers) → `mcp_backend` (the MCP tools over the use cases) → `mcp`
 //! → `api` (the operation list) → `openapi` → `ops`, `middleware` → `app` → `listen`.
 //!
 //! Routing decisions the spec leaves open: an unknown path answers 404 and a known path with
@@ -42,6 +43,8 @@ pub mod head_guard;
 mod lifecycle;
 pub mod listen;
 mod mcp;
+mod mcp_backend;
+pub mod mcp_origin;
 mod middleware;
 pub mod openapi;
 mod ops;

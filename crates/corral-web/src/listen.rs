@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::app::{Mount, app};
 use crate::edge::{Edge, Slot};
 use crate::head_guard::GuardedStream;
+use crate::mcp_origin::McpOrigins;
 use crate::state::AppState;
 
 /// The listen backlog `actix_web::HttpServer` uses.
@@ -38,13 +39,14 @@ pub struct Bound {
 /// Each connection is first counted by `edge` ([`Edge::admit`]): one over a connection cap
 /// is closed at accept, before a byte is read; the others hold their place until they close.
 /// `edge` is also in the app data, for the body deadlines, the client address and
-/// `/metrics`.
+/// `/metrics`; so is `mcp`, the browser origins `/mcp` accepts besides the public URL's.
 pub fn bind(
     listen: &str,
     workers: usize,
     state: AppState,
     mount: Mount,
     edge: Arc<Edge>,
+    mcp: McpOrigins,
 ) -> io::Result<Bound> {
     use actix_http::{HttpService, KeepAlive, Protocol, error::DispatchError};
     use actix_service::{ServiceFactoryExt as _, fn_service, map_config};
@@ -69,7 +71,8 @@ pub fn bind(
     for listener in listeners {
         let addr = listener.local_addr()?;
         addrs.push(addr);
-        let (state, shutdown, edge) = (state.clone(), shutdown.clone(), edge.clone());
+        let (state, shutdown, edge, mcp) =
+            (state.clone(), shutdown.clone(), edge.clone(), mcp.clone());
         builder = builder.listen(format!("corral-{addr}"), listener, move || {
             let shutdown = shutdown.clone();
             let http = HttpService::build()
@@ -85,10 +88,10 @@ pub fn bind(
                 // Nothing in Corral reads the app config's host or address (no
                 // `connection_info`, `url_for` or `app_config`), so the stable default serves
                 // rather than the semver-exempt constructor `HttpServer` uses.
-                // `/mcp`'s tools call the API on this very listener (`crate::mcp`).
+                // `/mcp`'s allowed browser origins (`crate::mcp_origin`).
                 .finish(map_config(
                     app(state.clone(), mount)
-                        .app_data(actix_web::web::Data::new(corral_mcp::Upstream::at(addr)))
+                        .app_data(actix_web::web::Data::new(mcp.clone()))
                         .app_data(actix_web::web::Data::from(edge.clone())),
                     |()| AppConfig::default(),
                 ));

@@ -1,23 +1,30 @@
 //! `POST /mcp`: the MCP server over streamable HTTP (`corral-mcp`), on the API's listener.
 //!
-//! The route authenticates and admits the caller exactly as every API operation does (the
-//! project API key as `Authorization: Bearer`; never the console's cookie), reads the
-//! JSON-RPC message under the API's largest body limit, and hands it to `corral-mcp`, whose
-//! rmcp service answers it statelessly with JSON. The tools then call the API on this
-//! listener with the caller's key (`corral_mcp::Upstream`, set by [`crate::listen::bind`]), so
-//! each tool call is authenticated, rate-limited and idempotent as the API call it is. Why a
-//! route and not a second listener or a tower adapter: `corral-mcp`'s crate docs.
+//! The route first checks the browser `Origin` ([`crate::mcp_origin`]), then authenticates
+//! and admits the caller exactly as every API operation does (the project API key as
+//! `Authorization: Bearer`; never the console's cookie), reads the JSON-RPC message under the
+//! API's largest body limit, and hands it to `corral-mcp`, whose rmcp service answers it
+//! statelessly with JSON. The tools call the use cases in this process as that caller
+//! ([`crate::mcp_backend::InProcess`]): no HTTP request back to this listener, no second
+//! authentication, the same use cases, project scope and v3 codes as the API. Why a route and
+//! not a second listener or a tower adapter: `corral-mcp`'s crate docs.
 
-use actix_web::http::{StatusCode, header};
+use std::sync::Arc;
+
+use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, post, web};
 use corral_errors::ErrorCode;
 use corral_service::error::ServiceError;
 
 use crate::doc::errors;
 use crate::extract::{Authenticated, BodyLimit, Json};
-use crate::reply::{Reply, fail};
+use crate::mcp_backend::InProcess;
+use crate::mcp_origin::AllowedOrigin;
+use crate::reply::{Reply, fail, request_id};
+use crate::state::AppState;
 
 errors!(McpErrors: &[
+    ErrorCode::OriginNotAllowed,
     ErrorCode::InvalidRequest,
     ErrorCode::MissingApiKey,
     ErrorCode::AuthenticationError,
@@ -62,26 +69,15 @@ const FORWARDED: [&str; 4] = [
 #[post("/mcp")]
 pub(crate) async fn call_mcp(
     req: HttpRequest,
-    _caller: Authenticated,
+    // First: a foreign origin is refused before the key is read.
+    _origin: AllowedOrigin,
+    caller: Authenticated,
     body: Json<serde_json::Value, McpBody>,
-    upstream: Option<web::Data<corral_mcp::Upstream>>,
+    state: web::Data<AppState>,
 ) -> Reply {
-    let Some(upstream) = upstream else {
-        return Err(fail(&req)(ServiceError::internal(
-            "MCP is served only on a bound listener",
-        )));
-    };
-    // `Authenticated` has checked the header is a valid `Bearer` key.
-    let key = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().split_once(' '))
-        .map(|(_, key)| key.trim().to_owned())
-        .unwrap_or_default();
-    let client = upstream
-        .client(&key)
-        .map_err(|e| fail(&req)(ServiceError::internal(e.to_string())))?;
+    let Authenticated(caller, key_id) = caller;
+    let backend = InProcess::new(state, caller, key_id, request_id(&req));
+    let tools = corral_mcp::CorralTools::new(Arc::new(backend));
     let headers: Vec<(String, String)> = FORWARDED
         .iter()
         .filter_map(|name| {
@@ -89,8 +85,9 @@ pub(crate) async fn call_mcp(
             Some(((*name).to_owned(), value.to_owned()))
         })
         .collect();
+    // A `serde_json::Value` always serializes.
     let bytes = serde_json::to_vec(&body.0).unwrap_or_default();
-    let answer = corral_mcp::handle_http(client, "POST", &headers, bytes.into()).await;
+    let answer = corral_mcp::handle_http(tools, "POST", &headers, bytes.into()).await;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     if status.is_client_error() || status.is_server_error() {
         // rmcp's own refusals (wrong `Accept`, an unknown protocol version, …) are plain

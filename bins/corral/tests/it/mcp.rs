@@ -3,13 +3,14 @@
 //! `corral mcp` on stdio. The official Python SDK's journey on `local` is `cargo xtask mcp`.
 
 use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::IpAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::serve::{Server, create_project, set_default_profile, start};
+use crate::serve::{Server, cli, create_project, set_default_profile, start};
 
 const PROVIDER_KEY: &str = "mcp-morph-key";
 
@@ -17,12 +18,22 @@ struct World {
     _tmp: tempfile::TempDir,
     _morph: corral_provider_morph::fake::Fake,
     server: Server,
+    /// The first project's key (`default`).
     key: String,
+    /// Every project's key, in the order asked for (`default` first).
+    keys: Vec<String>,
     http: reqwest::Client,
 }
 
 impl World {
     async fn new() -> Self {
+        Self::with("", &["default"]).await
+    }
+
+    /// A server over Morph's fake with `extra` configuration, and the projects `names`
+    /// (`default` first), each with its own key and Morph profile.
+    async fn with(extra: &str, names: &[&str]) -> Self {
+        const VAR: &str = "CORRAL_TEST_PROFILE_CREDENTIAL";
         let tmp = tempfile::tempdir().unwrap();
         let data = tmp.path().join("data");
         let morph = corral_provider_morph::fake::Fake::start_with_key(PROVIDER_KEY).await;
@@ -30,56 +41,64 @@ impl World {
         std::fs::write(
             &config,
             format!(
-                "[providers]\nenabled = [\"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n",
+                "[providers]\nenabled = [\"morph\"]\n[providers.morph]\nbase_url = \"{}\"\n{extra}",
                 morph.base_url()
             ),
         )
         .unwrap();
         let url = format!("sqlite://{}", data.join("corral.db").display());
-        let key = create_project(&data, &url, "default").1;
-        set_default_profile(&data, "morph", PROVIDER_KEY, &["--database-url", &url]);
+        let mut keys = Vec::new();
+        for name in names {
+            keys.push(create_project(&data, &url, name).1);
+            if *name == "default" {
+                set_default_profile(&data, "morph", PROVIDER_KEY, &["--database-url", &url]);
+            } else {
+                cli(
+                    &data,
+                    &[
+                        "profile",
+                        "set",
+                        "--project",
+                        name,
+                        "--provider",
+                        "morph",
+                        "--credential-env",
+                        VAR,
+                        "--database-url",
+                        &url,
+                    ],
+                    &[(VAR, PROVIDER_KEY)],
+                );
+            }
+        }
         let server = start(&data, &config, 1);
         Self {
             _tmp: tmp,
             _morph: morph,
             server,
-            key,
+            key: keys[0].clone(),
+            keys,
             http: reqwest::Client::new(),
         }
     }
 
     /// One JSON-RPC request to `/mcp` with `key` (none: no `Authorization`).
     async fn post(&self, key: Option<&str>, body: &Value) -> (StatusCode, Value) {
-        let mut req = self
-            .http
-            .post(format!("{}/mcp", self.server.base))
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18")
-            .json(body);
-        if let Some(key) = key {
-            req = req.bearer_auth(key);
-        }
-        let resp = req.send().await.unwrap();
-        let status = resp.status();
-        let text = resp.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        rpc(&self.http, &self.server.base, key, None, body)
+            .await
+            .unwrap()
     }
 
     /// `tools/call`: the structured content and whether it is a tool error.
     async fn call(&self, name: &str, arguments: Value) -> (Value, bool) {
-        let (status, answer) = self
-            .post(
-                Some(&self.key),
-                &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                        "params": {"name": name, "arguments": arguments}}),
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{name}: {answer}");
-        let result = &answer["result"];
-        (
-            result["structuredContent"].clone(),
-            result["isError"] == json!(true),
-        )
+        self.call_as(&self.key, name, arguments).await
+    }
+
+    /// [`World::call`] with `key`.
+    async fn call_as(&self, key: &str, name: &str, arguments: Value) -> (Value, bool) {
+        tool(&self.http, &self.server.base, key, name, arguments)
+            .await
+            .unwrap()
     }
 
     async fn ok(&self, name: &str, arguments: Value) -> Value {
@@ -87,6 +106,93 @@ impl World {
         assert!(!is_error, "{name} failed: {content}");
         content
     }
+
+    /// A new Morph sandbox of the project of `key`, once it is running: its id.
+    async fn running_sandbox(&self, key: &str) -> String {
+        let (created, is_error) = self
+            .call_as(
+                key,
+                "sandbox_create",
+                json!({"provider": "morph", "image": "snapshot_mcp"}),
+            )
+            .await;
+        assert!(!is_error, "{created}");
+        let sid = created["sandbox"]["id"].as_str().unwrap().to_owned();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (got, is_error) = self
+                .call_as(key, "sandbox_get", json!({"sandboxId": sid}))
+                .await;
+            assert!(!is_error, "{got}");
+            if got["sandbox"]["status"] == "running" {
+                return sid;
+            }
+            assert!(Instant::now() < deadline, "never running: {got}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// One JSON-RPC request to `base`'s `/mcp` with `key` (none: no `Authorization`) and
+/// `origin` (none: no `Origin`); a transport failure is `Err`.
+async fn rpc(
+    http: &reqwest::Client,
+    base: &str,
+    key: Option<&str>,
+    origin: Option<&str>,
+    body: &Value,
+) -> Result<(StatusCode, Value), String> {
+    let mut req = http
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(body);
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    if let Some(origin) = origin {
+        req = req.header("origin", origin);
+    }
+    let resp = req.send().await.map_err(|e| format!("{e:?}"))?;
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| format!("{e:?}"))?;
+    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+}
+
+/// `tools/call` of `name` with `key`: the structured content and whether it is a tool
+/// error; anything but a 200 JSON-RPC answer is `Err`.
+async fn tool(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    name: &str,
+    arguments: Value,
+) -> Result<(Value, bool), String> {
+    let (status, answer) = rpc(
+        http,
+        base,
+        Some(key),
+        None,
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}),
+    )
+    .await?;
+    if status != StatusCode::OK {
+        return Err(format!("{name}: {status} {answer}"));
+    }
+    let result = &answer["result"];
+    Ok((
+        result["structuredContent"].clone(),
+        result["isError"] == json!(true),
+    ))
+}
+
+/// A client whose connections come from `127.0.0.<n>`.
+fn client_from(n: u8) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(IpAddr::from([127, 0, 0, n]))
+        .build()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -252,4 +358,226 @@ async fn corral_mcp_serves_the_tools_on_stdio() {
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "corral mcp exited {status}");
+}
+
+/// Issue 34, finding 2: `/mcp`'s tools once called the API over a loopback connection each,
+/// so every MCP user shared 127.0.0.1's per-address connection cap: one project's long
+/// `command_run` calls held it full, and another project's MCP call and `/healthz` from
+/// 127.0.0.1 were refused. In process, a tool call takes no connection but its caller's own.
+#[tokio::test]
+async fn one_projects_long_mcp_calls_leave_another_projects_calls_and_healthz_served() {
+    const CAP: usize = 3;
+    let w = World::with(
+        &format!("[http]\nmax_connections_per_address = {CAP}\n"),
+        &["default", "other"],
+    )
+    .await;
+    let (a, b) = (w.keys[0].clone(), w.keys[1].clone());
+    let base = w.server.base.clone();
+    let sa = w.running_sandbox(&a).await;
+    let sb = w.running_sandbox(&b).await;
+    let (from_a, from_b, from_loopback) = (client_from(2), client_from(3), client_from(1));
+
+    // Project A: as many long `command_run` calls at once as its address may hold.
+    let long: Vec<_> = (0..CAP)
+        .map(|_| {
+            let (http, base, key, sid) = (from_a.clone(), base.clone(), a.clone(), sa.clone());
+            tokio::spawn(async move {
+                tool(
+                    &http,
+                    &base,
+                    &key,
+                    "command_run",
+                    json!({"sandboxId": sid, "command": "sleep 8; echo done", "timeoutSeconds": 30}),
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // Meanwhile project B's call, from an address of its own, and `/healthz` from 127.0.0.1.
+    let started = Instant::now();
+    let ran = tool(
+        &from_b,
+        &base,
+        &b,
+        "command_run",
+        json!({"sandboxId": sb, "command": "echo b", "timeoutSeconds": 20}),
+    )
+    .await;
+    let (content, is_error) = ran.expect("project B's MCP call failed");
+    assert!(!is_error, "project B's MCP call failed: {content}");
+    assert_eq!(content["stdout"], "b\n", "{content}");
+    let health = from_loopback
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .expect("/healthz from 127.0.0.1 was refused");
+    assert_eq!(health.status(), StatusCode::OK);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "B waited for A: {:?}",
+        started.elapsed()
+    );
+
+    for call in long {
+        let (content, is_error) = call.await.unwrap().expect("project A's MCP call failed");
+        assert!(!is_error, "{content}");
+        assert_eq!(content["stdout"], "done\n", "{content}");
+    }
+    for (key, sid) in [(&a, &sa), (&b, &sb)] {
+        let (gone, is_error) = w
+            .call_as(key, "sandbox_delete", json!({"sandboxId": sid}))
+            .await;
+        assert!(!is_error, "{gone}");
+    }
+}
+
+/// The MCP transport's DNS-rebinding rule: a browser `Origin` other than the public URL's or
+/// one configured is refused (403, the envelope, before the key is read); no `Origin` (an
+/// agent, a CLI) and an allowed one are served.
+#[tokio::test]
+async fn mcp_refuses_a_foreign_origin_and_serves_an_allowed_one_or_none() {
+    let w = World::with(
+        "[control]\npublic_url = \"https://corral.example.com\"\n\
+         [mcp]\nallowed_origins = [\"http://localhost:6274\"]\n",
+        &["default"],
+    )
+    .await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "it", "version": "0"}}});
+    let base = &w.server.base;
+    for (key, origin) in [
+        (Some(w.key.as_str()), "https://evil.example"),
+        (Some(w.key.as_str()), "http://localhost:6275"),
+        (Some(w.key.as_str()), "null"),
+        // Refused before authentication: no key, still 403.
+        (None, "https://evil.example"),
+    ] {
+        let (status, body) = rpc(&w.http, base, key, Some(origin), &init).await.unwrap();
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin}: {body}");
+        assert_eq!(body["error"]["code"], "origin_not_allowed", "{body}");
+        assert_eq!(body["error"]["retryable"], false, "{body}");
+        assert!(
+            body["error"]["requestId"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("req_")),
+            "{body}"
+        );
+    }
+    for origin in [
+        None,
+        Some("http://localhost:6274"),
+        Some("https://corral.example.com"),
+    ] {
+        let (status, body) = rpc(&w.http, base, Some(&w.key), origin, &init)
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{origin:?}: {body}");
+        assert_eq!(body["result"]["serverInfo"]["name"], "corral", "{body}");
+    }
+}
+
+/// Issue 34's test gap: one project's key cannot reach another project's sandboxes or
+/// commands through `/mcp`: every tool on them answers `sandbox_not_found`, as for an id
+/// that names nothing, and leaves them as they were.
+#[tokio::test]
+async fn a_projects_key_cannot_reach_another_projects_sandboxes_or_commands_through_mcp() {
+    let w = World::with("", &["default", "other"]).await;
+    let (a, b) = (w.keys[0].clone(), w.keys[1].clone());
+    let sid = w.running_sandbox(&a).await;
+    // Morph's fake runs commands on this host: a directory of the sandbox's own.
+    let dir = w
+        .ok(
+            "command_run",
+            json!({"sandboxId": sid, "command": "mktemp -d"}),
+        )
+        .await;
+    let dir = dir["stdout"].as_str().unwrap().trim().to_owned();
+    let path = format!("{dir}/secret.txt");
+    let written = w
+        .ok(
+            "file_write",
+            json!({"sandboxId": sid, "path": path, "content": "A's"}),
+        )
+        .await;
+    assert_eq!(written["bytesWritten"], 3, "{written}");
+    let started = w
+        .ok(
+            "command_start",
+            json!({"sandboxId": sid, "command": "sleep 30"}),
+        )
+        .await;
+    let cmd = started["commandId"].as_str().unwrap().to_owned();
+
+    let attempts = [
+        ("sandbox_get", json!({"sandboxId": sid})),
+        (
+            "command_run",
+            json!({"sandboxId": sid, "command": "echo B"}),
+        ),
+        (
+            "command_start",
+            json!({"sandboxId": sid, "command": "echo B"}),
+        ),
+        (
+            "command_output",
+            json!({"sandboxId": sid, "commandId": cmd}),
+        ),
+        (
+            "command_signal",
+            json!({"sandboxId": sid, "commandId": cmd, "signal": "KILL"}),
+        ),
+        ("file_read", json!({"sandboxId": sid, "path": path})),
+        (
+            "file_write",
+            json!({"sandboxId": sid, "path": path, "content": "B's"}),
+        ),
+        ("sandbox_stop", json!({"sandboxId": sid})),
+        ("snapshot_create", json!({"sandboxId": sid})),
+        ("sandbox_fork", json!({"sandboxId": sid})),
+        ("sandbox_delete", json!({"sandboxId": sid})),
+    ];
+    for (name, arguments) in attempts {
+        let (content, is_error) = w.call_as(&b, name, arguments).await;
+        assert!(is_error, "{name} reached A's sandbox: {content}");
+        assert_eq!(
+            content["error"]["code"], "sandbox_not_found",
+            "{name}: {content}"
+        );
+    }
+    let (listed, is_error) = w.call_as(&b, "sandbox_list", json!({})).await;
+    assert!(!is_error, "{listed}");
+    assert_eq!(listed["sandboxes"], json!([]), "{listed}");
+
+    // A's sandbox, file and command are as they were.
+    let got = w.ok("sandbox_get", json!({"sandboxId": sid})).await;
+    assert_eq!(got["sandbox"]["status"], "running", "{got}");
+    let read = w
+        .ok("file_read", json!({"sandboxId": sid, "path": path}))
+        .await;
+    assert_eq!(read["content"], "A's", "{read}");
+    let output = w
+        .ok(
+            "command_output",
+            json!({"sandboxId": sid, "commandId": cmd}),
+        )
+        .await;
+    assert_eq!(
+        output["exited"], false,
+        "B's signal reached A's command: {output}"
+    );
+    w.ok(
+        "command_signal",
+        json!({"sandboxId": sid, "commandId": cmd, "signal": "KILL"}),
+    )
+    .await;
+    w.ok(
+        "command_run",
+        json!({"sandboxId": sid, "command": format!("rm -r {dir}")}),
+    )
+    .await;
+    w.ok("sandbox_delete", json!({"sandboxId": sid})).await;
 }
