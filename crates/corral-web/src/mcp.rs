@@ -56,9 +56,18 @@ const FORWARDED: [&str; 4] = [
 /// MCP streamable-HTTP transport sends it (`Accept: application/json, text/event-stream`);
 /// the answer is the JSON-RPC response (200), or nothing for a notification (202). A tool's
 /// failure is a successful JSON-RPC answer with `isError: true` and the v3 code in its
-/// structured content. docs/mcp.md lists the tools.
+/// structured content. A browser `Origin` other than the server's public URL's or one of
+/// `[mcp] allowed_origins` is refused with 403 `origin_not_allowed` (DNS rebinding
+/// protection, as the MCP transport requires); a request without `Origin` is served.
+/// docs/mcp.md lists the tools.
 #[utoipa::path(
     operation_id = "callMcp", tag = "mcp",
+    params(
+        ("Accept" = String, Header, pattern = "application/json.*text/event-stream|text/event-stream.*application/json",
+            example = "application/json, text/event-stream",
+            description = "Must list both `application/json` and `text/event-stream` (the MCP streamable-HTTP transport); otherwise 400 `invalid_request`."),
+        ("Origin" = Option<String>, Header, nullable = false,
+            description = "Sent by browsers: must be the server's public URL's origin or one of `[mcp] allowed_origins`, else 403 `origin_not_allowed`. Absent for agents and other non-browser clients.")),
     request_body(content = Object, content_type = "application/json",
         description = "A JSON-RPC 2.0 message of the MCP protocol. At most 7 MiB."),
     responses(
