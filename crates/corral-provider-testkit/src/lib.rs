@@ -23,8 +23,10 @@ pub mod fake;
 pub mod faults;
 pub mod harness;
 pub mod held;
+pub mod helpers;
 pub mod host_shell;
 pub mod lifecycle;
+pub mod plumbing;
 pub mod spy;
 
 use std::collections::BTreeMap;

@@ -29,6 +29,7 @@ pub mod files_via_exec;
 pub mod net;
 mod output;
 pub mod shell;
+pub mod tags;
 
 use async_trait::async_trait;
 use corral_domain::{
