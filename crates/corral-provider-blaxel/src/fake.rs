@@ -53,6 +53,7 @@ use corral_provider_http::HttpConfig;
 use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
 use corral_provider_testkit::harness::Harness;
+use corral_provider_testkit::plumbing::{self, copy_tree, locked};
 use serde_json::{Value, json};
 
 /// The API key the fake accepts.
@@ -94,11 +95,6 @@ struct Shared {
 
 type St = State<Arc<Shared>>;
 
-#[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().expect("fake lock")
-}
-
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, axum::Json(json!({ "error": message.into() }))).into_response()
 }
@@ -108,10 +104,7 @@ fn bad(message: impl Into<String>) -> Response {
 }
 
 async fn auth(State(shared): St, headers: HeaderMap, req: Request, next: Next) -> Response {
-    let key = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let key = plumbing::bearer(&headers);
     if key != Some(shared.api_key.as_str()) {
         return (
             StatusCode::UNAUTHORIZED,
@@ -131,13 +124,8 @@ async fn auth(State(shared): St, headers: HeaderMap, req: Request, next: Next) -
 
 /// Whether `body` (an object) has only `allowed` keys; the offending key otherwise.
 fn only(body: &Value, allowed: &[&str]) -> Result<(), String> {
-    match body.as_object() {
-        Some(o) => match o.keys().find(|k| !allowed.contains(&k.as_str())) {
-            Some(k) => Err(format!("unknown field `{k}`")),
-            None => Ok(()),
-        },
-        None => Err("expected a JSON object".into()),
-    }
+    let o = body.as_object().ok_or("expected a JSON object")?;
+    plumbing::unknown_field(o, allowed).map_or(Ok(()), |k| Err(format!("unknown field `{k}`")))
 }
 
 fn valid_name(name: &str) -> bool {
@@ -284,21 +272,6 @@ async fn delete_sandbox(State(shared): St, Path(name): Path<String>) -> Response
     }
 }
 
-/// Copies the directory `from` into the existing directory `to`, attributes kept.
-fn copy_dir(from: &FsPath, to: &FsPath) -> Result<(), String> {
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from.join("."))
-        .arg(to)
-        .status()
-        .map_err(|e| format!("cannot run cp: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("cp -a failed: {status}"))
-    }
-}
-
 /// `POST /v0/sandboxes/{name}/snapshots {name?}`: the sandbox's directory is copied now (what
 /// is written later is not in it); the snapshot is `pending` until first listed, then
 /// `ready`.
@@ -319,8 +292,8 @@ async fn create_snapshot(State(shared): St, Path(name): Path<String>, body: Byte
     let Ok(copy) = tempfile::tempdir() else {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "no temp dir");
     };
-    if let Err(e) = copy_dir(&dir, copy.path()) {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, e);
+    if let Err(e) = copy_tree(&dir, copy.path()) {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     }
     let n = shared.next.fetch_add(1, Ordering::Relaxed);
     let mut snapshot = json!({
@@ -425,8 +398,8 @@ async fn fork_sandbox(State(shared): St, Path(source): Path<String>, body: Bytes
         if snap.body["status"] != "ready" {
             return bad(format!("snapshot {snapshot_id} is not ready"));
         }
-        if let Err(e) = copy_dir(snap.dir.path(), dir.path()) {
-            return error(StatusCode::INTERNAL_SERVER_ERROR, e);
+        if let Err(e) = copy_tree(snap.dir.path(), dir.path()) {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
         }
     }
     let n = shared.next.fetch_add(1, Ordering::Relaxed);

@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -54,6 +54,7 @@ use serde_json::{Value, json};
 
 use crate::BridgeConfig;
 use crate::api::{self, codes};
+use corral_provider_testkit::plumbing::{self, copy_tree, locked as lock};
 
 /// The bridge key the fake accepts.
 pub const API_KEY: &str = "bridge_fake_key_0123";
@@ -135,10 +136,6 @@ type St = State<Arc<Shared>>;
 
 type Answer<T> = Result<T, Response>;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
@@ -155,10 +152,7 @@ fn invalid(message: impl Into<String>) -> Response {
 }
 
 async fn auth(State(shared): St, headers: HeaderMap, req: Request, next: Next) -> Response {
-    let key = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let key = plumbing::bearer(&headers);
     if key == Some(shared.api_key.as_str()) {
         next.run(req).await
     } else {
@@ -240,28 +234,6 @@ fn internal(e: impl std::fmt::Display) -> Response {
         codes::EXEC_ERROR,
         e.to_string(),
     )
-}
-
-/// Copies the tree at `from` into the existing directory `to` (files, directories, symbolic
-/// links as links); answers the bytes of the files copied.
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<u64> {
-    let mut bytes = 0;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
-        } else if kind.is_dir() {
-            std::fs::create_dir(&dst)?;
-            std::fs::set_permissions(&dst, std::fs::metadata(&src)?.permissions())?;
-            bytes += copy_tree(&src, &dst)?;
-        } else if kind.is_file() {
-            bytes += std::fs::copy(&src, &dst)?;
-        }
-        // Sockets and FIFOs (a command wrapper's stdin) are not files to keep.
-    }
-    Ok(bytes)
 }
 
 /// A new temporary directory holding a copy of `from`, and the bytes copied.

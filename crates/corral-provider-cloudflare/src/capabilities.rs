@@ -71,11 +71,3 @@ pub(crate) fn capabilities() -> ProviderCapabilities {
         },
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn capabilities_pass_the_spec_invariants() {
-        super::capabilities().check().unwrap();
-    }
-}

@@ -88,11 +88,3 @@ pub fn capabilities() -> ProviderCapabilities {
         },
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn capabilities_pass_the_spec_invariants() {
-        super::capabilities().check().unwrap();
-    }
-}

@@ -12,12 +12,6 @@ use corral_provider_http::{
 use crate::api;
 
 use crate::P;
-/// Label carrying Corral's operation id.
-pub(crate) const OPERATION_LABEL: &str = "corral-operation-id";
-/// The label carrying the Corral deployment that made the sandbox (the reaper's tag).
-pub(crate) const DEPLOYMENT_LABEL: &str = "corral-deployment";
-/// The label carrying the Corral project the sandbox was made for.
-pub(crate) const PROJECT_LABEL: &str = "corral-project";
 /// Page size of label listings, and how many pages a lookup reads at most.
 const PAGE_LIMIT: &str = "100";
 const MAX_PAGES: usize = 10;

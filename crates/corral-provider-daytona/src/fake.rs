@@ -62,6 +62,7 @@ use corral_provider_testkit::host_shell::{RunOutcome, run_command};
 use serde_json::{Value, json};
 
 use crate::DaytonaConfig;
+use corral_provider_testkit::plumbing::{self, copy_tree, resolve};
 
 struct Sandbox {
     name: String,
@@ -503,7 +504,7 @@ async fn snapshot_sandbox(
         );
     }
     let dir = tempfile::tempdir().expect("temp dir");
-    copy_dir(s.dir.path(), dir.path()).expect("copy the sandbox");
+    copy_tree(s.dir.path(), dir.path()).expect("copy the sandbox");
     let warmup = inner.warmup.load(Ordering::SeqCst).max(1);
     if !s.stopped {
         s.snapshotting = warmup;
@@ -588,24 +589,6 @@ async fn delete_snapshot(
         Some(_) => StatusCode::OK.into_response(),
         None => snapshot_not_found(&id),
     }
-}
-
-/// Copies a directory tree (files, directories, symbolic links as links).
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
 }
 
 fn record(inner: &Inner, id: &str, s: &Sandbox, state: &str) -> Value {
@@ -718,7 +701,7 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
                 format!("Snapshot {snapshot} is pending"),
             );
         }
-        copy_dir(snap.dir.path(), dir.path()).expect("copy the snapshot");
+        copy_tree(snap.dir.path(), dir.path()).expect("copy the snapshot");
     }
     let n = inner.next.fetch_add(1, Ordering::SeqCst);
     let id = format!("5f1c0b7e-0000-4000-8000-{n:012}");
@@ -905,14 +888,6 @@ fn sandbox_dir(inner: &Inner, headers: &HeaderMap, id: &str) -> Result<PathBuf, 
         return Err(error(StatusCode::BAD_REQUEST, "Sandbox is not running"));
     }
     Ok(s.dir.path().to_owned())
-}
-
-fn resolve(home: &std::path::Path, path: &str) -> PathBuf {
-    if path.starts_with('/') {
-        PathBuf::from(path)
-    } else {
-        home.join(path)
-    }
 }
 
 async fn execute(
@@ -1137,10 +1112,7 @@ const STDOUT_PREFIX: &[u8] = b"\x01\x01\x01";
 const STDERR_PREFIX: &[u8] = b"\x02\x02\x02";
 
 fn json_object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => Ok(m),
-        _ => Err(error(StatusCode::BAD_REQUEST, "invalid request body")),
-    }
+    plumbing::object(body).ok_or_else(|| error(StatusCode::BAD_REQUEST, "invalid request body"))
 }
 
 fn optional_bool(m: &serde_json::Map<String, Value>, key: &str) -> Result<bool, Response> {

@@ -56,7 +56,7 @@ mod commands;
 pub mod fake;
 mod map;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -74,7 +74,10 @@ use corral_provider::{
 use corral_provider_http::{HttpConfig, ProviderHttp, TrustedHosts, TrustedUrl, read_file_body};
 use futures::stream::{self, StreamExt as _};
 
-use crate::client::{Client, DEPLOYMENT_LABEL, OPERATION_LABEL, PROJECT_LABEL, toolbox_base};
+use crate::client::{Client, toolbox_base};
+
+/// The labels Corral stamps on sandboxes (Daytona labels take dashes).
+const TAGS: corral_provider::tags::TagKeys = corral_provider::tags::DASHED;
 pub use crate::commands::session_id;
 
 pub(crate) const P: Provider = Provider::Daytona;
@@ -203,7 +206,7 @@ impl DaytonaProvider {
         let body = api::CreateSandbox {
             name: Some(name.clone()),
             snapshot,
-            labels: labels(ctx, &spec.operation_id),
+            labels: TAGS.stamp(ctx, &spec.operation_id),
             auto_stop_interval: Some(auto_stop_minutes(spec)),
         };
         let created = match self.client.create_sandbox(ctx, &body).await? {
@@ -212,7 +215,7 @@ impl DaytonaProvider {
                 // The name (the operation id) is taken: an earlier attempt of this very
                 // operation made it, unless its label says otherwise.
                 let existing = self.client.get_sandbox(ctx, &name).await?;
-                if existing.labels.get(OPERATION_LABEL) != Some(&name) {
+                if existing.labels.get(TAGS.operation_id) != Some(&name) {
                     return Err(ProviderError::InvalidRequest {
                         provider: P,
                         message: format!(
@@ -249,7 +252,7 @@ impl DaytonaProvider {
             status,
             operation_id: sandbox
                 .labels
-                .get(OPERATION_LABEL)
+                .get(TAGS.operation_id)
                 .and_then(|v| v.parse().ok()),
         }
     }
@@ -520,7 +523,7 @@ impl SandboxProvider for DaytonaProvider {
     ) -> Result<TaggedPage> {
         let listed = self
             .client
-            .list_page_by_label(ctx, DEPLOYMENT_LABEL, deployment, page)
+            .list_page_by_label(ctx, TAGS.deployment, deployment, page)
             .await?;
         Ok(TaggedPage {
             sandboxes: listed
@@ -528,7 +531,7 @@ impl SandboxProvider for DaytonaProvider {
                 .iter()
                 .map(|s| TaggedSandbox {
                     observed: self.observed(s),
-                    project: s.labels.get(PROJECT_LABEL).cloned(),
+                    project: s.labels.get(TAGS.project).cloned(),
                 })
                 .collect(),
             next: listed.next,
@@ -543,7 +546,7 @@ impl SandboxProvider for DaytonaProvider {
         let value = operation_id.to_string();
         let listed = self
             .client
-            .list_sandboxes_by_label(ctx, OPERATION_LABEL, &value)
+            .list_sandboxes_by_label(ctx, TAGS.operation_id, &value)
             .await?;
         // The label is checked again by the contract wrapper (`corral_provider::Contracted`).
         Ok(listed.iter().map(|s| self.observed(s)).collect())
@@ -729,19 +732,6 @@ impl SandboxProvider for DaytonaProvider {
             .and_then(|s| s.commands.into_iter().next())
             .map(|cmd| commands::handle(&sid, &cmd.id)))
     }
-}
-
-/// The labels every create carries: the operation id, and the deployment and project when the
-/// service named them.
-fn labels(ctx: &CallContext, operation_id: &OperationId) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::from([(OPERATION_LABEL.to_owned(), operation_id.to_string())]);
-    if let Some(d) = ctx.deployment() {
-        labels.insert(DEPLOYMENT_LABEL.to_owned(), d.to_owned());
-    }
-    if let Some(p) = ctx.project() {
-        labels.insert(PROJECT_LABEL.to_owned(), p.to_owned());
-    }
-    labels
 }
 
 #[cfg(test)]

@@ -14,15 +14,6 @@ use crate::api;
 use crate::P;
 /// The port envd listens on inside every sandbox.
 pub(crate) const ENVD_PORT: u16 = 49983;
-/// Metadata key carrying Corral's operation id.
-pub(crate) const OPERATION_KEY: &str = "corral_operation_id";
-/// The metadata key carrying the Corral deployment that made the sandbox (the reaper's tag).
-pub(crate) const DEPLOYMENT_KEY: &str = "corral_deployment";
-/// The metadata key carrying the Corral project the sandbox was made for.
-pub(crate) const PROJECT_KEY: &str = "corral_project";
-/// The metadata key carrying the lifetime (seconds) Corral asked for at create: a resume
-/// (`connect`, whose `timeout` is required) gives the sandbox that lifetime again.
-pub(crate) const TIMEOUT_KEY: &str = "corral_timeout";
 /// The control API's credential header.
 pub(crate) const API_KEY_AUTH: Auth = Auth::Header("X-API-Key");
 /// envd's per-sandbox token header.

@@ -29,7 +29,7 @@
 #![allow(clippy::result_large_err)] // Handlers return ready-made responses as errors.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,6 +54,7 @@ use serde_json::{Value, json};
 
 use crate::E2bConfig;
 use crate::connect::{self, END_STREAM};
+use corral_provider_testkit::plumbing::{copy_tree, resolve};
 
 /// The API key the fake accepts.
 pub const API_KEY: &str = "e2b_fake0123456789abcdef";
@@ -368,7 +369,7 @@ async fn create(State(inner): State<Shared>, headers: HeaderMap, body: Bytes) ->
         .split_once(':')
         .unwrap_or((template_id, "default"));
     if let Some(snap) = inner.snapshots.lock().unwrap().get(template) {
-        copy_dir(snap.dir.path(), dir.path()).expect("copy the snapshot");
+        copy_tree(snap.dir.path(), dir.path()).expect("copy the snapshot");
     }
     let secure = v.get("secure").and_then(Value::as_bool).unwrap_or(false);
     let envd_version = inner.envd_version.lock().unwrap().clone();
@@ -607,7 +608,7 @@ async fn snapshot(
         let Some(s) = sandboxes.get(&id).filter(|s| !s.paused) else {
             return no_sandbox(&id);
         };
-        copy_dir(s.dir.path(), dir.path()).expect("copy the sandbox");
+        copy_tree(s.dir.path(), dir.path()).expect("copy the sandbox");
     }
     let n = inner.next.fetch_add(1, Ordering::SeqCst);
     let template = format!("s{n:04}snap{}", std::process::id());
@@ -675,24 +676,6 @@ async fn delete_template(
         Some(_) => StatusCode::NO_CONTENT.into_response(),
         None => error(StatusCode::NOT_FOUND, format!("Template '{id}' not found")),
     }
-}
-
-/// Copies a directory tree (files, directories, symbolic links as links).
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
 }
 
 async fn list(
@@ -891,14 +874,6 @@ fn check_files_user(q: &HashMap<String, String>, envd: &Envd) -> Result<(), Resp
             StatusCode::UNAUTHORIZED,
             format!("error looking up user '{user}': user: unknown user {user}"),
         ))
-    }
-}
-
-fn resolve(home: &Path, path: &str) -> PathBuf {
-    if path.starts_with('/') {
-        PathBuf::from(path)
-    } else {
-        home.join(path)
     }
 }
 

@@ -58,7 +58,7 @@ pub mod fake;
 mod map;
 pub(crate) mod process;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -78,11 +78,12 @@ use corral_provider_http::{
 };
 use futures::StreamExt as _;
 
-use crate::client::{
-    API_KEY_AUTH, Client, DEPLOYMENT_KEY, Envd, OPERATION_KEY, PROJECT_KEY, TIMEOUT_KEY, envd_user,
-};
+use crate::client::{API_KEY_AUTH, Client, Envd, envd_user};
 
 pub(crate) const P: Provider = Provider::E2b;
+/// The metadata keys Corral stamps on sandboxes; `timeout` carries the lifetime (seconds) asked
+/// for at create, so a resume (`connect`, whose `timeout` is required) gives it again.
+const TAGS: corral_provider::tags::TagKeys = corral_provider::tags::UNDERSCORED;
 /// Largest single Connect message accepted from envd (its data events are far smaller).
 const MAX_STREAM_MESSAGE: usize = 4 * 1024 * 1024;
 /// Extra time the exec stream may take beyond the command's deadline, for envd to report it.
@@ -242,8 +243,8 @@ impl E2bProvider {
                 .or(spec.request.timeout())
                 .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS),
         )?;
-        let mut metadata = tags(ctx, &spec.operation_id);
-        metadata.insert(TIMEOUT_KEY.to_owned(), timeout.to_string());
+        let mut metadata = TAGS.stamp(ctx, &spec.operation_id);
+        metadata.insert(TAGS.timeout.to_owned(), timeout.to_string());
         let body = api::NewSandbox {
             template_id: template,
             timeout,
@@ -272,7 +273,7 @@ impl E2bProvider {
             operation_id: detail
                 .metadata
                 .as_ref()
-                .and_then(|m| m.get(OPERATION_KEY))
+                .and_then(|m| m.get(TAGS.operation_id))
                 .and_then(|v| v.parse().ok()),
         }
     }
@@ -569,7 +570,7 @@ impl SandboxProvider for E2bProvider {
         let timeout = detail
             .metadata
             .as_ref()
-            .and_then(|m| m.get(TIMEOUT_KEY))
+            .and_then(|m| m.get(TAGS.timeout))
             .and_then(|t| t.parse::<u64>().ok())
             .unwrap_or(capabilities::DEFAULT_TIMEOUT_SECONDS);
         let body = api::ConnectSandbox {
@@ -661,7 +662,7 @@ impl SandboxProvider for E2bProvider {
         deployment: &str,
         page: Option<&str>,
     ) -> Result<TaggedPage> {
-        let metadata = format!("{DEPLOYMENT_KEY}={deployment}");
+        let metadata = format!("{}={deployment}", TAGS.deployment);
         let listed = self
             .client
             .list_sandboxes_page(ctx, &metadata, page.map(str::to_owned))
@@ -675,7 +676,7 @@ impl SandboxProvider for E2bProvider {
                     project: d
                         .metadata
                         .as_ref()
-                        .and_then(|m| m.get(PROJECT_KEY))
+                        .and_then(|m| m.get(TAGS.project))
                         .cloned(),
                 })
                 .collect(),
@@ -688,7 +689,7 @@ impl SandboxProvider for E2bProvider {
         ctx: &CallContext,
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
-        let metadata = format!("{OPERATION_KEY}={operation_id}");
+        let metadata = format!("{}={operation_id}", TAGS.operation_id);
         let listed = collect_pages(MAX_LIST_PAGES, |next| {
             self.client.list_sandboxes_page(ctx, &metadata, next)
         })
@@ -906,19 +907,6 @@ fn ready_snapshot(info: api::SnapshotInfo) -> ObservedSnapshot {
         status: SnapshotStatus::Ready,
         size_bytes: None,
     }
-}
-
-/// The metadata every create carries: the operation id, and the deployment and project when
-/// the service named them.
-fn tags(ctx: &CallContext, operation_id: &OperationId) -> BTreeMap<String, String> {
-    let mut tags = BTreeMap::from([(OPERATION_KEY.to_owned(), operation_id.to_string())]);
-    if let Some(d) = ctx.deployment() {
-        tags.insert(DEPLOYMENT_KEY.to_owned(), d.to_owned());
-    }
-    if let Some(p) = ctx.project() {
-        tags.insert(PROJECT_KEY.to_owned(), p.to_owned());
-    }
-    tags
 }
 
 #[cfg(test)]

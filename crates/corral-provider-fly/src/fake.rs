@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -35,6 +35,7 @@ use corral_provider_http::HttpConfig;
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use corral_provider_testkit::plumbing::{self, locked};
 use serde_json::{Value, json};
 
 /// The API token the fake accepts.
@@ -57,11 +58,6 @@ struct Shared {
 
 type St = State<Arc<Shared>>;
 
-#[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().expect("fake lock")
-}
-
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, axum::Json(json!({ "error": message.into() }))).into_response()
 }
@@ -71,10 +67,7 @@ fn bad(message: impl Into<String>) -> Response {
 }
 
 async fn auth(State(shared): St, headers: HeaderMap, req: Request, next: Next) -> Response {
-    let token = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let token = plumbing::bearer(&headers);
     if token == Some(shared.token.as_str()) {
         next.run(req).await
     } else {
@@ -83,13 +76,11 @@ async fn auth(State(shared): St, headers: HeaderMap, req: Request, next: Next) -
 }
 
 fn only(body: &Value, what: &str, allowed: &[&str]) -> Result<(), String> {
-    match body.as_object() {
-        Some(o) => match o.keys().find(|k| !allowed.contains(&k.as_str())) {
-            Some(k) => Err(format!("{what}: unknown field `{k}`")),
-            None => Ok(()),
-        },
-        None => Err(format!("{what}: expected an object")),
-    }
+    let o = body
+        .as_object()
+        .ok_or_else(|| format!("{what}: expected an object"))?;
+    plumbing::unknown_field(o, allowed)
+        .map_or(Ok(()), |k| Err(format!("{what}: unknown field `{k}`")))
 }
 
 fn strings(v: &Value) -> bool {

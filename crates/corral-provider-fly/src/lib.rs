@@ -50,12 +50,8 @@ use corral_provider_http::{HttpConfig, ProviderHttp};
 
 /// The Machines API's base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.machines.dev/v1";
-/// The metadata key that carries Corral's operation id.
-pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
-/// The metadata key carrying the Corral deployment that made the machine (the reaper's tag).
-pub const DEPLOYMENT_METADATA_KEY: &str = "corral_deployment";
-/// The metadata key carrying the Corral project the machine was made for.
-pub const PROJECT_METADATA_KEY: &str = "corral_project";
+/// The metadata keys Corral stamps on machines.
+pub const TAGS: corral_provider::tags::TagKeys = corral_provider::tags::UNDERSCORED;
 /// Largest command sent to exec for file writes (chunked under it): one argv element reaches
 /// `sh -c`, and Linux caps a single argument at 128 KiB.
 pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
@@ -139,7 +135,7 @@ fn observed(app: &str, machine: api::Machine) -> ObservedSandbox {
         .config
         .as_ref()
         .and_then(|c| c.metadata.as_ref())
-        .and_then(|m| m.get(OPERATION_ID_METADATA_KEY))
+        .and_then(|m| m.get(TAGS.operation_id))
         .and_then(|s| s.parse::<OperationId>().ok());
     ObservedSandbox {
         status: map::status(&machine.state),
@@ -214,16 +210,10 @@ impl SandboxProvider for FlyProvider {
             region,
             config: api::MachineConfig {
                 image,
-                metadata: [
-                    Some((OPERATION_ID_METADATA_KEY, spec.operation_id.to_string())),
-                    ctx.deployment()
-                        .map(|d| (DEPLOYMENT_METADATA_KEY, d.to_owned())),
-                    ctx.project().map(|p| (PROJECT_METADATA_KEY, p.to_owned())),
-                ]
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect::<BTreeMap<_, _>>(),
+                metadata: TAGS
+                    .stamp(ctx, &spec.operation_id)
+                    .into_iter()
+                    .collect::<BTreeMap<_, _>>(),
                 init: (!self.config.init_exec.is_empty()).then(|| api::MachineInit {
                     exec: self.config.init_exec.clone(),
                 }),
@@ -324,7 +314,7 @@ impl SandboxProvider for FlyProvider {
         };
         let machines = match self
             .client
-            .list_machines(ctx, app, DEPLOYMENT_METADATA_KEY, deployment)
+            .list_machines(ctx, app, TAGS.deployment, deployment)
             .await
         {
             Ok(m) => m,
@@ -340,7 +330,7 @@ impl SandboxProvider for FlyProvider {
                         .config
                         .as_ref()
                         .and_then(|c| c.metadata.as_ref())
-                        .and_then(|md| md.get(PROJECT_METADATA_KEY))
+                        .and_then(|md| md.get(TAGS.project))
                         .cloned(),
                     observed: observed(app, m),
                 })
@@ -359,7 +349,7 @@ impl SandboxProvider for FlyProvider {
         for app in self.search_apps(ctx) {
             let machines = match self
                 .client
-                .list_machines(ctx, &app, OPERATION_ID_METADATA_KEY, &wanted)
+                .list_machines(ctx, &app, TAGS.operation_id, &wanted)
                 .await
             {
                 Ok(m) => m,
@@ -377,11 +367,6 @@ impl SandboxProvider for FlyProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn capabilities_pass_the_spec_invariants() {
-        capabilities::capabilities().check().unwrap();
-    }
 
     #[test]
     fn the_configuration_table_is_read_strictly() {

@@ -35,6 +35,7 @@ use corral_provider_http::HttpConfig;
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::harness::Harness;
 use corral_provider_testkit::host_shell::{RunOutcome, run_command};
+use corral_provider_testkit::plumbing::copy_tree;
 use serde_json::{Value, json};
 
 struct FakeInstance {
@@ -284,24 +285,6 @@ async fn exec(State(shared): St, Path(id): Path<String>, body: Bytes) -> Respons
 #[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
 fn lock_snapshots(shared: &Shared) -> std::sync::MutexGuard<'_, HashMap<String, FakeSnapshot>> {
     shared.snapshots.lock().expect("snapshots lock")
-}
-
-/// Copies the tree at `from` into the existing directory `to` (files, directories, links).
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            std::fs::create_dir(&dst)?;
-            copy_tree(&src, &dst)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
-    Ok(())
 }
 
 /// `POST /instance/{id}/pause`: synchronous; a paused instance is answered unchanged.

@@ -57,16 +57,10 @@ pub use api::TtlAction;
 
 /// Morph's public API base URL.
 pub const DEFAULT_BASE_URL: &str = "https://cloud.morph.so/api";
+/// The metadata keys Corral stamps on instances and snapshots.
+pub const TAGS: corral_provider::tags::TagKeys = corral_provider::tags::UNDERSCORED;
 /// The metadata key that carries Corral's operation id.
-pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
-/// The metadata key carrying Corral's snapshot id on a snapshot.
-pub const SNAPSHOT_ID_METADATA_KEY: &str = "corral_snapshot_id";
-/// The metadata key carrying the snapshot's name, when the client gave one.
-pub const SNAPSHOT_NAME_METADATA_KEY: &str = "corral_snapshot_name";
-/// The metadata key carrying the Corral deployment that made the instance (the reaper's tag).
-pub const DEPLOYMENT_METADATA_KEY: &str = "corral_deployment";
-/// The metadata key carrying the Corral project the instance was made for.
-pub const PROJECT_METADATA_KEY: &str = "corral_project";
+pub const OPERATION_ID_METADATA_KEY: &str = TAGS.operation_id;
 /// Largest command line sent to exec for file writes (they are chunked under it). The line
 /// reaches the instance's shell as one argument, and Linux caps one argument at 128 KiB
 /// (`MAX_ARG_STRLEN`); 64 KiB stays well under that and keeps each request small.
@@ -129,7 +123,7 @@ impl Adapter for MorphProvider {
 fn observed(instance: api::Instance) -> ObservedSandbox {
     let operation_id = instance
         .metadata
-        .get(OPERATION_ID_METADATA_KEY)
+        .get(TAGS.operation_id)
         .and_then(|s| s.parse::<OperationId>().ok());
     ObservedSandbox {
         status: map::status(&instance.status),
@@ -190,18 +184,8 @@ impl MorphProvider {
         spec: &CreateSpec,
         snapshot_id: &str,
     ) -> Result<ObservedSandbox> {
-        let mut metadata = BTreeMap::from([(
-            OPERATION_ID_METADATA_KEY.to_owned(),
-            spec.operation_id.to_string(),
-        )]);
-        if let Some(d) = ctx.deployment() {
-            metadata.insert(DEPLOYMENT_METADATA_KEY.to_owned(), d.to_owned());
-        }
-        if let Some(p) = ctx.project() {
-            metadata.insert(PROJECT_METADATA_KEY.to_owned(), p.to_owned());
-        }
         let body = api::StartInstanceRequest {
-            metadata,
+            metadata: TAGS.stamp(ctx, &spec.operation_id),
             ttl_seconds: spec.timeout_seconds,
             // Explicit, although it is Morph's default: Corral's lifetime ends the sandbox.
             ttl_action: spec.timeout_seconds.map(|_| api::TtlAction::Stop),
@@ -325,12 +309,10 @@ impl SandboxProvider for MorphProvider {
         native_id: &str,
         spec: &SnapshotSpec,
     ) -> Result<ObservedSnapshot> {
-        let mut metadata = BTreeMap::from([(
-            SNAPSHOT_ID_METADATA_KEY.to_owned(),
-            spec.snapshot_id.to_string(),
-        )]);
+        let mut metadata =
+            BTreeMap::from([(TAGS.snapshot_id.to_owned(), spec.snapshot_id.to_string())]);
         if let Some(name) = &spec.name {
-            metadata.insert(SNAPSHOT_NAME_METADATA_KEY.to_owned(), name.clone());
+            metadata.insert(TAGS.snapshot_name.to_owned(), name.clone());
         }
         let body = api::SnapshotInstanceRequest { metadata };
         let snapshot = self.client.snapshot_instance(ctx, native_id, &body).await?;
@@ -369,17 +351,14 @@ impl SandboxProvider for MorphProvider {
         }
         let list = self
             .client
-            .list_instances(
-                ctx,
-                &[(DEPLOYMENT_METADATA_KEY.to_owned(), deployment.to_owned())],
-            )
+            .list_instances(ctx, &[(TAGS.deployment.to_owned(), deployment.to_owned())])
             .await?;
         Ok(TaggedPage {
             sandboxes: list
                 .data
                 .into_iter()
                 .map(|i| TaggedSandbox {
-                    project: i.metadata.get(PROJECT_METADATA_KEY).cloned(),
+                    project: i.metadata.get(TAGS.project).cloned(),
                     observed: observed(i),
                 })
                 .collect(),
@@ -395,7 +374,7 @@ impl SandboxProvider for MorphProvider {
         let wanted = operation_id.to_string();
         let list = self
             .client
-            .list_instances(ctx, &[(OPERATION_ID_METADATA_KEY.to_owned(), wanted)])
+            .list_instances(ctx, &[(TAGS.operation_id.to_owned(), wanted)])
             .await?;
         // The tag is checked again by the contract wrapper (`corral_provider::Contracted`).
         Ok(list.data.into_iter().map(observed).collect())
@@ -405,11 +384,6 @@ impl SandboxProvider for MorphProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn capabilities_pass_the_spec_invariants() {
-        capabilities::capabilities().check().unwrap();
-    }
 
     #[test]
     fn exec_argv_applies_cwd_env_and_a_whole_second_deadline() {

@@ -50,6 +50,7 @@ use corral_provider_http::HttpConfig;
 use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::{FakeServer, parse_multipart};
 use corral_provider_testkit::harness::Harness;
+use corral_provider_testkit::plumbing::{self, copy_tree, resolve};
 use serde_json::{Value, json};
 
 /// The API key [`Fake`] accepts.
@@ -223,15 +224,12 @@ fn json_body(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
 }
 
 fn only_fields(map: &serde_json::Map<String, Value>, allowed: &[&str]) -> Result<(), Response> {
-    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(bad(format!("Unrecognized field \"{k}\""))),
-        None => Ok(()),
-    }
+    plumbing::unknown_field(map, allowed)
+        .map_or(Ok(()), |k| Err(bad(format!("Unrecognized field \"{k}\""))))
 }
 
 fn string_map(v: &Value) -> bool {
-    v.as_object()
-        .is_some_and(|m| m.values().all(Value::is_string))
+    plumbing::string_map(v).is_some()
 }
 
 async fn create(State(fake): State<Api>, body: Bytes) -> Response {
@@ -416,24 +414,6 @@ fn idle_policy(lifecycle: &Value) -> Result<Option<(u64, String)>, Response> {
         Some(action @ ("suspend" | "shutdown")) => Ok(Some((secs, action.to_owned()))),
         _ => Err(bad("on_idle is required: shutdown or suspend")),
     }
-}
-
-/// Copies the tree at `from` into the existing directory `to` (files, directories, links).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            std::fs::create_dir(&dst)?;
-            copy_tree(&src, &dst)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
-    Ok(())
 }
 
 /// The bytes of the files under `dir`.
@@ -1096,15 +1076,6 @@ fn updates(
         axum::body::Body::from_stream(events),
     )
         .into_response()
-}
-
-fn resolve(home: &Path, path: &str) -> PathBuf {
-    let p = Path::new(path);
-    if p.is_absolute() {
-        p.to_owned()
-    } else {
-        home.join(p)
-    }
 }
 
 async fn download_file(

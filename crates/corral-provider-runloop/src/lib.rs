@@ -87,14 +87,8 @@ use crate::commands::{EXIT_WAIT_SECONDS, STREAM_LIMIT, StdinCounts};
 
 pub use crate::commands::command_uuid;
 
-/// The metadata key holding Corral's operation id on a devbox.
-pub const OPERATION_ID_METADATA_KEY: &str = "corral_operation_id";
-/// The metadata key holding Corral's snapshot id on a disk snapshot.
-pub const SNAPSHOT_ID_METADATA_KEY: &str = "corral_snapshot_id";
-/// The metadata key carrying the Corral deployment that made the devbox (the reaper's tag).
-pub const DEPLOYMENT_METADATA_KEY: &str = "corral_deployment";
-/// The metadata key carrying the Corral project the devbox was made for.
-pub const PROJECT_METADATA_KEY: &str = "corral_project";
+/// The metadata keys Corral stamps on devboxes and disk snapshots.
+pub const TAGS: corral_provider::tags::TagKeys = corral_provider::tags::UNDERSCORED;
 /// Runloop's public API.
 pub const DEFAULT_BASE_URL: &str = "https://api.runloop.ai";
 
@@ -162,7 +156,7 @@ fn observed(view: DevboxView) -> ObservedSandbox {
         status: map::status(&view.status, view.shutdown_reason.as_deref()),
         operation_id: view
             .metadata
-            .get(OPERATION_ID_METADATA_KEY)
+            .get(TAGS.operation_id)
             .and_then(|s| s.parse().ok()),
         native_id: view.id,
     }
@@ -207,18 +201,7 @@ impl RunloopProvider {
             blueprint_id,
             blueprint_name,
             snapshot_id: snapshot.map(str::to_owned),
-            metadata: Some(
-                [
-                    Some((OPERATION_ID_METADATA_KEY, op)),
-                    ctx.deployment()
-                        .map(|d| (DEPLOYMENT_METADATA_KEY, d.to_owned())),
-                    ctx.project().map(|p| (PROJECT_METADATA_KEY, p.to_owned())),
-                ]
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
-            ),
+            metadata: Some(TAGS.stamp(ctx, &spec.operation_id).into_iter().collect()),
             launch_parameters: Some(LaunchParameters {
                 keep_alive_time_seconds: Some(
                     spec.timeout_seconds
@@ -464,11 +447,9 @@ impl SandboxProvider for RunloopProvider {
             sandboxes: listed
                 .devboxes
                 .into_iter()
-                .filter(|d| {
-                    d.metadata.get(DEPLOYMENT_METADATA_KEY).map(String::as_str) == Some(deployment)
-                })
+                .filter(|d| d.metadata.get(TAGS.deployment).map(String::as_str) == Some(deployment))
                 .map(|d| TaggedSandbox {
-                    project: d.metadata.get(PROJECT_METADATA_KEY).cloned(),
+                    project: d.metadata.get(TAGS.project).cloned(),
                     observed: observed(d),
                 })
                 .collect(),
@@ -514,13 +495,7 @@ impl SandboxProvider for RunloopProvider {
                     .clone()
                     .unwrap_or_else(|| spec.snapshot_id.to_string()),
             ),
-            metadata: Some(
-                [(
-                    SNAPSHOT_ID_METADATA_KEY.to_owned(),
-                    spec.snapshot_id.to_string(),
-                )]
-                .into(),
-            ),
+            metadata: Some([(TAGS.snapshot_id.to_owned(), spec.snapshot_id.to_string())].into()),
         };
         // The asynchronous call answers at once with the snapshot's id; its status endpoint
         // says when the disk is saved (the synchronous one holds the call for all of it).
@@ -573,12 +548,7 @@ impl SandboxProvider for RunloopProvider {
             let items = page
                 .devboxes
                 .into_iter()
-                .filter(|d| {
-                    d.metadata
-                        .get(OPERATION_ID_METADATA_KEY)
-                        .map(String::as_str)
-                        == Some(wanted)
-                })
+                .filter(|d| d.metadata.get(TAGS.operation_id).map(String::as_str) == Some(wanted))
                 .map(observed)
                 .collect();
             Ok(Page { items, next })

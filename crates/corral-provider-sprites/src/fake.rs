@@ -30,7 +30,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -50,6 +50,7 @@ use corral_provider_http::HttpConfig;
 use corral_provider_testkit::background::{Exit, Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::harness::Harness;
+use corral_provider_testkit::plumbing::{self, locked};
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 
@@ -78,11 +79,6 @@ struct Shared {
 
 type St = State<Arc<Shared>>;
 
-#[allow(clippy::expect_used)] // A poisoned lock means a handler panicked: the test already failed.
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().expect("fake lock")
-}
-
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
@@ -100,10 +96,7 @@ fn not_found(message: impl Into<String>) -> Response {
 }
 
 async fn auth(State(shared): St, headers: HeaderMap, req: Request, next: Next) -> Response {
-    let token = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let token = plumbing::bearer(&headers);
     if token == Some(shared.token.as_str()) {
         next.run(req).await
     } else {

@@ -538,11 +538,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn capabilities_pass_the_spec_invariants() {
-        capabilities::capabilities().check().unwrap();
-    }
-
-    #[test]
     fn the_configuration_table_is_read_strictly() {
         let empty: SpritesConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(empty.base_url, DEFAULT_BASE_URL);

@@ -53,6 +53,7 @@ use corral_provider_http::HttpConfig;
 use corral_provider_testkit::background::{Process, Processes, SpawnSpec};
 use corral_provider_testkit::fake::FakeServer;
 use corral_provider_testkit::harness::Harness;
+use corral_provider_testkit::plumbing::{self, string_map};
 use futures::StreamExt as _;
 use serde_json::{Map, Value, json};
 
@@ -273,17 +274,12 @@ fn router_with(fake: Api) -> Router {
 }
 
 fn json_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => Ok(m),
-        _ => Err(bad("Invalid JSON body")),
-    }
+    plumbing::object(body).ok_or_else(|| bad("Invalid JSON body"))
 }
 
 fn only_fields(map: &Map<String, Value>, allowed: &[&str]) -> Result<(), Response> {
-    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(bad(format!("Unknown field `{k}`"))),
-        None => Ok(()),
-    }
+    plumbing::unknown_field(map, allowed)
+        .map_or(Ok(()), |k| Err(bad(format!("Unknown field `{k}`"))))
 }
 
 fn project_from_query(q: &HashMap<String, String>, name: &str) -> Result<(), Response> {
@@ -714,13 +710,6 @@ async fn delete_snapshot(State(fake): State<Api>, UrlPath(id): UrlPath<String>) 
         }
         None => not_found("Snapshot"),
     }
-}
-
-fn string_map(v: &Value) -> Option<BTreeMap<String, String>> {
-    v.as_object()?
-        .iter()
-        .map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-        .collect()
 }
 
 fn line(v: &Value) -> Bytes {

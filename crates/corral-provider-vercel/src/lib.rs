@@ -92,15 +92,10 @@ use crate::commands::{Logs, LogsEnd};
 
 pub use crate::commands::tag_line;
 
-/// The tag holding Corral's operation id on a sandbox.
-pub const OPERATION_ID_TAG: &str = "corral-operation-id";
-/// The tag carrying the Corral deployment that made the sandbox (the reaper's listing).
-pub const DEPLOYMENT_TAG: &str = "corral-deployment";
-/// The tag carrying the Corral project the sandbox was made for.
-pub const PROJECT_TAG: &str = "corral-project";
-/// The tag marking a sandbox Corral stopped: Vercel reports a stop and a session timeout
-/// alike (`stopped`), and only an explicit stop must wait for an explicit resume.
-pub const STOPPED_TAG: &str = "corral-stopped";
+/// The tags Corral stamps on sandboxes; `stopped` marks a sandbox Corral stopped: Vercel
+/// reports a stop and a session timeout alike (`stopped`), and only an explicit stop must wait
+/// for an explicit resume.
+pub const TAGS: corral_provider::tags::TagKeys = corral_provider::tags::DASHED;
 /// Vercel's public API.
 pub const DEFAULT_BASE_URL: &str = "https://api.vercel.com";
 /// `image` values sent as `runtime` rather than as a container image.
@@ -176,9 +171,9 @@ fn scope(ctx: &CallContext) -> Result<Scope<'_>> {
     })
 }
 
-/// Whether Corral stopped the sandbox (it carries [`STOPPED_TAG`]).
+/// Whether Corral stopped the sandbox (it carries `TAGS.stopped`).
 fn held(sandbox: &Sandbox) -> bool {
-    sandbox.tags.contains_key(STOPPED_TAG)
+    sandbox.tags.contains_key(TAGS.stopped)
 }
 
 /// The refusal of a call that would resume a sandbox Corral stopped.
@@ -195,7 +190,7 @@ fn observed(sandbox: &Sandbox) -> ObservedSandbox {
         status: map::status(&sandbox.status, sandbox.persistent, held(sandbox)),
         operation_id: sandbox
             .tags
-            .get(OPERATION_ID_TAG)
+            .get(TAGS.operation_id)
             .and_then(|s| s.parse().ok()),
     }
 }
@@ -242,7 +237,7 @@ pub fn create_body(spec: &CreateSpec, project_id: &str) -> CreateSandboxRequest 
         // Sent although it is Vercel's default since persistence went GA: Corral advertises
         // sandboxes that sleep and resume, and older defaults (and the official mock) differ.
         persistent: Some(true),
-        tags: [(OPERATION_ID_TAG.to_owned(), spec.operation_id.to_string())].into(),
+        tags: [(TAGS.operation_id.to_owned(), spec.operation_id.to_string())].into(),
         source: None,
     }
 }
@@ -255,12 +250,7 @@ fn tagged_create_body(
     project_id: &str,
 ) -> CreateSandboxRequest {
     let mut body = create_body(spec, project_id);
-    if let Some(d) = ctx.deployment() {
-        body.tags.insert(DEPLOYMENT_TAG.to_owned(), d.to_owned());
-    }
-    if let Some(p) = ctx.project() {
-        body.tags.insert(PROJECT_TAG.to_owned(), p.to_owned());
-    }
+    body.tags.extend(TAGS.stamp(ctx, &spec.operation_id));
     body
 }
 
@@ -648,7 +638,7 @@ impl SandboxProvider for VercelProvider {
         page: Option<&str>,
     ) -> Result<TaggedPage> {
         let scope = scope(ctx)?;
-        let tag = format!("{DEPLOYMENT_TAG}:{deployment}");
+        let tag = format!("{}:{deployment}", TAGS.deployment);
         let listed = self.client.list_sandboxes(ctx, scope, &tag, page).await?;
         Ok(TaggedPage {
             sandboxes: listed
@@ -656,7 +646,7 @@ impl SandboxProvider for VercelProvider {
                 .iter()
                 .map(|s| TaggedSandbox {
                     observed: observed(s),
-                    project: s.tags.get(PROJECT_TAG).cloned(),
+                    project: s.tags.get(TAGS.project).cloned(),
                 })
                 .collect(),
             next: listed.pagination.next,
@@ -669,7 +659,7 @@ impl SandboxProvider for VercelProvider {
         operation_id: &OperationId,
     ) -> Result<Vec<ObservedSandbox>> {
         let scope = scope(ctx)?;
-        let tag = format!("{OPERATION_ID_TAG}:{operation_id}");
+        let tag = format!("{}:{operation_id}", TAGS.operation_id);
         let client = &self.client;
         let tag = tag.as_str();
         let sandboxes = collect_pages(LIST_MAX_PAGES, |cursor| async move {
@@ -710,7 +700,7 @@ impl SandboxProvider for VercelProvider {
         let mut sandbox = seen.sandbox;
         if !held(&sandbox) {
             let mut tags = sandbox.tags.clone();
-            tags.insert(STOPPED_TAG.to_owned(), "true".to_owned());
+            tags.insert(TAGS.stopped.to_owned(), "true".to_owned());
             sandbox = self.retag(ctx, scope, native_id, tags).await?;
         }
         self.forget(scope, native_id);
@@ -726,7 +716,9 @@ impl SandboxProvider for VercelProvider {
                 let mut after = resp.sandbox.unwrap_or(sandbox);
                 after.status = resp.session.status;
                 // The answer may predate the tag: it is on the sandbox now.
-                after.tags.insert(STOPPED_TAG.to_owned(), "true".to_owned());
+                after
+                    .tags
+                    .insert(TAGS.stopped.to_owned(), "true".to_owned());
                 Ok(observed(&after))
             }
             // It stopped meanwhile (its timeout): it is as a stop leaves it.
@@ -749,7 +741,7 @@ impl SandboxProvider for VercelProvider {
         let mut sandbox = seen.sandbox;
         if held(&sandbox) {
             let mut tags = sandbox.tags.clone();
-            tags.remove(STOPPED_TAG);
+            tags.remove(TAGS.stopped);
             sandbox = self.retag(ctx, scope, native_id, tags).await?;
         }
         if seen.session.status == api::SessionStatus::Running {
@@ -766,7 +758,7 @@ impl SandboxProvider for VercelProvider {
             self.remember(scope, native_id, &resp.session);
         }
         let mut after = resp.sandbox;
-        after.tags.remove(STOPPED_TAG);
+        after.tags.remove(TAGS.stopped);
         Ok(observed(&after))
     }
 

@@ -4,26 +4,19 @@
 
 mod traps;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider};
-use corral_provider::{Adapter, CallContext, CreateSpec, SandboxProvider};
+use corral_domain::Provider;
+use corral_provider::{CallContext, CreateSpec, SandboxProvider};
 use corral_provider_blaxel::BlaxelProvider;
 use corral_provider_blaxel::fake::Fake;
 
 corral_provider_testkit::adapter_tests!(corral_provider_blaxel::fake::Fake);
 
 pub(crate) async fn setup() -> (Fake, BlaxelProvider, CallContext) {
-    let fake = Fake::start().await;
-    let provider = BlaxelProvider::from_config(fake.config()).unwrap();
-    let ctx = fake.context();
-    (fake, provider, ctx)
+    corral_provider_testkit::helpers::setup().await
 }
 
 pub(crate) fn spec(image: Option<&str>) -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Blaxel, image.map(Into::into), None),
-        timeout_seconds: None,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Blaxel, image, None)
 }
 
 /// Creates a sandbox and observes it once, so the fake reports it deployed.

@@ -3,10 +3,7 @@
 
 use axum::Router;
 use axum::routing::post;
-use corral_domain::{
-    CreateSandboxRequest, OperationId, Provider, ProviderContext, SandboxStatus, SnapshotId,
-    SnapshotStatus,
-};
+use corral_domain::{Provider, ProviderContext, SandboxStatus, SnapshotId, SnapshotStatus};
 use corral_provider::{
     Adapter, CallContext, CreateSpec, ExecSpec, ProviderError, SandboxProvider, SecretString,
     SnapshotSpec,
@@ -18,11 +15,7 @@ use corral_provider_testkit::fake::FakeServer;
 use crate::{Fake, TestBridge};
 
 fn spec() -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Cloudflare, None, None),
-        timeout_seconds: None,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Cloudflare, None, None)
 }
 
 fn snap() -> SnapshotSpec {

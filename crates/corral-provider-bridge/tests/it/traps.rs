@@ -3,9 +3,7 @@
 use std::time::Duration;
 
 use axum::http::Method;
-use corral_domain::{
-    CommandId, CreateSandboxRequest, OperationId, OutputStream, Provider, ProviderContext, Signal,
-};
+use corral_domain::{CommandId, OperationId, OutputStream, Provider, ProviderContext, Signal};
 use corral_provider::{
     Adapter, CallContext, CommandEvent, CommandSpec, CreateSpec, ExecSpec, OutputOffsets,
     ProviderError, SandboxProvider, SecretString,
@@ -18,11 +16,7 @@ use futures::StreamExt as _;
 use crate::{Fake, TestBridge};
 
 fn spec() -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Cloudflare, None, None),
-        timeout_seconds: None,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Cloudflare, None, None)
 }
 
 fn adapter(fake: &Fake) -> TestBridge {

@@ -5,8 +5,8 @@
 mod faults;
 mod traps;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
-use corral_provider::{Adapter, CallContext, CreateSpec, SecretString};
+use corral_domain::Provider;
+use corral_provider::{Adapter, CallContext, CreateSpec};
 use corral_provider_daytona::fake::{API_KEY, Fake};
 use corral_provider_daytona::{DaytonaConfig, DaytonaProvider};
 
@@ -14,10 +14,7 @@ corral_provider_testkit::adapter_tests!(corral_provider_daytona::fake::Fake);
 
 /// A context holding the fake's API key.
 pub fn ctx() -> CallContext {
-    CallContext::new(
-        Some(SecretString::from(API_KEY)),
-        ProviderContext::default(),
-    )
+    corral_provider_testkit::helpers::ctx(API_KEY)
 }
 
 /// A fake and an adapter pointed at it.
@@ -34,11 +31,7 @@ pub fn provider(config: DaytonaConfig) -> DaytonaProvider {
 
 /// A create spec with `timeout` seconds (or none) and no image.
 pub fn spec(timeout: Option<u64>) -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Daytona, None, timeout),
-        timeout_seconds: timeout,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Daytona, None, timeout)
 }
 
 /// Observes a sandbox until the fake says `started`.

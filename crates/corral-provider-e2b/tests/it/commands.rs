@@ -22,30 +22,12 @@ fn command(cmd: &str) -> CommandSpec {
     }
 }
 
-async fn collect(mut events: corral_provider::CommandEvents<'_>) -> Vec<CommandEvent> {
-    let mut all = Vec::new();
-    while let Some(e) = tokio::time::timeout(Duration::from_secs(30), events.next())
-        .await
-        .expect("an event within 30 s")
-    {
-        all.push(e.unwrap());
-    }
-    all
+async fn collect(events: corral_provider::CommandEvents<'_>) -> Vec<CommandEvent> {
+    corral_provider_testkit::helpers::drain(events).await
 }
 
 fn stdout_of(events: &[CommandEvent]) -> Vec<u8> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            CommandEvent::Output {
-                stream: OutputStream::Stdout,
-                data,
-                ..
-            } => Some(data.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect()
+    corral_provider_testkit::helpers::output_of(events, OutputStream::Stdout)
 }
 
 /// The start is one `Start` stream tagged with the command id, with a keepalive interval and

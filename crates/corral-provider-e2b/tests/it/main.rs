@@ -6,7 +6,7 @@ mod commands;
 mod faults;
 mod traps;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider};
+use corral_domain::Provider;
 use corral_provider::{Adapter, CallContext, CreateSpec};
 use corral_provider_e2b::E2bProvider;
 use corral_provider_e2b::fake::Fake;
@@ -15,12 +15,7 @@ corral_provider_testkit::adapter_tests!(corral_provider_e2b::fake::Fake);
 
 /// A context holding the fake's API key.
 pub fn ctx() -> CallContext {
-    CallContext::new(
-        Some(corral_provider::SecretString::from(
-            corral_provider_e2b::fake::API_KEY,
-        )),
-        Default::default(),
-    )
+    corral_provider_testkit::helpers::ctx(corral_provider_e2b::fake::API_KEY)
 }
 
 /// A fake and an adapter pointed at it.
@@ -32,9 +27,5 @@ pub async fn world() -> (Fake, E2bProvider) {
 
 /// A create spec with `timeout` seconds (or none) and no image.
 pub fn spec(timeout: Option<u64>) -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::E2b, None, timeout),
-        timeout_seconds: timeout,
-    }
+    corral_provider_testkit::helpers::spec(Provider::E2b, None, timeout)
 }

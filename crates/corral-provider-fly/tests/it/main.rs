@@ -5,17 +5,14 @@
 mod traps;
 
 use corral_domain::{CreateSandboxRequest, FlyCreate, OperationId};
-use corral_provider::{Adapter, CallContext, CreateSpec, SandboxProvider};
+use corral_provider::{CallContext, CreateSpec, SandboxProvider};
 use corral_provider_fly::FlyProvider;
 use corral_provider_fly::fake::Fake;
 
 corral_provider_testkit::adapter_tests!(corral_provider_fly::fake::Fake);
 
 pub(crate) async fn setup() -> (Fake, FlyProvider, CallContext) {
-    let fake = Fake::start().await;
-    let provider = FlyProvider::from_config(fake.config()).unwrap();
-    let ctx = fake.context();
-    (fake, provider, ctx)
+    corral_provider_testkit::helpers::setup().await
 }
 
 pub(crate) fn spec(create: FlyCreate) -> CreateSpec {

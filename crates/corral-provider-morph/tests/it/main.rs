@@ -6,8 +6,8 @@ mod fake_checks;
 mod faults;
 mod traps;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
-use corral_provider::{Adapter, CallContext, CreateSpec, SandboxProvider, SecretString};
+use corral_domain::Provider;
+use corral_provider::{CallContext, CreateSpec, SandboxProvider};
 use corral_provider_morph::MorphProvider;
 use corral_provider_morph::fake::{self, Fake};
 
@@ -17,21 +17,16 @@ pub(crate) const SNAPSHOT: &str = fake::SNAPSHOT;
 corral_provider_testkit::adapter_tests!(corral_provider_morph::fake::Fake);
 
 pub(crate) fn ctx() -> CallContext {
-    CallContext::new(Some(SecretString::from(KEY)), ProviderContext::default())
+    corral_provider_testkit::helpers::ctx(KEY)
 }
 
 pub(crate) async fn setup() -> (Fake, MorphProvider) {
-    let fake = Fake::start().await;
-    let provider = MorphProvider::from_config(fake.config()).unwrap();
+    let (fake, provider, _) = corral_provider_testkit::helpers::setup().await;
     (fake, provider)
 }
 
 pub(crate) fn spec(image: Option<&str>, timeout: Option<u64>) -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Morph, image.map(Into::into), timeout),
-        timeout_seconds: timeout,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Morph, image, timeout)
 }
 
 /// Creates an instance and observes it once, so the fake reports it `ready`.

@@ -5,8 +5,7 @@
 
 mod traps;
 
-use corral_domain::ProviderContext;
-use corral_provider::{Adapter, CallContext, SecretString};
+use corral_provider::CallContext;
 use corral_provider_runloop::RunloopProvider;
 use corral_provider_runloop::fake::{API_KEY, Fake};
 
@@ -14,15 +13,11 @@ corral_provider_testkit::adapter_tests!(corral_provider_runloop::fake::Fake);
 
 /// A context carrying the fake's API key.
 pub(crate) fn ctx() -> CallContext {
-    CallContext::new(
-        Some(SecretString::from(API_KEY)),
-        ProviderContext::default(),
-    )
+    corral_provider_testkit::helpers::ctx(API_KEY)
 }
 
 /// A fresh fake and the adapter pointed at it.
 pub(crate) async fn setup() -> (Fake, RunloopProvider) {
-    let fake = Fake::start().await;
-    let provider = RunloopProvider::from_config(fake.config()).unwrap();
+    let (fake, provider, _) = corral_provider_testkit::helpers::setup().await;
     (fake, provider)
 }

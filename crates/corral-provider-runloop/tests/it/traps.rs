@@ -13,9 +13,7 @@ use corral_provider::{
 };
 use corral_provider_http::reqwest::Method;
 use corral_provider_runloop::fake::API_KEY;
-use corral_provider_runloop::{
-    OPERATION_ID_METADATA_KEY, RunloopProvider, command_uuid, wrap_command,
-};
+use corral_provider_runloop::{RunloopProvider, TAGS, command_uuid, wrap_command};
 use corral_provider_testkit::fake::FakeServer;
 use futures::StreamExt as _;
 use serde_json::Value;
@@ -23,11 +21,7 @@ use serde_json::Value;
 use crate::{ctx, setup};
 
 fn spec(image: Option<&str>, timeout: Option<u64>) -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Runloop, image.map(Into::into), timeout),
-        timeout_seconds: timeout,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Runloop, image, timeout)
 }
 
 fn body(r: &corral_provider_testkit::fake::Recorded) -> Value {
@@ -86,7 +80,7 @@ async fn create_sends_keep_alive_in_seconds_the_operation_id_and_the_bearer_key(
     assert_eq!(b["blueprint_id"], "bpt_abc123");
     assert!(b.get("blueprint_name").is_none());
     assert_eq!(
-        b["metadata"][OPERATION_ID_METADATA_KEY],
+        b["metadata"][TAGS.operation_id],
         spec.operation_id.to_string()
     );
     let keys: Vec<&String> = b.as_object().unwrap().keys().collect();
@@ -836,7 +830,7 @@ async fn a_disk_snapshot_is_asynchronous_tagged_and_followed_on_its_status_endpo
     let b = body(r);
     assert_eq!(b["name"], "before");
     assert_eq!(
-        b["metadata"][corral_provider_runloop::SNAPSHOT_ID_METADATA_KEY],
+        b["metadata"][corral_provider_runloop::TAGS.snapshot_id],
         snapshot_id.to_string()
     );
     // A snapshot not complete yet cannot be deleted (409): that stays a refusal.
@@ -913,7 +907,7 @@ async fn a_restore_is_a_create_with_snapshot_id_tagged_like_any_create() {
         "Runloop takes one source: {b}"
     );
     assert_eq!(
-        b["metadata"][OPERATION_ID_METADATA_KEY],
+        b["metadata"][TAGS.operation_id],
         spec.operation_id.to_string()
     );
     assert_eq!(b["launch_parameters"]["keep_alive_time_seconds"], 900);

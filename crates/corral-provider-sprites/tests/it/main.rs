@@ -5,26 +5,19 @@
 mod commands;
 mod traps;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider};
-use corral_provider::{Adapter, CallContext, CreateSpec, SandboxProvider};
+use corral_domain::Provider;
+use corral_provider::{CallContext, CreateSpec, SandboxProvider};
 use corral_provider_sprites::SpritesProvider;
 use corral_provider_sprites::fake::Fake;
 
 corral_provider_testkit::adapter_tests!(corral_provider_sprites::fake::Fake);
 
 pub(crate) async fn setup() -> (Fake, SpritesProvider, CallContext) {
-    let fake = Fake::start().await;
-    let provider = SpritesProvider::from_config(fake.config()).unwrap();
-    let ctx = fake.context();
-    (fake, provider, ctx)
+    corral_provider_testkit::helpers::setup().await
 }
 
 pub(crate) fn spec() -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Sprites, None, None),
-        timeout_seconds: None,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Sprites, None, None)
 }
 
 pub(crate) async fn created(provider: &SpritesProvider, ctx: &CallContext) -> String {

@@ -6,8 +6,8 @@ mod fake_checks;
 mod faults;
 mod traps;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider, ProviderContext};
-use corral_provider::{Adapter, CallContext, CreateSpec, SandboxProvider, SecretString};
+use corral_domain::Provider;
+use corral_provider::{CallContext, CreateSpec, SandboxProvider};
 use corral_provider_together::TogetherProvider;
 use corral_provider_together::fake::{self, Fake};
 
@@ -17,21 +17,16 @@ pub(crate) const ALIAS: &str = fake::ALIAS;
 corral_provider_testkit::adapter_tests!(corral_provider_together::fake::Fake);
 
 pub(crate) fn ctx() -> CallContext {
-    CallContext::new(Some(SecretString::from(KEY)), ProviderContext::default())
+    corral_provider_testkit::helpers::ctx(KEY)
 }
 
 pub(crate) async fn setup() -> (Fake, TogetherProvider) {
-    let fake = Fake::start().await;
-    let provider = TogetherProvider::from_config(fake.config()).unwrap();
+    let (fake, provider, _) = corral_provider_testkit::helpers::setup().await;
     (fake, provider)
 }
 
 pub(crate) fn spec(image: Option<&str>, timeout: Option<u64>) -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Together, image.map(Into::into), timeout),
-        timeout_seconds: timeout,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Together, image, timeout)
 }
 
 /// Creates a sandbox and observes it once, so the fake reports it running.

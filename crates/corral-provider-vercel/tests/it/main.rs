@@ -7,7 +7,7 @@ mod faults;
 mod traps;
 
 use corral_domain::ProviderContext;
-use corral_provider::{Adapter, CallContext, SecretString};
+use corral_provider::{CallContext, SecretString};
 use corral_provider_vercel::VercelProvider;
 use corral_provider_vercel::fake::{API_KEY, Fake, PROJECT_ID, TEAM_ID};
 
@@ -27,7 +27,6 @@ pub(crate) fn ctx() -> CallContext {
 
 /// A fresh fake and the adapter pointed at it.
 pub(crate) async fn setup() -> (Fake, VercelProvider) {
-    let fake = Fake::start().await;
-    let provider = VercelProvider::from_config(fake.config()).unwrap();
+    let (fake, provider, _) = corral_provider_testkit::helpers::setup().await;
     (fake, provider)
 }

@@ -4,22 +4,18 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::time::Duration;
 
-use corral_domain::{CreateSandboxRequest, OperationId, Provider, SandboxStatus};
+use corral_domain::{OperationId, Provider, SandboxStatus};
 use corral_provider::{CreateSpec, ExecSpec, ProviderError, SandboxProvider};
 use corral_provider_http::reqwest::Method;
 use corral_provider_testkit::fake::{FakeServer, Recorded};
 use corral_provider_vercel::fake::{API_KEY, PROJECT_ID, TEAM_ID};
-use corral_provider_vercel::{OPERATION_ID_TAG, VercelProvider};
+use corral_provider_vercel::{TAGS, VercelProvider};
 use serde_json::Value;
 
 use crate::{ctx, setup};
 
 fn spec(image: Option<&str>, timeout: Option<u64>) -> CreateSpec {
-    CreateSpec {
-        operation_id: OperationId::new(),
-        request: CreateSandboxRequest::standard(Provider::Vercel, image.map(Into::into), timeout),
-        timeout_seconds: timeout,
-    }
+    corral_provider_testkit::helpers::spec(Provider::Vercel, image, timeout)
 }
 
 fn body(r: &Recorded) -> Value {
@@ -74,7 +70,7 @@ async fn timeouts_go_out_in_milliseconds() {
         "the 300 s default in ms"
     );
     assert_eq!(
-        body(&creates[0])["tags"][OPERATION_ID_TAG],
+        body(&creates[0])["tags"][TAGS.operation_id],
         with.operation_id.to_string()
     );
     // A command's deadline also travels in ms, and the sandbox kills it then.
@@ -187,7 +183,7 @@ async fn every_call_carries_the_token_and_team_and_sandbox_calls_the_project() {
     assert_eq!(param(list, "project").as_deref(), Some(PROJECT_ID));
     assert_eq!(
         param(list, "tags"),
-        Some(format!("{OPERATION_ID_TAG}:{op}"))
+        Some(format!("{}:{op}", TAGS.operation_id))
     );
     let del = &server.log().matching(&Method::DELETE, "/v2/sandboxes/")[0];
     assert_eq!(del.path, format!("/v2/sandboxes/{id}"));
@@ -811,7 +807,6 @@ mod lifecycle {
     use super::*;
     use corral_domain::{SnapshotId, SnapshotStatus};
     use corral_provider::SnapshotSpec;
-    use corral_provider_vercel::STOPPED_TAG;
 
     fn snap() -> SnapshotSpec {
         SnapshotSpec {
@@ -839,9 +834,11 @@ mod lifecycle {
         assert_eq!(stopped.status, SandboxStatus::Stopped);
         // The mark is a tag, set before the session's own stop.
         let patch = &server.log().matching(&Method::PATCH, "/v2/sandboxes/")[0];
-        assert_eq!(body(patch)["tags"][STOPPED_TAG], "true");
+        assert_eq!(body(patch)["tags"][TAGS.stopped], "true");
         assert_eq!(
-            body(patch)["tags"][OPERATION_ID_TAG].as_str().map(str::len),
+            body(patch)["tags"][TAGS.operation_id]
+                .as_str()
+                .map(str::len),
             Some(OperationId::new().to_string().len()),
             "the other tags are sent again: PATCH replaces the whole map"
         );
@@ -1003,7 +1000,7 @@ mod lifecycle {
         assert!(sent.get("runtime").is_none() && sent.get("image").is_none());
         assert_eq!(sent["timeout"], 600_000);
         assert_eq!(
-            sent["tags"][OPERATION_ID_TAG],
+            sent["tags"][TAGS.operation_id],
             spec.operation_id.to_string()
         );
 
