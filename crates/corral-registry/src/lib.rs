@@ -145,5 +145,6 @@ pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey, api_key_id};
 pub use snapshots::snapshot_cursor_pattern;
 pub use usage::{Lifecycles, MAX_USAGE_SANDBOXES, UsageLog};
 pub use webhooks::{
-    AttemptOutcome, DeliveryRecord, EndpointTarget, MAX_WEBHOOKS_PER_PROJECT, secret_bytes,
+    AttemptOutcome, CircuitPolicy, DeliveryRecord, EndpointTarget, FairClaim,
+    MAX_WEBHOOKS_PER_PROJECT, secret_bytes,
 };

@@ -69,6 +69,10 @@ const SQLITE: &[Migration] = &[
         version: "0014_lifecycle",
         up: include_str!("../migrations/sqlite/0014_lifecycle/up.sql"),
     },
+    Migration {
+        version: "0015_webhook_circuits",
+        up: include_str!("../migrations/sqlite/0015_webhook_circuits/up.sql"),
+    },
 ];
 
 const POSTGRES: &[Migration] = &[
@@ -123,6 +127,10 @@ const POSTGRES: &[Migration] = &[
     Migration {
         version: "0014_lifecycle",
         up: include_str!("../migrations/postgres/0014_lifecycle/up.sql"),
+    },
+    Migration {
+        version: "0015_webhook_circuits",
+        up: include_str!("../migrations/postgres/0015_webhook_circuits/up.sql"),
     },
 ];
 

@@ -178,6 +178,10 @@ diesel::table! {
         previous_until -> Nullable<BigInt>,
         created_at -> BigInt,
         deleted_at -> Nullable<BigInt>,
+        consecutive_failures -> Integer,
+        circuit_opens -> Integer,
+        open_until -> Nullable<BigInt>,
+        probe_until -> Nullable<BigInt>,
     }
 }
 
@@ -198,6 +202,9 @@ diesel::table! {
         updated_at -> BigInt,
     }
 }
+
+// The dispatcher's claim leaves out deliveries of endpoints whose circuit is open (a subquery).
+diesel::allow_tables_to_appear_in_same_query!(webhook_deliveries, webhook_endpoints);
 
 diesel::table! {
     deployment (singleton) {

@@ -3,6 +3,7 @@
 //! transaction by [`crate::events::append_event`], claimed by one replica at a time under a
 //! lease, and attempted until delivered or dead.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -161,6 +162,39 @@ pub struct EndpointTarget {
     pub url: String,
     /// `whsec_…` secrets, current first.
     pub secrets: Vec<SecretString>,
+}
+
+/// An endpoint's circuit breaker, as the dispatcher configures it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitPolicy {
+    /// Consecutive failed attempts that open the circuit.
+    pub failures: u32,
+    /// How long it stays open the first time; doubled at each reopening.
+    pub open: Duration,
+    /// The longest it stays open.
+    pub max_open: Duration,
+}
+
+/// What one fair claim may take (see [`Registry::claim_deliveries_fairly`]).
+#[derive(Debug, Clone)]
+pub struct FairClaim<'a> {
+    /// Who claims (a replica's name).
+    pub owner: &'a str,
+    /// How long the claimed deliveries stay `owner`'s.
+    pub lease: Duration,
+    /// Deliveries to claim, at most.
+    pub limit: u32,
+    /// Deliveries to one endpoint `owner` may have in flight, at most.
+    pub per_endpoint: u32,
+    /// Deliveries for one project `owner` may have in flight, at most.
+    pub per_project: u32,
+    /// What `owner` has in flight now, per endpoint id.
+    pub in_flight_endpoints: &'a HashMap<String, u32>,
+    /// What `owner` has in flight now, per project.
+    pub in_flight_projects: &'a HashMap<ProjectId, u32>,
+    /// Consecutive failures past which an endpoint's circuit counts as tripped: once it is
+    /// no longer open, one probe at a time.
+    pub circuit_failures: u32,
 }
 
 /// How an attempt ended.
@@ -354,30 +388,122 @@ impl Registry {
     }
 
     /// Claims up to `limit` due deliveries for `owner` until `lease` from now: each is taken
-    /// by one conditional update, so two replicas never hold the same delivery.
+    /// by one conditional update, so two replicas never hold the same delivery. No share
+    /// limits besides `limit`; deliveries of an endpoint whose circuit is open wait.
     pub async fn claim_deliveries(
         &self,
         owner: &str,
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<DeliveryRecord>> {
+        let none = HashMap::new();
+        self.claim_deliveries_fairly(&FairClaim {
+            owner,
+            lease,
+            limit,
+            per_endpoint: limit,
+            per_project: limit,
+            in_flight_endpoints: &none,
+            in_flight_projects: &HashMap::new(),
+            circuit_failures: u32::MAX,
+        })
+        .await
+    }
+
+    /// Claims due deliveries as [`Registry::claim_deliveries`] does, within the shares of
+    /// `claim`: none of an endpoint whose circuit is open (or whose probe is out), one (the
+    /// probe, reserved for every replica) of an endpoint whose circuit is half-open, and no
+    /// more per endpoint or per project than their share minus what `owner` already has in
+    /// flight. Endpoints and projects at their share are left out of the query itself, so a
+    /// busy project's backlog never hides another project's due deliveries.
+    pub async fn claim_deliveries_fairly(
+        &self,
+        claim: &FairClaim<'_>,
+    ) -> Result<Vec<DeliveryRecord>> {
         let now = to_micros(self.db.now());
-        let until = now.saturating_add(i64::try_from(lease.as_micros()).unwrap_or(i64::MAX));
-        let owner = owner.to_owned();
-        let limit = i64::from(limit.max(1));
+        let until = now.saturating_add(i64::try_from(claim.lease.as_micros()).unwrap_or(i64::MAX));
+        let owner = claim.owner.to_owned();
+        let limit = usize::try_from(claim.limit.max(1)).unwrap_or(usize::MAX);
+        let window = i64::from(claim.limit.max(16)).saturating_mul(4);
+        let (per_endpoint, per_project) = (claim.per_endpoint.max(1), claim.per_project.max(1));
+        let threshold = i32::try_from(claim.circuit_failures).unwrap_or(i32::MAX);
+        let mut endpoints: HashMap<String, u32> = claim.in_flight_endpoints.clone();
+        let mut projects: HashMap<String, u32> = claim
+            .in_flight_projects
+            .iter()
+            .map(|(p, n)| (p.to_string(), *n))
+            .collect();
+        let full_endpoints: Vec<String> = endpoints
+            .iter()
+            .filter(|(_, n)| **n >= per_endpoint)
+            .map(|(e, _)| e.clone())
+            .collect();
+        let full_projects: Vec<String> = projects
+            .iter()
+            .filter(|(_, n)| **n >= per_project)
+            .map(|(p, _)| p.clone())
+            .collect();
         let rows: Vec<DeliveryRow> = run!(self, |c| {
-            let due: Vec<String> = wd::table
+            let open = we::table
+                .filter(we::open_until.gt(now).or(we::probe_until.gt(now)))
+                .select(we::id);
+            let due: Vec<(String, String, String)> = wd::table
                 .filter(wd::state.eq(DeliveryState::Pending.as_str()))
                 .filter(wd::next_attempt_at.le(now))
                 .filter(wd::lease_until.is_null().or(wd::lease_until.lt(now)))
-                .order(wd::next_attempt_at.asc())
-                .limit(limit)
-                .select(wd::id)
+                .filter(wd::endpoint_id.ne_all(&full_endpoints))
+                .filter(wd::project_id.ne_all(&full_projects))
+                .filter(wd::endpoint_id.ne_all(open))
+                .order((wd::next_attempt_at.asc(), wd::id.asc()))
+                .limit(window)
+                .select((wd::id, wd::endpoint_id, wd::project_id))
                 .load(c)
                 .await
                 .map_err(db_error)?;
+            let mut named: Vec<&String> = due.iter().map(|(_, e, _)| e).collect();
+            named.sort_unstable();
+            named.dedup();
+            // Endpoints past the threshold whose circuit is no longer open: half-open.
+            let half_open: HashSet<String> = we::table
+                .filter(we::id.eq_any(named))
+                .filter(we::consecutive_failures.ge(threshold))
+                .select(we::id)
+                .load::<String>(c)
+                .await
+                .map_err(db_error)?
+                .into_iter()
+                .collect();
             let mut taken = Vec::new();
-            for id in due {
+            for (id, endpoint, project) in due {
+                if taken.len() >= limit {
+                    break;
+                }
+                let probe = half_open.contains(&endpoint);
+                let endpoint_share = if probe { 1 } else { per_endpoint };
+                let (e, p) = (
+                    endpoints.get(&endpoint).copied().unwrap_or(0),
+                    projects.get(&project).copied().unwrap_or(0),
+                );
+                if e >= endpoint_share || p >= per_project {
+                    continue;
+                }
+                if probe {
+                    // One probe for every replica: whoever sets `probe_until` first sends it.
+                    let reserved = diesel::update(
+                        we::table
+                            .filter(we::id.eq(&endpoint))
+                            .filter(we::open_until.is_null().or(we::open_until.le(now)))
+                            .filter(we::probe_until.is_null().or(we::probe_until.le(now))),
+                    )
+                    .set(we::probe_until.eq(Some(until)))
+                    .execute(c)
+                    .await
+                    .map_err(db_error)?;
+                    if reserved == 0 {
+                        endpoints.insert(endpoint, u32::MAX);
+                        continue;
+                    }
+                }
                 let row: Option<DeliveryRow> = diesel::update(
                     wd::table
                         .filter(wd::id.eq(&id))
@@ -390,11 +516,104 @@ impl Registry {
                 .await
                 .optional()
                 .map_err(db_error)?;
-                taken.extend(row);
+                match row {
+                    Some(row) => {
+                        *endpoints.entry(endpoint).or_default() += 1;
+                        *projects.entry(project).or_default() += 1;
+                        taken.push(row);
+                    }
+                    None if probe => {
+                        // Another replica took the delivery: the probe is not out after all.
+                        diesel::update(
+                            we::table
+                                .filter(we::id.eq(&endpoint))
+                                .filter(we::probe_until.eq(Some(until))),
+                        )
+                        .set(we::probe_until.eq(None::<i64>))
+                        .execute(c)
+                        .await
+                        .map_err(db_error)?;
+                    }
+                    None => {}
+                }
             }
             Ok::<_, RegistryError>(taken)
         })?;
         rows.into_iter().map(DeliveryRow::into_record).collect()
+    }
+
+    /// Feeds an attempt's result to endpoint `id`'s circuit: a delivered attempt closes it;
+    /// a failed one counts, and at `policy.failures` in a row opens it (again, after a failed
+    /// probe) for `policy.open`, doubled at each reopening up to `policy.max_open`. Returns
+    /// when it opened the circuit until, if it did.
+    pub async fn record_circuit(
+        &self,
+        id: &str,
+        delivered: bool,
+        policy: &CircuitPolicy,
+    ) -> Result<Option<Timestamp>> {
+        let now = to_micros(self.db.now());
+        let i = id.to_owned();
+        if delivered {
+            run!(self, |c| {
+                diesel::update(
+                    we::table.filter(we::id.eq(&i)).filter(
+                        we::consecutive_failures
+                            .gt(0)
+                            .or(we::open_until.is_not_null())
+                            .or(we::probe_until.is_not_null()),
+                    ),
+                )
+                .set((
+                    we::consecutive_failures.eq(0),
+                    we::circuit_opens.eq(0),
+                    we::open_until.eq(None::<i64>),
+                    we::probe_until.eq(None::<i64>),
+                ))
+                .execute(c)
+                .await
+                .map_err(db_error)
+            })?;
+            return Ok(None);
+        }
+        let threshold = i32::try_from(policy.failures).unwrap_or(i32::MAX);
+        let (open, max_open) = (policy.open, policy.max_open);
+        let opened: Option<i64> = run!(self, |c| {
+            let counted: Option<(i32, i32, Option<i64>)> =
+                diesel::update(we::table.filter(we::id.eq(&i)))
+                    .set(we::consecutive_failures.eq(we::consecutive_failures + 1))
+                    .returning((we::consecutive_failures, we::circuit_opens, we::open_until))
+                    .get_result(c)
+                    .await
+                    .optional()
+                    .map_err(db_error)?;
+            let Some((failures, opens, open_until)) = counted else {
+                return Ok::<_, RegistryError>(None);
+            };
+            // Already open (a second attempt in flight failed too): it stays as it is.
+            if failures < threshold || open_until.is_some_and(|u| u > now) {
+                return Ok(None);
+            }
+            let wait = open
+                .saturating_mul(1_u32 << opens.clamp(0, 20))
+                .min(max_open.max(open));
+            let reopen = now.saturating_add(i64::try_from(wait.as_micros()).unwrap_or(i64::MAX));
+            let n = diesel::update(
+                we::table
+                    .filter(we::id.eq(&i))
+                    .filter(we::open_until.is_null().or(we::open_until.le(now))),
+            )
+            .set((
+                we::open_until.eq(Some(reopen)),
+                we::circuit_opens.eq(opens.saturating_add(1)),
+                we::probe_until.eq(None::<i64>),
+            ))
+            .execute(c)
+            .await
+            .map_err(db_error)?;
+            Ok((n > 0).then_some(reopen))
+        })?;
+        opened.map(from_micros).transpose()
     }
 
     /// Records an attempt of delivery `id` by `owner` and releases its lease. `false` when

@@ -10,6 +10,13 @@
 //! no redirects, at every attempt. A delivery is held by one replica at a time (a lease), so two
 //! replicas never send it at once; after a crash it is sent again once its lease lapses —
 //! at least once, never lost.
+//!
+//! Deliveries are fair across projects and endpoints ([`dispatch`]): each runs as its own task
+//! within a replica-wide limit, an endpoint and a project only within their shares of it, and
+//! an endpoint that keeps failing has its circuit opened (shared by every replica, in the
+//! database): its deliveries wait, then one probe decides whether it closes or reopens.
+
+mod dispatch;
 
 use std::time::Duration;
 
@@ -74,10 +81,6 @@ impl Default for WebhooksConfig {
     }
 }
 
-/// Deliveries one dispatcher pass claims, at most.
-const BATCH: u32 = 16;
-/// How long a claimed delivery stays this replica's: well past one attempt's deadline.
-const LEASE: Duration = Duration::from_secs(60);
 /// Bytes of an endpoint's answer read, at most (the body is ignored).
 const ANSWER_BYTES: usize = 4096;
 
@@ -225,38 +228,17 @@ impl Service {
         Ok(WebhookDeliveryList { items })
     }
 
-    /// One dispatcher pass: claims due deliveries and attempts each; how many were attempted.
+    /// One dispatcher pass: claims due deliveries (within the shares of each endpoint and
+    /// project, and as slots free up) and attempts each, until nothing is due or in flight;
+    /// how many were attempted.
     pub async fn deliver_webhooks_once(&self) -> usize {
-        let claimed = match self
-            .inner
-            .registry
-            .claim_deliveries(&self.inner.replica, LEASE, BATCH)
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot claim webhook deliveries");
-                return 0;
-            }
-        };
-        let n = claimed.len();
-        let attempts = claimed.into_iter().map(|d| async move {
-            let outcome = self.attempt(&d).await;
-            if let Err(e) = self
-                .inner
-                .registry
-                .record_attempt(&d.id, &self.inner.replica, &outcome)
-                .await
-            {
-                tracing::warn!(delivery = %d.id, error = %e, "cannot record a webhook attempt");
-            }
-        });
-        futures::future::join_all(attempts).await;
-        n
+        self.dispatch(None).await
     }
 
-    /// The outcome of one attempt of `d` (never an error: a failure is an outcome).
-    async fn attempt(&self, d: &DeliveryRecord) -> AttemptOutcome {
+    /// The outcome of one attempt of `d` (never an error: a failure is an outcome), and
+    /// whether the endpoint took it: `None` when it was not tried (removed, the event gone,
+    /// the registry failing), else whether it was delivered.
+    async fn attempt(&self, d: &DeliveryRecord) -> (AttemptOutcome, Option<bool>) {
         let gone = |why: &str| AttemptOutcome::Failed {
             status: None,
             error: why.to_owned(),
@@ -264,19 +246,29 @@ impl Service {
         };
         let target = match self.inner.registry.webhook_target(&d.endpoint_id).await {
             Ok(Some(t)) => t,
-            Ok(None) => return gone("the endpoint was removed"),
-            Err(e) => return self.retry(d, None, format!("the registry failed: {e}")),
+            Ok(None) => return (gone("the endpoint was removed"), None),
+            Err(e) => {
+                return (
+                    self.retry(d, None, format!("the registry failed: {e}")),
+                    None,
+                );
+            }
         };
         let event = match self.inner.events.one(d.project_id, d.event_seq).await {
             Ok(Some(e)) => e,
-            Ok(None) => return gone("the event is past its retention"),
-            Err(e) => return self.retry(d, None, format!("the registry failed: {e}")),
+            Ok(None) => return (gone("the event is past its retention"), None),
+            Err(e) => {
+                return (
+                    self.retry(d, None, format!("the registry failed: {e}")),
+                    None,
+                );
+            }
         };
         // Checked again at every attempt, and the connection pinned to what was vetted: DNS
         // may answer differently now than when the endpoint was made.
         let vetted = match self.webhook_guard().check(&target.url).await {
             Ok(v) => v,
-            Err(e) => return self.retry(d, None, e.to_string()),
+            Err(e) => return (self.retry(d, None, e.to_string()), Some(false)),
         };
         let body = envelope(&event);
         let timestamp = chrono::Utc::now().timestamp();
@@ -291,7 +283,12 @@ impl Service {
         }
         let client = match builder.build() {
             Ok(c) => c,
-            Err(e) => return self.retry(d, None, format!("cannot build a client: {e}")),
+            Err(e) => {
+                return (
+                    self.retry(d, None, format!("cannot build a client: {e}")),
+                    None,
+                );
+            }
         };
         let sent = client
             .post(vetted.url.clone())
@@ -315,13 +312,14 @@ impl Service {
                     }
                 }
                 if (200..300).contains(&status) {
-                    AttemptOutcome::Delivered { status }
+                    (AttemptOutcome::Delivered { status }, Some(true))
                 } else {
-                    self.retry(
+                    let outcome = self.retry(
                         d,
                         Some(status),
                         format!("the endpoint answered HTTP {status}"),
-                    )
+                    );
+                    (outcome, Some(false))
                 }
             }
             Err(e) => {
@@ -332,7 +330,7 @@ impl Service {
                 } else {
                     "the request failed"
                 };
-                self.retry(d, None, why.to_owned())
+                (self.retry(d, None, why.to_owned()), Some(false))
             }
         }
     }
@@ -359,17 +357,13 @@ impl Service {
         }
     }
 
-    /// Runs [`Service::deliver_webhooks_once`] every `interval` (at once again when a pass
-    /// found a full batch) until the runtime shuts down.
+    /// Runs the dispatcher until the runtime shuts down: deliveries start as they are
+    /// claimed, more are claimed whenever one ends, and new due ones are looked for every
+    /// `interval`. No delivery waits for another (see [`dispatch`]).
     pub fn spawn_webhook_dispatcher(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
-            loop {
-                let n = this.deliver_webhooks_once().await;
-                if n < BATCH as usize {
-                    tokio::time::sleep(interval).await;
-                }
-            }
+            this.dispatch(Some(interval)).await;
         })
     }
 }

@@ -2,6 +2,7 @@
 //! endpoints that want it, claimed by one owner at a time, retried or given up, secrets
 //! sealed at rest and rotated with an overlap.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,8 @@ use corral_domain::{
 };
 use corral_registry::testing::TestDb;
 use corral_registry::{
-    AttemptOutcome, Clock, ManualClock, MasterKey, NewSandbox, ProjectId, Registry, RegistryError,
+    AttemptOutcome, CircuitPolicy, Clock, DeliveryRecord, FairClaim, ManualClock, MasterKey,
+    NewSandbox, ProjectId, Registry, RegistryError,
 };
 use secrecy::ExposeSecret as _;
 
@@ -21,6 +23,8 @@ on_both_backends!(webhooks:
     events_queue_one_delivery_per_endpoint_that_wants_them,
     a_delivery_is_held_by_one_owner_and_retried_or_given_up,
     secrets_are_sealed_at_rest_and_rotation_signs_with_both_for_the_overlap,
+    a_fair_claim_keeps_each_endpoint_and_project_within_its_share,
+    an_endpoint_that_keeps_failing_waits_behind_its_circuit_until_one_probe_succeeds,
 );
 
 async fn setup(db: &TestDb) -> (Registry, Arc<ManualClock>, ProjectId) {
@@ -258,4 +262,159 @@ pub(crate) async fn secrets_are_sealed_at_rest_and_rotation_signs_with_both_for_
             .await,
         Err(RegistryError::NotFound { .. })
     ));
+}
+
+/// A fair claim by `owner` of at most `limit`, 2 per endpoint and 3 per project, with what
+/// `owner` holds already; circuits trip at 3 failures.
+async fn fair(
+    reg: &Registry,
+    owner: &str,
+    limit: u32,
+    held: &[&DeliveryRecord],
+) -> Vec<DeliveryRecord> {
+    let (mut endpoints, mut projects) = (HashMap::new(), HashMap::new());
+    for d in held {
+        *endpoints.entry(d.endpoint_id.clone()).or_insert(0) += 1;
+        *projects.entry(d.project_id).or_insert(0) += 1;
+    }
+    reg.claim_deliveries_fairly(&FairClaim {
+        owner,
+        lease: Duration::from_secs(30),
+        limit,
+        per_endpoint: 2,
+        per_project: 3,
+        in_flight_endpoints: &endpoints,
+        in_flight_projects: &projects,
+        circuit_failures: 3,
+    })
+    .await
+    .unwrap()
+}
+
+pub(crate) async fn a_fair_claim_keeps_each_endpoint_and_project_within_its_share(db: &TestDb) {
+    let (reg, clock, p) = setup(db).await;
+    let q = reg.create_project("q").await.unwrap().id;
+    let (e1, _) = reg
+        .create_webhook(p, "https://a.example/1", &[])
+        .await
+        .unwrap();
+    let (e2, _) = reg
+        .create_webhook(p, "https://a.example/2", &[])
+        .await
+        .unwrap();
+    let (f, _) = reg
+        .create_webhook(q, "https://b.example/", &[])
+        .await
+        .unwrap();
+    // p's backlog (80 deliveries, more than one claim looks at) is older than q's one.
+    for _ in 0..40 {
+        created(&reg, p).await;
+        clock.advance(Duration::from_millis(1));
+    }
+    created(&reg, q).await;
+    clock.advance(Duration::from_secs(1));
+
+    // A claim of 4 looks at the 64 oldest due: p's, of which it takes p's share (3).
+    let first = fair(&reg, "a", 4, &[]).await;
+    let of = |list: &[DeliveryRecord], e: &str| list.iter().filter(|d| d.endpoint_id == e).count();
+    assert_eq!(first.len(), 3, "{first:?}");
+    assert!(of(&first, &e1.id) <= 2 && of(&first, &e2.id) <= 2);
+    // The next leaves p out of the query itself: q's delivery is not hidden by p's backlog.
+    let held: Vec<&DeliveryRecord> = first.iter().collect();
+    let second = fair(&reg, "a", 4, &held).await;
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0].endpoint_id, f.id);
+    // With p at its share, nothing more of p's is claimed however much is due.
+    let held: Vec<&DeliveryRecord> = first.iter().chain(&second).collect();
+    assert!(fair(&reg, "a", 32, &held).await.is_empty());
+    // Once one of p's ends, one more of p's.
+    let ok = AttemptOutcome::Delivered { status: 200 };
+    let done = first.iter().find(|d| d.project_id == p).unwrap();
+    assert!(reg.record_attempt(&done.id, "a", &ok).await.unwrap());
+    let held: Vec<&DeliveryRecord> = first
+        .iter()
+        .chain(&second)
+        .filter(|d| d.id != done.id)
+        .collect();
+    let next = fair(&reg, "a", 32, &held).await;
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].project_id, p);
+}
+
+pub(crate) async fn an_endpoint_that_keeps_failing_waits_behind_its_circuit_until_one_probe_succeeds(
+    db: &TestDb,
+) {
+    let (reg, clock, p) = setup(db).await;
+    let (bad, _) = reg
+        .create_webhook(p, "https://a.example/bad", &[])
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        created(&reg, p).await;
+    }
+    clock.advance(Duration::from_secs(1));
+    let policy = CircuitPolicy {
+        failures: 3,
+        open: Duration::from_secs(60),
+        max_open: Duration::from_secs(3600),
+    };
+    assert_eq!(
+        fair(&reg, "a", 32, &[]).await.len(),
+        2,
+        "two in flight to one endpoint"
+    );
+    assert_eq!(
+        reg.record_circuit(&bad.id, false, &policy).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        reg.record_circuit(&bad.id, false, &policy).await.unwrap(),
+        None
+    );
+    // Stored times are whole microseconds.
+    let about = |got: Option<chrono::DateTime<chrono::Utc>>, seconds: i64| {
+        let want = clock.now() + chrono::TimeDelta::seconds(seconds);
+        let got = got.expect("the circuit opened");
+        assert!(
+            (got - want).abs() < chrono::TimeDelta::microseconds(1),
+            "{got} != {want}"
+        );
+    };
+    about(
+        reg.record_circuit(&bad.id, false, &policy).await.unwrap(),
+        60,
+    );
+    // A late failure of a delivery still in flight does not reopen it further.
+    assert_eq!(
+        reg.record_circuit(&bad.id, false, &policy).await.unwrap(),
+        None
+    );
+    // Open: its deliveries wait (even the two whose lease lapses).
+    clock.advance(Duration::from_secs(31));
+    assert!(fair(&reg, "b", 32, &[]).await.is_empty());
+    // Half-open: one probe, for every replica.
+    clock.advance(Duration::from_secs(30));
+    let probe = fair(&reg, "b", 32, &[]).await;
+    assert_eq!(probe.len(), 1);
+    assert!(
+        fair(&reg, "c", 32, &[]).await.is_empty(),
+        "the probe is out"
+    );
+    // The probe fails: open again, twice as long.
+    about(
+        reg.record_circuit(&bad.id, false, &policy).await.unwrap(),
+        120,
+    );
+    clock.advance(Duration::from_secs(119));
+    assert!(fair(&reg, "c", 32, &[]).await.is_empty());
+    clock.advance(Duration::from_secs(31));
+    let probe = fair(&reg, "c", 32, &[]).await;
+    assert_eq!(probe.len(), 1);
+    // The probe succeeds: closed, and the endpoint's share is back.
+    assert_eq!(
+        reg.record_circuit(&bad.id, true, &policy).await.unwrap(),
+        None
+    );
+    let held: Vec<&DeliveryRecord> = probe.iter().collect();
+    assert_eq!(fair(&reg, "c", 32, &held).await.len(), 1);
 }
