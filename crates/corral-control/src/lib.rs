@@ -23,13 +23,13 @@ mod legal;
 mod lifecycle;
 mod limits;
 mod mail;
+mod mail_events;
 mod profiles;
 mod projects;
 mod reaper;
 mod session;
 mod throttle;
 mod token;
-mod webhook;
 mod webhooks;
 mod work;
 
@@ -56,6 +56,7 @@ pub use limits::{ControlLimits, Rate};
 pub use mail::{
     LogMailer, Mail, MailError, MailPurpose, Mailer, SmtpConfig, SmtpMailer, SmtpSecurity,
 };
+pub use mail_events::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};
 pub use profiles::{
     MAX_FIELD_BYTES, MAX_SETTINGS_BYTES, ProfileView, PutProfile, Readiness, VerificationView,
     readiness, required_context,
@@ -66,7 +67,6 @@ pub use projects::{
 };
 pub use session::SESSION_COOKIE;
 pub use throttle::{Backoff, ClientAddress, SignInThrottling};
-pub use webhook::{EMAIL_WEBHOOK_TOLERANCE, EmailWebhookHeaders, sign_email_webhook};
 
 // The ids and kinds the use cases take and return, so the web layer can name them without
 // depending on a storage crate.

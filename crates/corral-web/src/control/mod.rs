@@ -13,8 +13,8 @@
 mod accounts;
 mod endpoints;
 mod identity;
+mod mail_events;
 mod projects;
-mod webhook;
 
 /// Registers the 41 control-plane operations (see docs/control-plane.md, "Operations").
 pub fn control_api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
@@ -26,5 +26,5 @@ pub fn control_api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
 
 /// Registers `POST /v1/webhooks/email`.
 pub fn webhook_api(cfg: &mut utoipa_actix_web::service_config::ServiceConfig) {
-    cfg.service(webhook::email_webhook);
+    cfg.service(mail_events::email_webhook);
 }
