@@ -20,7 +20,7 @@ use corral_domain::{
     WriteFileResult,
 };
 
-use crate::tools::ToolError;
+use crate::error::ToolError;
 
 /// One backend call's answer: a `Send` future (the tools run on rmcp's multi-threaded
 /// handlers) borrowing the backend.

@@ -40,6 +40,7 @@
 //!   commands fit this because `command_output` is a cursor read, not a stream.
 
 pub mod backend;
+mod error;
 pub mod tools;
 
 use std::sync::Arc;
@@ -52,7 +53,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use backend::{Answer, Backend, HttpBackend};
-pub use tools::{CorralTools, ToolError};
+pub use error::ToolError;
+pub use tools::CorralTools;
 
 /// Why the stdio server stopped with an error.
 #[derive(Debug)]
