@@ -354,6 +354,7 @@ fn deps() -> Result<(), String> {
     let meta: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
     let mut violations = check_rules(&meta)?;
     violations.extend(module_circles(&meta)?);
+    violations.extend(code_map_gaps(&meta)?);
     if violations.is_empty() {
         println!("dependency rules hold");
         Ok(())
@@ -483,6 +484,56 @@ fn check_rules(meta: &Value) -> Result<Vec<String>, String> {
         }
     }
     Ok(violations)
+}
+
+/// Crates and top-level modules the code map of `docs/ARCHITECTURE.md` does not name (see
+/// `modcycles::code_map_gaps`).
+fn code_map_gaps(meta: &Value) -> Result<Vec<String>, String> {
+    let root = meta["workspace_root"]
+        .as_str()
+        .ok_or("metadata has no workspace root")?;
+    let members: BTreeSet<&str> = meta["workspace_members"]
+        .as_array()
+        .ok_or("metadata has no workspace members")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut crates = Vec::new();
+    for package in meta["packages"]
+        .as_array()
+        .ok_or("metadata has no packages")?
+    {
+        if !package["id"]
+            .as_str()
+            .is_some_and(|id| members.contains(id))
+        {
+            continue;
+        }
+        let manifest = std::path::Path::new(package["manifest_path"].as_str().unwrap_or(""));
+        let dir = manifest
+            .parent()
+            .and_then(|d| d.strip_prefix(root).ok())
+            .map(|d| d.display().to_string())
+            .ok_or("a package outside the workspace root")?;
+        let mut modules = BTreeSet::new();
+        for target in package["targets"].as_array().into_iter().flatten() {
+            let is_code = target["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| matches!(k.as_str(), Some("lib" | "bin"))));
+            if let Some(src) = target["src_path"].as_str().filter(|_| is_code) {
+                modules.extend(modcycles::top_level_modules(std::path::Path::new(src))?);
+            }
+        }
+        crates.push(modcycles::MappedCrate {
+            dir,
+            name: package["name"].as_str().unwrap_or("?").to_owned(),
+            modules: modules.into_iter().collect(),
+        });
+    }
+    let doc = std::path::Path::new(root).join("docs/ARCHITECTURE.md");
+    let text =
+        std::fs::read_to_string(&doc).map_err(|e| format!("cannot read {}: {e}", doc.display()))?;
+    Ok(modcycles::code_map_gaps(&text, &crates))
 }
 
 /// Module import circles inside each library and binary target of the workspace (see

@@ -17,6 +17,10 @@
 //!   serves them helpers is a circle.
 //!
 //! A circle is a strongly connected component of more than one file.
+//!
+//! The same scan lists each target's top-level modules for the other check here:
+//! [`code_map_gaps`], that `docs/ARCHITECTURE.md`'s code map names every crate and every
+//! top-level module, so a new one cannot go in unmapped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -596,6 +600,123 @@ fn use_tree(toks: &[Tok], mut i: usize, prefix: &[String], out: &mut Vec<Vec<Str
     }
 }
 
+/// The top-level modules of the target whose root file is `root`: its `mod name;`
+/// declarations outside `#[cfg(test)]` (inline `mod name { … }` blocks are part of the root).
+pub(crate) fn top_level_modules(root: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(root)
+        .map_err(|e| format!("cannot read {}: {e}", root.display()))?;
+    let mut out: Vec<String> = scan(&text)
+        .children
+        .into_iter()
+        .filter(|(scope, _)| scope.is_empty())
+        .map(|(_, name)| name)
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// One crate as the code map must name it: its directory from the workspace root
+/// (`crates/corral-web`), its package name and its targets' top-level modules.
+#[derive(Debug, Clone)]
+pub(crate) struct MappedCrate {
+    /// Its directory, relative to the workspace root.
+    pub(crate) dir: String,
+    /// Its package name.
+    pub(crate) name: String,
+    /// The top-level modules of its library and binary targets.
+    pub(crate) modules: Vec<String>,
+}
+
+/// The code map: the text of `docs/ARCHITECTURE.md` from `## Code map` to the next `## `
+/// heading, cut into entries, each a top-level bullet (`- `) and its continuation lines.
+fn code_map_entries(architecture: &str) -> Option<Vec<String>> {
+    let mut lines = architecture
+        .lines()
+        .skip_while(|l| l.trim() != "## Code map");
+    lines.next()?;
+    let mut entries: Vec<String> = Vec::new();
+    for line in lines.take_while(|l| !l.starts_with("## ")) {
+        if line.starts_with("- ") {
+            entries.push(String::new());
+        }
+        if let Some(entry) = entries.last_mut() {
+            entry.push_str(line);
+            entry.push('\n');
+        }
+    }
+    Some(entries)
+}
+
+/// An entry's subject: its first backticked word (`crates/corral-web`).
+fn entry_key(entry: &str) -> Option<&str> {
+    let rest = entry.split_once('`')?.1;
+    Some(rest.split_once('`')?.0)
+}
+
+/// Whether `key` names `dir`: exactly, or as a pattern with one `<…>` placeholder
+/// (`crates/corral-provider-<id>`).
+fn key_matches(key: &str, dir: &str) -> bool {
+    if key == dir {
+        return true;
+    }
+    let Some((prefix, rest)) = key.split_once('<') else {
+        return false;
+    };
+    let Some((_, suffix)) = rest.split_once('>') else {
+        return false;
+    };
+    dir.len() > prefix.len() + suffix.len() && dir.starts_with(prefix) && dir.ends_with(suffix)
+}
+
+/// Whether `word` occurs in `text` not as part of a longer identifier or path segment.
+fn mentions(text: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
+
+/// What the code map in `architecture` fails to name: each crate must be named (its
+/// directory or its package name, anywhere in the map), and each of its top-level modules
+/// in the crate's own entry or in a pattern entry that matches it, as `name.rs`, `name/`
+/// or `` `name` ``.
+pub(crate) fn code_map_gaps(architecture: &str, crates: &[MappedCrate]) -> Vec<String> {
+    let Some(entries) = code_map_entries(architecture) else {
+        return vec!["docs/ARCHITECTURE.md has no `## Code map` section".to_owned()];
+    };
+    let map = entries.concat();
+    let mut gaps = Vec::new();
+    for c in crates {
+        if !mentions(&map, &c.dir) && !mentions(&map, &c.name) {
+            gaps.push(format!(
+                "the code map in docs/ARCHITECTURE.md does not name crate {} ({})",
+                c.name, c.dir
+            ));
+            continue;
+        }
+        let own: String = entries
+            .iter()
+            .filter(|e| entry_key(e).is_some_and(|k| key_matches(k, &c.dir)))
+            .map(String::as_str)
+            .collect();
+        for m in &c.modules {
+            let named = mentions(&own, &format!("{m}.rs"))
+                || own.contains(&format!("{m}/"))
+                || own.contains(&format!("`{m}`"));
+            if !named {
+                gaps.push(format!(
+                    "the code map in docs/ARCHITECTURE.md does not name module `{m}` of {} (in the entry of `{}`)",
+                    c.name, c.dir
+                ));
+            }
+        }
+    }
+    gaps
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -784,5 +905,88 @@ mod tests {
         );
         std::fs::write(src.join("lib.rs"), "mod gone;").unwrap();
         assert!(load_tree(&src.join("lib.rs"), dir.path()).is_err());
+    }
+
+    fn mapped(dir: &str, name: &str, modules: &[&str]) -> MappedCrate {
+        MappedCrate {
+            dir: dir.to_owned(),
+            name: name.to_owned(),
+            modules: modules.iter().map(|m| (*m).to_owned()).collect(),
+        }
+    }
+
+    const MAP: &str = "# Architecture\n\n## Code map\n\n\
+        - `crates/corral-web` — the edge: `app.rs` builds it, `control/` holds the\n  \
+          control plane, and `listen` the listener.\n\
+        - `crates/corral-provider-<id>` — the adapters (`corral-provider-morph`, …): `api.rs`,\n  \
+          `client.rs`.\n\
+        - `xtask` — the tasks.\n\n## Entry points\n\n- `crates/corral-mcp` — outside the map: `tools.rs`.\n";
+
+    #[test]
+    fn a_code_map_naming_every_crate_and_module_has_no_gaps() {
+        let crates = [
+            mapped(
+                "crates/corral-web",
+                "corral-web",
+                &["app", "control", "listen"],
+            ),
+            mapped(
+                "crates/corral-provider-morph",
+                "corral-provider-morph",
+                &["api", "client"],
+            ),
+            mapped("xtask", "xtask", &[]),
+        ];
+        assert_eq!(code_map_gaps(MAP, &crates), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_crate_or_module_missing_from_the_code_map_is_a_gap() {
+        let crates = [
+            // `reply` is named nowhere; `apps` is not `app.rs`.
+            mapped("crates/corral-web", "corral-web", &["app", "reply", "apps"]),
+            // An adapter module the pattern entry does not name.
+            mapped(
+                "crates/corral-provider-morph",
+                "corral-provider-morph",
+                &["api", "tarball"],
+            ),
+            // Named only below the code map, under another heading.
+            mapped("crates/corral-mcp", "corral-mcp", &["tools"]),
+        ];
+        let gaps = code_map_gaps(MAP, &crates);
+        assert_eq!(gaps.len(), 4, "{gaps:#?}");
+        assert!(
+            gaps[0].contains("module `reply` of corral-web"),
+            "{gaps:#?}"
+        );
+        assert!(gaps[1].contains("module `apps` of corral-web"), "{gaps:#?}");
+        assert!(
+            gaps[2].contains("module `tarball` of corral-provider-morph"),
+            "{gaps:#?}"
+        );
+        assert!(
+            gaps[3].contains("does not name crate corral-mcp"),
+            "{gaps:#?}"
+        );
+        assert_eq!(
+            code_map_gaps("# Architecture\n", &crates),
+            ["docs/ARCHITECTURE.md has no `## Code map` section"]
+        );
+    }
+
+    #[test]
+    fn top_level_modules_are_the_roots_mod_declarations_outside_tests() {
+        let dir = std::env::temp_dir().join(format!("xtask-codemap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let root = dir.join("lib.rs");
+        std::fs::write(
+            &root,
+            "mod b;\npub mod a;\nmod inline { mod nested; }\n#[cfg(test)]\nmod tests;\n",
+        )
+        .expect("write");
+        let got = top_level_modules(&root).expect("reads");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        assert_eq!(got, ["a", "b"]);
     }
 }
