@@ -59,6 +59,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .finish()
             }),
     );
+    cfg.app_data(web::Data::new(corral_web::PanicPage(panic_page)));
     cfg.service(
         web::scope(pages::BASE)
             .wrap(from_fn(security_headers))
@@ -258,13 +259,38 @@ fn wants_html(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
         })
 }
 
+/// The page for a console request whose handler panicked (the web edge's middleware caught
+/// it, above this crate's own middleware, so the security headers are set here too); `None`
+/// for any other request, which gets the JSON envelope.
+fn panic_page(req: &HttpRequest) -> Option<actix_web::HttpResponse> {
+    if !req.path().starts_with(pages::BASE) {
+        return None;
+    }
+    let mut resp = respond::html(
+        req,
+        actix_web::http::StatusCode::INTERNAL_SERVER_ERROR,
+        pages::error_page(
+            500,
+            "Something went wrong",
+            "Corral could not load this page. Try again in a moment.",
+        ),
+    );
+    set_security_headers(resp.headers_mut());
+    Some(resp)
+}
+
 /// Middleware: the security headers of every console response.
 async fn security_headers(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let mut res = next.call(req).await?;
-    let headers = res.headers_mut();
+    set_security_headers(res.headers_mut());
+    Ok(res)
+}
+
+/// The security headers of a console response.
+fn set_security_headers(headers: &mut header::HeaderMap) {
     let fixed = [
         (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
         (header::X_FRAME_OPTIONS, "DENY"),
@@ -278,5 +304,4 @@ async fn security_headers(
     if !headers.contains_key(header::CACHE_CONTROL) {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
-    Ok(res)
 }

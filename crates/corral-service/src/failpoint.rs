@@ -25,22 +25,48 @@
 //! crate: the crash test kills the process from outside while the fake provider holds the
 //! answer back.
 
+/// The names a comma-separated environment variable arms.
+#[cfg(feature = "failpoints")]
+fn armed(var: &str) -> Vec<String> {
+    std::env::var(var)
+        .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
+        .unwrap_or_default()
+}
+
 /// Aborts the process if `CORRAL_FAILPOINT` names `name` (see the module docs).
 #[cfg(feature = "failpoints")]
 pub(crate) fn hit(name: &str) {
-    use std::sync::OnceLock;
-    static ARMED: OnceLock<Vec<String>> = OnceLock::new();
-    let armed = ARMED.get_or_init(|| {
-        std::env::var("CORRAL_FAILPOINT")
-            .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
-            .unwrap_or_default()
-    });
-    if armed.iter().any(|a| a == name) {
+    static ARMED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    if ARMED
+        .get_or_init(|| armed("CORRAL_FAILPOINT"))
+        .iter()
+        .any(|a| a == name)
+    {
         // Unbuffered: the line is written before the abort, so a test can tell this crash
         // from any other.
         eprintln!("corral: failpoint {name} reached: aborting");
         std::process::abort();
     }
+}
+
+/// Panics if `CORRAL_PANICPOINT` names `name`: how the panic-isolation tests make one handler
+/// of each front door panic (`api.get_sandbox`, `e2b.get_sandbox`, `console.sign_in`,
+/// `mcp.call`). Nothing without the `failpoints` feature.
+#[inline]
+pub fn panic_point(name: &str) {
+    #[cfg(feature = "failpoints")]
+    {
+        static ARMED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        if ARMED
+            .get_or_init(|| armed("CORRAL_PANICPOINT"))
+            .iter()
+            .any(|a| a == name)
+        {
+            panic!("panic point {name} reached");
+        }
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = name;
 }
 
 /// Marks a crash point (see [`crate::failpoint`]); nothing without the `failpoints` feature.

@@ -24,7 +24,7 @@ pub mod commands;
 mod create;
 pub mod error;
 pub mod events;
-mod failpoint;
+pub mod failpoint;
 pub mod lifecycle;
 pub mod limiter;
 mod live;

@@ -23,7 +23,7 @@ use crate::doc::{ANY, ON_SANDBOX, errors};
 use crate::extract::{
     Authenticated, BodyLimit, ExecBody, IdempotencyKey, Inline, Json, Small, WorkspaceOnly,
 };
-use crate::reply::{Reply, caught, fail, json_ok};
+use crate::reply::{Reply, fail, json_ok};
 use crate::state::AppState;
 
 /// A comment sent when an output stream has been quiet this long, so proxies and clients
@@ -128,13 +128,11 @@ pub(crate) async fn start_command(
     body: Json<StartCommandInput, ExecBody>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let started = caught(
-        &req,
-        state
-            .service
-            .start_command(&caller.0, inline.access, &id, key.0.as_deref(), body.0),
-    )
-    .await?;
+    let started = state
+        .service
+        .start_command(&caller.0, inline.access, &id, key.0.as_deref(), body.0)
+        .await
+        .map_err(fail(&req))?;
     let status = StatusCode::from_u16(started.status).unwrap_or(StatusCode::OK);
     let mut resp = HttpResponse::build(status);
     resp.content_type("application/json");
@@ -161,13 +159,11 @@ pub(crate) async fn list_commands(
 ) -> Reply {
     let q: CommandListQuery = query(&req).map_err(fail(&req))?;
     let state_name = q.state.map(|s| s.as_str());
-    let page = caught(
-        &req,
-        state
-            .service
-            .list_commands(&caller.0, &id, state_name, q.cursor.as_deref(), q.limit),
-    )
-    .await?;
+    let page = state
+        .service
+        .list_commands(&caller.0, &id, state_name, q.cursor.as_deref(), q.limit)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &page))
 }
 
@@ -202,11 +198,11 @@ pub(crate) async fn get_command(
         }
         w => w.map(Duration::from_secs),
     };
-    let command = caught(
-        &req,
-        state.service.command(&caller.0, &path.id, &path.cmd, wait),
-    )
-    .await?;
+    let command = state
+        .service
+        .command(&caller.0, &path.id, &path.cmd, wait)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &command))
 }
 
@@ -345,22 +341,18 @@ pub(crate) async fn command_output(
     let q: OutputQuery = query(&req).map_err(fail(&req))?;
     let after = resume_point(req.headers(), q.after).map_err(fail(&req))?;
     if !wants_sse(&req) {
-        let page = caught(
-            &req,
-            state
-                .service
-                .command_output(&caller.0, &path.id, &path.cmd, after),
-        )
-        .await?;
+        let page = state
+            .service
+            .command_output(&caller.0, &path.id, &path.cmd, after)
+            .await
+            .map_err(fail(&req))?;
         return Ok(json_ok(StatusCode::OK, &page));
     }
-    let events = caught(
-        &req,
-        state
-            .service
-            .follow_output(&caller.0, &path.id, &path.cmd, after),
-    )
-    .await?;
+    let events = state
+        .service
+        .follow_output(&caller.0, &path.id, &path.cmd, after)
+        .await
+        .map_err(fail(&req))?;
     Ok(sse_response(sse_body(events)))
 }
 
@@ -387,13 +379,11 @@ pub(crate) async fn write_stdin(
     body: Json<StdinInput, StdinBody>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let result = caught(
-        &req,
-        state
-            .service
-            .write_stdin(&caller.0, inline.access, &path.id, &path.cmd, body.0),
-    )
-    .await?;
+    let result = state
+        .service
+        .write_stdin(&caller.0, inline.access, &path.id, &path.cmd, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &result))
 }
 
@@ -420,13 +410,11 @@ pub(crate) async fn signal_command(
     body: Json<SignalInput, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let command = caught(
-        &req,
-        state
-            .service
-            .signal_command(&caller.0, inline.access, &path.id, &path.cmd, body.0),
-    )
-    .await?;
+    let command = state
+        .service
+        .signal_command(&caller.0, inline.access, &path.id, &path.cmd, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &command))
 }
 

@@ -293,6 +293,7 @@ async fn resume(req: HttpRequest, path: web::Path<String>, payload: web::Payload
 }
 
 async fn get(req: HttpRequest, path: web::Path<String>) -> HttpResponse {
+    corral_service::failpoint::panic_point("e2b.get_sandbox");
     let run = async {
         let (front, caller) = control_caller(&req).await?;
         front.get(&caller, &path).await

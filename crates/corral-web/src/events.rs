@@ -11,7 +11,7 @@ use utoipa::IntoParams;
 use crate::commands::{SseEvent, query, resume_point, sse_body, sse_response, wants_sse};
 use crate::doc::{ANY, errors};
 use crate::extract::Authenticated;
-use crate::reply::{Reply, caught, fail, json_ok};
+use crate::reply::{Reply, fail, json_ok};
 use crate::state::AppState;
 
 errors!(EventErrors: ANY, &[ErrorCode::InvalidSandboxId, ErrorCode::SandboxNotFound]);
@@ -73,13 +73,17 @@ pub(crate) async fn list_events(
     let after = resume_point(req.headers(), q.after).map_err(fail(&req))?;
     let sandbox = q.sandbox_id.as_deref();
     if !wants_sse(&req) {
-        let page = caught(
-            &req,
-            state.service.events(&caller.0, after, q.limit, sandbox),
-        )
-        .await?;
+        let page = state
+            .service
+            .events(&caller.0, after, q.limit, sandbox)
+            .await
+            .map_err(fail(&req))?;
         return Ok(json_ok(StatusCode::OK, &page));
     }
-    let events = caught(&req, state.service.follow_events(&caller.0, after, sandbox)).await?;
+    let events = state
+        .service
+        .follow_events(&caller.0, after, sandbox)
+        .await
+        .map_err(fail(&req))?;
     Ok(sse_response(sse_body(events)))
 }

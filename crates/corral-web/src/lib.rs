@@ -57,4 +57,6 @@ mod usage;
 mod webhooks;
 
 pub use app::{Mount, app};
+pub use corral_service::failpoint::panic_point;
+pub use middleware::PanicPage;
 pub use state::{AppState, BuildInfo, request_metrics};

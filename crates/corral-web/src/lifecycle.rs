@@ -1,7 +1,7 @@
 //! The sandbox lifecycle beside the spec's operations (extensions under `/v1`): stop and
 //! resume, snapshots (made of a sandbox, listed, read and deleted from the project's registry)
 //! and forks. Restores are creates with `snapshot` (`sandbox.rs`). Each handler is extractors
-//! in, one `Service` call through `reply::caught`, JSON out.
+//! in, one `Service` call (a panic below it is the `middleware`'s), JSON out.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
@@ -16,7 +16,7 @@ use crate::doc::{ANY, ON_SANDBOX, errors};
 use crate::extract::{
     Authenticated, IdempotencyKey, Inline, OptionalJson, Small, SnapshotListQuery, WorkspaceOnly,
 };
-use crate::reply::{Reply, caught, json_ok};
+use crate::reply::{Reply, fail, json_ok};
 use crate::state::AppState;
 
 errors!(StopErrors: ANY, ON_SANDBOX, &[ErrorCode::CapabilityUnsupported]);
@@ -71,7 +71,11 @@ pub(crate) async fn stop_sandbox(
     inline: Inline<WorkspaceOnly>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let sandbox = caught(&req, state.service.stop(&caller.0, inline.access, &id)).await?;
+    let sandbox = state
+        .service
+        .stop(&caller.0, inline.access, &id)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
 
@@ -92,7 +96,11 @@ pub(crate) async fn resume_sandbox(
     inline: Inline<WorkspaceOnly>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let sandbox = caught(&req, state.service.resume(&caller.0, inline.access, &id)).await?;
+    let sandbox = state
+        .service
+        .resume(&caller.0, inline.access, &id)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
 
@@ -122,13 +130,11 @@ pub(crate) async fn create_snapshot(
     body: OptionalJson<CreateSnapshotInput, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let answer = caught(
-        &req,
-        state
-            .service
-            .create_snapshot(&caller.0, inline.access, &id, key.0.as_deref(), body.0),
-    )
-    .await?;
+    let answer = state
+        .service
+        .create_snapshot(&caller.0, inline.access, &id, key.0.as_deref(), body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(created(answer))
 }
 
@@ -156,13 +162,11 @@ pub(crate) async fn fork_sandbox(
     body: OptionalJson<ForkInput, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let answer = caught(
-        &req,
-        state
-            .service
-            .fork(&caller.0, inline.access, &id, key.0.as_deref(), body.0),
-    )
-    .await?;
+    let answer = state
+        .service
+        .fork(&caller.0, inline.access, &id, key.0.as_deref(), body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(created(answer))
 }
 
@@ -183,13 +187,11 @@ pub(crate) async fn list_snapshots(
     state: web::Data<AppState>,
 ) -> Reply {
     let query = query.0;
-    let page = caught(
-        &req,
-        state
-            .service
-            .list_snapshots(&caller.0, query.cursor.as_deref(), query.limit),
-    )
-    .await?;
+    let page = state
+        .service
+        .list_snapshots(&caller.0, query.cursor.as_deref(), query.limit)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &page))
 }
 
@@ -208,7 +210,11 @@ pub(crate) async fn get_snapshot(
     id: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let snapshot = caught(&req, state.service.get_snapshot(&caller.0, &id)).await?;
+    let snapshot = state
+        .service
+        .get_snapshot(&caller.0, &id)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &snapshot))
 }
 
@@ -229,10 +235,10 @@ pub(crate) async fn delete_snapshot(
     inline: Inline<WorkspaceOnly>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let snapshot = caught(
-        &req,
-        state.service.delete_snapshot(&caller.0, inline.access, &id),
-    )
-    .await?;
+    let snapshot = state
+        .service
+        .delete_snapshot(&caller.0, inline.access, &id)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &snapshot))
 }

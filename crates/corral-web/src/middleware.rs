@@ -17,6 +17,7 @@ use corral_errors::{ErrorCode, ErrorEnvelope};
 use corral_service::error::ServiceError;
 use corral_service::limiter::{Admission, PolicyState};
 use corral_service::metrics::Histograms;
+use futures::FutureExt as _;
 use tracing::Instrument as _;
 
 use crate::edge::Edge;
@@ -139,7 +140,14 @@ pub(crate) async fn request_context(
     let path = req.path().to_owned();
     let span = tracing::info_span!("request", request_id = %id, %method, %path);
     let start = Instant::now();
-    let result = next.call(req).instrument(span.clone()).await;
+    let http_req = req.request().clone();
+    let result = std::panic::AssertUnwindSafe(next.call(req).instrument(span.clone()))
+        .catch_unwind()
+        .await;
+    let result = match result {
+        Ok(result) => result,
+        Err(_panic) => Ok(panicked(http_req, &id, &span)),
+    };
     let mut res = match result {
         Ok(res) => res.map_into_boxed_body(),
         Err(e) => {
@@ -211,6 +219,33 @@ pub(crate) async fn request_context(
         took.as_millis() as u64,
     );
     Ok(res)
+}
+
+/// How a mounted feature (the console) answers a request whose handler panicked, when the
+/// request is its own: `None` leaves it the JSON envelope. Registered as app data.
+#[derive(Clone, Copy)]
+pub struct PanicPage(pub fn(&HttpRequest) -> Option<HttpResponse>);
+
+/// The answer to a request whose handler panicked: a log line (without the panic's message,
+/// which may quote a value; the panic hook has already written it and its place to stderr),
+/// and `internal_error` as the
+/// envelope — or the mounted feature's page ([`PanicPage`]) — with the request's id. The
+/// connection stays up; the request's state (its body, its extensions) is dropped with it.
+fn panicked(req: HttpRequest, id: &str, span: &tracing::Span) -> ServiceResponse<BoxBody> {
+    span.in_scope(|| tracing::error!("request handler panicked"));
+    let page = req
+        .app_data::<web::Data<PanicPage>>()
+        .and_then(|page| (page.0)(&req));
+    let resp = page.unwrap_or_else(|| {
+        let code = ErrorCode::InternalError;
+        envelope_response(
+            code,
+            code.http_status(),
+            ErrorEnvelope::new(code, "the request handler failed", id.to_owned()),
+            None,
+        )
+    });
+    ServiceResponse::new(req, resp)
 }
 
 /// The answer to `head_guard`'s substitute for a request head it refused (too large, or not

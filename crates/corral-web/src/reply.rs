@@ -1,6 +1,6 @@
 //! The one reply kernel of every handler, sandbox and control plane alike: request ids, the
-//! JSON error envelope, a use case's failure rendered with its one v3 code, and the run of a
-//! use case that turns a panic into `internal_error`. It imports nothing else from the crate.
+//! JSON error envelope, and a use case's failure rendered with its one v3 code (a panic is the
+//! request middleware's, [`crate::middleware`]). It imports nothing else from the crate.
 //!
 //! A failure carries the use case's own error of meanings ([`ServiceError`] or
 //! [`ControlError`], both behind [`UseCaseError`]); only here does a v3 code become an HTTP
@@ -15,7 +15,6 @@ use actix_web::{HttpMessage as _, HttpRequest, HttpResponse};
 use corral_control::ControlError;
 use corral_errors::{ErrorCode, ErrorEnvelope};
 use corral_service::error::ServiceError;
-use futures::FutureExt as _;
 
 /// The request id of one request: `req_<ulid>`.
 #[derive(Debug, Clone)]
@@ -55,21 +54,15 @@ pub(crate) fn envelope_response(
 /// A use case's error of meanings, as the kernel renders it: both the sandbox use cases'
 /// [`ServiceError`] and the control plane's [`ControlError`] map to exactly one v3 code.
 pub trait UseCaseError: std::fmt::Display + std::fmt::Debug {
-    /// Which handlers run these use cases, for the log line of a panic.
-    const HANDLERS: &'static str;
     /// The one v3 code.
     fn code(&self) -> ErrorCode;
     /// The envelope for request `request_id`.
     fn envelope(&self, request_id: &str) -> ErrorEnvelope;
     /// The `Retry-After` seconds, when the code carries one.
     fn retry_after_seconds(&self) -> Option<u64>;
-    /// `internal_error` saying `message`.
-    fn internal(message: &str) -> Self;
 }
 
 impl UseCaseError for ServiceError {
-    const HANDLERS: &'static str = "a request handler";
-
     fn code(&self) -> ErrorCode {
         ServiceError::code(self)
     }
@@ -81,15 +74,9 @@ impl UseCaseError for ServiceError {
     fn retry_after_seconds(&self) -> Option<u64> {
         ServiceError::retry_after_seconds(self)
     }
-
-    fn internal(message: &str) -> Self {
-        ServiceError::internal(message)
-    }
 }
 
 impl UseCaseError for ControlError {
-    const HANDLERS: &'static str = "a control-plane handler";
-
     fn code(&self) -> ErrorCode {
         ControlError::code(self)
     }
@@ -100,10 +87,6 @@ impl UseCaseError for ControlError {
 
     fn retry_after_seconds(&self) -> Option<u64> {
         ControlError::retry_after_seconds(self)
-    }
-
-    fn internal(message: &str) -> Self {
-        ControlError::internal(message)
     }
 }
 
@@ -155,20 +138,6 @@ pub(crate) type Reply<E = ServiceError> = Result<HttpResponse, Failure<E>>;
 
 /// A control-plane handler's answer.
 pub(crate) type ControlReply = Reply<ControlError>;
-
-/// Runs a use case; a panic in it answers `internal_error` instead of dropping the connection.
-pub(crate) async fn caught<T, E: UseCaseError>(
-    req: &HttpRequest,
-    fut: impl Future<Output = Result<T, E>>,
-) -> Result<T, Failure<E>> {
-    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
-        Ok(result) => result.map_err(fail(req)),
-        Err(_panic) => {
-            tracing::error!("{} panicked", E::HANDLERS);
-            Err(fail(req)(E::internal("the request handler failed")))
-        }
-    }
-}
 
 /// Turns a use case's error into the failure of `req`.
 pub(crate) fn fail<E>(req: &HttpRequest) -> impl Fn(E) -> Failure<E> + '_ {

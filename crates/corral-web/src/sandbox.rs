@@ -19,7 +19,7 @@ use crate::extract::{
     AllContext, Authenticated, ExecBody, IdempotencyKey, Inline, Json, ListQuery, Small,
     WorkspaceOnly, WriteBody,
 };
-use crate::reply::{Reply, caught, json_ok};
+use crate::reply::{Reply, fail, json_ok};
 use crate::state::AppState;
 
 errors!(CreateErrors: ANY, ON_SANDBOX, &[
@@ -80,13 +80,11 @@ pub(crate) async fn create_sandbox(
     body: Json<CreateSandboxRequest, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let created = caught(
-        &req,
-        state
-            .service
-            .create(&caller.0, inline.access, key.0.as_deref(), body.0),
-    )
-    .await?;
+    let created = state
+        .service
+        .create(&caller.0, inline.access, key.0.as_deref(), body.0)
+        .await
+        .map_err(fail(&req))?;
     let status = StatusCode::from_u16(created.status).unwrap_or(StatusCode::OK);
     let mut resp = HttpResponse::build(status);
     resp.content_type("application/json");
@@ -162,13 +160,11 @@ pub(crate) async fn list_sandboxes(
     query: ListQuery,
     state: web::Data<AppState>,
 ) -> Reply {
-    let page = caught(
-        &req,
-        state
-            .service
-            .list(&caller.0, query.cursor.as_deref(), query.limit),
-    )
-    .await?;
+    let page = state
+        .service
+        .list(&caller.0, query.cursor.as_deref(), query.limit)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &page))
 }
 
@@ -189,7 +185,12 @@ pub(crate) async fn get_sandbox(
     inline: Inline<AllContext>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let sandbox = caught(&req, state.service.get(&caller.0, inline.access, &id)).await?;
+    corral_service::failpoint::panic_point("api.get_sandbox");
+    let sandbox = state
+        .service
+        .get(&caller.0, inline.access, &id)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
 
@@ -210,7 +211,11 @@ pub(crate) async fn delete_sandbox(
     inline: Inline<AllContext>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let sandbox = caught(&req, state.service.delete(&caller.0, inline.access, &id)).await?;
+    let sandbox = state
+        .service
+        .delete(&caller.0, inline.access, &id)
+        .await
+        .map_err(fail(&req))?;
     audit(&state, &caller, ApiSandboxAction::Delete, &sandbox).await;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
@@ -234,11 +239,11 @@ pub(crate) async fn run_command(
     body: Json<RunCommandInput, ExecBody>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let result = caught(
-        &req,
-        state.service.exec(&caller.0, inline.access, &id, body.0),
-    )
-    .await?;
+    let result = state
+        .service
+        .exec(&caller.0, inline.access, &id, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &result))
 }
 
@@ -261,13 +266,11 @@ pub(crate) async fn read_file(
     body: Json<ReadFileInput, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let result = caught(
-        &req,
-        state
-            .service
-            .read_file(&caller.0, inline.access, &id, body.0),
-    )
-    .await?;
+    let result = state
+        .service
+        .read_file(&caller.0, inline.access, &id, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &result))
 }
 
@@ -290,13 +293,11 @@ pub(crate) async fn write_file(
     body: Json<WriteFileInput, WriteBody>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let result = caught(
-        &req,
-        state
-            .service
-            .write_file(&caller.0, inline.access, &id, body.0),
-    )
-    .await?;
+    let result = state
+        .service
+        .write_file(&caller.0, inline.access, &id, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &result))
 }
 

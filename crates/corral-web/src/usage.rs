@@ -11,7 +11,7 @@ use utoipa::IntoParams;
 use crate::commands::query;
 use crate::doc::{ANY, errors};
 use crate::extract::Authenticated;
-use crate::reply::{Reply, caught, fail, json_ok};
+use crate::reply::{Reply, fail, json_ok};
 use crate::state::AppState;
 
 errors!(UsageErrors: ANY);
@@ -57,13 +57,11 @@ pub(crate) async fn get_usage(
     state: web::Data<AppState>,
 ) -> Reply {
     let q: UsageQuery = query(&req).map_err(fail(&req))?;
-    let report = caught(
-        &req,
-        state
-            .service
-            .usage(&caller.0, q.from.as_deref(), q.to.as_deref()),
-    )
-    .await?;
+    let report = state
+        .service
+        .usage(&caller.0, q.from.as_deref(), q.to.as_deref())
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &report))
 }
 
@@ -83,6 +81,10 @@ pub(crate) async fn get_sandbox_usage(
     id: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let usage = caught(&req, state.service.sandbox_usage(&caller.0, &id)).await?;
+    let usage = state
+        .service
+        .sandbox_usage(&caller.0, &id)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &usage))
 }

@@ -10,7 +10,7 @@ use utoipa::IntoParams;
 use crate::commands::query;
 use crate::doc::{ANY, errors};
 use crate::extract::{Authenticated, Json, Small};
-use crate::reply::{Reply, caught, fail, json_ok};
+use crate::reply::{Reply, fail, json_ok};
 use crate::state::AppState;
 
 errors!(CreateWebhookErrors: ANY, &[ErrorCode::PayloadTooLarge, ErrorCode::ControlPlaneConflict]);
@@ -47,7 +47,11 @@ pub(crate) async fn create_webhook(
     body: Json<NewWebhook, Small>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let made = caught(&req, state.service.create_webhook(&caller.0, body.0)).await?;
+    let made = state
+        .service
+        .create_webhook(&caller.0, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::CREATED, &made))
 }
 
@@ -64,7 +68,11 @@ pub(crate) async fn list_webhooks(
     caller: Authenticated,
     state: web::Data<AppState>,
 ) -> Reply {
-    let list = caught(&req, state.service.list_webhooks(&caller.0)).await?;
+    let list = state
+        .service
+        .list_webhooks(&caller.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &list))
 }
 
@@ -83,7 +91,11 @@ pub(crate) async fn delete_webhook(
     id: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let gone = caught(&req, state.service.delete_webhook(&caller.0, &id)).await?;
+    let gone = state
+        .service
+        .delete_webhook(&caller.0, &id)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &gone))
 }
 
@@ -105,7 +117,11 @@ pub(crate) async fn rotate_webhook(
     id: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Reply {
-    let rotated = caught(&req, state.service.rotate_webhook(&caller.0, &id)).await?;
+    let rotated = state
+        .service
+        .rotate_webhook(&caller.0, &id)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &rotated))
 }
 
@@ -126,10 +142,10 @@ pub(crate) async fn webhook_deliveries(
     state: web::Data<AppState>,
 ) -> Reply {
     let q: DeliveriesQuery = query(&req).map_err(fail(&req))?;
-    let list = caught(
-        &req,
-        state.service.webhook_deliveries(&caller.0, &id, q.limit),
-    )
-    .await?;
+    let list = state
+        .service
+        .webhook_deliveries(&caller.0, &id, q.limit)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &list))
 }

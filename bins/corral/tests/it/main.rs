@@ -33,6 +33,7 @@ mod lifecycle;
 mod limits;
 mod load;
 mod mcp;
+mod panics;
 mod reap;
 mod replicas;
 mod request_log;

@@ -47,6 +47,7 @@ pub(crate) async fn home(req: HttpRequest, state: web::Data<AppState>) -> Page {
 
 /// `GET /console/sign-in`.
 pub(crate) async fn sign_in_page(req: HttpRequest, state: web::Data<AppState>) -> Page {
+    corral_web::panic_point("console.sign_in");
     if let Some(token) = session::cookie_token(&req)
         && control(&state).authenticate_session(&token).await.is_ok()
     {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::doc::{CONTROL_COMMON, CONTROL_MUTATION, errors};
-use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_content, parse_id};
+use crate::reply::{ControlFailure, ControlReply, fail, json_ok, no_content, parse_id};
 use crate::session::{CsrfToken, Session, SessionJson};
 use crate::state::AppState;
 
@@ -106,7 +106,11 @@ pub(crate) async fn list_accounts(
     session: Session,
     state: web::Data<AppState>,
 ) -> ControlReply {
-    let items = caught(&req, state.control.list_accounts(&session.0.actor)).await?;
+    let items = state
+        .control
+        .list_accounts(&session.0.actor)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &Items { items }))
 }
 
@@ -122,11 +126,11 @@ pub(crate) async fn create_account(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
-    let account = caught(
-        &req,
-        state.control.create_organization(&session.0.actor, body.0),
-    )
-    .await?;
+    let account = state
+        .control
+        .create_organization(&session.0.actor, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::CREATED, &account))
 }
 
@@ -145,13 +149,11 @@ pub(crate) async fn update_account(
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
-    let account = caught(
-        &req,
-        state
-            .control
-            .rename_account(&session.0.actor, account, body.0),
-    )
-    .await?;
+    let account = state
+        .control
+        .rename_account(&session.0.actor, account, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &account))
 }
 
@@ -169,11 +171,11 @@ pub(crate) async fn delete_account(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
-    let account = caught(
-        &req,
-        state.control.delete_account(&session.0.actor, account),
-    )
-    .await?;
+    let account = state
+        .control
+        .delete_account(&session.0.actor, account)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::ACCEPTED, &account))
 }
 
@@ -190,7 +192,11 @@ pub(crate) async fn list_members(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
-    let items = caught(&req, state.control.list_members(&session.0.actor, account)).await?;
+    let items = state
+        .control
+        .list_members(&session.0.actor, account)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &Items { items }))
 }
 
@@ -214,13 +220,11 @@ pub(crate) async fn update_member(
     let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path.0, ACCOUNT)?;
     let user: UserId = parse_id(&req, &path.1, "member")?;
-    caught(
-        &req,
-        state
-            .control
-            .change_role(&session.0.actor, account, user, body.0),
-    )
-    .await?;
+    state
+        .control
+        .change_role(&session.0.actor, account, user, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_content())
 }
 
@@ -242,11 +246,11 @@ pub(crate) async fn remove_member(
 ) -> ControlReply {
     let account: AccountId = parse_id(&req, &path.0, ACCOUNT)?;
     let user: UserId = parse_id(&req, &path.1, "member")?;
-    caught(
-        &req,
-        state.control.remove_member(&session.0.actor, account, user),
-    )
-    .await?;
+    state
+        .control
+        .remove_member(&session.0.actor, account, user)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_content())
 }
 
@@ -265,13 +269,11 @@ pub(crate) async fn transfer_ownership(
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
-    caught(
-        &req,
-        state
-            .control
-            .transfer_ownership(&session.0.actor, account, body.0),
-    )
-    .await?;
+    state
+        .control
+        .transfer_ownership(&session.0.actor, account, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_content())
 }
 
@@ -288,11 +290,11 @@ pub(crate) async fn list_invitations(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
-    let items = caught(
-        &req,
-        state.control.list_invitations(&session.0.actor, account),
-    )
-    .await?;
+    let items = state
+        .control
+        .list_invitations(&session.0.actor, account)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &Items { items }))
 }
 
@@ -311,11 +313,11 @@ pub(crate) async fn create_invitation(
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
-    let invitation = caught(
-        &req,
-        state.control.invite(&session.0.actor, account, body.0),
-    )
-    .await?;
+    let invitation = state
+        .control
+        .invite(&session.0.actor, account, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::CREATED, &invitation))
 }
 
@@ -337,13 +339,11 @@ pub(crate) async fn revoke_invitation(
 ) -> ControlReply {
     let account: AccountId = parse_id(&req, &path.0, ACCOUNT)?;
     let invitation: InvitationId = parse_id(&req, &path.1, "invitation")?;
-    caught(
-        &req,
-        state
-            .control
-            .revoke_invitation(&session.0.actor, account, invitation),
-    )
-    .await?;
+    state
+        .control
+        .revoke_invitation(&session.0.actor, account, invitation)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_content())
 }
 
@@ -360,11 +360,11 @@ pub(crate) async fn accept_invitation(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
-    let account = caught(
-        &req,
-        state.control.accept_invitation(&session.0.actor, body.0),
-    )
-    .await?;
+    let account = state
+        .control
+        .accept_invitation(&session.0.actor, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &account))
 }
 
@@ -382,10 +382,10 @@ pub(crate) async fn audit_log(
 ) -> ControlReply {
     let account: AccountId = parse_id(&req, &path, ACCOUNT)?;
     let limit = audit_query(&req)?;
-    let items = caught(
-        &req,
-        state.control.audit_log(&session.0.actor, account, limit),
-    )
-    .await?;
+    let items = state
+        .control
+        .audit_log(&session.0.actor, account, limit)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &Items { items }))
 }

@@ -10,7 +10,7 @@ use corral_domain::{NewWebhook, Webhook, WebhookDeliveryList, WebhookList, Webho
 use corral_errors::ErrorCode;
 
 use crate::doc::{CONTROL_COMMON, CONTROL_MUTATION, errors};
-use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_store, parse_id};
+use crate::reply::{ControlFailure, ControlReply, fail, json_ok, no_store, parse_id};
 use crate::session::{CsrfToken, Session, SessionJson};
 use crate::state::AppState;
 
@@ -50,7 +50,11 @@ pub(crate) async fn list_project_webhooks(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path)?;
-    let list = caught(&req, state.control.list_webhooks(&session.0.actor, project)).await?;
+    let list = state
+        .control
+        .list_webhooks(&session.0.actor, project)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &list))
 }
 
@@ -69,13 +73,11 @@ pub(crate) async fn create_project_webhook(
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
     let project = project_id(&req, &path)?;
-    let made = caught(
-        &req,
-        state
-            .control
-            .create_webhook(&session.0.actor, project, body.0),
-    )
-    .await?;
+    let made = state
+        .control
+        .create_webhook(&session.0.actor, project, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_store(json_ok(StatusCode::CREATED, &made)))
 }
 
@@ -97,13 +99,11 @@ pub(crate) async fn rotate_project_webhook(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path.0)?;
-    let rotated = caught(
-        &req,
-        state
-            .control
-            .rotate_webhook(&session.0.actor, project, &path.1),
-    )
-    .await?;
+    let rotated = state
+        .control
+        .rotate_webhook(&session.0.actor, project, &path.1)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_store(json_ok(StatusCode::OK, &rotated)))
 }
 
@@ -124,13 +124,11 @@ pub(crate) async fn delete_project_webhook(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path.0)?;
-    let removed = caught(
-        &req,
-        state
-            .control
-            .delete_webhook(&session.0.actor, project, &path.1),
-    )
-    .await?;
+    let removed = state
+        .control
+        .delete_webhook(&session.0.actor, project, &path.1)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &removed))
 }
 
@@ -150,12 +148,10 @@ pub(crate) async fn list_project_webhook_deliveries(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path.0)?;
-    let list = caught(
-        &req,
-        state
-            .control
-            .webhook_deliveries(&session.0.actor, project, &path.1, None),
-    )
-    .await?;
+    let list = state
+        .control
+        .webhook_deliveries(&session.0.actor, project, &path.1, None)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &list))
 }

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use crate::doc::{CONTROL_COMMON, errors};
 use crate::extract::{Json, Unauthenticated};
-use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_content, no_store};
+use crate::reply::{ControlFailure, ControlReply, fail, json_ok, no_content, no_store};
 use crate::session::{
     CsrfToken, Session, SessionJson, check_origin, cleared_session_cookie, session_cookie,
 };
@@ -168,11 +168,10 @@ pub(crate) async fn sign_in_email(
 ) -> ControlReply {
     let control = &state.control;
     origin(&req, control)?;
-    caught(
-        &req,
-        control.request_sign_in(&body.0.email, client_address(&req)),
-    )
-    .await?;
+    control
+        .request_sign_in(&body.0.email, client_address(&req))
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(
         StatusCode::ACCEPTED,
         &SignInRequested { accepted: true },
@@ -197,11 +196,10 @@ pub(crate) async fn sign_in_token(
 ) -> ControlReply {
     let control = &state.control;
     origin(&req, control)?;
-    let (actor, token) = caught(
-        &req,
-        control.sign_in_with_token(&body.0.token, client_address(&req)),
-    )
-    .await?;
+    let (actor, token) = control
+        .sign_in_with_token(&body.0.token, client_address(&req))
+        .await
+        .map_err(fail(&req))?;
     Ok(signed_in(control, &actor, &token))
 }
 
@@ -225,11 +223,10 @@ pub(crate) async fn sign_in_password(
     let control = &state.control;
     origin(&req, control)?;
     let SignInPassword { email, password } = body.0;
-    let (actor, token) = caught(
-        &req,
-        control.sign_in_with_password(&email, &password, client_address(&req)),
-    )
-    .await?;
+    let (actor, token) = control
+        .sign_in_with_password(&email, &password, client_address(&req))
+        .await
+        .map_err(fail(&req))?;
     Ok(signed_in(control, &actor, &token))
 }
 
@@ -243,7 +240,11 @@ pub(crate) async fn sign_out(
     session: Session,
     state: web::Data<AppState>,
 ) -> ControlReply {
-    caught(&req, state.control.sign_out(&session.0.actor)).await?;
+    state
+        .control
+        .sign_out(&session.0.actor)
+        .await
+        .map_err(fail(&req))?;
     Ok(cleared(&state.control))
 }
 
@@ -257,7 +258,11 @@ pub(crate) async fn sign_out_everywhere(
     session: Session,
     state: web::Data<AppState>,
 ) -> ControlReply {
-    caught(&req, state.control.sign_out_everywhere(&session.0.actor)).await?;
+    state
+        .control
+        .sign_out_everywhere(&session.0.actor)
+        .await
+        .map_err(fail(&req))?;
     Ok(cleared(&state.control))
 }
 
@@ -271,7 +276,11 @@ pub(crate) async fn me(
     session: Session,
     state: web::Data<AppState>,
 ) -> ControlReply {
-    let user = caught(&req, state.control.me(&session.0.actor)).await?;
+    let user = state
+        .control
+        .me(&session.0.actor)
+        .await
+        .map_err(fail(&req))?;
     let body = MeBody::new(user, state.control.csrf_token(session.0.cookie_token()));
     Ok(no_store(json_ok(StatusCode::OK, &body)))
 }
@@ -392,15 +401,15 @@ pub(crate) async fn set_password(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
-    caught(
-        &req,
-        state.control.set_password(
+    state
+        .control
+        .set_password(
             &session.0.actor,
             body.0.current_password.as_deref(),
             &body.0.password,
-        ),
-    )
-    .await?;
+        )
+        .await
+        .map_err(fail(&req))?;
     Ok(no_content())
 }
 
@@ -414,7 +423,11 @@ pub(crate) async fn legal_status(
     session: Session,
     state: web::Data<AppState>,
 ) -> ControlReply {
-    let status = caught(&req, state.control.legal_status(&session.0.actor)).await?;
+    let status = state
+        .control
+        .legal_status(&session.0.actor)
+        .await
+        .map_err(fail(&req))?;
     let items = status
         .into_iter()
         .map(|s| LegalDocumentStatus {
@@ -451,7 +464,11 @@ pub(crate) async fn legal_release(
             corral_control::ControlError::LegalNotFound,
         ));
     };
-    let found = caught(&req, state.control.legal_release(&document, release)).await?;
+    let found = state
+        .control
+        .legal_release(&document, release)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(
         StatusCode::OK,
         &LegalReleaseBody {
@@ -479,12 +496,10 @@ pub(crate) async fn accept_legal(
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
     let Acceptance { document, release } = body.0;
-    caught(
-        &req,
-        state
-            .control
-            .accept_legal(&session.0.actor, &document, release),
-    )
-    .await?;
+    state
+        .control
+        .accept_legal(&session.0.actor, &document, release)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_content())
 }

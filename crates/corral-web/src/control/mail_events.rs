@@ -8,7 +8,7 @@ use corral_control::ControlError;
 use corral_errors::ErrorCode;
 
 use crate::doc::errors;
-use crate::reply::{ControlFailure, ControlReply, caught, no_content};
+use crate::reply::{ControlFailure, ControlReply, fail, no_content};
 use crate::state::AppState;
 
 /// Largest event accepted; delivery events are a few hundred bytes.
@@ -83,6 +83,10 @@ pub(crate) async fn email_webhook(
         timestamp,
         signature,
     };
-    caught(&req, state.control.receive_email_event(&headers, &body)).await?;
+    state
+        .control
+        .receive_email_event(&headers, &body)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_content())
 }

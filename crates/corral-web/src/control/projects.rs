@@ -14,7 +14,7 @@ use corral_errors::ErrorCode;
 use super::accounts::Items;
 use crate::doc::{CONTROL_COMMON, CONTROL_MUTATION, errors};
 use crate::extract::ListQuery;
-use crate::reply::{ControlFailure, ControlReply, caught, json_ok, no_content, no_store, parse_id};
+use crate::reply::{ControlFailure, ControlReply, fail, json_ok, no_content, no_store, parse_id};
 use crate::session::{CsrfToken, Session, SessionJson, SessionMaybeJson};
 use crate::state::AppState;
 
@@ -80,7 +80,11 @@ pub(crate) async fn list_projects(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let account: AccountId = parse_id(&req, &path, "account")?;
-    let items = caught(&req, state.control.list_projects(&session.0.actor, account)).await?;
+    let items = state
+        .control
+        .list_projects(&session.0.actor, account)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &Items { items }))
 }
 
@@ -99,13 +103,11 @@ pub(crate) async fn create_project(
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
     let account: AccountId = parse_id(&req, &path, "account")?;
-    let project = caught(
-        &req,
-        state
-            .control
-            .create_project(&session.0.actor, account, body.0),
-    )
-    .await?;
+    let project = state
+        .control
+        .create_project(&session.0.actor, account, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::CREATED, &project))
 }
 
@@ -124,13 +126,11 @@ pub(crate) async fn update_project(
 ) -> ControlReply {
     let SessionJson(session, body) = session_body;
     let project = project_id(&req, &path)?;
-    let project = caught(
-        &req,
-        state
-            .control
-            .rename_project(&session.0.actor, project, body.0),
-    )
-    .await?;
+    let project = state
+        .control
+        .rename_project(&session.0.actor, project, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &project))
 }
 
@@ -148,11 +148,11 @@ pub(crate) async fn delete_project(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path)?;
-    let project = caught(
-        &req,
-        state.control.delete_project(&session.0.actor, project),
-    )
-    .await?;
+    let project = state
+        .control
+        .delete_project(&session.0.actor, project)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::ACCEPTED, &project))
 }
 
@@ -169,7 +169,11 @@ pub(crate) async fn list_keys(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path)?;
-    let items = caught(&req, state.control.list_keys(&session.0.actor, project)).await?;
+    let items = state
+        .control
+        .list_keys(&session.0.actor, project)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &Items { items }))
 }
 
@@ -194,11 +198,11 @@ pub(crate) async fn create_key(
         Some(body) => KeyOptions::try_from(body).map_err(|e| ControlFailure::new(&req, e))?,
         None => KeyOptions::default(),
     };
-    let key = caught(
-        &req,
-        state.control.create_key(&session.0.actor, project, options),
-    )
-    .await?;
+    let key = state
+        .control
+        .create_key(&session.0.actor, project, options)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_store(json_ok(StatusCode::CREATED, &key)))
 }
 
@@ -219,11 +223,11 @@ pub(crate) async fn revoke_key(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path.0)?;
-    let key = caught(
-        &req,
-        state.control.revoke_key(&session.0.actor, project, &path.1),
-    )
-    .await?;
+    let key = state
+        .control
+        .revoke_key(&session.0.actor, project, &path.1)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &key))
 }
 
@@ -240,7 +244,11 @@ pub(crate) async fn list_profiles(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path)?;
-    let items = caught(&req, state.control.list_profiles(&session.0.actor, project)).await?;
+    let items = state
+        .control
+        .list_profiles(&session.0.actor, project)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &Items { items }))
 }
 
@@ -265,13 +273,11 @@ pub(crate) async fn put_profile(
     let SessionJson(session, body) = session_body;
     let project = project_id(&req, &path.0)?;
     let provider = provider(&req, &path.1)?;
-    let profile = caught(
-        &req,
-        state
-            .control
-            .put_profile(&session.0.actor, project, provider, body.0),
-    )
-    .await?;
+    let profile = state
+        .control
+        .put_profile(&session.0.actor, project, provider, body.0)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &profile))
 }
 
@@ -293,13 +299,11 @@ pub(crate) async fn delete_profile(
 ) -> ControlReply {
     let project = project_id(&req, &path.0)?;
     let provider = provider(&req, &path.1)?;
-    caught(
-        &req,
-        state
-            .control
-            .delete_profile(&session.0.actor, project, provider),
-    )
-    .await?;
+    state
+        .control
+        .delete_profile(&session.0.actor, project, provider)
+        .await
+        .map_err(fail(&req))?;
     Ok(no_content())
 }
 
@@ -322,13 +326,11 @@ pub(crate) async fn test_profile(
 ) -> ControlReply {
     let project = project_id(&req, &path.0)?;
     let provider = provider(&req, &path.1)?;
-    let profile = caught(
-        &req,
-        state
-            .control
-            .test_profile(&session.0.actor, project, provider),
-    )
-    .await?;
+    let profile = state
+        .control
+        .test_profile(&session.0.actor, project, provider)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &profile))
 }
 
@@ -346,16 +348,16 @@ pub(crate) async fn list_project_sandboxes(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path)?;
-    let page = caught(
-        &req,
-        state.control.list_sandboxes(
+    let page = state
+        .control
+        .list_sandboxes(
             &session.0.actor,
             project,
             query.cursor.as_deref(),
             query.limit,
-        ),
-    )
-    .await?;
+        )
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &page))
 }
 
@@ -375,12 +377,10 @@ pub(crate) async fn get_project_sandbox(
     state: web::Data<AppState>,
 ) -> ControlReply {
     let project = project_id(&req, &path.0)?;
-    let sandbox = caught(
-        &req,
-        state
-            .control
-            .get_sandbox(&session.0.actor, project, &path.1),
-    )
-    .await?;
+    let sandbox = state
+        .control
+        .get_sandbox(&session.0.actor, project, &path.1)
+        .await
+        .map_err(fail(&req))?;
     Ok(json_ok(StatusCode::OK, &sandbox))
 }
