@@ -201,24 +201,32 @@ impl FrontDoor {
         }
     }
 
-    pub(crate) fn created(&self, project: ProjectId, record: &E2bRecord) -> SandboxCreated {
+    pub(crate) fn created(&self, caller: &Caller, record: &E2bRecord) -> SandboxCreated {
         SandboxCreated {
             template_id: record.template_id.clone(),
             sandbox_id: record.sandbox_id.to_string(),
             client_id: CLIENT_ID.to_owned(),
             envd_version: ENVD_VERSION.to_owned(),
-            envd_access_token: self
-                .service()
-                .registry()
-                .e2b_access_token(project, record.sandbox_id),
+            envd_access_token: self.access_token(caller, record),
             domain: None,
             alias: record.alias.clone(),
         }
     }
 
+    /// The sandbox's access token for the door's envd side, issued to the caller's API key:
+    /// revoking the key ends it. (The door's control side authenticates every caller by an API
+    /// key; a caller without one would get a token naming no key, which never opens.)
+    fn access_token(&self, caller: &Caller, record: &E2bRecord) -> String {
+        self.service().registry().e2b_access_token(
+            caller.project_id(),
+            caller.key_id().unwrap_or("none"),
+            record.sandbox_id,
+        )
+    }
+
     fn detail(
         &self,
-        project: ProjectId,
+        caller: &Caller,
         record: &E2bRecord,
         state: &'static str,
         with_token: bool,
@@ -235,11 +243,7 @@ impl FrontDoor {
             state,
             envd_version: ENVD_VERSION.to_owned(),
             metadata: record.metadata.clone(),
-            envd_access_token: with_token.then(|| {
-                self.service()
-                    .registry()
-                    .e2b_access_token(project, record.sandbox_id)
-            }),
+            envd_access_token: with_token.then(|| self.access_token(caller, record)),
             domain: None,
             alias: record.alias.clone(),
         }
@@ -312,7 +316,7 @@ impl FrontDoor {
             .map_err(registry_err)?
             .unwrap_or(record);
         Ok(DoorCreated {
-            answer: self.created(caller.project_id(), &stored),
+            answer: self.created(caller, &stored),
             replayed: created.replayed,
             provider: sandbox.provider,
         })
@@ -536,7 +540,7 @@ impl FrontDoor {
         self.resume_running(caller, id).await?;
         let end = Utc::now() + seconds(timeout);
         self.set_end(caller, &mut record, end).await?;
-        Ok(self.created(caller.project_id(), &record))
+        Ok(self.created(caller, &record))
     }
 
     /// `POST /sandboxes/{id}/connect` (and v2): the sandbox's token, its timeout extended to
@@ -568,13 +572,13 @@ impl FrontDoor {
         if let Some(end) = end {
             self.set_end(caller, &mut record, end).await?;
         }
-        Ok((self.created(caller.project_id(), &record), resumed))
+        Ok((self.created(caller, &record), resumed))
     }
 
     /// `GET /sandboxes/{id}`: `running` or `paused`.
     pub async fn get(&self, caller: &Caller, id: &str) -> Result<SandboxDetail, E2bError> {
         let (record, status) = self.live_record(caller, id).await?;
-        Ok(self.detail(caller.project_id(), &record, e2b_state(status), true))
+        Ok(self.detail(caller, &record, e2b_state(status), true))
     }
 
     /// Corral's status of a door sandbox, from the registry (no provider call); an unknown
@@ -653,7 +657,7 @@ impl FrontDoor {
                 let paused = is_paused(self.status_of(project, r.sandbox_id).await?);
                 if (paused && want_paused) || (!paused && want_running) {
                     let state = if paused { "paused" } else { "running" };
-                    items.push(self.detail(project, r, state, false));
+                    items.push(self.detail(caller, r, state, false));
                 }
             }
             if !items.is_empty() || page.next.is_none() {

@@ -13,8 +13,9 @@
 //!   ends sandboxes past it), so it can be set and extended on every provider.
 //! - envd side ([`process`], [`files`]): every call names its sandbox in `E2b-Sandbox-Id`
 //!   and carries the per-sandbox access token the create answered (`X-Access-Token`: an HMAC
-//!   of project and sandbox under the server's master key, so nothing is stored and another
-//!   project's token never opens it). Processes are Corral commands (durable jobs); a pid is
+//!   of project, sandbox, the API key it was issued to and its end under the server's master
+//!   key, so nothing is stored, another project's token never opens it, and revoking the key
+//!   or a day passing ends it). Processes are Corral commands (durable jobs); a pid is
 //!   a stable 31-bit hash of the command id.
 //!
 //! Modules, bottom to top: `wire`, `connect`, `connect_code`, `fs`, `error` → `lib` (the door, its config and
@@ -244,9 +245,17 @@ impl FrontDoor {
             ),
         })?;
         let registry = self.service.registry();
-        let project = token
-            .and_then(|t| registry.check_e2b_access_token(sandbox, t))
-            .ok_or_else(denied)?;
+        let registry_failed = |e| E2bError::Service {
+            source: corral_service::error::registry_error(e),
+        };
+        let project = match token {
+            Some(t) => registry
+                .authorize_e2b_access_token(sandbox, t)
+                .await
+                .map_err(registry_failed)?,
+            None => None,
+        }
+        .ok_or_else(denied)?;
         let record = registry
             .get_e2b(project, sandbox)
             .await

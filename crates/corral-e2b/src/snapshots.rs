@@ -270,7 +270,7 @@ impl FrontDoor {
                     .await
                     .map_err(registry_err)?
                     .unwrap_or(record);
-                Ok::<_, E2bError>(self.created(caller.project_id(), &stored))
+                Ok::<_, E2bError>(self.created(caller, &stored))
             };
             answer.push(match made.await {
                 Ok(sandbox) => ForkOutcome {

@@ -17,6 +17,7 @@ use crate::db::{from_micros, run, to_micros, write_tx};
 use crate::error::{RegistryError, Result, db_error};
 use crate::model::ProjectId;
 use crate::registry::{ListCursor, Registry};
+use crate::secret::E2bTokenClaims;
 use crate::schema::{e2b_sandboxes as e2b, sandboxes};
 
 /// What the E2B door keeps about one sandbox it created. `Debug` shows the env var names,
@@ -382,19 +383,61 @@ impl Registry {
     }
 
     /// The access token E2B's SDK sends to the in-sandbox API (`X-Access-Token`) for `sandbox`
-    /// of `project`: `<project id>.<base64url HMAC-SHA256>` over both ids under a subkey of
-    /// the master key used for nothing else. Stateless: every replica issues the same token.
-    pub fn e2b_access_token(&self, project: ProjectId, sandbox: SandboxId) -> String {
-        self.key.e2b_access_token(project, sandbox)
+    /// of `project`, issued to API key `key_id` for [`E2B_TOKEN_LIFETIME`]:
+    /// `<project id>.<key id>.<expiry>.<base64url HMAC-SHA256>` under a subkey of the master
+    /// key used for nothing else. Stateless: every replica issues and checks the same token;
+    /// revoking the key ends it ([`Registry::authorize_e2b_access_token`]).
+    pub fn e2b_access_token(&self, project: ProjectId, key_id: &str, sandbox: SandboxId) -> String {
+        let ends = self.db.now() + E2B_TOKEN_LIFETIME;
+        self.e2b_access_token_ending(project, key_id, sandbox, ends)
     }
 
-    /// The project a presented access token names when it is valid for `sandbox` under this
-    /// master key (compared in constant time); `None` otherwise (malformed, another sandbox's,
-    /// another key's). Whether the sandbox exists is the caller's check.
-    pub fn check_e2b_access_token(&self, sandbox: SandboxId, token: &str) -> Option<ProjectId> {
-        self.key.check_e2b_access_token(sandbox, token)
+    /// [`Registry::e2b_access_token`] ending at `ends` (second precision).
+    pub fn e2b_access_token_ending(
+        &self,
+        project: ProjectId,
+        key_id: &str,
+        sandbox: SandboxId,
+        ends: Timestamp,
+    ) -> String {
+        self.key
+            .e2b_access_token(project, key_id, ends.timestamp(), sandbox)
+    }
+
+    /// What a presented access token says when it is valid for `sandbox` under this master key
+    /// (compared in constant time) and has not ended; `None` otherwise (malformed, another
+    /// sandbox's, another master key's, past its end). Neither whether the sandbox exists nor
+    /// whether the key is still live is checked here.
+    pub fn check_e2b_access_token(&self, sandbox: SandboxId, token: &str) -> Option<E2bTokenClaims> {
+        let claims = self.key.check_e2b_access_token(sandbox, token)?;
+        (self.db.now().timestamp() < claims.expires_at).then_some(claims)
+    }
+
+    /// The project a presented access token opens `sandbox` for: a valid token
+    /// ([`Registry::check_e2b_access_token`]) whose API key is still live (not revoked, not
+    /// expired, of that project). The key's state is read as [`Registry::authenticate`] reads
+    /// it: revoking through this registry takes effect at once, through another process
+    /// within the cache TTL.
+    pub async fn authorize_e2b_access_token(
+        &self,
+        sandbox: SandboxId,
+        token: &str,
+    ) -> Result<Option<ProjectId>> {
+        let Some(claims) = self.check_e2b_access_token(sandbox, token) else {
+            return Ok(None);
+        };
+        let Some((key, _)) = self.key_state(&claims.key_id).await? else {
+            return Ok(None);
+        };
+        let live = key.expires_at.is_none_or(|at| to_micros(self.db.now()) < at);
+        Ok((live && key.project == claims.project).then_some(claims.project))
     }
 }
+
+/// How long an E2B access token opens its sandbox: a day, as long as E2B's longest sandbox
+/// timeout, so an SDK's `Sandbox` object never outlives its token before its sandbox ends; an
+/// SDK that reconnects (`Sandbox.connect`) gets a fresh one.
+pub const E2B_TOKEN_LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// Whether stored metadata JSON holds every pair of `filter`.
 fn metadata_matches(stored: &str, filter: &BTreeMap<String, String>) -> Result<bool> {

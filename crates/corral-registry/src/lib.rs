@@ -129,7 +129,7 @@ pub use commands::{
 };
 pub use create_failures::{CreateFailure, MAX_FAILURE_REASON};
 pub use db::{Backend, Database, DatabaseConfig, PgConn, PooledConnection, SqliteConn};
-pub use e2b::{E2bFilter, E2bPage, E2bRecord};
+pub use e2b::{E2B_TOKEN_LIFETIME, E2bFilter, E2bPage, E2bRecord};
 pub use e2b_templates::{E2bTemplate, MAX_TEMPLATE_NAME};
 pub use error::{RegistryError, Result, db_error};
 pub use events::{EventLog, MAX_EVENTS_PAGE};
@@ -141,7 +141,7 @@ pub use model::{
 };
 pub use reaper::{MAX_ORPHANS_LISTED, Orphan};
 pub use registry::{LAST_USE_PRECISION, ListCursor, Registry, cursor_pattern};
-pub use secret::{API_KEY_PREFIX, MASTER_KEY_LEN, MasterKey, api_key_id};
+pub use secret::{API_KEY_PREFIX, E2bTokenClaims, MASTER_KEY_LEN, MasterKey, api_key_id};
 pub use snapshots::snapshot_cursor_pattern;
 pub use usage::{Lifecycles, MAX_USAGE_SANDBOXES, UsageLog};
 pub use webhooks::{

@@ -326,54 +326,90 @@ impl MasterKey {
 }
 
 // ---------------------------------------------------------------------------------------------
-// E2B access tokens: `<project id>.<base64url(HMAC-SHA256(subkey, project id NUL sandbox id))>`.
+// E2B access tokens: `<project id>.<key id>.<expiry, unix seconds>.<base64url tag>`, the tag an
+// HMAC-SHA256 under a subkey over the four fields and the sandbox id.
 
-/// Subkey label of the E2B in-sandbox access tokens (used for nothing else).
-const E2B_TOKEN_LABEL: &[u8] = b"corral/e2b-envd-token/v1";
-/// Longest token worth parsing: a project id (30), the dot and 43 base64url characters.
-const E2B_TOKEN_MAX_LEN: usize = 128;
+/// Subkey label of the E2B in-sandbox access tokens (used for nothing else). `v2`: a token names
+/// the API key it was issued to and when it ends; a `v1` token (project and sandbox only)
+/// never verifies under this subkey.
+const E2B_TOKEN_LABEL: &[u8] = b"corral/e2b-envd-token/v2";
+/// Longest token worth parsing: a project id (30), a key id, an expiry, three dots and 43
+/// base64url characters.
+const E2B_TOKEN_MAX_LEN: usize = 160;
+
+/// What a verified E2B access token says: whose it is, which API key it was issued to, and
+/// when it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct E2bTokenClaims {
+    /// The sandbox's project.
+    pub project: ProjectId,
+    /// The public id of the API key the token was issued to: revoking that key ends it.
+    pub key_id: String,
+    /// When the token stops opening the sandbox (unix seconds).
+    pub expires_at: i64,
+}
 
 impl MasterKey {
-    fn e2b_token_mac(&self, project: &str, sandbox: &str) -> HmacSha256 {
+    fn e2b_token_mac(&self, project: &str, key_id: &str, expires_at: &str, sandbox: &str) -> HmacSha256 {
         let subkey = self.subkey(E2B_TOKEN_LABEL);
         let mut mac =
             HmacSha256::new_from_slice(&subkey[..]).unwrap_or_else(|_| unreachable_hmac());
-        // Neither id holds a NUL, so the message names exactly one (project, sandbox) pair.
-        mac.update(project.as_bytes());
-        mac.update(b"\0");
-        mac.update(sandbox.as_bytes());
+        // No field holds a NUL, so the message names exactly one tuple.
+        for field in [project, key_id, expires_at, sandbox] {
+            mac.update(field.as_bytes());
+            mac.update(b"\0");
+        }
         mac
     }
 
-    /// The access token of `sandbox` of `project` for E2B's in-sandbox API: stateless, so any
-    /// replica holding the master key issues and checks the same token.
-    pub(crate) fn e2b_access_token(&self, project: ProjectId, sandbox: SandboxId) -> String {
+    /// The access token of `sandbox` of `project` for E2B's in-sandbox API, issued to API key
+    /// `key_id` until `expires_at` (unix seconds): stateless, so any replica holding the
+    /// master key issues and checks the same token.
+    pub(crate) fn e2b_access_token(
+        &self,
+        project: ProjectId,
+        key_id: &str,
+        expires_at: i64,
+        sandbox: SandboxId,
+    ) -> String {
         let project = project.to_string();
+        let expires = expires_at.to_string();
         let tag = self
-            .e2b_token_mac(&project, &sandbox.to_string())
+            .e2b_token_mac(&project, key_id, &expires, &sandbox.to_string())
             .finalize()
             .into_bytes();
-        format!("{project}.{}", URL_SAFE_NO_PAD.encode(tag))
+        format!("{project}.{key_id}.{expires}.{}", URL_SAFE_NO_PAD.encode(tag))
     }
 
-    /// The project a presented token names when it is this key's token for `sandbox`
-    /// (the tag compared in constant time); `None` for anything else, malformed included.
+    /// What a presented token says when it is this key's token for `sandbox` (the tag
+    /// compared in constant time); `None` for anything else, malformed included. Neither the
+    /// expiry nor the API key's state is checked here.
     pub(crate) fn check_e2b_access_token(
         &self,
         sandbox: SandboxId,
         token: &str,
-    ) -> Option<ProjectId> {
+    ) -> Option<E2bTokenClaims> {
         if token.len() > E2B_TOKEN_MAX_LEN {
             return None;
         }
-        let (project_text, tag_text) = token.split_once('.')?;
+        let mut fields = token.split('.');
+        let (project_text, key_id, expires_text, tag_text) =
+            (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+        if fields.next().is_some() || key_id.is_empty() || !key_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
         let project: ProjectId = project_text.parse().ok()?;
+        let expires_at: i64 = expires_text.parse().ok()?;
         let tag = URL_SAFE_NO_PAD.decode(tag_text).ok()?;
         // `verify_slice` compares in constant time (and refuses a tag of another length).
-        self.e2b_token_mac(project_text, &sandbox.to_string())
+        self.e2b_token_mac(project_text, key_id, expires_text, &sandbox.to_string())
             .verify_slice(&tag)
             .ok()?;
-        Some(project)
+        Some(E2bTokenClaims {
+            project,
+            key_id: key_id.to_owned(),
+            expires_at,
+        })
     }
 }
 

@@ -106,10 +106,44 @@ impl Default for ServiceConfig {
     }
 }
 
-/// An authenticated caller: the project its API key belongs to.
+/// An authenticated caller: the project its API key belongs to, and that key's public id.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
     project: ProjectId,
+    key: Option<KeyRef>,
+}
+
+/// The public id of the API key a caller authenticated with (the id part of `crl_<id>_…`,
+/// never the secret): what credentials derived from the key (the E2B door's access tokens)
+/// name, so that revoking the key ends them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct KeyRef {
+    bytes: [u8; KeyRef::MAX],
+    len: u8,
+}
+
+impl KeyRef {
+    const MAX: usize = 32;
+
+    fn new(id: &str) -> Option<Self> {
+        let mut bytes = [0; Self::MAX];
+        bytes.get_mut(..id.len())?.copy_from_slice(id.as_bytes());
+        Some(Self {
+            bytes,
+            len: u8::try_from(id.len()).ok()?,
+        })
+    }
+
+    fn as_str(&self) -> &str {
+        // Built from a `&str` of `len` bytes in `new`, so always UTF-8.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for KeyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Caller {
@@ -117,7 +151,13 @@ impl Caller {
     /// (after its membership and role checks) and embedding services. It bypasses API-key
     /// authentication, so never build one from unchecked input.
     pub fn trusted(project: ProjectId) -> Self {
-        Self { project }
+        Self { project, key: None }
+    }
+
+    /// The public id of the API key the caller authenticated with; `None` for a
+    /// [`Caller::trusted`] one.
+    pub fn key_id(&self) -> Option<&str> {
+        self.key.as_ref().map(KeyRef::as_str)
     }
 
     /// The caller's project.
@@ -287,7 +327,10 @@ impl Service {
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, ServiceError> {
         let key = bearer_key(authorization)?;
         match self.inner.registry.authenticate(key).await {
-            Ok(Some(project)) => Ok(Caller { project }),
+            Ok(Some(project)) => Ok(Caller {
+                project,
+                key: corral_registry::api_key_id(key).and_then(KeyRef::new),
+            }),
             Ok(None) => Err(ServiceError::AuthenticationFailed {
                 message: "the project API key was rejected".into(),
             }),

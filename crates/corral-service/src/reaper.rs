@@ -218,6 +218,7 @@ impl Service {
         for project in projects.into_iter().take(MAX_PROJECTS) {
             let caller = Caller {
                 project: project.id,
+                key: None,
             };
             // Only a stored profile: `access_for` with no inline credential uses it, and
             // answers `ProfileNotFound` where the project has none.
@@ -445,6 +446,7 @@ impl Service {
         }
         let caller = Caller {
             project: rec.project_id,
+            key: None,
         };
         match self
             .access_for(

@@ -85,6 +85,7 @@ impl Service {
         };
         let caller = Caller {
             project: rec.project_id,
+            key: None,
         };
         // Only a stored profile (or no credential at all) can be used: inline credentials are
         // never kept.

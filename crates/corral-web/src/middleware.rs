@@ -145,11 +145,11 @@ pub(crate) async fn request_context(
         .catch_unwind()
         .await;
     let result = match result {
-        Ok(result) => result,
+        Ok(result) => result.map(ServiceResponse::map_into_boxed_body),
         Err(_panic) => Ok(panicked(http_req, &id, &span)),
     };
     let mut res = match result {
-        Ok(res) => res.map_into_boxed_body(),
+        Ok(res) => res,
         Err(e) => {
             // An error no handler turned into a response: it still gets the envelope.
             let status = e.as_response_error().status_code();

@@ -1063,3 +1063,69 @@ async fn snapshots_are_templates_to_create_from_list_and_delete_and_a_fork_answe
     let (status, _) = door.call(get.clone(), "/snapshots", &[], None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+/// A sandbox's access token is issued to the API key that created (or fetched) it: once that
+/// key is revoked — here by another process, the admin CLI — the token no longer runs
+/// commands or reads files, within the server's key cache bound; a token fetched with another
+/// live key of the project keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_the_api_key_ends_the_access_tokens_issued_to_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = local_server(tmp.path(), "");
+    let door = Door::new(&server);
+    let data = tmp.path().join("data");
+    let created = door.create(json!({"templateID": "base"})).await;
+    let (id, token) = (
+        created["sandboxID"].as_str().unwrap(),
+        created["envdAccessToken"].as_str().unwrap(),
+    );
+    let (status, body) = door
+        .rpc("/process.Process/List", id, Some(token), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // A second key of the same project fetches the sandbox: its token is its own.
+    let out = cli(&data, &["key", "create", "--project", "default"], &[]);
+    let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let second = issued["apiKey"].as_str().unwrap();
+    let (status, detail) = door
+        .call(
+            reqwest::Method::GET,
+            &format!("/sandboxes/{id}"),
+            &[("X-API-KEY", second)],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    let second_token = detail["envdAccessToken"].as_str().unwrap().to_owned();
+    assert_ne!(second_token, token);
+
+    let key_id = door.key.split('_').nth(1).unwrap();
+    cli(&data, &["key", "revoke", "--key-id", key_id], &[]);
+    let deadline = Instant::now() + corral_registry::DEFAULT_CACHE_TTL + Duration::from_secs(10);
+    loop {
+        let (status, body) = door
+            .rpc("/process.Process/List", id, Some(token), json!({}))
+            .await;
+        if status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert_eq!(status, StatusCode::OK, "until the cache bound: {body}");
+        assert!(Instant::now() < deadline, "the revoked key's token still works");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Files too, and the other key's token still opens the sandbox.
+    let (status, _) = door
+        .call(
+            reqwest::Method::GET,
+            "/files?path=/etc/hostname",
+            &[("E2b-Sandbox-Id", id), ("X-Access-Token", token)],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = door
+        .rpc("/process.Process/List", id, Some(&second_token), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}

@@ -57,6 +57,45 @@ impl Registry {
         Ok(NewApiKey { info, key })
     }
 
+    /// What the registry knows of live (not revoked) API key `key_id`, served from the key
+    /// cache when the database vouched for it less than the TTL ago; with its stored last use
+    /// when this call read the row. `None` for an unknown or revoked key. Expiry is the
+    /// caller's check (on every use, cached or not).
+    pub(crate) async fn key_state(
+        &self,
+        key_id: &str,
+    ) -> Result<Option<(VerifiedKey, Option<i64>)>> {
+        let now = self.db.now();
+        let generation = match self.keys.get(key_id, now) {
+            Ok(cached) => return Ok(Some((cached, None))),
+            Err(generation) => generation,
+        };
+        let owned = key_id.to_owned();
+        let row: Option<ApiKeyRow> = run!(self, |c| {
+            api_keys::table
+                .filter(api_keys::key_id.eq(&owned))
+                .select(ApiKeyRow::as_select())
+                .first(c)
+                .await
+                .optional()
+                .map_err(db_error)
+        })?;
+        // Unknown or revoked: nothing to cache. (An expired entry left for this id is never
+        // served again; no generation bump either, so a flood of unknown key ids cannot keep
+        // valid keys from being cached.)
+        let Some(row) = row.filter(|r| r.revoked_at.is_none()) else {
+            return Ok(None);
+        };
+        let verified = VerifiedKey {
+            project: crate::rows::parse_project_id(&row.project_id)?,
+            secret_hash: row.secret_hash,
+            expires_at: row.expires_at,
+        };
+        self.keys
+            .insert(key_id.to_owned(), verified.clone(), now, generation);
+        Ok(Some((verified, row.last_used_at)))
+    }
+
     /// The project a presented key authenticates, or `None` when the key is malformed (shape or
     /// checksum: no database access), unknown, revoked, expired or wrong. Digests are compared in
     /// constant time.
@@ -70,37 +109,8 @@ impl Registry {
             return Ok(None);
         };
         let now = self.db.now();
-        // The stored last use, when this call read the row (a cache miss).
-        let mut stored_use: Option<i64> = None;
-        let verified = match self.keys.get(parsed.key_id, now) {
-            Ok(cached) => cached,
-            Err(generation) => {
-                let key_id = parsed.key_id.to_owned();
-                let row: Option<ApiKeyRow> = run!(self, |c| {
-                    api_keys::table
-                        .filter(api_keys::key_id.eq(&key_id))
-                        .select(ApiKeyRow::as_select())
-                        .first(c)
-                        .await
-                        .optional()
-                        .map_err(db_error)
-                })?;
-                // Unknown or revoked: nothing to cache. (An expired entry left for this id is
-                // never served again; no generation bump either, so a flood of unknown key ids
-                // cannot keep valid keys from being cached.)
-                let Some(row) = row.filter(|r| r.revoked_at.is_none()) else {
-                    return Ok(None);
-                };
-                stored_use = row.last_used_at;
-                let verified = VerifiedKey {
-                    project: crate::rows::parse_project_id(&row.project_id)?,
-                    secret_hash: row.secret_hash,
-                    expires_at: row.expires_at,
-                };
-                self.keys
-                    .insert(parsed.key_id.to_owned(), verified.clone(), now, generation);
-                verified
-            }
+        let Some((verified, stored_use)) = self.key_state(parsed.key_id).await? else {
+            return Ok(None);
         };
         let expected = self.key.api_key_hash(parsed.key_id, parsed.secret);
         // An expired key is refused like an unknown one (and its use is not recorded). The

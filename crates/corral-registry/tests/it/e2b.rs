@@ -27,6 +27,7 @@ on_both_backends!(e2b:
     deleted_sandboxes_and_other_projects_are_never_listed,
     set_e2b_end_moves_the_end_of_the_projects_record_only,
     access_tokens_are_bound_to_their_sandbox_and_master_key,
+    access_tokens_end_with_the_api_key_they_were_issued_to,
     template_and_start_filters_and_the_due_sweep,
     a_projects_own_templates_are_set_replaced_listed_and_removed,
 );
@@ -393,29 +394,47 @@ pub(crate) async fn access_tokens_are_bound_to_their_sandbox_and_master_key(db: 
     let project = reg.create_project("p").await.unwrap().id;
     let (sandbox, another) = (created(&reg, project).await, created(&reg, project).await);
 
-    let token = reg.e2b_access_token(project, sandbox);
-    let (named, tag) = token.split_once('.').unwrap();
-    assert_eq!(named, project.to_string());
+    let ends = reg.database().now() + chrono::TimeDelta::hours(1);
+    let token = reg.e2b_access_token_ending(project, "k1", sandbox, ends);
+    let fields: Vec<&str> = token.split('.').collect();
+    assert_eq!(fields.len(), 4, "{token}");
+    assert_eq!(fields[0], project.to_string());
+    assert_eq!(fields[1], "k1");
+    assert_eq!(fields[2], ends.timestamp().to_string());
+    let tag = fields[3];
     assert_eq!(tag.len(), 43, "base64url without padding of 32 bytes");
-    assert_eq!(reg.check_e2b_access_token(sandbox, &token), Some(project));
+    let claims = reg.check_e2b_access_token(sandbox, &token).unwrap();
+    assert_eq!((claims.project, claims.key_id.as_str()), (project, "k1"));
     // Stateless: the same key elsewhere issues and accepts the same token.
     let replica = Registry::new(database.clone(), MasterKey::from_bytes(bytes));
-    assert_eq!(replica.e2b_access_token(project, sandbox), token);
     assert_eq!(
-        replica.check_e2b_access_token(sandbox, &token),
-        Some(project)
+        replica.e2b_access_token_ending(project, "k1", sandbox, ends),
+        token
     );
+    assert_eq!(replica.check_e2b_access_token(sandbox, &token), Some(claims));
 
     // Not for another sandbox, nor under another master key.
     assert_eq!(reg.check_e2b_access_token(another, &token), None);
     let elsewhere = Registry::new(database, MasterKey::generate().unwrap());
     assert_eq!(elsewhere.check_e2b_access_token(sandbox, &token), None);
-    // Another project's name on this tag does not pass.
+    // Another project's, key's or end's name on this tag does not pass.
     let other = reg.create_project("q").await.unwrap().id;
-    assert_eq!(
-        reg.check_e2b_access_token(sandbox, &format!("{other}.{tag}")),
-        None
+    let later = ends.timestamp() + 86_400;
+    for forged in [
+        format!("{other}.k1.{}.{tag}", fields[2]),
+        format!("{project}.k2.{}.{tag}", fields[2]),
+        format!("{project}.k1.{later}.{tag}"),
+    ] {
+        assert_eq!(reg.check_e2b_access_token(sandbox, &forged), None, "{forged}");
+    }
+    // Past its end it opens nothing, though its tag is right.
+    let ended = reg.e2b_access_token_ending(
+        project,
+        "k1",
+        sandbox,
+        reg.database().now() - chrono::TimeDelta::seconds(1),
     );
+    assert_eq!(reg.check_e2b_access_token(sandbox, &ended), None);
     // Every single-character change is refused.
     for i in 0..token.len() {
         let mut b = token.clone().into_bytes();
@@ -429,22 +448,62 @@ pub(crate) async fn access_tokens_are_bound_to_their_sandbox_and_master_key(db: 
             );
         }
     }
-    // Malformed: no panic, no project.
+    // Malformed: no panic, no claims (the version-1 form, project and tag, included).
+    let e = fields[2];
     for bad in [
         "",
         ".",
-        &format!("{project}."),
-        &format!("{project}"),
-        &format!(".{tag}"),
-        &format!("{project}.{tag}="),
-        &format!("{project}.{tag}.{tag}"),
-        &format!("{project}.{}", &tag[..42]),
-        &format!("{project}.{tag}A"),
-        &format!("{project}..{tag}"),
-        "prj_.x",
-        "é.é",
+        "...",
+        &format!("{project}.{tag}"),
+        &format!("{project}.k1.{e}."),
+        &format!("{project}.k1.{e}"),
+        &format!(".k1.{e}.{tag}"),
+        &format!("{project}..{e}.{tag}"),
+        &format!("{project}.k1..{tag}"),
+        &format!("{project}.k1.{e}.{tag}="),
+        &format!("{project}.k1.{e}.{tag}.{tag}"),
+        &format!("{project}.k1.{e}.{}", &tag[..42]),
+        &format!("{project}.k-1.{e}.{tag}"),
+        &format!("{project}.k1.x{e}.{tag}"),
+        "prj_.x.1.y",
+        "é.é.é.é",
     ] {
         assert_eq!(reg.check_e2b_access_token(sandbox, bad), None, "{bad}");
+    }
+}
+
+/// A token opens its sandbox only while the API key it was issued to is live: revoking the
+/// key, or its expiry, ends every token issued to it; another key of the project is untouched.
+pub(crate) async fn access_tokens_end_with_the_api_key_they_were_issued_to(db: &TestDb) {
+    let reg = Registry::new(db.connect().await, MasterKey::generate().unwrap());
+    let project = reg.create_project("p").await.unwrap().id;
+    let sandbox = created(&reg, project).await;
+    let (a, b) = (
+        reg.issue_api_key(project).await.unwrap(),
+        reg.issue_api_key(project).await.unwrap(),
+    );
+    let (ta, tb) = (
+        reg.e2b_access_token(project, &a.info.key_id, sandbox),
+        reg.e2b_access_token(project, &b.info.key_id, sandbox),
+    );
+    for t in [&ta, &tb] {
+        assert_eq!(
+            reg.authorize_e2b_access_token(sandbox, t).await.unwrap(),
+            Some(project)
+        );
+    }
+    reg.revoke_api_key(&a.info.key_id).await.unwrap();
+    assert_eq!(reg.authorize_e2b_access_token(sandbox, &ta).await.unwrap(), None);
+    assert_eq!(
+        reg.authorize_e2b_access_token(sandbox, &tb).await.unwrap(),
+        Some(project)
+    );
+    // A token naming an unknown key, or another project's key, opens nothing.
+    let other = reg.create_project("q").await.unwrap().id;
+    let c = reg.issue_api_key(other).await.unwrap();
+    for key_id in ["nosuchkey0000000", c.info.key_id.as_str()] {
+        let t = reg.e2b_access_token(project, key_id, sandbox);
+        assert_eq!(reg.authorize_e2b_access_token(sandbox, &t).await.unwrap(), None, "{key_id}");
     }
 }
 
@@ -478,8 +537,11 @@ proptest! {
         other in any_sandbox_id(),
     ) {
         let reg = token_registry(key);
-        let token = reg.e2b_access_token(project, sandbox);
-        prop_assert_eq!(reg.check_e2b_access_token(sandbox, &token), Some(project));
+        let token = reg.e2b_access_token(project, "k1", sandbox);
+        prop_assert_eq!(
+            reg.check_e2b_access_token(sandbox, &token).map(|c| c.project),
+            Some(project)
+        );
         if other != sandbox {
             prop_assert_eq!(reg.check_e2b_access_token(other, &token), None);
         }
@@ -487,7 +549,7 @@ proptest! {
 
     #[test]
     fn arbitrary_strings_are_refused_without_panic(
-        text in "\\PC{0,200}|prj_[0-9a-z]{26}\\.[A-Za-z0-9_-]{0,60}",
+        text in "\\PC{0,200}|prj_[0-9a-z]{26}\\.[0-9a-z]{16}\\.[0-9]{10}\\.[A-Za-z0-9_-]{0,60}",
         sandbox in any_sandbox_id(),
     ) {
         let reg = token_registry([3u8; 32]);

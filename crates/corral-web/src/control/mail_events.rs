@@ -8,7 +8,7 @@ use corral_control::ControlError;
 use corral_errors::ErrorCode;
 
 use crate::doc::errors;
-use crate::reply::{ControlFailure, ControlReply, fail, no_content};
+use crate::reply::{ControlFailure, ControlReply, no_content};
 use crate::state::AppState;
 
 /// Largest event accepted; delivery events are a few hundred bytes.
@@ -87,6 +87,6 @@ pub(crate) async fn email_webhook(
         .control
         .receive_email_event(&headers, &body)
         .await
-        .map_err(fail(&req))?;
+        .map_err(fail)?;
     Ok(no_content())
 }
