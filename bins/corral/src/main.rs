@@ -4,6 +4,10 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
+/// mimalloc returns freed memory to the system (see `Cargo.toml`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // Started as a `local` sandbox's init: that, and nothing else (before any thread).
     corral_provider_local::run_init_if_requested();

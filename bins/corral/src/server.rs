@@ -171,6 +171,7 @@ pub fn service(
             events_retention: settings.events_retention,
             webhooks: settings.webhooks.clone(),
             reaper: settings.reaper.clone(),
+            streams_per_key: corral_service::streams::DEFAULT_STREAMS_PER_KEY,
         },
     )
 }

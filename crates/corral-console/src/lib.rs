@@ -262,19 +262,22 @@ fn wants_html(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
 /// The page for a console request whose handler panicked (the web edge's middleware caught
 /// it, above this crate's own middleware, so the security headers are set here too); `None`
 /// for any other request, which gets the JSON envelope.
-fn panic_page(req: &HttpRequest) -> Option<actix_web::HttpResponse> {
-    if !req.path().starts_with(pages::BASE) {
+fn panic_page(path: &str) -> Option<actix_web::HttpResponse> {
+    if !path.starts_with(pages::BASE) {
         return None;
     }
-    let mut resp = respond::html(
-        req,
-        actix_web::http::StatusCode::INTERNAL_SERVER_ERROR,
-        pages::error_page(
-            500,
-            "Something went wrong",
-            "Corral could not load this page. Try again in a moment.",
-        ),
+    let page = pages::error_page(
+        500,
+        "Something went wrong",
+        "Corral could not load this page. Try again in a moment.",
     );
+    let mut resp = actix_web::HttpResponse::InternalServerError()
+        .content_type("text/html; charset=utf-8")
+        .body(page.into_string());
+    resp.extensions_mut()
+        .insert(corral_web::reply::ResponseCode(
+            corral_errors::ErrorCode::InternalError,
+        ));
     set_security_headers(resp.headers_mut());
     Some(resp)
 }

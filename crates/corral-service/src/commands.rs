@@ -482,6 +482,8 @@ impl Service {
     ) -> Result<impl Stream<Item = Result<OutputEvent, ServiceError>> + Send + 'static, ServiceError>
     {
         let rec = self.command_record(caller, sandbox, cmd).await?;
+        // Held by the stream, so given back when its client goes.
+        let permit = self.inner.streams.acquire(caller)?;
         let this = self.clone();
         let state = Follow {
             ids: (rec.project_id, rec.sandbox_id, rec.id),
@@ -492,7 +494,7 @@ impl Service {
             live: false,
             waiter: None,
         };
-        Ok(futures::stream::unfold(state, move |mut st| {
+        let stream = futures::stream::unfold(state, move |mut st| {
             let this = this.clone();
             async move {
                 loop {
@@ -516,6 +518,10 @@ impl Service {
                     }
                 }
             }
+        });
+        Ok(futures::StreamExt::map(stream, move |item| {
+            let _held = &permit;
+            item
         }))
     }
 

@@ -88,6 +88,8 @@ impl Service {
     > {
         check_after(after)?;
         let filter = self.event_filter(caller, sandbox).await?;
+        // Held by the stream, so given back when its client goes.
+        let permit = self.inner.streams.acquire(caller)?;
         let (log, project) = (self.inner.events.clone(), caller.project_id());
         struct Follow {
             after: u64,
@@ -99,7 +101,7 @@ impl Service {
             buffered: VecDeque::new(),
             failed: false,
         };
-        Ok(futures::stream::unfold(start, move |mut st| {
+        let stream = futures::stream::unfold(start, move |mut st| {
             let log = log.clone();
             async move {
                 loop {
@@ -123,6 +125,10 @@ impl Service {
                     }
                 }
             }
+        });
+        Ok(futures::StreamExt::map(stream, move |item| {
+            let _held = &permit;
+            item
         }))
     }
 

@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod reaper;
 mod reconciler;
 mod sandboxes;
+pub mod streams;
 pub mod usage;
 pub mod verify;
 pub mod webhooks;
@@ -85,6 +86,9 @@ pub struct ServiceConfig {
     pub webhooks: webhooks::WebhooksConfig,
     /// The orphan reaper: schedule, whether orphans are deleted, grace period.
     pub reaper: reaper::ReaperConfig,
+    /// Live streams (event and output follows) one API key holds at once
+    /// ([`streams::DEFAULT_STREAMS_PER_KEY`] by default).
+    pub streams_per_key: usize,
 }
 
 impl Default for ServiceConfig {
@@ -102,6 +106,7 @@ impl Default for ServiceConfig {
             events_retention: Duration::from_secs(30 * 24 * 60 * 60),
             webhooks: webhooks::WebhooksConfig::default(),
             reaper: reaper::ReaperConfig::default(),
+            streams_per_key: streams::DEFAULT_STREAMS_PER_KEY,
         }
     }
 }
@@ -221,6 +226,8 @@ struct Inner {
     deployment: tokio::sync::OnceCell<Arc<str>>,
     /// The reaper's counters.
     reaper_stats: reaper::ReaperStats,
+    /// The live streams each key holds.
+    streams: Arc<streams::Streams>,
 }
 
 /// The API key in an `Authorization` header value: `Bearer <key>`, the scheme in any case,
@@ -293,6 +300,7 @@ impl Service {
         Self {
             inner: Arc::new(Inner {
                 bridge: BridgeGuard::new(&config.bridge_allow),
+                streams: streams::Streams::new(config.streams_per_key),
                 providers,
                 catalog,
                 catalog_json,

@@ -4,29 +4,46 @@
 //! client; and it carries the request log's settings ([`crate::request_log`]). A bottom
 //! module beside `state`: it imports nothing else from the crate but `request_log`.
 //!
-//! Connections are counted at accept, before a byte is read: a connection over a cap is
-//! closed at once, so a client cannot hold descriptors by opening connections faster than
-//! bodies time out. The total cap sits below the process's descriptor limit
-//! (`RLIMIT_NOFILE`), leaving a reserve for what the server itself opens (the database,
-//! provider calls, sandbox pipes) and for the `/healthz` probe and other clients from other
-//! addresses, whom one address's per-address cap cannot crowd out.
+//! Connections are counted at accept, before a byte is read: a connection over the
+//! per-address cap is closed at once, so a client cannot hold descriptors by opening
+//! connections faster than bodies time out. The total cap sits below the process's descriptor
+//! limit (`RLIMIT_NOFILE`), leaving a reserve for what the server itself opens (the database,
+//! provider calls, sandbox pipes).
+//!
+//! A wave from many addresses, each under its own cap, can still fill the total. Then a new
+//! connection sheds an old one instead of being refused, if its address holds fewer than the
+//! most loaded address: from the most loaded address, the connection that has sent the fewest
+//! bytes (a trickled body, an idle keep-alive) among those open at least [`SHED_MIN_AGE`]. So
+//! addresses converge on equal shares, a flood cannot churn its own connections, and a new
+//! client (the health probe among them) still gets in. Connections from the configured
+//! `priority_addresses` are never shed and have [`PRIORITY_HEADROOM`] places above the cap.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::str::FromStr as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use actix_web::HttpRequest;
 use actix_web::web;
+use futures::task::AtomicWaker;
 use ipnet::IpNet;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::request_log::{RequestLog, RequestLogConfig};
 
 /// Descriptors kept out of the connection cap, at least: the database and its pool, provider
 /// calls, sandbox pipes and the logs.
 const MIN_RESERVE: u64 = 64;
+
+/// How long a connection is open before it may be shed: long enough to send a request head.
+pub const SHED_MIN_AGE: Duration = Duration::from_secs(1);
+
+/// Places above the total cap for connections from the priority addresses.
+pub const PRIORITY_HEADROOM: usize = 16;
 
 /// The edge's limits and its request log (the `[http]` table of the configuration).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +59,9 @@ pub struct EdgeConfig {
     /// Peers whose `X-Forwarded-For` names the client (for sign-in throttling and rate
     /// limits; the connection caps only ever see the peer). Empty: the header is ignored.
     pub trusted_proxies: Vec<IpNet>,
+    /// Peers (a health checker, a load balancer) whose connections are never shed and have
+    /// [`PRIORITY_HEADROOM`] places above `max_connections`. Empty by default.
+    pub priority_addresses: Vec<IpNet>,
     /// Which requests get a log line.
     pub request_log: RequestLogConfig,
 }
@@ -61,6 +81,7 @@ impl EdgeConfig {
             max_connections_per_address: (total / 16).max(8),
             unauthenticated_body: Duration::from_secs(10),
             trusted_proxies: Vec::new(),
+            priority_addresses: Vec::new(),
             request_log: RequestLogConfig::default(),
         }
     }
@@ -99,6 +120,11 @@ impl EdgeConfig {
 
     fn trusted(&self, ip: IpAddr) -> bool {
         self.trusted_proxies.iter().any(|net| net.contains(&ip))
+    }
+
+    fn priority(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.priority_addresses.iter().any(|net| net.contains(&ip))
     }
 }
 
@@ -155,12 +181,57 @@ pub struct Edge {
     pub request_log: RequestLog,
     open: Mutex<Open>,
     refused: AtomicU64,
+    shed: AtomicU64,
 }
 
 #[derive(Debug, Default)]
 struct Open {
     total: usize,
+    /// Connections told to close that have not closed yet: not counted against the cap.
+    shedding: usize,
     per_address: HashMap<IpAddr, usize>,
+    /// Every open connection that may be shed (not a priority address's), by id.
+    conns: HashMap<u64, Arc<Conn>>,
+    next_id: u64,
+}
+
+impl Open {
+    /// The connection to shed for a newcomer whose address holds `newcomer` connections: one
+    /// from an address holding at least two more (so shedding never takes an address below
+    /// the newcomer's: addresses converge on equal shares, and a flood cannot churn its own
+    /// connections), the most loaded address first, then the one that has sent the fewest
+    /// bytes, then the oldest; open at least [`SHED_MIN_AGE`] and not already told to close.
+    fn victim(&self, newcomer: usize, now: Instant) -> Option<&Arc<Conn>> {
+        self.conns
+            .values()
+            .filter(|c| {
+                !c.shed.load(Ordering::Relaxed) && now.duration_since(c.since) >= SHED_MIN_AGE
+            })
+            .filter_map(|c| {
+                let held = c.key.and_then(|k| self.per_address.get(&k).copied())?;
+                (held >= newcomer + 2).then_some((c, held))
+            })
+            .min_by_key(|(c, held)| {
+                (
+                    std::cmp::Reverse(*held),
+                    c.bytes_in.load(Ordering::Relaxed),
+                    c.since,
+                )
+            })
+            .map(|(c, _)| c)
+    }
+}
+
+/// What the edge knows of one open connection: enough to choose it for shedding and to tell
+/// it to close.
+#[derive(Debug)]
+struct Conn {
+    key: Option<IpAddr>,
+    since: Instant,
+    bytes_in: AtomicU64,
+    shed: AtomicBool,
+    /// The connection's task, woken to see it was shed.
+    waker: AtomicWaker,
 }
 
 impl Edge {
@@ -172,20 +243,37 @@ impl Edge {
             config,
             open: Mutex::new(Open::default()),
             refused: AtomicU64::new(0),
+            shed: AtomicU64::new(0),
         })
     }
 
     /// Counts a new connection from `peer` (`None`: unknown, counted in the total only), or
-    /// `None` when a cap is reached (the caller closes the connection). The slot is released
-    /// when dropped, with the connection.
+    /// `None` when it is refused (the caller closes the connection): over its address's cap,
+    /// or over the total cap with no connection to shed. At the total cap, a connection of a
+    /// more loaded address is told to close ([`Open::victim`]) and this one takes its
+    /// place. The slot is released when dropped, with the connection.
     #[must_use]
     pub fn admit(self: &Arc<Self>, peer: Option<IpAddr>) -> Option<Slot> {
         let key = peer.map(address_key);
+        let priority = peer.is_some_and(|p| self.config.priority(p));
+        let now = Instant::now();
         let mut open = self.lock();
         let from_address = key.and_then(|k| open.per_address.get(&k).copied());
-        if open.total >= self.config.max_connections
-            || from_address.unwrap_or(0) >= self.config.max_connections_per_address
-        {
+        let cap = self.config.max_connections + if priority { PRIORITY_HEADROOM } else { 0 };
+        let over_address = from_address.unwrap_or(0) >= self.config.max_connections_per_address;
+        let mut refuse = over_address && !priority;
+        if !refuse && open.total - open.shedding >= cap {
+            match open.victim(from_address.unwrap_or(0), now) {
+                Some(victim) => {
+                    victim.shed.store(true, Ordering::Relaxed);
+                    victim.waker.wake();
+                    open.shedding += 1;
+                    self.shed.fetch_add(1, Ordering::Relaxed);
+                }
+                None => refuse = true,
+            }
+        }
+        if refuse {
             drop(open);
             self.refused.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -194,9 +282,23 @@ impl Edge {
         if let Some(k) = key {
             *open.per_address.entry(k).or_insert(0) += 1;
         }
+        let conn = Arc::new(Conn {
+            key,
+            since: now,
+            bytes_in: AtomicU64::new(0),
+            shed: AtomicBool::new(false),
+            waker: AtomicWaker::new(),
+        });
+        let id = open.next_id;
+        open.next_id += 1;
+        if !priority {
+            open.conns.insert(id, Arc::clone(&conn));
+        }
         Some(Slot {
             edge: Arc::clone(self),
             key,
+            id,
+            conn,
         })
     }
 
@@ -212,6 +314,12 @@ impl Edge {
         self.refused.load(Ordering::Relaxed)
     }
 
+    /// Connections shed (told to close to make room for a new one) since the start.
+    #[must_use]
+    pub fn shed(&self) -> u64 {
+        self.shed.load(Ordering::Relaxed)
+    }
+
     /// The connection gauges, in the Prometheus text format.
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
@@ -222,9 +330,13 @@ impl Edge {
              corral_http_connections_open {}\n\
              # HELP corral_http_connections_refused_total Connections closed at accept (a connection cap was reached)\n\
              # TYPE corral_http_connections_refused_total counter\n\
-             corral_http_connections_refused_total {}\n",
+             corral_http_connections_refused_total {}\n\
+             # HELP corral_http_connections_shed_total Connections closed to make room for a new one at the total cap\n\
+             # TYPE corral_http_connections_shed_total counter\n\
+             corral_http_connections_shed_total {}\n",
             self.open(),
-            self.refused()
+            self.refused(),
+            self.shed()
         );
     }
 
@@ -254,12 +366,19 @@ fn address_key(ip: IpAddr) -> IpAddr {
 pub struct Slot {
     edge: Arc<Edge>,
     key: Option<IpAddr>,
+    id: u64,
+    conn: Arc<Conn>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut open = self.edge.lock();
         open.total = open.total.saturating_sub(1);
+        open.conns.remove(&self.id);
+        // Read under the lock that set it, so `shedding` counts each shed connection once.
+        if self.conn.shed.load(Ordering::Relaxed) {
+            open.shedding = open.shedding.saturating_sub(1);
+        }
         if let Some(k) = self.key
             && let Some(n) = open.per_address.get_mut(&k)
         {
@@ -268,6 +387,86 @@ impl Drop for Slot {
                 open.per_address.remove(&k);
             }
         }
+    }
+}
+
+/// A connection holding its place in the [`Edge`] count, released when actix-http drops it;
+/// it counts the bytes the client sent, and ends (a reset, on its next read or write) once the
+/// edge sheds it.
+pub(crate) struct Counted<S> {
+    io: S,
+    slot: Slot,
+}
+
+impl<S> Counted<S> {
+    pub(crate) fn new(io: S, slot: Slot) -> Self {
+        Self { io, slot }
+    }
+
+    fn shed(&self, cx: &mut Context<'_>) -> bool {
+        let conn = &self.slot.conn;
+        conn.waker.register(cx.waker());
+        conn.shed.load(Ordering::Relaxed)
+    }
+}
+
+fn shed_error() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "shed at the connection cap",
+    )
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.shed(cx) {
+            return Poll::Ready(Err(shed_error()));
+        }
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        let read = (buf.filled().len() - before) as u64;
+        self.slot.conn.bytes_in.fetch_add(read, Ordering::Relaxed);
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.shed(cx) {
+            return Poll::Ready(Err(shed_error()));
+        }
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.shed(cx) {
+            return Poll::Ready(Err(shed_error()));
+        }
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
     }
 }
 

@@ -4,15 +4,11 @@
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-
 use crate::app::{Mount, app};
-use crate::edge::{Edge, Slot};
+use crate::edge::{Counted, Edge};
 use crate::head_guard::GuardedStream;
 use crate::mcp_origin::McpOrigins;
 use crate::state::AppState;
@@ -109,7 +105,7 @@ pub fn bind(
                     let Some(slot) = slot else {
                         return Err(DispatchError::Io(io::Error::other("connection cap")));
                     };
-                    let io = Counted { io, _slot: slot };
+                    let io = Counted::new(io, slot);
                     Ok((GuardedStream::new(io), Protocol::Http1, peer))
                 }
             })
@@ -131,50 +127,4 @@ fn tcp_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(BACKLOG)?;
     Ok(socket.into())
-}
-
-/// A connection holding its place in the [`Edge`] count, released when actix-http drops it.
-struct Counted {
-    io: tokio::net::TcpStream,
-    _slot: Slot,
-}
-
-impl AsyncRead for Counted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Counted {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
 }

@@ -140,23 +140,29 @@ pub(crate) async fn request_context(
     let path = req.path().to_owned();
     let span = tracing::info_span!("request", request_id = %id, %method, %path);
     let start = Instant::now();
-    let http_req = req.request().clone();
+    // (Not the request itself: a clone held here would stop the router from matching it.)
+    let panic_page = req.app_data::<web::Data<PanicPage>>().map(|page| page.0);
     let result = std::panic::AssertUnwindSafe(next.call(req).instrument(span.clone()))
         .catch_unwind()
         .await;
     let result = match result {
         Ok(result) => result.map(ServiceResponse::map_into_boxed_body),
-        Err(_panic) => Ok(panicked(http_req, &id, &span)),
+        Err(_panic) => Err(panicked(&path, panic_page, &id, &span)),
     };
     let mut res = match result {
         Ok(res) => res,
         Err(e) => {
-            // An error no handler turned into a response: it still gets the envelope.
+            // An error no handler turned into a response: it still gets the envelope (a
+            // panic's has its own answer already).
             let status = e.as_response_error().status_code();
             let code = code_for_status(status);
-            let body = ErrorEnvelope::new(code, e.to_string(), id.clone());
-            let mut resp =
-                envelope_response(code, status.as_u16(), body, code.retry_after_seconds(None));
+            let mut resp = match e.as_error::<Panicked>() {
+                Some(panic) => panic.take(),
+                None => {
+                    let body = ErrorEnvelope::new(code, e.to_string(), id.clone());
+                    envelope_response(code, status.as_u16(), body, code.retry_after_seconds(None))
+                }
+            };
             if let Ok(v) = HeaderValue::from_str(&id) {
                 resp.headers_mut()
                     .insert(header::HeaderName::from_static("x-request-id"), v);
@@ -221,22 +227,55 @@ pub(crate) async fn request_context(
     Ok(res)
 }
 
-/// How a mounted feature (the console) answers a request whose handler panicked, when the
-/// request is its own: `None` leaves it the JSON envelope. Registered as app data.
+/// How a mounted feature (the console) answers a request whose handler panicked, by the
+/// request's path, when the request is its own: `None` leaves it the JSON envelope.
+/// Registered as app data.
 #[derive(Clone, Copy)]
-pub struct PanicPage(pub fn(&HttpRequest) -> Option<HttpResponse>);
+pub struct PanicPage(pub fn(&str) -> Option<HttpResponse>);
 
-/// The answer to a request whose handler panicked: a log line (without the panic's message,
+/// A handler's panic, as an error carrying its answer.
+#[derive(Debug)]
+struct Panicked(std::cell::RefCell<Option<HttpResponse>>);
+
+impl Panicked {
+    /// The answer (once; an envelope without the request id after that).
+    fn take(&self) -> HttpResponse {
+        self.0.borrow_mut().take().unwrap_or_else(|| {
+            let code = ErrorCode::InternalError;
+            envelope_response(
+                code,
+                code.http_status(),
+                ErrorEnvelope::new(code, "the request handler failed", "req_unknown"),
+                None,
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for Panicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request handler failed")
+    }
+}
+
+impl actix_web::ResponseError for Panicked {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+}
+
+/// The failure of a request whose handler panicked: a log line (without the panic's message,
 /// which may quote a value; the panic hook has already written it and its place to stderr),
-/// and `internal_error` as the
-/// envelope — or the mounted feature's page ([`PanicPage`]) — with the request's id. The
-/// connection stays up; the request's state (its body, its extensions) is dropped with it.
-fn panicked(req: HttpRequest, id: &str, span: &tracing::Span) -> ServiceResponse<BoxBody> {
+/// and `internal_error` as the envelope with the request's id, or the mounted feature's page
+/// ([`PanicPage`]). The connection stays up; the request's state is dropped with it.
+fn panicked(
+    path: &str,
+    page: Option<fn(&str) -> Option<HttpResponse>>,
+    id: &str,
+    span: &tracing::Span,
+) -> actix_web::Error {
     span.in_scope(|| tracing::error!("request handler panicked"));
-    let page = req
-        .app_data::<web::Data<PanicPage>>()
-        .and_then(|page| (page.0)(&req));
-    let resp = page.unwrap_or_else(|| {
+    let resp = page.and_then(|page| page(path)).unwrap_or_else(|| {
         let code = ErrorCode::InternalError;
         envelope_response(
             code,
@@ -245,7 +284,7 @@ fn panicked(req: HttpRequest, id: &str, span: &tracing::Span) -> ServiceResponse
             None,
         )
     });
-    ServiceResponse::new(req, resp)
+    Panicked(std::cell::RefCell::new(Some(resp))).into()
 }
 
 /// The answer to `head_guard`'s substitute for a request head it refused (too large, or not

@@ -801,7 +801,17 @@ async fn pause_stops_a_sandbox_connect_resumes_it_and_the_list_tells_them_apart(
     .await;
     assert_eq!(status, StatusCode::CREATED, "{connected}");
     assert_eq!(connected["sandboxID"], p_id);
-    assert_eq!(connected["envdAccessToken"], p_token);
+    // A fresh token (each names its end), which opens the resumed sandbox.
+    let fresh = connected["envdAccessToken"].as_str().unwrap();
+    let (status, body) = door
+        .rpc(
+            "/filesystem.Filesystem/Stat",
+            p_id,
+            Some(fresh),
+            json!({"path": "/home/user/kept.txt"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     let (_, detail) = get(format!("/sandboxes/{p_id}")).await;
     assert_eq!(detail["state"], "running", "{detail}");
     let end = chrono::DateTime::parse_from_rfc3339(detail["endAt"].as_str().unwrap()).unwrap();
