@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use corral::config::*;
-use corral_web::request_log::{RequestLogConfig, RequestLogMode};
 use corral_domain::Provider;
+use corral_web::request_log::{RequestLogConfig, RequestLogMode};
 
 fn parse(text: &str) -> Result<Settings, ConfigError> {
     let fc: FileConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
@@ -196,8 +196,8 @@ fn exec_caps_default_to_32_per_project_and_256_per_server_and_0_switches_one_off
         (s.exec_concurrency.per_project, s.exec_concurrency.total),
         (Some(32), Some(256))
     );
-    let s = parse("[limits]\nmax_concurrent_execs_per_project = 4\nmax_concurrent_execs = 0")
-        .unwrap();
+    let s =
+        parse("[limits]\nmax_concurrent_execs_per_project = 4\nmax_concurrent_execs = 0").unwrap();
     assert_eq!(
         s.exec_concurrency,
         ExecConcurrency {

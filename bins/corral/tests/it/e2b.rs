@@ -1121,7 +1121,10 @@ async fn revoking_the_api_key_ends_the_access_tokens_issued_to_it() {
             break;
         }
         assert_eq!(status, StatusCode::OK, "until the cache bound: {body}");
-        assert!(Instant::now() < deadline, "the revoked key's token still works");
+        assert!(
+            Instant::now() < deadline,
+            "the revoked key's token still works"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Files too, and the other key's token still opens the sandbox.

@@ -1,7 +1,7 @@
 //! A connection flood from many addresses through the real binary (issue 34, finding 3): 40
-//! loopback addresses each hold connections under their per-address cap, trickling bodies to
-//! an unauthenticated route and reconnecting when closed, so together they fill the total
-//! cap. The server keeps serving: a probe from a priority address answers every time, a new
+//! loopback addresses each hold 110 connections, under their per-address cap, trickling
+//! bodies to an unauthenticated route and reconnecting when closed, so together they fill the
+//! total cap of 4 000. The server keeps serving: a probe from a priority address answers every time, a new
 //! client from another address gets in by shedding a trickler, and after the wave the
 //! server's memory returns near where it was.
 
@@ -16,8 +16,8 @@ use tokio::net::TcpSocket;
 use crate::serve::start;
 
 const ADDRESSES: u8 = 40;
-const PER_ADDRESS: usize = 15;
-const MAX_CONNECTIONS: usize = 400;
+const PER_ADDRESS: usize = 110;
+const MAX_CONNECTIONS: usize = 4000;
 const WAVE: Duration = Duration::from_secs(12);
 
 /// The server's resident memory, in KiB.
@@ -30,7 +30,10 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+async fn connect_from(
+    source: Ipv4Addr,
+    server: SocketAddr,
+) -> std::io::Result<tokio::net::TcpStream> {
     let socket = TcpSocket::new_v4()?;
     socket.bind(SocketAddr::new(IpAddr::V4(source), 0))?;
     socket.connect(server).await
@@ -38,7 +41,12 @@ async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> std::io::Result<t
 
 /// One attacker connection, again and again until `stop`: a head announcing a large body to
 /// the unauthenticated email webhook, then a byte every 400 ms.
-async fn trickle(source: Ipv4Addr, server: SocketAddr, stop: Arc<AtomicBool>, opened: Arc<AtomicU64>) {
+async fn trickle(
+    source: Ipv4Addr,
+    server: SocketAddr,
+    stop: Arc<AtomicBool>,
+    opened: Arc<AtomicU64>,
+) {
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut conn) = connect_from(source, server).await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -65,7 +73,7 @@ async fn trickle(source: Ipv4Addr, server: SocketAddr, stop: Arc<AtomicBool>, op
     }
 }
 
-/// `GET /healthz` on a new connection from `source`: whether it answered 200 within 3 s.
+/// `GET /healthz` on a new connection from `source`: whether it answered 200 within 5 s.
 async fn probe(source: Ipv4Addr, server: SocketAddr) -> bool {
     let attempt = async {
         let mut conn = connect_from(source, server).await.ok()?;
@@ -77,7 +85,7 @@ async fn probe(source: Ipv4Addr, server: SocketAddr) -> bool {
         Some(answer.starts_with(b"HTTP/1.1 200"))
     };
     matches!(
-        tokio::time::timeout(Duration::from_secs(3), attempt).await,
+        tokio::time::timeout(Duration::from_secs(5), attempt).await,
         Ok(Some(true))
     )
 }
@@ -91,7 +99,7 @@ async fn a_flood_from_many_addresses_leaves_the_server_serving_and_its_memory_re
         &config,
         format!(
             "[providers]\nenabled = [\"local\"]\n[http]\nmax_connections = {MAX_CONNECTIONS}\n\
-             max_connections_per_address = 20\npriority_addresses = [\"127.0.0.1\"]\n"
+             max_connections_per_address = 120\npriority_addresses = [\"127.0.0.1\"]\n"
         ),
     )
     .unwrap();
@@ -147,11 +155,17 @@ async fn a_flood_from_many_addresses_leaves_the_server_serving_and_its_memory_re
         .unwrap_or(0);
     // The wave was real: more connections than the cap, and some were shed.
     let opened = opened.load(Ordering::Relaxed);
-    assert!(opened > MAX_CONNECTIONS as u64, "the wave opened {opened} connections");
-    assert!(shed > 0, "no connection was shed:\n{metrics}");
-    assert_eq!(health_ok, probes, "the priority probe answered {health_ok} of {probes}");
     assert!(
-        client_ok * 10 >= probes * 9,
+        opened > MAX_CONNECTIONS as u64,
+        "the wave opened {opened} connections"
+    );
+    assert!(shed > 0, "no connection was shed:\n{metrics}");
+    assert_eq!(
+        health_ok, probes,
+        "the priority probe answered {health_ok} of {probes}"
+    );
+    assert!(
+        client_ok * 3 >= probes * 2,
         "a new client got in {client_ok} times of {probes}"
     );
 
@@ -217,7 +231,10 @@ async fn one_key_holds_at_most_its_limit_of_live_streams() {
             break;
         }
         assert_eq!(resp.status(), 429);
-        assert!(Instant::now() < deadline, "the closed stream's place was never given back");
+        assert!(
+            Instant::now() < deadline,
+            "the closed stream's place was never given back"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -110,15 +110,26 @@ fn a_panicking_handler_in_each_front_door_answers_500_and_the_connection_keeps_s
     let answer = exchange(&mut conn, &get("/console/sign-in", "Accept: text/html\r\n"));
     assert_eq!(answer.status, 500, "{}", answer.body);
     assert!(
-        answer.header("content-type").unwrap().starts_with("text/html"),
+        answer
+            .header("content-type")
+            .unwrap()
+            .starts_with("text/html"),
         "{:?}",
         answer.headers
     );
-    assert!(answer.body.contains("Something went wrong"), "{}", answer.body);
+    assert!(
+        answer.body.contains("Something went wrong"),
+        "{}",
+        answer.body
+    );
     assert!(answer.header("content-security-policy").is_some());
     ids.push(answer.header("x-request-id").unwrap().to_owned());
     let health = exchange(&mut conn, &get("/healthz", ""));
-    assert_eq!(health.status, 200, "console: then /healthz: {}", health.body);
+    assert_eq!(
+        health.status, 200,
+        "console: then /healthz: {}",
+        health.body
+    );
 
     // A handler that does not panic is untouched, on the same connection.
     let answer = exchange(&mut conn, &get("/v1/sandboxes?limit=1", &auth));
