@@ -84,6 +84,7 @@ pub(crate) async fn call_mcp(
     body: Json<serde_json::Value, McpBody>,
     state: web::Data<AppState>,
 ) -> Reply {
+    corral_service::failpoint::panic_point("mcp.call");
     let Authenticated(caller, key_id) = caller;
     let backend = InProcess::new(state, caller, key_id, request_id(&req));
     let tools = corral_mcp::CorralTools::new(Arc::new(backend));

@@ -80,7 +80,7 @@ fn a_panicking_handler_in_each_front_door_answers_500_and_the_connection_keeps_s
         1,
         &[(
             "CORRAL_PANICPOINT",
-            "api.get_sandbox,e2b.get_sandbox,console.sign_in",
+            "api.get_sandbox,e2b.get_sandbox,console.sign_in,mcp.call",
         )],
     );
     let key = server.first_key();
@@ -106,6 +106,21 @@ fn a_panicking_handler_in_each_front_door_answers_500_and_the_connection_keeps_s
         let health = exchange(&mut conn, &get("/healthz", ""));
         assert_eq!(health.status, 200, "{path}: then /healthz: {}", health.body);
     }
+    // `/mcp`: the envelope too.
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{call}",
+        call.len()
+    );
+    let answer = exchange(&mut conn, &request);
+    assert_eq!(answer.status, 500, "/mcp: {}", answer.body);
+    let body: Value = serde_json::from_str(&answer.body).unwrap();
+    assert_eq!(body["error"]["code"], "internal_error", "/mcp: {body}");
+    ids.push(answer.header("x-request-id").unwrap().to_owned());
+    let health = exchange(&mut conn, &get("/healthz", ""));
+    assert_eq!(health.status, 200, "/mcp: then /healthz: {}", health.body);
+
     // The console: its own error page, with its security headers.
     let answer = exchange(&mut conn, &get("/console/sign-in", "Accept: text/html\r\n"));
     assert_eq!(answer.status, 500, "{}", answer.body);
