@@ -158,6 +158,17 @@ impl E2bError {
         connect_status(self.connect_code())
     }
 
+    /// The status of envd's plain HTTP file routes (`GET`/`POST /files`): the Connect
+    /// status, except that a body too large is HTTP's own 413 (Connect's
+    /// `resource_exhausted` is a 429, which the SDKs retry, though the same body can only be
+    /// refused again).
+    pub fn files_status(&self) -> u16 {
+        match self {
+            E2bError::Service { source } if source.code() == ErrorCode::PayloadTooLarge => 413,
+            _ => self.connect_status(),
+        }
+    }
+
     /// The control API's error body.
     pub fn body(&self) -> ApiError {
         ApiError {

@@ -84,7 +84,7 @@ fn rpc_error(e: &E2bError) -> HttpResponse {
 /// API, with the Connect code's status (404 for a missing path, 401 for a bad token).
 fn files_error(e: &E2bError) -> HttpResponse {
     let status =
-        StatusCode::from_u16(e.connect_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        StatusCode::from_u16(e.files_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     marked(
         HttpResponse::build(status)
             .json(serde_json::json!({"code": status.as_u16(), "message": e.to_string()})),

@@ -1077,7 +1077,7 @@ async fn snapshots_are_templates_to_create_from_list_and_delete_and_a_fork_answe
 /// A sandbox's access token is issued to the API key that created (or fetched) it: once that
 /// key is revoked — here by another process, the admin CLI — the token no longer runs
 /// commands or reads files, within the server's key cache bound; a token fetched with another
-/// live key of the project keeps working.
+/// live key of the project keeps working (and an upload too large for it is a 413).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_the_api_key_ends_the_access_tokens_issued_to_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1141,4 +1141,18 @@ async fn revoking_the_api_key_ends_the_access_tokens_issued_to_it() {
         .rpc("/process.Process/List", id, Some(&second_token), json!({}))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+
+    // A file larger than the largest write is 413 (not a 429 the SDKs would retry).
+    let too_large = vec![b'x'; corral_domain::limits::MAX_WRITE_BYTES + 1];
+    let resp = door
+        .client
+        .post(format!("{}/e2b/files?path=/tmp/big", door.base))
+        .header("E2b-Sandbox-Id", id)
+        .header("X-Access-Token", second_token.as_str())
+        .header("Content-Type", "application/octet-stream")
+        .body(too_large)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
 }
