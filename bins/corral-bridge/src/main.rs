@@ -28,7 +28,8 @@ struct Args {
     /// Directory the sandboxes live in (created if missing).
     #[arg(long)]
     root: PathBuf,
-    /// Give commands the host's network (default: none).
+    /// Give commands the host's network, unguarded (default: none). For a bridge serving one
+    /// user only: every command then reaches what this host reaches, its loopback included.
     #[arg(long)]
     allow_network: bool,
     /// The bearer key callers must present (required: a bridge never runs without one).
@@ -65,6 +66,15 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let mut config = LocalConfig::new(&args.root);
     config.allow_network = args.allow_network;
+    if args.allow_network {
+        let _ = writeln!(
+            std::io::stderr(),
+            "corral-bridge: warning: --allow-network puts every command in this host's network \
+             namespace, unguarded: commands reach the host's loopback (its databases, this \
+             bridge, any local service) and everything the host reaches. Run it only for a \
+             single user you trust with this host."
+        );
+    }
     // Each sandbox's init is this executable (`main` runs it when asked).
     config.init = Some(
         corral_provider_local::InitProgram::current_exe()

@@ -114,9 +114,37 @@ pub(crate) struct Held {
     pub(crate) live: bool,
 }
 
-/// Why a create was refused.
+/// Why a create was refused, and whether for good: a sandbox larger than a cap itself can
+/// never fit, whatever is deleted, so that refusal says what to configure instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refused(pub(crate) String);
+pub(crate) struct Refused(pub(crate) String, pub(crate) Permanence);
+
+/// Whether a refusal can pass once room is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Permanence {
+    /// Room can be made (delete sandboxes).
+    UntilRoom,
+    /// Never, with this configuration.
+    Never,
+}
+
+impl Refused {
+    /// The provider's error: out of capacity (retryable), or an invalid request for a
+    /// sandbox no cap can hold.
+    pub(crate) fn into_error(self) -> corral_provider::ProviderError {
+        let provider = corral_domain::Provider::Local;
+        match self.1 {
+            Permanence::UntilRoom => corral_provider::ProviderError::CapacityExceeded {
+                provider,
+                message: self.0,
+            },
+            Permanence::Never => corral_provider::ProviderError::InvalidRequest {
+                provider,
+                message: self.0,
+            },
+        }
+    }
+}
 
 /// Whether `disk` more bytes of `project` (a snapshot's) fit beside `held`: the disk caps
 /// only (a snapshot is no live sandbox).
@@ -142,15 +170,42 @@ pub(crate) fn admit(
     disk: u64,
 ) -> Result<(), Refused> {
     let mib = |b: u64| b / (1 << 20);
+    let too_large = |cap: u64, key: &str| {
+        Refused(
+            format!(
+                "a local sandbox reserves {} MiB of disk ([local] disk_mib), more than {key} of \
+                 {} MiB, so no sandbox can ever be made: raise the cap in [local.capacity] or \
+                 lower [local] disk_mib",
+                mib(disk),
+                mib(cap)
+            ),
+            Permanence::Never,
+        )
+    };
+    if disk > caps.server.disk_bytes {
+        return Err(too_large(
+            caps.server.disk_bytes,
+            "the server's cap (disk_mib; by default half the data volume)",
+        ));
+    }
+    if project.is_some() && disk > caps.per_project.disk_bytes {
+        return Err(too_large(
+            caps.per_project.disk_bytes,
+            "each project's cap (project_disk_mib; by default a quarter of the server's)",
+        ));
+    }
     let server_disk: u64 = held.iter().map(|h| h.disk_bytes).sum();
     if disk > 0 && server_disk.saturating_add(disk) > caps.server.disk_bytes {
-        return Err(Refused(format!(
-            "the local sandboxes of this server already reserve {} MiB of disk, and another \
-             {} MiB would pass the server's cap of {} MiB; delete sandboxes to make room",
-            mib(server_disk),
-            mib(disk),
-            mib(caps.server.disk_bytes)
-        )));
+        return Err(Refused(
+            format!(
+                "the local sandboxes of this server already reserve {} MiB of disk, and another \
+                 {} MiB would pass the server's cap of {} MiB; delete sandboxes to make room",
+                mib(server_disk),
+                mib(disk),
+                mib(caps.server.disk_bytes)
+            ),
+            Permanence::UntilRoom,
+        ));
     }
     let Some(project) = project else {
         return Ok(());
@@ -161,20 +216,26 @@ pub(crate) fn admit(
     };
     let live = u64::try_from(own().filter(|h| h.live).count()).unwrap_or(u64::MAX);
     if live >= caps.sandboxes_per_project {
-        return Err(Refused(format!(
-            "project `{project}` already has {live} live local sandboxes, its cap; delete one \
-             to make room"
-        )));
+        return Err(Refused(
+            format!(
+                "project `{project}` already has {live} live local sandboxes, its cap; delete \
+                 one to make room"
+            ),
+            Permanence::UntilRoom,
+        ));
     }
     let project_disk: u64 = own().map(|h| h.disk_bytes).sum();
     if disk > 0 && project_disk.saturating_add(disk) > caps.per_project.disk_bytes {
-        return Err(Refused(format!(
-            "project `{project}`'s local sandboxes already reserve {} MiB of disk, and another \
-             {} MiB would pass its cap of {} MiB; delete sandboxes to make room",
-            mib(project_disk),
-            mib(disk),
-            mib(caps.per_project.disk_bytes)
-        )));
+        return Err(Refused(
+            format!(
+                "project `{project}`'s local sandboxes already reserve {} MiB of disk, and \
+                 another {} MiB would pass its cap of {} MiB; delete sandboxes to make room",
+                mib(project_disk),
+                mib(disk),
+                mib(caps.per_project.disk_bytes)
+            ),
+            Permanence::UntilRoom,
+        ));
     }
     Ok(())
 }
@@ -219,6 +280,42 @@ mod tests {
                 .contains("2 live")
         );
         assert_eq!(admit(&caps, &two[1..], Some("a"), 0), Ok(()));
+    }
+
+    #[test]
+    fn a_sandbox_larger_than_a_cap_is_refused_for_good_and_says_what_to_configure() {
+        // A small volume: the per-project cap (a quarter of the server's) is under one
+        // sandbox's default 1 GiB, so no create of a project can ever pass.
+        let caps = LocalCapacity {
+            server: CapacityLimits {
+                disk_bytes: 3 << 30,
+                ..CapacityLimits::NONE
+            },
+            per_project: CapacityLimits {
+                disk_bytes: 768 << 20,
+                ..CapacityLimits::NONE
+            },
+            sandboxes_per_project: 32,
+        };
+        let refused = admit(&caps, &[], Some("a"), 1 << 30).unwrap_err();
+        assert_eq!(refused.1, Permanence::Never, "{}", refused.0);
+        assert!(refused.0.contains("project_disk_mib"), "{}", refused.0);
+        assert!(matches!(
+            refused.into_error(),
+            corral_provider::ProviderError::InvalidRequest { .. }
+        ));
+        // Server-wide too, with or without a project.
+        let refused = admit(&caps, &[], None, 4 << 30).unwrap_err();
+        assert_eq!(refused.1, Permanence::Never);
+        assert!(refused.0.contains("[local.capacity]"), "{}", refused.0);
+        // A cap that is only full now can pass once room is made: retryable.
+        let full = [held("a", 700, true)];
+        let refused = admit(&caps, &full, Some("a"), 100 << 20).unwrap_err();
+        assert_eq!(refused.1, Permanence::UntilRoom);
+        assert!(matches!(
+            refused.into_error(),
+            corral_provider::ProviderError::CapacityExceeded { .. }
+        ));
     }
 
     #[test]

@@ -459,10 +459,7 @@ impl Shared {
                 meta.project.as_deref(),
                 bytes,
             )
-            .map_err(|refused| ProviderError::CapacityExceeded {
-                provider: Provider::Local,
-                message: refused.0,
-            })?;
+            .map_err(capacity::Refused::into_error)?;
             self.snapshots
                 .begin(&native_id, id)
                 .map_err(|e| fail(e.to_string()))?
@@ -1119,12 +1116,8 @@ impl LocalProvider {
                 })?;
             }
             let held = shared.held()?;
-            capacity::admit(&shared.capacity, &held, record.project.as_deref(), disk).map_err(
-                |refused| ProviderError::CapacityExceeded {
-                    provider: Provider::Local,
-                    message: refused.0,
-                },
-            )?;
+            capacity::admit(&shared.capacity, &held, record.project.as_deref(), disk)
+                .map_err(capacity::Refused::into_error)?;
             record.disk_bytes = (disk > 0).then_some(disk);
             if shared.as_root {
                 record.uid = Some(

@@ -331,7 +331,8 @@ pub struct ProvidersSection {
 pub struct LocalSection {
     /// Where sandboxes live; default `<data_dir>/sandboxes`.
     pub root: Option<PathBuf>,
-    /// Whether sandboxes may reach the network.
+    /// Refused when `true`: the unguarded host network is not offered by the server (use
+    /// `network`).
     pub allow_network: Option<bool>,
     /// Memory of the whole sandbox, swap off (its cgroup), and address space per process, in
     /// MiB.

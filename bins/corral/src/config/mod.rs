@@ -15,8 +15,8 @@ use corral_domain::{Provider, limits};
 pub use env::ConfigError;
 use env::env_u64;
 pub use file::*;
-pub use sections::{ControlSettings, http};
 use sections::*;
+pub use sections::{ControlSettings, http};
 
 /// The resolved settings the server runs with.
 #[derive(Debug, Clone)]

@@ -450,12 +450,24 @@ pub(super) fn bridge_allow(section: &BridgeSection) -> Vec<String> {
     }
 }
 
-/// `[local]`, with `CORRAL_LOCAL_ALLOW_NETWORK` over `allow_network`, checked: each image
-/// names one source, the allowed ranges and the DNS upstream parse, at least one exec thread.
+/// `[local]`, checked: the unguarded host network refused (`allow_network`, or
+/// `CORRAL_LOCAL_ALLOW_NETWORK`), each image names one source, the allowed ranges and the DNS
+/// upstream parse, at least one exec thread.
 pub(super) fn local(section: &LocalSection) -> Result<LocalSection, ConfigError> {
-    let mut local = section.clone();
-    if let Some(v) = env("CORRAL_LOCAL_ALLOW_NETWORK") {
-        local.allow_network = Some(matches!(v.trim(), "1" | "true" | "yes"));
+    let local = section.clone();
+    let env_on =
+        env("CORRAL_LOCAL_ALLOW_NETWORK").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+    if local.allow_network == Some(true) || env_on {
+        // A server is shared by its projects: the host's network namespace would give every
+        // tenant's commands the host's loopback (the registry's database, this API).
+        return Err(ConfigError(
+            "local.allow_network (CORRAL_LOCAL_ALLOW_NETWORK) is not offered by the server: it \
+             would put every tenant's commands in the host's network namespace, its loopback \
+             included (the registry's database, Corral's own API). Use guarded networking \
+             instead: [local] network = true (with network_allow for private ranges), and \
+             \"network\": true on a create"
+                .into(),
+        ));
     }
     for (name, image) in local.images.iter().flatten() {
         if image.dir.is_some() == image.oci.is_some() {

@@ -25,7 +25,9 @@ pub(super) fn build(settings: &Settings) -> Result<Arc<dyn SandboxProvider>, Str
             .root
             .clone()
             .unwrap_or_else(|| settings.data_dir.join("sandboxes")),
-        allow_network: l.allow_network.unwrap_or(false),
+        // Refused when set (`config::sections::local`): the server never shares the host's
+        // network namespace.
+        allow_network: false,
         limits: LocalLimits {
             max_processes: l.max_processes.unwrap_or(defaults.max_processes),
             memory_bytes: mib(l.memory_mib, defaults.memory_bytes),

@@ -232,3 +232,15 @@ fn local_images_networking_and_capacity_are_read_and_checked() {
     assert!(parse("[local]\ndns_upstream = \"resolver\"").is_err());
     assert!(parse("[local.capacity]\nunknown = 1").is_err());
 }
+
+/// The unguarded host network is not offered by a server (its tenants would share the host's
+/// loopback): `allow_network = true` is refused at start and points at guarded networking.
+#[test]
+fn the_unguarded_host_network_is_refused_with_the_guarded_mode_named() {
+    let err = parse("[local]\nallow_network = true\n").unwrap_err();
+    assert!(err.0.contains("network_allow"), "{}", err.0);
+    assert!(err.0.contains("loopback"), "{}", err.0);
+    // Saying `false` is harmless.
+    let s = parse("[local]\nallow_network = false\n").unwrap();
+    assert_eq!(s.local.allow_network, Some(false));
+}

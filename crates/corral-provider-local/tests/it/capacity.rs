@@ -169,6 +169,41 @@ async fn a_project_has_a_quota_of_live_sandboxes_by_default() {
     let _ = third;
 }
 
+/// Through the provider's public `create`: the project is the call context's project (not its
+/// deployment, which every project of a server shares), so one project at its quota does not
+/// hold back another of the same deployment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_public_create_counts_each_project_of_a_deployment_against_its_own_quota() {
+    let world = World::with(|c| {
+        let mut caps = LocalCapacity::for_this_machine(&c.root);
+        caps.sandboxes_per_project = 1;
+        c.capacity = Some(caps);
+    });
+    let spec = || CreateSpec {
+        operation_id: OperationId::new(),
+        request: CreateSandboxRequest::standard(Provider::Local, None, None),
+        timeout_seconds: None,
+    };
+    let of = |project: &str| {
+        ctx()
+            .with_deployment("dep_one")
+            .with_project(project.to_owned())
+    };
+    let p = world.provider.create(&of("prj_p"), &spec()).await.unwrap();
+    assert_refused(
+        world
+            .provider
+            .create(&of("prj_p"), &spec())
+            .await
+            .map(|o| o.native_id),
+        "1 live",
+    );
+    let q = world.provider.create(&of("prj_q"), &spec()).await.unwrap();
+    for id in [p.native_id, q.native_id] {
+        world.provider.delete(&ctx(), &id).await.unwrap();
+    }
+}
+
 /// Each of two sandboxes holds `mib` MiB for 3 s at the same time; the exit status of each
 /// holder (`0`: it kept its memory).
 async fn hold_memory_in_two(world: &World, a: &str, b: &str, mib: u64) -> (String, String) {

@@ -79,7 +79,11 @@ struct Delegated {
 
 impl Delegated {
     fn new() -> Self {
-        let name = format!("corral-delegated-{}", std::process::id());
+        // Unique per test, not only per process: under `cargo test` the tests are threads of
+        // one process, and two of them must not share (and remove) one subtree.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("corral-delegated-{}-{n}", std::process::id());
         let mounts: Vec<(PathBuf, String, String)> =
             std::fs::read_to_string("/proc/self/mountinfo")
                 .unwrap()
