@@ -166,6 +166,7 @@ mod pool;
 mod procs;
 mod running;
 mod seccomp;
+mod settings;
 mod snapshots;
 mod store;
 mod sys;
@@ -195,6 +196,7 @@ pub use images::ImageSource;
 pub use init::{INIT_ARG, main as init_main, run_if_requested as run_init_if_requested};
 pub use inits::InitProgram;
 pub use network::{BLOCKED_RANGES, Ipv4Net, NetworkConfig};
+pub use settings::{CapacitySettings, ImageSettings, LocalSettings};
 
 use command::{Outcome, Run, RunError};
 use init::proto::{IdRange, NetworkSetup, ProcessLimits, Setup, SystemDir};

@@ -79,7 +79,7 @@ pub struct FileConfig {
     pub providers: ProvidersSection,
     /// The local provider.
     #[serde(default)]
-    pub local: LocalSection,
+    pub local: corral_provider_local::LocalSettings,
     /// The control plane.
     #[serde(default)]
     pub control: ControlSection,
@@ -323,92 +323,4 @@ pub struct ProvidersSection {
     /// `[providers.<id>]` tables, each read by its adapter's configuration type.
     #[serde(flatten)]
     pub each: BTreeMap<String, toml::Table>,
-}
-
-/// `[local]`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LocalSection {
-    /// Where sandboxes live; default `<data_dir>/sandboxes`.
-    pub root: Option<PathBuf>,
-    /// Refused when `true`: the unguarded host network is not offered by the server (use
-    /// `network`).
-    pub allow_network: Option<bool>,
-    /// Memory of the whole sandbox, swap off (its cgroup), and address space per process, in
-    /// MiB.
-    pub memory_mib: Option<u64>,
-    /// Processes of the whole sandbox (its cgroup's `pids.max`, and `RLIMIT_NPROC`).
-    pub max_processes: Option<u64>,
-    /// Size of each sandbox's own filesystem, in MiB, allocated in full at create; `0` puts
-    /// sandboxes directly on the data volume (no quota).
-    pub disk_mib: Option<u64>,
-    /// Free space a create must leave on the data volume, in MiB.
-    pub disk_reserve_mib: Option<u64>,
-    /// The sandbox's CPU weight against other sandboxes (cgroup `cpu.weight`, 1–10000).
-    pub cpu_weight: Option<u64>,
-    /// A hard CPU cap per sandbox in thousandths of a core (cgroup `cpu.max`); none by default.
-    pub cpu_max_millicores: Option<u64>,
-    /// Disk reads per sandbox on its own filesystem, MiB/s (cgroup `io.max` / v1
-    /// `blkio.throttle`); default 256, `0` = no limit.
-    pub io_read_mib_per_second: Option<u64>,
-    /// Disk writes per sandbox, MiB/s; default 128, `0` = no limit.
-    pub io_write_mib_per_second: Option<u64>,
-    /// Disk read operations per sandbox per second; default 4000, `0` = no limit.
-    pub io_read_iops: Option<u64>,
-    /// Disk write operations per sandbox per second; default 2000, `0` = no limit.
-    pub io_write_iops: Option<u64>,
-    /// Where the sandboxes' cgroups go, below the cgroup mount (e.g. a systemd unit's own
-    /// group with `Delegate=yes`); default `corral` at the root, which needs a root server.
-    pub cgroup_parent: Option<PathBuf>,
-    /// Largest file a command may write, in MiB (`RLIMIT_FSIZE`).
-    pub file_size_mib: Option<u64>,
-    /// CPU seconds per command process (`RLIMIT_CPU`).
-    pub cpu_seconds: Option<u64>,
-    /// Commands running at once, each on a thread of its own; default 64, at least 1.
-    pub exec_threads: Option<u64>,
-    /// How long an exec waits for a free command thread before `provider_unavailable`;
-    /// default 5.
-    pub exec_queue_wait_seconds: Option<u64>,
-    /// Guarded networking for sandboxes that ask for it; default off.
-    pub network: Option<bool>,
-    /// Ranges (`a.b.c.d/n`) sandboxes with a network may reach despite the guard.
-    pub network_allow: Option<Vec<String>>,
-    /// The resolver their DNS queries are relayed to (an IPv4 address); default the host's.
-    pub dns_upstream: Option<String>,
-    /// Images a create may name.
-    pub images: Option<BTreeMap<String, LocalImage>>,
-    /// Caps across sandboxes; each default is derived from the machine.
-    pub capacity: Option<LocalCapacitySection>,
-}
-
-/// `[local.images] <name> = { dir = … }` or `{ oci = …, tag = … }`.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct LocalImage {
-    /// A root filesystem directory.
-    pub dir: Option<PathBuf>,
-    /// An OCI image layout directory.
-    pub oci: Option<PathBuf>,
-    /// The tag (`org.opencontainers.image.ref.name`) in the layout, when it holds several.
-    pub tag: Option<String>,
-}
-
-/// `[local.capacity]`.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct LocalCapacitySection {
-    /// Disk reserved by every sandbox's image together, MiB.
-    pub disk_mib: Option<u64>,
-    /// Memory of every sandbox together, MiB.
-    pub memory_mib: Option<u64>,
-    /// Processes of every sandbox together.
-    pub max_processes: Option<u64>,
-    /// Disk reserved by one project's sandboxes, MiB.
-    pub project_disk_mib: Option<u64>,
-    /// Memory of one project's sandboxes, MiB.
-    pub project_memory_mib: Option<u64>,
-    /// Processes of one project's sandboxes.
-    pub project_max_processes: Option<u64>,
-    /// Live sandboxes of one project.
-    pub sandboxes_per_project: Option<u64>,
 }

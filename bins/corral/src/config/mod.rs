@@ -52,7 +52,7 @@ pub struct Settings {
     /// Per-provider tables, for the adapters' own configuration types.
     pub providers: BTreeMap<String, toml::Table>,
     /// Local provider settings.
-    pub local: LocalSection,
+    pub local: corral_provider_local::LocalSettings,
     /// Request-rate limits.
     pub rate_limits: corral_service::limiter::RateLimits,
     /// Live-sandbox quotas.

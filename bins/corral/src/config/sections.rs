@@ -450,10 +450,11 @@ pub(super) fn bridge_allow(section: &BridgeSection) -> Vec<String> {
     }
 }
 
-/// `[local]`, checked: the unguarded host network refused (`allow_network`, or
-/// `CORRAL_LOCAL_ALLOW_NETWORK`), each image names one source, the allowed ranges and the DNS
-/// upstream parse, at least one exec thread.
-pub(super) fn local(section: &LocalSection) -> Result<LocalSection, ConfigError> {
+/// `[local]`, checked ([`corral_provider_local::LocalSettings::check`]), the unguarded host
+/// network refused (`allow_network`, or `CORRAL_LOCAL_ALLOW_NETWORK`).
+pub(super) fn local(
+    section: &corral_provider_local::LocalSettings,
+) -> Result<corral_provider_local::LocalSettings, ConfigError> {
     let local = section.clone();
     let env_on =
         env("CORRAL_LOCAL_ALLOW_NETWORK").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
@@ -469,31 +470,7 @@ pub(super) fn local(section: &LocalSection) -> Result<LocalSection, ConfigError>
                 .into(),
         ));
     }
-    for (name, image) in local.images.iter().flatten() {
-        if image.dir.is_some() == image.oci.is_some() {
-            return Err(ConfigError(format!(
-                "local.images.{name} needs exactly one of `dir` and `oci`"
-            )));
-        }
-        if image.dir.is_some() && image.tag.is_some() {
-            return Err(ConfigError(format!(
-                "local.images.{name}: `tag` goes with `oci`"
-            )));
-        }
-    }
-    for range in local.network_allow.iter().flatten() {
-        range
-            .parse::<corral_provider_local::Ipv4Net>()
-            .map_err(|e| ConfigError(format!("local.network_allow: {e}")))?;
-    }
-    if let Some(dns) = &local.dns_upstream {
-        dns.parse::<std::net::Ipv4Addr>().map_err(|_| {
-            ConfigError(format!("local.dns_upstream `{dns}` is not an IPv4 address"))
-        })?;
-    }
-    if local.exec_threads == Some(0) {
-        return Err(ConfigError("local.exec_threads must be at least 1".into()));
-    }
+    local.check().map_err(ConfigError)?;
     Ok(local)
 }
 
