@@ -1,0 +1,4 @@
+//! The door over a real service (SQLite, the host-shell double as `local`): what only the
+//! door's own code decides, tested without HTTP.
+
+mod tokens;
