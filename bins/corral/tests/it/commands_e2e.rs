@@ -272,16 +272,6 @@ async fn a_keyed_start_whose_answer_the_client_lost_runs_once() {
     assert_eq!(runs, "ran\n", "the command ran exactly once");
 }
 
-/// The server's resident memory, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_streams_hold_bounded_memory() {
     let mut w = World::new(None, "[rate_limits]\nenabled = false\n").await;
@@ -293,14 +283,14 @@ async fn two_hundred_concurrent_streams_hold_bounded_memory() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = rss_kib(server.pid());
+    let before = crate::serve::status_kib(server.pid(), "VmRSS");
     let readers: Vec<_> = (0..200)
         .map(|_| tokio::spawn(read_all(client.clone(), sbx, cmd.id)))
         .collect();
     let mut peak = before;
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        peak = peak.max(rss_kib(server.pid()));
+        peak = peak.max(crate::serve::status_kib(server.pid(), "VmRSS"));
     }
     for reader in readers {
         let (stdout, _) = tokio::time::timeout(Duration::from_secs(60), reader)

@@ -20,16 +20,6 @@ const PER_ADDRESS: usize = 110;
 const MAX_CONNECTIONS: usize = 4000;
 const WAVE: Duration = Duration::from_secs(12);
 
-/// The server's resident memory, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 async fn connect_from(
     source: Ipv4Addr,
     server: SocketAddr,
@@ -111,7 +101,7 @@ async fn a_flood_from_many_addresses_leaves_the_server_serving_and_its_memory_re
         assert!(probe(health, addr).await);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let baseline = rss_kib(server.pid());
+    let baseline = crate::serve::status_kib(server.pid(), "VmRSS");
 
     let stop = Arc::new(AtomicBool::new(false));
     let opened = Arc::new(AtomicU64::new(0));
@@ -135,7 +125,7 @@ async fn a_flood_from_many_addresses_leaves_the_server_serving_and_its_memory_re
         probes += 1;
         health_ok += usize::from(probe(health, addr).await);
         client_ok += usize::from(probe(client, addr).await);
-        peak = peak.max(rss_kib(server.pid()));
+        peak = peak.max(crate::serve::status_kib(server.pid(), "VmRSS"));
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     stop.store(true, Ordering::Relaxed);
@@ -171,11 +161,11 @@ async fn a_flood_from_many_addresses_leaves_the_server_serving_and_its_memory_re
 
     // Memory: back near the baseline once the connections are gone.
     let settle = Instant::now() + Duration::from_secs(10);
-    let mut after = rss_kib(server.pid());
+    let mut after = crate::serve::status_kib(server.pid(), "VmRSS");
     let near = |after: u64| after <= baseline + (peak - baseline) / 2 + 4 * 1024;
     while !near(after) && Instant::now() < settle {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        after = rss_kib(server.pid());
+        after = crate::serve::status_kib(server.pid(), "VmRSS");
     }
     eprintln!(
         "flood: {opened} connections opened, {shed} shed; {probes} probes; RSS baseline {baseline} KiB, peak {peak} KiB, after {after} KiB"

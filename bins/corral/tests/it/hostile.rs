@@ -28,16 +28,6 @@ impl Rng {
     }
 }
 
-/// A field of the server's `/proc/<pid>/status`, in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// A client whose connections come from `127.0.0.<n>`.
 fn client_from(n: u8) -> Client {
     Client::builder()
@@ -147,8 +137,8 @@ async fn a_password_burst_runs_five_verifications_in_bounded_memory_and_locks_no
     .await;
     assert_eq!(status, 401);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let rss_before = status_kib(pid, "VmRSS");
-    let hwm_before = status_kib(pid, "VmHWM");
+    let rss_before = crate::serve::status_kib(pid, "VmRSS");
+    let hwm_before = crate::serve::status_kib(pid, "VmHWM");
 
     // Another tenant lists its sandboxes all along the burst.
     let tenant = {
@@ -210,9 +200,9 @@ async fn a_password_burst_runs_five_verifications_in_bounded_memory_and_locks_no
         *statuses.entry(status).or_insert(0) += 1;
     }
     let took = started.elapsed();
-    let hwm_after = status_kib(pid, "VmHWM");
+    let hwm_after = crate::serve::status_kib(pid, "VmHWM");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_after = status_kib(pid, "VmRSS");
+    let rss_after = crate::serve::status_kib(pid, "VmRSS");
     let (slowest, answers) = tenant.await.unwrap();
     eprintln!(
         "burst: {statuses:?} in {took:?}; server VmRSS {rss_before} kB before, {rss_after} kB \

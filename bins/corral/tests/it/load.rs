@@ -1032,16 +1032,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The peak resident memory of a process, in KiB.
-fn vm_hwm_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// Every record of a project's registry, through the API.
 async fn list_all(sh: &Shared, project: usize) -> Vec<Value> {
     let mut out = Vec::new();
@@ -1343,7 +1333,7 @@ async fn mixed_load(postgres: Option<TestDb>, default_ops: usize) {
         ));
     }
     let check_time = started.elapsed() - load_time;
-    let hwm_mib = vm_hwm_kib(pid) / 1024;
+    let hwm_mib = crate::serve::status_kib(pid, "VmHWM") / 1024;
     let logs = server.stop();
     if logs.contains("panicked") {
         problems.push("the server's log shows a panic".into());

@@ -267,3 +267,14 @@ pub(crate) fn create_project(data: &Path, url: &str, name: &str) -> (String, Str
         printed["apiKey"].as_str().unwrap().to_owned(),
     )
 }
+
+/// A field of a process's `/proc/<pid>/status` in KiB (`VmRSS`, its resident memory now;
+/// `VmHWM`, its peak).
+pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
