@@ -54,12 +54,13 @@ pub fn command_line(args: &[String]) -> String {
         return one.clone();
     }
     args.iter()
-        .map(|a| shell_quote(a))
+        .map(|a| quote_if_needed(a))
         .collect::<Vec<_>>()
         .join(" ")
 }
 
-fn shell_quote(arg: &str) -> String {
+/// `arg` as written when it is a plain word, else [`corral_domain::shell::shell_quote`]d.
+fn quote_if_needed(arg: &str) -> String {
     let plain = !arg.is_empty()
         && arg
             .bytes()
@@ -67,7 +68,7 @@ fn shell_quote(arg: &str) -> String {
     if plain {
         arg.to_owned()
     } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
+        corral_domain::shell::shell_quote(arg)
     }
 }
 

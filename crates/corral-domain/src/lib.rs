@@ -29,6 +29,7 @@ mod money;
 pub mod openapi;
 mod provider;
 mod sandbox;
+pub mod shell;
 mod snapshot;
 pub mod sse;
 mod status;

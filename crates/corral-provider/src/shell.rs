@@ -5,10 +5,7 @@ use corral_domain::Provider;
 
 use crate::{ExecSpec, ProviderError, Result};
 
-/// Quotes `s` for a POSIX shell: a single-quoted word with embedded quotes escaped.
-pub fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
+pub use corral_domain::shell::shell_quote;
 
 /// Whether `name` can be exported by a POSIX shell (`[A-Za-z_][A-Za-z0-9_]*`).
 pub fn is_shell_name(name: &str) -> bool {

@@ -41,37 +41,7 @@ pub fn resolve(path: &str) -> Result<String, FsError> {
     Ok(format!("/{}", parts.join("/")))
 }
 
-/// `s` as one single-quoted `sh` word: safe for any text, quotes and newlines included
-/// (a `'` becomes `'\''`).
-pub fn shell_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('\'');
-    for c in s.chars() {
-        if c == '\'' {
-            out.push_str("'\\''");
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\'');
-    out
-}
-
-/// The string [`shell_quote`] quoted, or `None` for anything it could not have made.
-pub fn shell_unquote(quoted: &str) -> Option<String> {
-    let inner = quoted.strip_prefix('\'')?.strip_suffix('\'')?;
-    let mut out = String::with_capacity(inner.len());
-    for (i, part) in inner.split("'\\''").enumerate() {
-        if part.contains('\'') {
-            return None;
-        }
-        if i > 0 {
-            out.push('\'');
-        }
-        out.push_str(part);
-    }
-    Some(out)
-}
+pub use corral_domain::shell::{shell_quote, shell_unquote};
 
 /// The last component of a cleaned absolute path (`/` for the root, as Go's `FileInfo.Name`).
 pub(super) fn base_name(path: &str) -> &str {
