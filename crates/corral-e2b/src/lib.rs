@@ -18,8 +18,8 @@
 //!   or a day passing ends it). Processes are Corral commands (durable jobs); a pid is
 //!   a stable 31-bit hash of the command id.
 //!
-//! Modules, bottom to top: `wire`, `connect`, `connect_code`, `fs`, `error` → `lib` (the door, its config and
-//! the callers) → `control`, `snapshots`, `process`, `files`.
+//! Modules, bottom to top: `wire`, `connect`, `connect_code`, `fs`, `error` → `lib` (the door,
+//! its config and the callers) → `control`, `snapshots`, `process`, `files`.
 
 pub mod connect;
 pub mod connect_code;

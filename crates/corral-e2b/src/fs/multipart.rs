@@ -116,8 +116,8 @@ fn ext_value(v: &str) -> Option<String> {
 /// in a bare LF is read with LF endings throughout (as Go's reader does).
 ///
 /// envd writes each part to the `path` query parameter when one is given (the SDK sends it
-/// with a single file), else to the part's filename, resolved as [`resolve`](super::path::resolve); two parts aimed
-/// at one path are a 400.
+/// with a single file), else to the part's filename, resolved as
+/// [`resolve`](super::path::resolve); two parts aimed at one path are a 400.
 pub fn parse_multipart(content_type: &str, body: &[u8]) -> Result<Vec<UploadPart>, FsError> {
     let (media, ps) = params(content_type)?;
     if media != "multipart/form-data" {
