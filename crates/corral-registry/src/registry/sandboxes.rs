@@ -628,8 +628,9 @@ impl Registry {
     }
 
     /// [`Registry::list_sandboxes`] as the wire page itself, for `GET /v1/sandboxes`: the same
-    /// rows, order, cursors and errors, but only the columns a [`SandboxListItem`] shows are
-    /// read, each row becomes its item directly (no whole record in between), and the query
+    /// rows, order, cursors and errors, but only the columns a
+    /// [`SandboxListItem`](corral_domain::SandboxListItem) shows are read, each row becomes its
+    /// item directly (no whole record in between), and the query
     /// is one of two fixed statements (first page, or after a cursor), so both backends keep
     /// it prepared instead of building and parsing its SQL on every call.
     pub async fn list_sandbox_page(
