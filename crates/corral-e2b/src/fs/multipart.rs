@@ -381,6 +381,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
         fn multipart_never_panics_on_random_bytes(
             body in proptest::collection::vec(any::<u8>(), 0..400),

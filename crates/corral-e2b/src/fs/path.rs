@@ -88,6 +88,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
         fn resolve_is_absolute_clean_and_idempotent(path in "[a-z./~]{0,20}") {
             if let Ok(r) = resolve(&path) {
