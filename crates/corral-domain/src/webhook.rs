@@ -12,7 +12,10 @@ use crate::{EventType, Timestamp};
 pub struct NewWebhook {
     /// Where events are POSTed: `https://…` (or `http://` to a host the operator allows).
     /// Loopback, private and link-local addresses are refused unless allowed.
-    #[cfg_attr(feature = "utoipa", schema(format = "uri", min_length = 8, max_length = 2048))]
+    #[cfg_attr(
+        feature = "utoipa",
+        schema(format = "uri", min_length = 8, max_length = 2048)
+    )]
     pub url: String,
     /// Only these event types (omitted, null or empty: every type).
     #[serde(default)]
