@@ -17,8 +17,8 @@ use crate::db::{from_micros, run, to_micros, write_tx};
 use crate::error::{RegistryError, Result, db_error};
 use crate::model::ProjectId;
 use crate::registry::{ListCursor, Registry};
-use crate::secret::E2bTokenClaims;
 use crate::schema::{e2b_sandboxes as e2b, sandboxes};
+use crate::secret::E2bTokenClaims;
 
 /// What the E2B door keeps about one sandbox it created. `Debug` shows the env var names,
 /// never their values.
@@ -408,7 +408,11 @@ impl Registry {
     /// (compared in constant time) and has not ended; `None` otherwise (malformed, another
     /// sandbox's, another master key's, past its end). Neither whether the sandbox exists nor
     /// whether the key is still live is checked here.
-    pub fn check_e2b_access_token(&self, sandbox: SandboxId, token: &str) -> Option<E2bTokenClaims> {
+    pub fn check_e2b_access_token(
+        &self,
+        sandbox: SandboxId,
+        token: &str,
+    ) -> Option<E2bTokenClaims> {
         let claims = self.key.check_e2b_access_token(sandbox, token)?;
         (self.db.now().timestamp() < claims.expires_at).then_some(claims)
     }
@@ -429,7 +433,9 @@ impl Registry {
         let Some((key, _)) = self.key_state(&claims.key_id).await? else {
             return Ok(None);
         };
-        let live = key.expires_at.is_none_or(|at| to_micros(self.db.now()) < at);
+        let live = key
+            .expires_at
+            .is_none_or(|at| to_micros(self.db.now()) < at);
         Ok((live && key.project == claims.project).then_some(claims.project))
     }
 }

@@ -350,7 +350,13 @@ pub struct E2bTokenClaims {
 }
 
 impl MasterKey {
-    fn e2b_token_mac(&self, project: &str, key_id: &str, expires_at: &str, sandbox: &str) -> HmacSha256 {
+    fn e2b_token_mac(
+        &self,
+        project: &str,
+        key_id: &str,
+        expires_at: &str,
+        sandbox: &str,
+    ) -> HmacSha256 {
         let subkey = self.subkey(E2B_TOKEN_LABEL);
         let mut mac =
             HmacSha256::new_from_slice(&subkey[..]).unwrap_or_else(|_| unreachable_hmac());
@@ -378,7 +384,10 @@ impl MasterKey {
             .e2b_token_mac(&project, key_id, &expires, &sandbox.to_string())
             .finalize()
             .into_bytes();
-        format!("{project}.{key_id}.{expires}.{}", URL_SAFE_NO_PAD.encode(tag))
+        format!(
+            "{project}.{key_id}.{expires}.{}",
+            URL_SAFE_NO_PAD.encode(tag)
+        )
     }
 
     /// What a presented token says when it is this key's token for `sandbox` (the tag
@@ -393,9 +402,16 @@ impl MasterKey {
             return None;
         }
         let mut fields = token.split('.');
-        let (project_text, key_id, expires_text, tag_text) =
-            (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
-        if fields.next().is_some() || key_id.is_empty() || !key_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        let (project_text, key_id, expires_text, tag_text) = (
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+        );
+        if fields.next().is_some()
+            || key_id.is_empty()
+            || !key_id.bytes().all(|b| b.is_ascii_alphanumeric())
+        {
             return None;
         }
         let project: ProjectId = project_text.parse().ok()?;

@@ -94,7 +94,10 @@ mod tests {
         let first = streams.acquire(&a).unwrap();
         let _second = streams.acquire(&a).unwrap();
         let refused = streams.acquire(&a).unwrap_err();
-        assert!(matches!(refused, ServiceError::RateLimited { .. }), "{refused}");
+        assert!(
+            matches!(refused, ServiceError::RateLimited { .. }),
+            "{refused}"
+        );
         // Another project is not held back by the first one's streams.
         let _other = streams.acquire(&b).unwrap();
         drop(first);

@@ -20,8 +20,8 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::str::FromStr as _;
 use std::pin::Pin;
+use std::str::FromStr as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};

@@ -411,7 +411,10 @@ pub(crate) async fn access_tokens_are_bound_to_their_sandbox_and_master_key(db: 
         replica.e2b_access_token_ending(project, "k1", sandbox, ends),
         token
     );
-    assert_eq!(replica.check_e2b_access_token(sandbox, &token), Some(claims));
+    assert_eq!(
+        replica.check_e2b_access_token(sandbox, &token),
+        Some(claims)
+    );
 
     // Not for another sandbox, nor under another master key.
     assert_eq!(reg.check_e2b_access_token(another, &token), None);
@@ -425,7 +428,11 @@ pub(crate) async fn access_tokens_are_bound_to_their_sandbox_and_master_key(db: 
         format!("{project}.k2.{}.{tag}", fields[2]),
         format!("{project}.k1.{later}.{tag}"),
     ] {
-        assert_eq!(reg.check_e2b_access_token(sandbox, &forged), None, "{forged}");
+        assert_eq!(
+            reg.check_e2b_access_token(sandbox, &forged),
+            None,
+            "{forged}"
+        );
     }
     // Past its end it opens nothing, though its tag is right.
     let ended = reg.e2b_access_token_ending(
@@ -493,7 +500,10 @@ pub(crate) async fn access_tokens_end_with_the_api_key_they_were_issued_to(db: &
         );
     }
     reg.revoke_api_key(&a.info.key_id).await.unwrap();
-    assert_eq!(reg.authorize_e2b_access_token(sandbox, &ta).await.unwrap(), None);
+    assert_eq!(
+        reg.authorize_e2b_access_token(sandbox, &ta).await.unwrap(),
+        None
+    );
     assert_eq!(
         reg.authorize_e2b_access_token(sandbox, &tb).await.unwrap(),
         Some(project)
@@ -503,7 +513,11 @@ pub(crate) async fn access_tokens_end_with_the_api_key_they_were_issued_to(db: &
     let c = reg.issue_api_key(other).await.unwrap();
     for key_id in ["nosuchkey0000000", c.info.key_id.as_str()] {
         let t = reg.e2b_access_token(project, key_id, sandbox);
-        assert_eq!(reg.authorize_e2b_access_token(sandbox, &t).await.unwrap(), None, "{key_id}");
+        assert_eq!(
+            reg.authorize_e2b_access_token(sandbox, &t).await.unwrap(),
+            None,
+            "{key_id}"
+        );
     }
 }
 
