@@ -173,15 +173,25 @@ where
         >,
     B: MessageBody,
 {
-    let res = match app.call(req.to_request()).await {
-        Ok(res) => res,
-        Err(e) => panic!("the app failed instead of answering: {e}"),
+    let (status, headers, body) = match app.call(req.to_request()).await {
+        Ok(res) => {
+            let (status, headers) = (res.status(), res.headers().clone());
+            let body = actix_web::body::to_bytes(res.into_body())
+                .await
+                .unwrap_or_default();
+            (status, headers, body)
+        }
+        // What actix-http does with the app's error: answers its response (for a handler's
+        // panic, the envelope the request middleware put in it).
+        Err(e) => {
+            let resp = e.error_response();
+            let (status, headers) = (resp.status(), resp.headers().clone());
+            let body = actix_web::body::to_bytes(resp.into_body())
+                .await
+                .unwrap_or_default();
+            (status, headers, body)
+        }
     };
-    let status = res.status();
-    let headers = res.headers().clone();
-    let body = actix_web::body::to_bytes(res.into_body())
-        .await
-        .unwrap_or_default();
     let text = String::from_utf8_lossy(&body).into_owned();
     let json = serde_json::from_str(&text).unwrap_or(Value::Null);
     Resp {
